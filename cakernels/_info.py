@@ -1,0 +1,52 @@
+"""Build and run-time facts: versions, OpenMP, BLAS, MPI availability."""
+
+import importlib.util
+import platform
+import sys
+
+from ._backends import cpu_count
+
+
+def build_info():
+    """Return a dict of versions and build facts.
+
+    Keys: ``cakernels``, ``python``, ``platform``, ``numpy``, ``scipy``,
+    ``scikit-learn``, ``openmp`` (compiled into the native module),
+    ``omp_max_threads``, ``cpu_count``, ``blas`` (from threadpoolctl),
+    ``mpi4py`` (installed version or None).
+    """
+    import numpy
+    import scipy
+    import sklearn
+    from threadpoolctl import threadpool_info
+
+    from . import _native
+    from ._version import __version__
+
+    mpi = None
+    if importlib.util.find_spec("mpi4py") is not None:
+        try:
+            import mpi4py
+
+            mpi = mpi4py.__version__
+        except Exception as exc:  # pragma: no cover - broken install
+            mpi = f"unusable ({exc})"
+    blas = [
+        f"{d.get('internal_api')} {d.get('version')} ({d.get('architecture')}, "
+        f"{d.get('num_threads')} threads)"
+        for d in threadpool_info()
+        if d.get("user_api") == "blas"
+    ]
+    return {
+        "cakernels": __version__,
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "numpy": numpy.__version__,
+        "scipy": scipy.__version__,
+        "scikit-learn": sklearn.__version__,
+        "openmp": bool(_native.openmp_enabled()),
+        "omp_max_threads": int(_native.max_threads()),
+        "cpu_count": cpu_count(),
+        "blas": blas,
+        "mpi4py": mpi,
+    }

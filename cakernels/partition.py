@@ -1,0 +1,687 @@
+"""The shared partitioning layer.
+
+Five partitioners, each a small estimator in the style of
+:class:`sklearn.cluster.KMeans`: ``fit(X)`` sets ``labels_`` (the partition
+of every sample), ``centers_`` (one row per partition) and ``sizes_``;
+``assign(X)`` routes new samples to their nearest centre.
+
+===========================  ===============================  =================
+partitioner                  reference                        balanced
+===========================  ===============================  =================
+:class:`RandomPartitioner`   CA-SVM (Alg. 5), DC-KRR (Alg. 8)  yes
+:class:`KMeansPartitioner`   CP-SVM, DC-SVM, KKRR              no
+:class:`KBalancePartitioner` Algorithm 9 (BKRR)                yes
+:class:`FCFSPartitioner`     Algorithm 3 (FCFS-SVM)            yes
+:class:`BKMPartitioner`      Algorithm 4 (BKM-SVM)             yes
+===========================  ===============================  =================
+
+Balanced partitioners give every partition exactly ``floor(m/P)`` or
+``ceil(m/P)`` samples (``m mod P`` of them get the ceiling, first come first
+served). The capacity-limited greedy assignment of Algorithms 3, 4 and 9 is
+computed exactly, but not one sample at a time: an event simulation assigns
+every sample to its nearest open centre until the next centre fills, closes
+that centre and re-routes only the samples that had chosen it. That costs
+O(m P) work per closed centre, vectorised, instead of a Python loop over
+samples (or the O(m) scan per move that Algorithm 4's pseudo-code suggests).
+"""
+
+import numbers
+import time
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator, clone
+from sklearn.cluster import KMeans, MiniBatchKMeans
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from ._kernels import row_sq_norms
+
+__all__ = [
+    "RandomPartitioner",
+    "KMeansPartitioner",
+    "KBalancePartitioner",
+    "FCFSPartitioner",
+    "BKMPartitioner",
+    "make_partitioner",
+    "PARTITIONERS",
+]
+
+
+# ----------------------------------------------------------------------------
+# helpers
+# ----------------------------------------------------------------------------
+def squared_distances(X, centers, X_sq_norms=None):
+    """Squared Euclidean distances between rows of ``X`` and ``centers``.
+
+    Computed as ``||x||^2 + ||c||^2 - 2 x.c`` (one matrix product, dense or
+    CSR ``X``), clipped at zero.
+    """
+    if X_sq_norms is None:
+        X_sq_norms = row_sq_norms(X)
+    c_sq = np.einsum("ij,ij->i", centers, centers)
+    XC = X @ centers.T
+    XC = np.asarray(XC, dtype=np.float64)
+    D = X_sq_norms[:, None] + c_sq[None, :] - 2.0 * XC
+    np.maximum(D, 0.0, out=D)
+    return D
+
+
+def nearest_center(X, centers, *, block_rows=65536):
+    """Index of the nearest centre (Euclidean) of every row of ``X``.
+
+    Ties go to the lowest centre index. Rows are processed in blocks to bound
+    memory.
+    """
+    n = X.shape[0]
+    out = np.empty(n, dtype=np.intp)
+    for start in range(0, n, block_rows):
+        stop = min(start + block_rows, n)
+        out[start:stop] = np.argmin(squared_distances(X[start:stop], centers), axis=1)
+    return out
+
+
+def partition_means(X, labels, n_partitions):
+    """Mean of the samples of every partition, shape (n_partitions, n_features)."""
+    n = X.shape[0]
+    ind = sp.csr_matrix(
+        (np.ones(n), (labels, np.arange(n))), shape=(n_partitions, n)
+    )
+    sums = ind @ X
+    sums = sums.toarray() if sp.issparse(sums) else np.asarray(sums)
+    counts = np.bincount(labels, minlength=n_partitions).astype(np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        means = sums / counts[:, None]
+    return np.ascontiguousarray(means, dtype=np.float64)
+
+
+def balanced_sizes(n_samples, n_partitions):
+    """The sizes a balanced partition may have: ``floor`` and ``ceil`` of m/P."""
+    lo = n_samples // n_partitions
+    return lo, lo + (n_samples % n_partitions > 0), n_samples % n_partitions
+
+
+class _Capacity:
+    """Capacity bookkeeping shared by the balanced greedy assignments.
+
+    Every partition may hold ``floor(m/P)`` samples; the first ``m mod P``
+    partitions to reach ``floor + 1`` keep it, after which the cap of every
+    partition drops to ``floor``.
+    """
+
+    def __init__(self, n_samples, n_partitions, sizes=None):
+        self.lo, self.hi, self.r = balanced_sizes(n_samples, n_partitions)
+        self.sizes = (np.zeros(n_partitions, dtype=np.int64) if sizes is None
+                      else np.asarray(sizes, dtype=np.int64).copy())
+        self.n_hi = 0
+        self.cap = self.hi if self.r > 0 else self.lo
+
+    def room(self):
+        return np.maximum(self.cap - self.sizes, 0)
+
+    def add(self, j, count):
+        self.sizes[j] += count
+        if self.cap == self.hi and self.r > 0 and self.sizes[j] >= self.hi:
+            self.n_hi += 1
+            if self.n_hi >= self.r:
+                self.cap = self.lo
+
+    def reserve(self, j, count):
+        """Partition ``j`` keeps ``count`` of its own samples (BKM)."""
+        self.add(j, count)
+
+
+def greedy_capacity_assign(D, cap, order=None):
+    """Assign samples in order to their nearest partition that still has room.
+
+    This is the loop of Algorithms 3, 4 and 9 (``if dist < mindis and
+    CS[j] < balanced``), computed exactly by an event simulation.
+
+    Parameters
+    ----------
+    D : ndarray of shape (n, P)
+        Distances of the samples to the centres (any monotone transform of
+        the Euclidean distance gives the same result).
+    cap : _Capacity
+        Capacity state, updated in place.
+    order : ndarray of shape (n,), default=None
+        Processing order of the rows; data order when None.
+
+    Returns
+    -------
+    labels : ndarray of shape (n,)
+        The partition of every row of ``D`` (in the original row order).
+    """
+    n, P = D.shape
+    if order is None:
+        order = np.arange(n)
+    Dq = np.array(D[order], dtype=np.float64)  # a copy we may mask
+    closed = cap.room() == 0
+    Dq[:, closed] = np.inf
+    choice = np.argmin(Dq, axis=1)
+    labels_q = np.full(n, -1, dtype=np.intp)
+    start = 0
+    while start < n:
+        room = cap.room()
+        rest = choice[start:]
+        counts = np.bincount(rest, minlength=P)
+        # position (relative to ``start``) at which each partition fills up
+        fill_at = np.full(P, n, dtype=np.int64)
+        for j in np.flatnonzero((counts >= room) & (room > 0)):
+            fill_at[j] = np.flatnonzero(rest == j)[room[j] - 1]
+        j_first = int(np.argmin(fill_at))
+        stop = n if fill_at[j_first] >= n else start + int(fill_at[j_first]) + 1
+        seg = choice[start:stop]
+        labels_q[start:stop] = seg
+        seg_counts = np.bincount(seg, minlength=P)
+        for j in np.flatnonzero(seg_counts):
+            cap.add(j, int(seg_counts[j]))
+        start = stop
+        if start >= n:
+            break
+        newly_closed = (cap.room() == 0) & ~closed
+        closed |= newly_closed
+        if closed.all():
+            raise RuntimeError("capacity exhausted before every sample was assigned")
+        Dq[start:, newly_closed] = np.inf
+        redo = np.flatnonzero(np.isin(choice[start:], np.flatnonzero(newly_closed))) + start
+        if redo.size:
+            choice[redo] = np.argmin(Dq[redo], axis=1)
+    labels = np.empty(n, dtype=np.intp)
+    labels[order] = labels_q
+    return labels
+
+
+def _check_n_partitions(n_partitions, n_samples):
+    if n_partitions > n_samples:
+        raise ValueError(
+            f"n_partitions={n_partitions} is larger than the number of samples "
+            f"({n_samples}); every partition needs at least one sample"
+        )
+
+
+# ----------------------------------------------------------------------------
+# partitioners
+# ----------------------------------------------------------------------------
+class _BasePartitioner(BaseEstimator):
+    """Fit driver shared by the partitioners."""
+
+    _parameter_constraints = {
+        "n_partitions": [Interval(numbers.Integral, 1, None, closed="left")],
+        "random_state": ["random_state"],
+    }
+    #: whether every partition gets floor(m/P) or ceil(m/P) samples
+    balanced = True
+
+    def fit(self, X, y=None):
+        """Partition ``X``.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Training samples. Sparse input must be CSR (other formats are
+            converted).
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        self : object
+            Fitted partitioner.
+        """
+        self._validate_params()
+        X = validate_data(self, X, accept_sparse="csr", dtype=np.float64)
+        _check_n_partitions(self.n_partitions, X.shape[0])
+        rng = check_random_state(self.random_state)
+        t0 = time.perf_counter()
+        labels, centers = self._partition(X, rng)
+        n_parts = centers.shape[0]
+        self.labels_ = np.asarray(labels, dtype=np.intp)
+        self.centers_ = np.ascontiguousarray(centers, dtype=np.float64)
+        self.sizes_ = np.bincount(self.labels_, minlength=n_parts)
+        self.n_partitions_ = n_parts
+        self.fit_seconds_ = time.perf_counter() - t0
+        return self
+
+    def assign(self, X):
+        """Route every sample to the partition of its nearest centre.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        labels : ndarray of shape (n_samples,)
+            Index of the nearest centre (Euclidean; ties to the lowest index).
+        """
+        check_is_fitted(self)
+        X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
+        return nearest_center(X, self.centers_)
+
+    def fit_assign(self, X, y=None):
+        """Fit and return ``labels_`` (the training partition, not ``assign(X)``)."""
+        return self.fit(X, y).labels_
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
+
+
+class RandomPartitioner(_BasePartitioner):
+    """Shuffle the samples and split them evenly (CA-SVM, DC-KRR).
+
+    Parameters
+    ----------
+    n_partitions : int, default=8
+        Number of partitions P.
+    random_state : int, RandomState instance or None, default=None
+        Seed of the shuffle.
+
+    Attributes
+    ----------
+    labels_ : ndarray of shape (n_samples,)
+        Partition of every training sample.
+    centers_ : ndarray of shape (n_partitions, n_features)
+        Mean of every partition (used for nearest-centre routing).
+    sizes_ : ndarray of shape (n_partitions,)
+        Samples per partition: ``floor(m/P)`` or ``ceil(m/P)``.
+    n_partitions_ : int
+        Number of partitions.
+    fit_seconds_ : float
+        Time spent partitioning.
+
+    See Also
+    --------
+    KMeansPartitioner : clustered, unbalanced partitions.
+
+    Notes
+    -----
+    Algorithm 5 of the reference (casvm2) assumes the data arrive already
+    split across nodes; this partitioner produces that split. Every partition
+    gets a contiguous chunk of one random permutation.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from cakernels.partition import RandomPartitioner
+    >>> X = np.arange(20.0).reshape(10, 2)
+    >>> part = RandomPartitioner(n_partitions=3, random_state=0).fit(X)
+    >>> part.sizes_
+    array([4, 3, 3])
+    >>> part.assign(X[:2]).shape
+    (2,)
+    """
+
+    def __init__(self, n_partitions=8, *, random_state=None):
+        self.n_partitions = n_partitions
+        self.random_state = random_state
+
+    def _partition(self, X, rng):
+        n, P = X.shape[0], self.n_partitions
+        perm = rng.permutation(n)
+        labels = np.empty(n, dtype=np.intp)
+        for j, chunk in enumerate(np.array_split(perm, P)):
+            labels[chunk] = j
+        return labels, partition_means(X, labels, P)
+
+
+class KMeansPartitioner(_BasePartitioner):
+    """K-means clusters as partitions (CP-SVM, DC-SVM, KKRR).
+
+    Parameters
+    ----------
+    n_partitions : int, default=8
+        Number of clusters P.
+    method : {'kmeans', 'minibatch'}, default='kmeans'
+        :class:`sklearn.cluster.KMeans` (Lloyd) or
+        :class:`sklearn.cluster.MiniBatchKMeans` (for very large data).
+    init : {'k-means++', 'random'}, default='k-means++'
+        Initialisation of the centres.
+    n_init : int, default=1
+        Number of K-means runs; the best is kept.
+    max_iter : int, default=100
+        Maximum number of Lloyd iterations.
+    tol : float, default=1e-4
+        Relative tolerance of K-means.
+    random_state : int, RandomState instance or None, default=None
+        Seed of the initialisation.
+
+    Attributes
+    ----------
+    labels_, centers_, sizes_, n_partitions_, fit_seconds_
+        As in :class:`RandomPartitioner`. ``n_partitions_`` can be smaller
+        than ``n_partitions`` when K-means leaves clusters empty (for example
+        with fewer distinct points than clusters): empty clusters are dropped
+        so they never reach a solver.
+    n_iter_ : int
+        K-means iterations run.
+    inertia_ : float
+        K-means objective.
+
+    Notes
+    -----
+    The reference initialises K-means with P random samples (Algorithms 2,
+    4 and 7); we use scikit-learn's K-means (k-means++ by default), which
+    converges to better clusters in fewer iterations. K-means partitions are
+    not balanced (Figures 2.4 and 3.6).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from cakernels.partition import KMeansPartitioner
+    >>> X = np.r_[np.zeros((5, 2)), np.ones((5, 2)) * 10]
+    >>> part = KMeansPartitioner(n_partitions=2, random_state=0).fit(X)
+    >>> sorted(part.sizes_.tolist())
+    [5, 5]
+    """
+
+    balanced = False
+
+    _parameter_constraints = {
+        **_BasePartitioner._parameter_constraints,
+        "method": [StrOptions({"kmeans", "minibatch"})],
+        "init": [StrOptions({"k-means++", "random"})],
+        "n_init": [Interval(numbers.Integral, 1, None, closed="left")],
+        "max_iter": [Interval(numbers.Integral, 1, None, closed="left")],
+        "tol": [Interval(numbers.Real, 0, None, closed="left")],
+    }
+
+    def __init__(self, n_partitions=8, *, method="kmeans", init="k-means++", n_init=1,
+                 max_iter=100, tol=1e-4, random_state=None):
+        self.n_partitions = n_partitions
+        self.method = method
+        self.init = init
+        self.n_init = n_init
+        self.max_iter = max_iter
+        self.tol = tol
+        self.random_state = random_state
+
+    def _kmeans(self, X, rng):
+        seed = rng.randint(np.iinfo(np.int32).max)
+        if self.method == "minibatch":
+            km = MiniBatchKMeans(n_clusters=self.n_partitions, init=self.init,
+                                 n_init=self.n_init, max_iter=self.max_iter, tol=self.tol,
+                                 random_state=seed, batch_size=4096)
+        else:
+            km = KMeans(n_clusters=self.n_partitions, init=self.init, n_init=self.n_init,
+                        max_iter=self.max_iter, tol=self.tol, random_state=seed)
+        import warnings
+
+        from sklearn.exceptions import ConvergenceWarning
+
+        with warnings.catch_warnings():
+            # fewer distinct points than clusters: handled below by dropping
+            # the empty clusters
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            km.fit(X)
+        self.n_iter_ = int(km.n_iter_)
+        self.inertia_ = float(km.inertia_)
+        return np.asarray(km.cluster_centers_, dtype=np.float64)
+
+    def _partition(self, X, rng):
+        centers = self._kmeans(X, rng)
+        labels = nearest_center(X, centers)
+        counts = np.bincount(labels, minlength=centers.shape[0])
+        keep = np.flatnonzero(counts)
+        if keep.size < centers.shape[0]:
+            remap = np.full(centers.shape[0], -1, dtype=np.intp)
+            remap[keep] = np.arange(keep.size)
+            labels = remap[labels]
+            centers = centers[keep]
+        return labels, centers
+
+
+class _KMeansBasedBalanced(KMeansPartitioner):
+    """K-means centres followed by a capacity-limited reassignment."""
+
+    balanced = True
+
+    _parameter_constraints = {
+        **KMeansPartitioner._parameter_constraints,
+        "recompute_centers": ["boolean"],
+    }
+
+    def _finish(self, X, labels, centers):
+        if self.recompute_centers:
+            centers = partition_means(X, labels, centers.shape[0])
+        return labels, centers
+
+
+class KBalancePartitioner(_KMeansBasedBalanced):
+    """K-balance clustering (Algorithm 9, BKRR and BKRR2).
+
+    K-means gives P centres; then every sample, in turn, goes to its nearest
+    centre that is not yet full, so every partition gets ``floor(m/P)`` or
+    ``ceil(m/P)`` samples.
+
+    Parameters
+    ----------
+    n_partitions : int, default=8
+        Number of partitions P.
+    assign_order : {'data', 'regret'}, default='data'
+        Order in which samples claim their centre. ``'data'`` is Algorithm 9
+        (data order, so late samples lose their nearest centre). ``'regret'``
+        lets the samples that lose most by not getting their nearest centre
+        (largest gap between the second-nearest and the nearest distance)
+        choose first.
+    recompute_centers : bool, default=True
+        Replace the K-means centres by the means of the balanced partitions
+        (lines 15-19 of Algorithm 9); these are the centres used to route new
+        samples.
+    method, init, n_init, max_iter, tol, random_state
+        Passed to K-means, see :class:`KMeansPartitioner`.
+
+    Attributes
+    ----------
+    labels_, centers_, sizes_, n_partitions_, fit_seconds_, n_iter_, inertia_
+        See :class:`KMeansPartitioner`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from cakernels.partition import KBalancePartitioner
+    >>> X = np.random.RandomState(0).randn(103, 3)
+    >>> KBalancePartitioner(n_partitions=4, random_state=0).fit(X).sizes_
+    array([26, 26, 26, 25])
+    """
+
+    _parameter_constraints = {
+        **_KMeansBasedBalanced._parameter_constraints,
+        "assign_order": [StrOptions({"data", "regret"})],
+    }
+
+    def __init__(self, n_partitions=8, *, assign_order="data", recompute_centers=True,
+                 method="kmeans", init="k-means++", n_init=1, max_iter=100, tol=1e-4,
+                 random_state=None):
+        super().__init__(n_partitions, method=method, init=init, n_init=n_init,
+                         max_iter=max_iter, tol=tol, random_state=random_state)
+        self.assign_order = assign_order
+        self.recompute_centers = recompute_centers
+
+    def _partition(self, X, rng):
+        centers = self._kmeans(X, rng)
+        D = squared_distances(X, centers)
+        order = None
+        if self.assign_order == "regret" and centers.shape[0] > 1:
+            two = np.partition(D, 1, axis=1)[:, :2]
+            order = np.argsort(-(two[:, 1] - two[:, 0]), kind="stable")
+        cap = _Capacity(X.shape[0], centers.shape[0])
+        labels = greedy_capacity_assign(D, cap, order)
+        return self._finish(X, labels, centers)
+
+
+class FCFSPartitioner(_BasePartitioner):
+    """First-come-first-served partitioning (Algorithm 3, FCFS-SVM).
+
+    P random samples become the centres; then every sample, in data order,
+    goes to its nearest centre that is not yet full.
+
+    Parameters
+    ----------
+    n_partitions : int, default=8
+        Number of partitions P.
+    recompute_centers : bool, default=True
+        Replace the random centres by the means of the partitions (lines
+        16-22 of Algorithm 3, optional in the reference). The means route new
+        samples much better than P single samples do.
+    random_state : int, RandomState instance or None, default=None
+        Seed of the choice of centres.
+
+    Attributes
+    ----------
+    labels_, centers_, sizes_, n_partitions_, fit_seconds_
+        See :class:`RandomPartitioner`.
+    initial_centers_ : ndarray of shape (n_partitions, n_features)
+        The randomly picked samples used as centres during the assignment.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from cakernels.partition import FCFSPartitioner
+    >>> X = np.random.RandomState(0).randn(10, 2)
+    >>> FCFSPartitioner(n_partitions=4, random_state=0).fit(X).sizes_
+    array([3, 3, 2, 2])
+    """
+
+    _parameter_constraints = {
+        **_BasePartitioner._parameter_constraints,
+        "recompute_centers": ["boolean"],
+    }
+
+    def __init__(self, n_partitions=8, *, recompute_centers=True, random_state=None):
+        self.n_partitions = n_partitions
+        self.recompute_centers = recompute_centers
+        self.random_state = random_state
+
+    def _partition(self, X, rng):
+        idx = rng.choice(X.shape[0], self.n_partitions, replace=False)
+        centers = X[idx]
+        centers = centers.toarray() if sp.issparse(centers) else np.array(centers)
+        self.initial_centers_ = centers
+        return self._assign_fcfs(X, centers)
+
+    def _assign_fcfs(self, X, centers):
+        D = squared_distances(X, centers)
+        labels = greedy_capacity_assign(D, _Capacity(X.shape[0], centers.shape[0]))
+        if self.recompute_centers:
+            centers = partition_means(X, labels, centers.shape[0])
+        return labels, centers
+
+
+class BKMPartitioner(_KMeansBasedBalanced):
+    """Balanced K-means partitioning (Algorithm 4, BKM-SVM).
+
+    K-means first; then, centre by centre, the farthest samples of every
+    over-full cluster move to their nearest under-full centre until every
+    partition holds ``floor(m/P)`` or ``ceil(m/P)`` samples.
+
+    Parameters
+    ----------
+    n_partitions : int, default=8
+        Number of partitions P.
+    recompute_centers : bool, default=True
+        Replace the K-means centres by the partition means (lines 27-33 of
+        Algorithm 4).
+    method, init, n_init, max_iter, tol, random_state
+        Passed to K-means, see :class:`KMeansPartitioner`.
+
+    Attributes
+    ----------
+    labels_, centers_, sizes_, n_partitions_, fit_seconds_, n_iter_, inertia_
+        See :class:`KMeansPartitioner`.
+
+    Notes
+    -----
+    Algorithm 4 rescans all m samples to find each farthest sample; here the
+    members of an over-full cluster are sorted once by distance and moved
+    farthest-first, and the moves are assigned with the same exact event
+    simulation as FCFS, so the whole rebalancing costs O(m P).
+    When m is not divisible by P, ``m mod P`` partitions keep (or receive)
+    ``ceil(m/P)`` samples, first come first served, in the order the clusters
+    are processed.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from cakernels.partition import BKMPartitioner
+    >>> X = np.r_[np.zeros((8, 2)), np.ones((2, 2))]
+    >>> BKMPartitioner(n_partitions=2, random_state=0).fit(X).sizes_
+    array([5, 5])
+    """
+
+    def __init__(self, n_partitions=8, *, recompute_centers=True, method="kmeans",
+                 init="k-means++", n_init=1, max_iter=100, tol=1e-4, random_state=None):
+        super().__init__(n_partitions, method=method, init=init, n_init=n_init,
+                         max_iter=max_iter, tol=tol, random_state=random_state)
+        self.recompute_centers = recompute_centers
+
+    def _partition(self, X, rng):
+        P = self.n_partitions
+        centers = self._kmeans(X, rng)
+        if centers.shape[0] < P:
+            # K-means collapsed (duplicate points): pad with random samples so
+            # that P balanced partitions still exist
+            extra = rng.choice(X.shape[0], P - centers.shape[0], replace=False)
+            pad = X[extra]
+            pad = pad.toarray() if sp.issparse(pad) else np.asarray(pad)
+            centers = np.vstack([centers, pad])
+        D = squared_distances(X, centers)
+        km_labels = np.argmin(D, axis=1)
+        return self._finish(X, self._rebalance(D, km_labels), centers)
+
+    @staticmethod
+    def _rebalance(D, km_labels):
+        n, P = D.shape
+        labels = km_labels.copy()
+        counts = np.bincount(km_labels, minlength=P)
+        # every cluster starts with all its K-means members; an over-full one
+        # has no room until it is processed (in index order, as Algorithm 4)
+        cap = _Capacity(n, P, sizes=counts)
+        lo, hi, r = cap.lo, cap.hi, cap.r
+        over = [j for j in range(P) if counts[j] > lo]
+        for j in over:
+            members = np.flatnonzero(km_labels == j)
+            keep = hi if (r > 0 and cap.n_hi < r) else lo
+            cap.sizes[j] = 0
+            cap.reserve(j, keep)
+            excess = members.size - keep
+            if excess <= 0:
+                continue
+            far_first = members[np.argsort(-D[members, j], kind="stable")]
+            movers = far_first[:excess]
+            # the cluster itself is full now; only others with room accept
+            labels[movers] = greedy_capacity_assign(D[movers], cap)
+        return labels
+
+
+PARTITIONERS = {
+    "random": RandomPartitioner,
+    "kmeans": KMeansPartitioner,
+    "kbalance": KBalancePartitioner,
+    "fcfs": FCFSPartitioner,
+    "bkm": BKMPartitioner,
+}
+
+
+def make_partitioner(partitioner, n_partitions, random_state):
+    """Resolve a partitioner given by name or instance (cloned, never modified).
+
+    A name gets ``n_partitions`` and ``random_state``; an instance is cloned
+    and keeps its own settings.
+    """
+    if isinstance(partitioner, str):
+        if partitioner not in PARTITIONERS:
+            raise ValueError(
+                f"partitioner must be one of {sorted(PARTITIONERS)} or a partitioner "
+                f"instance, got {partitioner!r}"
+            )
+        return PARTITIONERS[partitioner](n_partitions=n_partitions, random_state=random_state)
+    if not (hasattr(partitioner, "fit") and hasattr(partitioner, "assign")):
+        raise ValueError(
+            "partitioner must be a name or an object with fit(X) and assign(X), "
+            f"got {partitioner!r}"
+        )
+    return clone(partitioner)

@@ -1,0 +1,563 @@
+"""Partitioned kernel SVM classifiers (chapter 2 of the reference).
+
+One engine (:class:`PartitionedSVC`) and thin named front doors that differ
+only in how the training set is split:
+
+=================  ==========================  =================================
+estimator          partitioner                 reference
+=================  ==========================  =================================
+:class:`CASVC`     random, balanced            CA-SVM, Algorithm 5
+:class:`FCFSSVC`   first come first served     FCFS-SVM, Algorithm 3
+:class:`BKMSVC`    balanced K-means            BKM-SVM, Algorithm 4
+:class:`CPSVC`     K-means (unbalanced)        CP-SVM
+=================  ==========================  =================================
+
+Every partition trains its own SVM (one-vs-one inside the partition for
+multiclass problems); a test sample is classified by the model of the
+partition whose centre is nearest (Algorithm 5, prediction).
+"""
+
+import numbers
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import ClassifierMixin
+from sklearn.svm import SVC
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.class_weight import compute_class_weight
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
+
+from ._base import _PartitionedEstimator
+from ._kernels import KERNELS, resolve_gamma
+
+__all__ = ["PartitionedSVC", "CASVC", "FCFSSVC", "BKMSVC", "CPSVC"]
+
+SOLVERS = ("libsvm",)
+
+
+class _SingleClassModel:
+    """Local model of a partition that holds one class only: predicts it."""
+
+    def __init__(self, label):
+        self.classes_ = np.array([label])
+        self.n_iter_ = np.zeros(1, dtype=np.int64)
+        self.support_ = np.zeros(0, dtype=np.intp)
+
+    def predict(self, X):
+        return np.full(X.shape[0], self.classes_[0])
+
+
+def _ovr_from_ovo(ovo, n_classes):
+    """One-vs-rest scores from one-vs-one decision values, as scikit-learn's SVC.
+
+    Votes plus confidences squashed into (-1/3, 1/3), so that the vote count
+    decides and the confidences only break ties.
+    """
+    n = ovo.shape[0]
+    votes = np.zeros((n, n_classes))
+    conf = np.zeros((n, n_classes))
+    k = 0
+    for i in range(n_classes):
+        for j in range(i + 1, n_classes):
+            d = ovo[:, k]
+            votes[:, i] += d > 0
+            votes[:, j] += d <= 0
+            conf[:, i] += d
+            conf[:, j] -= d
+            k += 1
+    scale = 3 * (np.abs(conf) + 1)
+    return votes + conf / scale
+
+
+class PartitionedSVC(ClassifierMixin, _PartitionedEstimator):
+    """Partitioned kernel SVM with a choice of partitioner.
+
+    The training set is split into ``n_partitions`` parts, an SVM is trained
+    on every part independently (no communication), and every test sample is
+    classified by the model of its nearest partition centre. The named
+    classes :class:`CASVC`, :class:`FCFSSVC`, :class:`BKMSVC` and
+    :class:`CPSVC` fix the partitioner; use this class to pass a configured
+    partitioner instance.
+
+    Parameters
+    ----------
+    partitioner : str or partitioner instance, default='random'
+        ``'random'``, ``'kmeans'``, ``'kbalance'``, ``'fcfs'``, ``'bkm'``, or
+        an object from :mod:`cakernels.partition` (cloned at fit; its own
+        ``n_partitions`` and ``random_state`` are used).
+    n_partitions : int, default=8
+        Number of partitions P (ignored when ``partitioner`` is an instance).
+    C : float, default=1.0
+        Regularisation parameter, as in :class:`sklearn.svm.SVC`.
+    kernel : {'rbf', 'linear', 'poly', 'sigmoid'}, default='rbf'
+        Kernel (Table 2.1 of the reference).
+    degree : int, default=3
+        Degree of the polynomial kernel.
+    gamma : {'scale', 'auto'} or float, default='scale'
+        Kernel coefficient as in :class:`~sklearn.svm.SVC`. ``'scale'`` and
+        ``'auto'`` are resolved once on the whole training set, so that every
+        partition uses the same kernel.
+    coef0 : float, default=0.0
+        Independent term of the polynomial and sigmoid kernels.
+    tol : float, default=1e-3
+        Stopping tolerance of the local solver.
+    cache_size : float, default=200
+        Kernel cache of every local solver, in MB.
+    class_weight : dict or 'balanced', default=None
+        Class weights as in :class:`~sklearn.svm.SVC`; ``'balanced'`` is
+        computed on the whole training set.
+    max_iter : int, default=-1
+        Iteration limit of every local solver (-1: none).
+    break_ties : bool, default=False
+        As in :class:`~sklearn.svm.SVC`: when True (multiclass only),
+        ``predict`` returns the argmax of ``decision_function``; otherwise
+        the one-vs-one vote of the local model.
+    solver : {'libsvm'}, default='libsvm'
+        Local solver: ``'libsvm'`` is scikit-learn's :class:`~sklearn.svm.SVC`.
+    backend : {'serial', 'threads'}, default='serial'
+        How the independent partitions are run.
+    n_jobs : int, default=None
+        Workers of the ``'threads'`` backend (None: every core).
+    random_state : int, RandomState instance or None, default=None
+        Seed of the partitioner.
+    verbose : bool, default=False
+        Show a progress bar over the partitions.
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+        All class labels of the training set.
+    partitioner_ : partitioner
+        The fitted partitioner.
+    centers_ : ndarray of shape (n_partitions_, n_features)
+        Partition centres used to route test samples.
+    partition_sizes_ : ndarray of shape (n_partitions_,)
+        Training samples per partition.
+    estimators_ : list
+        The local models (:class:`~sklearn.svm.SVC`, or a constant model
+        for a partition that holds one class).
+    gamma_ : float
+        The resolved kernel coefficient.
+    fit_stats_ : dict
+        ``partition_seconds``, per-partition ``solve_seconds``, ``n_iter``
+        and ``n_support``, ``partition_sizes``, ``comm_bytes`` and
+        ``comm_messages`` (zero on one machine), ``backend``, ``n_workers``.
+    n_iter_ : ndarray of shape (n_partitions_,)
+        Solver iterations of every partition (summed over the one-vs-one
+        problems; 0 for a single-class partition).
+    n_features_in_ : int
+        Number of features seen during fit.
+
+    See Also
+    --------
+    CASVC, FCFSSVC, BKMSVC, CPSVC : the named methods of the reference.
+
+    Notes
+    -----
+    Follows Algorithm 5 of the reference: independent training, then
+    prediction by the model of the nearest centre. A partition that holds a
+    single class predicts that class. ``decision_function`` has the shape of
+    :class:`~sklearn.svm.SVC`'s (``'ovr'`` for more than two classes, with
+    classes missing from a partition scored -1).
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_classification
+    >>> from cakernels import PartitionedSVC
+    >>> from cakernels.partition import KBalancePartitioner
+    >>> X, y = make_classification(n_samples=400, random_state=0)
+    >>> clf = PartitionedSVC(partitioner=KBalancePartitioner(4, random_state=0))
+    >>> clf.fit(X, y).partition_sizes_
+    array([100, 100, 100, 100])
+    >>> float(clf.score(X, y)) > 0.9
+    True
+    """
+
+    _parameter_constraints = {
+        **_PartitionedEstimator._parameter_constraints,
+        "C": [Interval(numbers.Real, 0.0, None, closed="neither")],
+        "kernel": [StrOptions(set(KERNELS))],
+        "degree": [Interval(numbers.Integral, 0, None, closed="left")],
+        "gamma": [StrOptions({"scale", "auto"}), Interval(numbers.Real, 0.0, None, closed="left")],
+        "coef0": [Interval(numbers.Real, None, None, closed="neither")],
+        "tol": [Interval(numbers.Real, 0.0, None, closed="neither")],
+        "cache_size": [Interval(numbers.Real, 0, None, closed="neither")],
+        "class_weight": [StrOptions({"balanced"}), dict, None],
+        "max_iter": [Interval(numbers.Integral, -1, None, closed="left")],
+        "break_ties": ["boolean"],
+        "solver": [StrOptions(set(SOLVERS))],
+        "partitioner": [str, object],
+    }
+
+    def __init__(self, partitioner="random", n_partitions=8, *, C=1.0, kernel="rbf", degree=3,
+                 gamma="scale", coef0=0.0, tol=1e-3, cache_size=200, class_weight=None,
+                 max_iter=-1, break_ties=False, solver="libsvm", backend="serial",
+                 n_jobs=None, random_state=None, verbose=False):
+        self.partitioner = partitioner
+        self.n_partitions = n_partitions
+        self.C = C
+        self.kernel = kernel
+        self.degree = degree
+        self.gamma = gamma
+        self.coef0 = coef0
+        self.tol = tol
+        self.cache_size = cache_size
+        self.class_weight = class_weight
+        self.max_iter = max_iter
+        self.break_ties = break_ties
+        self.solver = solver
+        self.backend = backend
+        self.n_jobs = n_jobs
+        self.random_state = random_state
+        self.verbose = verbose
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, X, y, sample_weight=None):
+        """Partition the training set and fit one SVM per partition.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Training samples; float32 and non-contiguous input are copied to
+            float64, never modified.
+        y : array-like of shape (n_samples,)
+            Class labels (two or more classes).
+        sample_weight : array-like of shape (n_samples,), default=None
+            Per-sample weights (rescale C per sample, as in SVC).
+
+        Returns
+        -------
+        self : object
+            Fitted estimator.
+        """
+        self._validate_params()
+        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64,
+                             order="C", accept_large_sparse=False)
+        check_classification_targets(y)
+        self.classes_ = np.unique(y)
+        if self.classes_.size < 2:
+            raise ValueError(
+                "The number of classes has to be greater than one; got "
+                f"{self.classes_.size} class"
+            )
+        sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64,
+                                             ensure_non_negative=True)
+        self.gamma_ = resolve_gamma(self.gamma, X)
+        self._fit_sparse = sp.issparse(X)
+        class_weight = self.class_weight
+        if class_weight is not None:
+            w = compute_class_weight(class_weight, classes=self.classes_, y=y)
+            class_weight = dict(zip(self.classes_.tolist(), w.tolist()))
+
+        groups, t_part = self._partition(X)
+
+        def fit_one(idx):
+            # samples with zero weight have C_i = 0 and so alpha_i = 0: they
+            # cannot affect the local model, and LIBSVM drops them anyway
+            idx = idx[sample_weight[idx] > 0]
+            if idx.size == 0:
+                raise ValueError(
+                    "a partition has no sample with positive sample_weight; "
+                    "use fewer partitions"
+                )
+            yp = y[idx]
+            labels = np.unique(yp)
+            if labels.size == 1:
+                return _SingleClassModel(labels[0]), 0, 0
+            wp = sample_weight[idx]
+            cw = None if class_weight is None else {c: class_weight[c] for c in labels.tolist()}
+            svc = SVC(C=self.C, kernel=self.kernel, degree=self.degree, gamma=self.gamma_,
+                      coef0=self.coef0, tol=self.tol, cache_size=self.cache_size,
+                      class_weight=cw, max_iter=self.max_iter, break_ties=False,
+                      decision_function_shape="ovo")
+            svc.fit(X[idx], yp, sample_weight=wp)
+            return svc, int(np.sum(svc.n_iter_)), int(svc.support_.size)
+
+        self._fit_engine(X, groups, t_part, fit_one)
+        self.n_iter_ = np.asarray(self.fit_stats_["n_iter"])
+        return self
+
+    # -------------------------------------------------------------- predict
+    def _check_X(self, X):
+        check_is_fitted(self)
+        X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, order="C",
+                          reset=False, accept_large_sparse=False)
+        return self._as_fit_format(X)
+
+    def _local_decision(self, model, Xg):
+        """Decision values of one local model, in the global class layout."""
+        n_classes = self.classes_.size
+        n = Xg.shape[0]
+        cls = np.searchsorted(self.classes_, model.classes_)
+        if isinstance(model, _SingleClassModel):
+            if n_classes == 2:
+                return np.full(n, 1.0 if cls[0] == 1 else -1.0)
+            out = np.full((n, n_classes), -1.0)
+            out[:, cls[0]] = 0.0
+            return out
+        dec = model.decision_function(Xg)
+        if n_classes == 2:
+            return dec
+        k = model.classes_.size
+        if k == 2:
+            # a binary SVC reports positive for classes_[1]; one-vs-one
+            # values are positive for the first class of the pair
+            dec = -dec
+        ovr = _ovr_from_ovo(dec.reshape(n, -1), k)
+        out = np.full((n, n_classes), -1.0)
+        out[:, cls] = ovr
+        return out
+
+    def _combine(self, X, local):
+        """Evaluate ``local(model, X_group)`` on the routed groups and scatter back."""
+        groups = self._route(X)
+
+        def run(item):
+            j, idx = item
+            return local(self.estimators_[j], X[idx])
+
+        results = self._run(run, groups, "predict partitions")
+        return groups, results
+
+    def decision_function(self, X):
+        """Decision values of the nearest partition's model.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        dec : ndarray of shape (n_samples,) or (n_samples, n_classes)
+            Binary: positive means ``classes_[1]``. Multiclass: one-vs-rest
+            scores as :class:`~sklearn.svm.SVC` with
+            ``decision_function_shape='ovr'``.
+        """
+        X = self._check_X(X)
+        n_classes = self.classes_.size
+        shape = (X.shape[0],) if n_classes == 2 else (X.shape[0], n_classes)
+        out = np.empty(shape)
+        groups, results = self._combine(X, self._local_decision)
+        for (_, idx), res in zip(groups, results):
+            out[idx] = res
+        return out
+
+    def predict(self, X):
+        """Class of every sample, by the model of its nearest partition centre.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_samples,)
+        """
+        if self.break_ties and self.classes_.size > 2:
+            return self.classes_[np.argmax(self.decision_function(X), axis=1)]
+        X = self._check_X(X)
+        out = np.empty(X.shape[0], dtype=self.classes_.dtype)
+        groups, results = self._combine(X, lambda model, Xg: model.predict(Xg))
+        for (_, idx), res in zip(groups, results):
+            out[idx] = res
+        return out
+
+    @property
+    def n_support_total_(self):
+        """Total number of support vectors over all partitions."""
+        check_is_fitted(self)
+        return int(sum(self.fit_stats_["n_support"]))
+
+
+class CASVC(PartitionedSVC):
+    """Communication-Avoiding SVM (CA-SVM): random balanced partitions.
+
+    The training set is shuffled and split evenly into ``n_partitions``
+    parts; each part trains its own SVM with no communication, and a test
+    sample is classified by the model whose partition mean is nearest.
+    Fastest of the family and perfectly load balanced; it loses a little
+    accuracy because random parts are not local in feature space.
+
+    Parameters
+    ----------
+    n_partitions : int, default=8
+        Number of partitions P.
+    C, kernel, degree, gamma, coef0, tol, cache_size, class_weight, max_iter, break_ties
+        As in :class:`sklearn.svm.SVC` (see :class:`PartitionedSVC`).
+    solver : {'libsvm'}, default='libsvm'
+        Local solver.
+    backend : {'serial', 'threads'}, default='serial'
+        How the independent partitions are run.
+    n_jobs : int, default=None
+        Workers of the ``'threads'`` backend (None: every core).
+    random_state : int, RandomState instance or None, default=None
+        Seed of the random partition.
+    verbose : bool, default=False
+        Progress bar over the partitions.
+
+    Attributes
+    ----------
+    classes_, partitioner_, centers_, partition_sizes_, estimators_, gamma_, fit_stats_
+        See :class:`PartitionedSVC`.
+
+    See Also
+    --------
+    FCFSSVC, BKMSVC, CPSVC : clustered partitions, more accurate.
+
+    Notes
+    -----
+    Algorithm 5 of the reference (casvm2). With ``n_partitions=1`` it is
+    exactly :class:`sklearn.svm.SVC`.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_classification
+    >>> from cakernels import CASVC
+    >>> X, y = make_classification(n_samples=400, random_state=0)
+    >>> clf = CASVC(n_partitions=4, C=10, random_state=0).fit(X, y)
+    >>> clf.partition_sizes_
+    array([100, 100, 100, 100])
+    >>> clf.predict(X[:3]).shape
+    (3,)
+    """
+
+    _default_partitioner = "random"
+    _parameter_constraints = {
+        k: v for k, v in PartitionedSVC._parameter_constraints.items() if k != "partitioner"
+    }
+
+    def __init__(self, n_partitions=8, *, C=1.0, kernel="rbf", degree=3, gamma="scale",
+                 coef0=0.0, tol=1e-3, cache_size=200, class_weight=None, max_iter=-1,
+                 break_ties=False, solver="libsvm", backend="serial", n_jobs=None,
+                 random_state=None, verbose=False):
+        self.n_partitions = n_partitions
+        self.C = C
+        self.kernel = kernel
+        self.degree = degree
+        self.gamma = gamma
+        self.coef0 = coef0
+        self.tol = tol
+        self.cache_size = cache_size
+        self.class_weight = class_weight
+        self.max_iter = max_iter
+        self.break_ties = break_ties
+        self.solver = solver
+        self.backend = backend
+        self.n_jobs = n_jobs
+        self.random_state = random_state
+        self.verbose = verbose
+
+
+class FCFSSVC(CASVC):
+    """FCFS-SVM: first-come-first-served balanced partitions (Algorithm 3).
+
+    P random samples act as centres and every sample, in data order, joins
+    its nearest centre that is not yet full; the partition means then route
+    test samples. Balanced like CA-SVM, but the partitions are local in
+    feature space, which usually recovers most of the accuracy.
+
+    Parameters
+    ----------
+    n_partitions : int, default=8
+        Number of partitions P.
+    C, kernel, degree, gamma, coef0, tol, cache_size, class_weight, max_iter, break_ties
+        As in :class:`sklearn.svm.SVC` (see :class:`PartitionedSVC`).
+    solver, backend, n_jobs, random_state, verbose
+        See :class:`CASVC`.
+
+    Attributes
+    ----------
+    classes_, partitioner_, centers_, partition_sizes_, estimators_, gamma_, fit_stats_
+        See :class:`PartitionedSVC`.
+
+    See Also
+    --------
+    cakernels.partition.FCFSPartitioner : the partitioning step.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_classification
+    >>> from cakernels import FCFSSVC
+    >>> X, y = make_classification(n_samples=400, random_state=0)
+    >>> FCFSSVC(n_partitions=4, random_state=0).fit(X, y).partition_sizes_
+    array([100, 100, 100, 100])
+    """
+
+    _default_partitioner = "fcfs"
+
+
+class BKMSVC(CASVC):
+    """BKM-SVM: balanced K-means partitions (Algorithm 4).
+
+    K-means clusters the training set; the farthest samples of over-full
+    clusters move to the nearest under-full centre until the partitions are
+    balanced. Close to CP-SVM's accuracy with CA-SVM's load balance.
+
+    Parameters
+    ----------
+    n_partitions : int, default=8
+        Number of partitions P.
+    C, kernel, degree, gamma, coef0, tol, cache_size, class_weight, max_iter, break_ties
+        As in :class:`sklearn.svm.SVC` (see :class:`PartitionedSVC`).
+    solver, backend, n_jobs, random_state, verbose
+        See :class:`CASVC`.
+
+    Attributes
+    ----------
+    classes_, partitioner_, centers_, partition_sizes_, estimators_, gamma_, fit_stats_
+        See :class:`PartitionedSVC`.
+
+    See Also
+    --------
+    cakernels.partition.BKMPartitioner : the partitioning step.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_classification
+    >>> from cakernels import BKMSVC
+    >>> X, y = make_classification(n_samples=400, random_state=0)
+    >>> BKMSVC(n_partitions=4, random_state=0).fit(X, y).partition_sizes_
+    array([100, 100, 100, 100])
+    """
+
+    _default_partitioner = "bkm"
+
+
+class CPSVC(CASVC):
+    """CP-SVM: clustering-partition SVM, K-means partitions.
+
+    K-means clusters the training set and every cluster trains its own SVM;
+    a test sample is classified by the model of its nearest centre. The most
+    accurate of the family, but cluster sizes (and so the work per
+    partition) are unbalanced.
+
+    Parameters
+    ----------
+    n_partitions : int, default=8
+        Number of clusters P (fewer when K-means leaves clusters empty).
+    C, kernel, degree, gamma, coef0, tol, cache_size, class_weight, max_iter, break_ties
+        As in :class:`sklearn.svm.SVC` (see :class:`PartitionedSVC`).
+    solver, backend, n_jobs, random_state, verbose
+        See :class:`CASVC`.
+
+    Attributes
+    ----------
+    classes_, partitioner_, centers_, partition_sizes_, estimators_, gamma_, fit_stats_
+        See :class:`PartitionedSVC`.
+
+    See Also
+    --------
+    cakernels.partition.KMeansPartitioner : the partitioning step.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_blobs
+    >>> from cakernels import CPSVC
+    >>> X, y = make_blobs(n_samples=300, centers=3, random_state=0)
+    >>> clf = CPSVC(n_partitions=3, random_state=0).fit(X, y)
+    >>> int(clf.partition_sizes_.sum())
+    300
+    """
+
+    _default_partitioner = "kmeans"
