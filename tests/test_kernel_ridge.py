@@ -1,0 +1,226 @@
+"""Partitioned kernel ridge regression: invariants against KernelRidge and brute force."""
+
+import pickle
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy.linalg import LinAlgWarning
+from sklearn.datasets import make_regression
+from sklearn.kernel_ridge import KernelRidge
+from sklearn.model_selection import GridSearchCV
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+from cakernels import (
+    BKRR,
+    BKRR2,
+    DCKRR,
+    KKRR,
+    KKRR2,
+    PartitionedKernelRidge,
+    oracle_predict,
+    oracle_score,
+)
+from cakernels.kernel_ridge import solve_krr
+from cakernels.partition import KBalancePartitioner
+
+FRONT_DOORS = [DCKRR, KKRR, KKRR2, BKRR, BKRR2]
+AVERAGE = {DCKRR, KKRR, BKRR}
+
+
+@pytest.fixture(scope="module")
+def data():
+    X, y = make_regression(n_samples=500, n_features=6, noise=5.0, random_state=0)
+    X = StandardScaler().fit_transform(X)
+    y = (y - y.mean()) / y.std()
+    return X[:360], y[:360], X[360:], y[360:]
+
+
+def _relerr(a, b):
+    return np.max(np.abs(a - b)) / np.max(np.abs(b))
+
+
+@pytest.mark.parametrize("cls", FRONT_DOORS)
+def test_one_partition_is_kernel_ridge(cls, data):
+    X, y, Xt, _ = data
+    sigma, lam = 1.7, 1e-3
+    ours = cls(n_partitions=1, sigma=sigma, lam=lam).fit(X, y)
+    ref = KernelRidge(kernel="rbf", gamma=1 / (2 * sigma**2), alpha=lam * len(X)).fit(X, y)
+    assert _relerr(ours.predict(Xt), ref.predict(Xt)) < 1e-8
+    np.testing.assert_allclose(ours.estimators_[0].alpha, ref.dual_coef_, rtol=1e-7)
+
+
+@pytest.mark.parametrize("kernel,extra", [("linear", {}), ("poly", {"degree": 2}),
+                                          ("sigmoid", {"coef0": 0.5})])
+def test_other_kernels_match_kernel_ridge(kernel, extra, data):
+    X, y, Xt, _ = data
+    sigma, lam = 3.0, 1e-2
+    ours = BKRR2(n_partitions=1, kernel=kernel, sigma=sigma, lam=lam, **extra).fit(X, y)
+    params = {"gamma": 1 / (2 * sigma**2), "coef0": extra.get("coef0", 1.0),
+              "degree": extra.get("degree", 3)}
+    ref = KernelRidge(kernel=kernel, alpha=lam * len(X), **params).fit(X, y)
+    assert _relerr(ours.predict(Xt), ref.predict(Xt)) < 1e-6
+
+
+@pytest.mark.parametrize("cls", FRONT_DOORS)
+def test_combination_is_brute_force(cls, data):
+    X, y, Xt, _ = data
+    sigma, lam = 1.5, 1e-3
+    model = cls(n_partitions=4, sigma=sigma, lam=lam, random_state=0).fit(X, y)
+    labels = model.partitioner_.labels_
+    local = []
+    for j in range(model.centers_.shape[0]):
+        m = (labels == j).sum()
+        ref = KernelRidge(kernel="rbf", gamma=1 / (2 * sigma**2), alpha=lam * m)
+        local.append(ref.fit(X[labels == j], y[labels == j]).predict(Xt))
+    local = np.array(local)
+    np.testing.assert_allclose(model.local_predictions(Xt), local, rtol=1e-7, atol=1e-9)
+    if cls in AVERAGE:
+        expected = local.mean(axis=0)
+    else:
+        route = np.argmin(((Xt[:, None] - model.centers_[None]) ** 2).sum(-1), axis=1)
+        expected = local[route, np.arange(len(Xt))]
+    np.testing.assert_allclose(model.predict(Xt), expected, rtol=1e-7, atol=1e-9)
+    # the oracle picks, per sample, the local prediction closest to the truth
+    yt = np.sin(Xt[:, 0])
+    brute = local[np.argmin((local - yt) ** 2, axis=0), np.arange(len(Xt))]
+    np.testing.assert_allclose(oracle_predict(model, Xt, yt), brute)
+    assert oracle_score(model, Xt, yt) == pytest.approx(np.mean((brute - yt) ** 2))
+    assert oracle_score(model, Xt, yt) <= np.mean((model.predict(Xt) - yt) ** 2) + 1e-12
+
+
+def test_nearest_beats_average_on_clustered_data():
+    rng = np.random.RandomState(0)
+    centers = rng.randn(4, 2) * 10
+    X = np.vstack([c + rng.randn(150, 2) for c in centers])
+    y = np.sin(X[:, 0]) + X[:, 1] * 0.1
+    Xt = np.vstack([c + rng.randn(30, 2) for c in centers])
+    yt = np.sin(Xt[:, 0]) + Xt[:, 1] * 0.1
+    near = KKRR2(n_partitions=4, sigma=1.0, lam=1e-5, random_state=0).fit(X, y)
+    avg = KKRR(n_partitions=4, sigma=1.0, lam=1e-5, random_state=0).fit(X, y)
+    mse = lambda m: np.mean((m.predict(Xt) - yt) ** 2)
+    assert mse(near) < mse(avg)
+
+
+def test_multi_output(data):
+    X, y, Xt, _ = data
+    Y = np.c_[y, -2 * y, np.cos(X[:, 0])]
+    model = BKRR2(n_partitions=3, sigma=2.0, lam=1e-3, random_state=0).fit(X, Y)
+    P = model.predict(Xt)
+    assert P.shape == (len(Xt), 3)
+    single = BKRR2(n_partitions=3, sigma=2.0, lam=1e-3, random_state=0).fit(X, Y[:, 2])
+    np.testing.assert_allclose(P[:, 2], single.predict(Xt), rtol=1e-8, atol=1e-10)
+    assert oracle_score(model, Xt, P) == pytest.approx(0.0, abs=1e-12)
+    avg = DCKRR(n_partitions=3, sigma=2.0, random_state=0).fit(X, Y)
+    assert avg.predict(Xt).shape == (len(Xt), 3)
+
+
+def test_not_positive_definite_falls_back_with_warning():
+    rng = np.random.RandomState(0)
+    X = np.repeat(rng.randn(20, 2), 3, axis=0)  # duplicates: singular kernel
+    y = np.repeat(rng.randn(20), 3)
+    with pytest.warns(LinAlgWarning, match="not numerically positive definite"):
+        model = BKRR2(n_partitions=1, sigma=1.0, lam=0.0).fit(X, y)
+    K = np.exp(-((X[:, None] - X[None]) ** 2).sum(-1) / 2)
+    expected = np.linalg.lstsq(K, y, rcond=None)[0]
+    np.testing.assert_allclose(model.estimators_[0].alpha, expected, rtol=1e-6, atol=1e-8)
+    assert np.all(np.isfinite(model.predict(X)))
+    # the fit on duplicated data still interpolates the targets
+    np.testing.assert_allclose(model.predict(X), y, atol=1e-6)
+
+
+def test_solve_krr_positive_definite_is_silent():
+    rng = np.random.RandomState(1)
+    A = rng.randn(30, 30)
+    K = A @ A.T
+    y = rng.randn(30)
+    expected = np.linalg.solve(K + 0.5 * np.eye(30), y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        alpha = solve_krr(K.copy(), y, 0.5)
+    np.testing.assert_allclose(alpha, expected, rtol=1e-10)
+
+
+def test_threads_backend_equals_serial(data):
+    X, y, Xt, _ = data
+    for cls in FRONT_DOORS:
+        s = cls(n_partitions=4, sigma=2.0, random_state=0).fit(X, y)
+        t = cls(n_partitions=4, sigma=2.0, random_state=0, backend="threads", n_jobs=2).fit(X, y)
+        np.testing.assert_allclose(s.predict(Xt), t.predict(Xt), rtol=1e-10, atol=1e-12)
+
+
+def test_sparse_equals_dense(data):
+    X, y, Xt, _ = data
+    Xs = np.where(np.abs(X) > 0.8, X, 0.0)
+    d = DCKRR(n_partitions=3, sigma=2.0, random_state=0).fit(Xs, y)
+    s = DCKRR(n_partitions=3, sigma=2.0, random_state=0).fit(sp.csr_matrix(Xs), y)
+    np.testing.assert_allclose(d.predict(Xt), s.predict(sp.csr_matrix(Xt)), rtol=1e-8,
+                               atol=1e-10)
+    np.testing.assert_allclose(s.predict(Xt), d.predict(Xt), rtol=1e-8, atol=1e-10)
+
+
+def test_gridsearch_over_sigma_lam_pipeline_pickle(data):
+    X, y, Xt, yt = data
+    pipe = make_pipeline(StandardScaler(), BKRR2(n_partitions=3, random_state=0))
+    grid = GridSearchCV(pipe, {"bkrr2__sigma": [0.5, 2.0], "bkrr2__lam": [1e-5, 1e-2]},
+                        cv=3, scoring="neg_mean_squared_error").fit(X, y)
+    assert set(grid.best_params_) == {"bkrr2__sigma", "bkrr2__lam"}
+    restored = pickle.loads(pickle.dumps(grid.best_estimator_))
+    np.testing.assert_array_equal(restored.predict(Xt), grid.predict(Xt))
+
+
+def test_kbalance_regret_option(data):
+    X, y, Xt, _ = data
+    part = KBalancePartitioner(n_partitions=4, assign_order="regret", random_state=0)
+    model = PartitionedKernelRidge(partitioner=part, combine="nearest", sigma=2.0).fit(X, y)
+    assert model.partition_sizes_.tolist() == [90] * 4
+
+
+def test_fit_stats(data):
+    X, y, _, _ = data
+    m = BKRR2(n_partitions=4, random_state=0).fit(X, y)
+    assert m.fit_stats_["partition_sizes"] == [90] * 4
+    assert m.fit_stats_["n_iter"] == [1] * 4
+    assert len(m.fit_stats_["solve_seconds"]) == 4
+    assert m.fit_stats_["comm_bytes"] == 0
+
+
+def test_inputs_are_not_modified(data):
+    X, y, Xt, _ = data
+    X32 = np.asfortranarray(X, dtype=np.float32)
+    X32c, yc = X32.copy(), y.copy()
+    a = BKRR2(n_partitions=2, sigma=2.0, random_state=0).fit(X32, y)
+    np.testing.assert_array_equal(X32, X32c)
+    np.testing.assert_array_equal(y, yc)
+    b = BKRR2(n_partitions=2, sigma=2.0, random_state=0).fit(X32.astype(np.float64), y)
+    np.testing.assert_allclose(a.predict(Xt), b.predict(Xt))
+
+
+@pytest.mark.parametrize("cls", FRONT_DOORS)
+def test_bad_input(cls, data):
+    X, y, _, _ = data
+    Xn = X.copy()
+    Xn[0, 0] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        cls(n_partitions=2).fit(Xn, y)
+    yn = y.copy()
+    yn[1] = np.inf
+    with pytest.raises(ValueError, match="infinity"):
+        cls(n_partitions=2).fit(X, yn)
+    with pytest.raises(ValueError, match="n_partitions=1000 is larger"):
+        cls(n_partitions=1000).fit(X, y)
+    with pytest.raises(ValueError):
+        cls(sigma=0).fit(X, y)
+    with pytest.raises(ValueError):
+        cls(lam=-1).fit(X, y)
+    with pytest.raises(ValueError):
+        cls(kernel="laplacian").fit(X, y)
+    m = cls(n_partitions=2).fit(X, y)
+    with pytest.raises(ValueError, match="features"):
+        m.predict(X[:, :2])
+    with pytest.raises(TypeError, match="partitioned KRR"):
+        oracle_score(object(), X, y)
+    with pytest.raises(ValueError, match="shape"):
+        oracle_score(m, X, y[:10])

@@ -1,0 +1,252 @@
+"""Partitioned SVM classifiers: invariants against SVC and brute force."""
+
+import pickle
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.datasets import make_blobs, make_classification
+from sklearn.model_selection import GridSearchCV
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+from sklearn.svm import SVC
+
+from cakernels import BKMSVC, CASVC, CPSVC, FCFSSVC, PartitionedSVC
+from cakernels.partition import KBalancePartitioner
+
+FRONT_DOORS = [CASVC, FCFSSVC, BKMSVC, CPSVC]
+
+
+@pytest.fixture(scope="module")
+def binary():
+    X, y = make_classification(n_samples=600, n_features=8, n_informative=5,
+                               random_state=0)
+    return X[:400], y[:400], X[400:], y[400:]
+
+
+@pytest.fixture(scope="module")
+def multiclass():
+    X, y = make_blobs(n_samples=450, centers=4, n_features=5, cluster_std=3.0,
+                      random_state=1)
+    return X[:300], y[:300], X[300:], y[300:]
+
+
+@pytest.mark.parametrize("params", [
+    {},
+    {"C": 10.0, "gamma": 0.1},
+    {"kernel": "linear", "C": 0.5},
+    {"kernel": "poly", "degree": 2, "coef0": 1.0, "gamma": "auto"},
+    {"kernel": "sigmoid", "gamma": 0.01, "coef0": -1.0},
+    {"class_weight": "balanced"},
+    {"class_weight": {0: 1.0, 1: 3.0}, "tol": 1e-4},
+])
+def test_one_partition_is_svc(binary, params):
+    X, y, Xt, _ = binary
+    ours = CASVC(n_partitions=1, **params).fit(X, y)
+    ref = SVC(**params).fit(X, y)
+    np.testing.assert_array_equal(ours.predict(Xt), ref.predict(Xt))
+    np.testing.assert_allclose(ours.decision_function(Xt), ref.decision_function(Xt),
+                               rtol=1e-10, atol=1e-12)
+    assert ours.n_support_total_ == ref.support_.size
+
+
+def test_one_partition_is_svc_multiclass_sparse_weighted(multiclass):
+    X, y, Xt, _ = multiclass
+    w = np.random.RandomState(0).uniform(0.5, 2.0, size=len(y))
+    Xs, Xts = sp.csr_matrix(X), sp.csr_matrix(Xt)
+    ref = SVC(C=3.0).fit(Xs, y, sample_weight=w)
+    for cls in FRONT_DOORS:
+        ours = cls(n_partitions=1, C=3.0).fit(Xs, y, sample_weight=w)
+        np.testing.assert_array_equal(ours.predict(Xts), ref.predict(Xts))
+        np.testing.assert_allclose(ours.decision_function(Xts), ref.decision_function(Xts),
+                                   rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("cls", FRONT_DOORS)
+def test_routing_is_nearest_centre_brute_force(cls, multiclass):
+    X, y, Xt, _ = multiclass
+    clf = cls(n_partitions=4, C=2.0, random_state=0).fit(X, y)
+    route = np.argmin(((Xt[:, None, :] - clf.centers_[None]) ** 2).sum(-1), axis=1)
+    expected = np.array([clf.estimators_[r].predict(Xt[i:i + 1])[0]
+                         for i, r in enumerate(route)])
+    np.testing.assert_array_equal(clf.predict(Xt), expected)
+    # each local model is an SVC on exactly its partition's samples
+    for j, est in enumerate(clf.estimators_):
+        members = clf.partitioner_.labels_ == j
+        if hasattr(est, "support_vectors_"):
+            ref = SVC(C=2.0, gamma=clf.gamma_).fit(X[members], y[members])
+            np.testing.assert_allclose(est.dual_coef_, ref.dual_coef_)
+
+
+def test_gamma_scale_is_resolved_globally(binary):
+    X, y, _, _ = binary
+    clf = CASVC(n_partitions=4, random_state=0).fit(X, y)
+    assert clf.gamma_ == pytest.approx(1.0 / (X.shape[1] * X.var()))
+    assert all(est.gamma == clf.gamma_ for est in clf.estimators_)
+
+
+def test_single_class_partition_predicts_its_class():
+    rng = np.random.RandomState(0)
+    # two well separated groups; the far group holds class 2 only
+    X = np.r_[rng.randn(60, 2), rng.randn(30, 2) + 20]
+    y = np.r_[rng.randint(0, 2, 60), np.full(30, 2)]
+    clf = CPSVC(n_partitions=2, random_state=0).fit(X, y)
+    assert clf.classes_.tolist() == [0, 1, 2]
+    far = rng.randn(10, 2) + 20
+    assert np.all(clf.predict(far) == 2)
+    dec = clf.decision_function(far)
+    assert dec.shape == (10, 3)
+    assert np.all(np.argmax(dec, axis=1) == 2)
+    assert 0 in clf.fit_stats_["n_support"]
+
+
+def test_decision_function_consistent_with_predict(binary, multiclass):
+    X, y, Xt, _ = binary
+    for cls in FRONT_DOORS:
+        clf = cls(n_partitions=4, random_state=0).fit(X, y)
+        dec = clf.decision_function(Xt)
+        np.testing.assert_array_equal(clf.classes_[(dec > 0).astype(int)], clf.predict(Xt))
+    X, y, Xt, _ = multiclass
+    for cls in FRONT_DOORS:
+        clf = cls(n_partitions=3, random_state=0, break_ties=True).fit(X, y)
+        dec = clf.decision_function(Xt)
+        assert dec.shape == (len(Xt), 4)
+        np.testing.assert_array_equal(clf.classes_[np.argmax(dec, axis=1)], clf.predict(Xt))
+        assert clf.score(Xt, _) > 0.5
+
+
+def test_string_labels_and_global_classes():
+    X, y = make_blobs(n_samples=200, centers=3, random_state=3)
+    names = np.array(["ant", "bee", "cat"])[y]
+    clf = BKMSVC(n_partitions=3, random_state=0).fit(X, names)
+    assert clf.classes_.tolist() == ["ant", "bee", "cat"]
+    assert set(clf.predict(X)) <= set(names)
+    assert clf.score(X, names) > 0.9
+
+
+def test_sample_weight_is_honoured(binary):
+    X, y, Xt, _ = binary
+    w = np.where(y == 1, 10.0, 0.1)
+    a = CASVC(n_partitions=2, random_state=0).fit(X, y)
+    b = CASVC(n_partitions=2, random_state=0).fit(X, y, sample_weight=w)
+    assert (b.predict(Xt) == 1).sum() > (a.predict(Xt) == 1).sum()
+    # zero weight = sample absent from its local problem
+    w0 = np.ones(len(y))
+    w0[::3] = 0
+    c = CASVC(n_partitions=1).fit(X, y, sample_weight=w0)
+    ref = SVC(gamma=c.gamma_).fit(X[w0 > 0], y[w0 > 0])
+    np.testing.assert_allclose(c.decision_function(Xt), ref.decision_function(Xt), rtol=1e-8)
+
+
+def test_threads_backend_equals_serial(multiclass):
+    X, y, Xt, _ = multiclass
+    for cls in FRONT_DOORS:
+        s = cls(n_partitions=4, random_state=0).fit(X, y)
+        t = cls(n_partitions=4, random_state=0, backend="threads", n_jobs=2).fit(X, y)
+        np.testing.assert_array_equal(s.predict(Xt), t.predict(Xt))
+        np.testing.assert_allclose(s.decision_function(Xt), t.decision_function(Xt))
+        assert t.fit_stats_["n_workers"] == 2
+
+
+def test_fit_stats(binary):
+    X, y, _, _ = binary
+    clf = FCFSSVC(n_partitions=4, random_state=0).fit(X, y)
+    st = clf.fit_stats_
+    for key in ["partition_seconds", "solve_seconds", "n_iter", "n_support",
+                "partition_sizes", "comm_bytes", "comm_messages"]:
+        assert key in st
+    assert len(st["solve_seconds"]) == len(st["n_iter"]) == len(st["n_support"]) == 4
+    assert st["partition_sizes"] == [100] * 4
+    assert st["comm_bytes"] == 0 and st["comm_messages"] == 0
+    assert all(n > 0 for n in st["n_iter"])
+    np.testing.assert_array_equal(clf.n_iter_, st["n_iter"])
+
+
+def test_pipeline_gridsearch_pickle(binary):
+    X, y, Xt, yt = binary
+    pipe = make_pipeline(StandardScaler(), CASVC(n_partitions=2, random_state=0))
+    grid = GridSearchCV(pipe, {"casvc__C": [0.5, 5.0], "casvc__gamma": ["scale", 0.05]},
+                        cv=3).fit(X, y)
+    assert set(grid.best_params_) == {"casvc__C", "casvc__gamma"}
+    assert grid.score(Xt, yt) > 0.8
+    clone = pickle.loads(pickle.dumps(grid.best_estimator_))
+    np.testing.assert_array_equal(clone.predict(Xt), grid.predict(Xt))
+
+
+def test_partitioner_instance(binary):
+    X, y, _, _ = binary
+    part = KBalancePartitioner(n_partitions=5, assign_order="regret", random_state=0)
+    clf = PartitionedSVC(partitioner=part).fit(X, y)
+    assert clf.partition_sizes_.tolist() == [80] * 5
+    assert part.__dict__.get("labels_") is None  # the given instance is not fitted
+
+
+def test_inputs_are_not_modified_and_dtypes(binary):
+    X, y, Xt, _ = binary
+    X32 = np.asfortranarray(X.astype(np.float32))
+    X32_copy, y_copy = X32.copy(), y.copy()
+    a = CASVC(n_partitions=2, random_state=0).fit(X32, y)
+    np.testing.assert_array_equal(X32, X32_copy)
+    np.testing.assert_array_equal(y, y_copy)
+    b = CASVC(n_partitions=2, random_state=0).fit(X32.astype(np.float64), y)
+    np.testing.assert_array_equal(a.predict(Xt[::2]), b.predict(Xt[::2]))
+    # non-contiguous view
+    Xv = np.repeat(X, 2, axis=1)[:, ::2]
+    c = CASVC(n_partitions=2, random_state=0).fit(Xv, y)
+    np.testing.assert_array_equal(c.predict(Xt), b.fit(X, y).predict(Xt))
+
+
+def test_sparse_equals_dense(binary):
+    X, y, Xt, _ = binary
+    d = CASVC(n_partitions=3, random_state=0).fit(X, y)
+    s = CASVC(n_partitions=3, random_state=0).fit(sp.csr_matrix(X), y)
+    np.testing.assert_allclose(d.decision_function(Xt), s.decision_function(sp.csr_matrix(Xt)),
+                               rtol=1e-8, atol=1e-10)
+    # dense test data on a sparse-fitted model (and vice versa) works
+    np.testing.assert_array_equal(s.predict(Xt), d.predict(sp.csr_matrix(Xt)))
+
+
+@pytest.mark.parametrize("cls", FRONT_DOORS)
+def test_bad_input(cls, binary):
+    X, y, _, _ = binary
+    clf = cls(n_partitions=2, random_state=0)
+    Xn = X.copy()
+    Xn[3, 1] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        clf.fit(Xn, y)
+    Xi = X.copy()
+    Xi[0, 0] = np.inf
+    with pytest.raises(ValueError, match="infinity"):
+        clf.fit(Xi, y)
+    with pytest.raises(ValueError, match="number of classes"):
+        clf.fit(X, np.zeros(len(y)))
+    with pytest.raises(ValueError, match="n_partitions=500 is larger"):
+        cls(n_partitions=500).fit(X, y)
+    with pytest.raises(ValueError, match="inconsistent numbers of samples"):
+        clf.fit(X, y[:-1])
+    with pytest.raises(ValueError, match="2D array"):
+        clf.fit(X[:, 0], y)
+    with pytest.raises(ValueError, match="Unknown label type"):
+        clf.fit(X, np.linspace(0, 1, len(y)))
+    with pytest.raises(ValueError, match="sample_weight"):
+        clf.fit(X, y, sample_weight=-np.ones(len(y)))
+    with pytest.raises(ValueError):
+        cls(C=-1).fit(X, y)
+    with pytest.raises(ValueError):
+        cls(backend="gpu").fit(X, y)
+    clf.fit(X, y)
+    with pytest.raises(ValueError, match="features"):
+        clf.predict(X[:, :3])
+    Xn = X[:5].copy()
+    Xn[0, 0] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        clf.predict(Xn)
+
+
+def test_partition_without_positive_weight_is_an_error():
+    X = np.r_[np.zeros((10, 2)), np.ones((10, 2)) * 10]
+    y = np.r_[np.zeros(10), np.ones(10)]
+    X[::2] += 0.01
+    w = np.r_[np.zeros(10), np.ones(10)]
+    with pytest.raises(ValueError, match="positive sample_weight"):
+        CPSVC(n_partitions=2, random_state=0).fit(X, y, sample_weight=w)
