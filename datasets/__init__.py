@@ -1,0 +1,1 @@
+"""Dataset registry shipped with cakernels (installed as ``cakernels._registry``)."""

@@ -1,0 +1,411 @@
+"""Tests of cakernels.datasets: registry, local loading, verification, download errors.
+
+Tests marked ``realdata`` read the local benchmark copies from ``CAKERNELS_DATA`` (small
+subsets only). Without it they are skipped, except under ``CI=true`` where they fail.
+Nothing here touches the network: downloads are simulated by monkeypatching pooch.
+"""
+
+import doctest
+import json
+import os
+import re
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from cakernels import datasets as cds
+
+LIBSVM = "https://www.csie.ntu.edu.tw/~cjlin/libsvmtools/datasets/"
+SHA256 = re.compile(r"^[0-9a-f]{64}$")
+FORMATS = {
+    "libsvm", "libsvm-bz2", "libsvm-xz", "libsvm-gz",
+    "csv-label-first", "txt-label-first", "csv-header-target", "tsv-header-target",
+}
+
+# Published facts of the official LIBSVM sets: n_features, n_train, n_test, file names.
+OFFICIAL = {
+    "ijcnn1": (22, 49990, 91701, "binary/ijcnn1.bz2", "binary/ijcnn1.t.bz2"),
+    "a9a": (123, 32561, 16281, "binary/a9a", "binary/a9a.t"),
+    "usps": (256, 7291, 2007, "multiclass/usps.bz2", "multiclass/usps.t.bz2"),
+    "covtype.binary": (54, 581012, None, "binary/covtype.libsvm.binary.bz2", None),
+    "webspam": (254, 350000, None, "binary/webspam_wc_normalized_unigram.svm.xz", None),
+    "epsilon": (2000, 400000, 100000, "binary/epsilon_normalized.bz2", "binary/epsilon_normalized.t.bz2"),
+    "YearPredictionMSD": (90, 463715, 51630, "regression/YearPredictionMSD.bz2",
+                          "regression/YearPredictionMSD.t.bz2"),
+    "cadata": (8, 20640, None, "regression/cadata", None),
+    "space_ga": (6, 3107, None, "regression/space_ga", None),
+    "mg": (6, 1385, None, "regression/mg", None),
+    "cpusmall": (12, 8192, None, "regression/cpusmall", None),
+    "abalone": (8, 4177, None, "regression/abalone_scale", None),
+}
+
+
+@pytest.fixture(scope="module")
+def data_home():
+    """The local benchmark folder from CAKERNELS_DATA (skip locally, fail under CI)."""
+    value = os.environ.get("CAKERNELS_DATA")
+    home = Path(value).expanduser().absolute() if value else None
+    if home is None or not home.is_dir():
+        msg = (
+            "CAKERNELS_DATA is unset" if home is None else f"CAKERNELS_DATA={value} is not a folder"
+        ) + ": the local benchmark datasets are needed for this test"
+        if os.environ.get("CI") == "true":
+            pytest.fail(msg)
+        pytest.skip(msg)
+    return home
+
+
+def _labels(y):
+    return set(np.unique(y).tolist())
+
+
+# --------------------------------------------------------------------------- registry
+
+
+def test_registry_entries_are_well_formed():
+    names = cds.list_datasets()
+    assert len(names) == len(set(names)) >= 12
+    seen_keys = {}
+    for name in names:
+        info = cds.dataset_info(name)
+        assert info["name"] == name
+        for key in [name, *info["aliases"]]:
+            assert key.lower() not in seen_keys, f"{key} used by {seen_keys.get(key.lower())} and {name}"
+            seen_keys[key.lower()] = name
+        assert info["task"] in ("binary", "multiclass", "regression")
+        assert isinstance(info["n_features"], int) and info["n_features"] > 0
+        assert isinstance(info["n_train"], int) and info["n_train"] > 0
+        assert info["n_test"] is None or (isinstance(info["n_test"], int) and info["n_test"] > 0)
+        assert isinstance(info["dense"], bool)
+        assert info["description"]
+        if info["task"] == "regression":
+            assert info["classes"] is None and info["n_classes"] is None
+        else:
+            assert info["n_classes"] == len(info["classes"]) >= 2
+            if info["task"] == "binary":
+                assert info["classes"] == [-1, 1]
+        splits = ["train"] + (["test"] if info["n_test"] is not None else [])
+        official = info["official"]
+        if official is not None:
+            assert set(official) == set(splits), name
+            for entry in official.values():
+                assert entry["url"].startswith(LIBSVM + ("multiclass/" if info["task"] == "multiclass"
+                                                         else info["task"] + "/"))
+                assert entry["checksum"] is None  # the LIBSVM site publishes no checksums
+                assert entry["format"] in FORMATS
+                assert entry["format"].startswith("libsvm")
+                fname = entry["url"].rsplit("/", 1)[1]
+                for ext in ("bz2", "xz", "gz"):
+                    assert fname.endswith("." + ext) == entry["format"].endswith("-" + ext), fname
+        for loc in info["local"]:
+            assert not loc["path"].startswith(("/", "\\")) and ".." not in Path(loc["path"]).parts
+            assert loc["format"] in FORMATS
+            assert loc["split"] in splits, (name, loc["path"])
+            assert SHA256.match(loc["sha256"]), (name, loc["path"])
+            expected_rows = info["n_train"] if loc["split"] == "train" else info["n_test"]
+            assert loc["n_samples"] == expected_rows, (name, loc["path"])
+            if loc["label_map"]:
+                assert info["task"] == "binary"
+                assert sorted(loc["label_map"].values()) == [-1, 1]
+        # every split must be reachable: a local file or a download URL
+        for split in splits:
+            has_local = any(loc["split"] == split for loc in info["local"])
+            assert has_local or (official is not None and split in official), (name, split)
+
+
+def test_registry_official_facts():
+    for name, (n_features, n_train, n_test, train_file, test_file) in OFFICIAL.items():
+        info = cds.dataset_info(name)
+        assert (info["n_features"], info["n_train"], info["n_test"]) == (n_features, n_train, n_test)
+        assert info["official"]["train"]["url"] == LIBSVM + train_file
+        if test_file is None:
+            assert "test" not in info["official"]
+        else:
+            assert info["official"]["test"]["url"] == LIBSVM + test_file
+    assert cds.dataset_info("usps")["classes"] == list(range(1, 11))
+    assert cds.dataset_info("a9a")["dense"] is False
+    assert cds.dataset_info("ijcnn1")["dense"] is True
+    # 1/2 labelled LIBSVM files are converted to -1/+1
+    assert cds.dataset_info("covtype.binary")["official"]["train"]["label_map"] == {"1": -1, "2": 1}
+    assert cds.dataset_info("mushrooms")["local"][0]["label_map"] == {"1": -1, "2": 1}
+
+
+def test_registry_json_has_no_invented_checksums():
+    path = Path(__file__).resolve().parent.parent / "datasets" / "registry.json"
+    data = json.loads(path.read_text())
+    for rec in data["datasets"]:
+        for entry in (rec["official"] or {}).values():
+            assert entry["checksum"] is None
+
+
+def test_lookup_aliases_and_unknown_names():
+    assert cds.dataset_info("abalone_scale")["name"] == "abalone"
+    assert cds.dataset_info("IJCNN1")["name"] == "ijcnn1"
+    with pytest.raises(ValueError, match="ijcnn1"):
+        cds.dataset_info("ijcnn")
+    info = cds.dataset_info("a9a")
+    info["n_features"] = 0  # a copy: the registry is unchanged
+    assert cds.dataset_info("a9a")["n_features"] == 123
+
+
+def test_get_data_home_precedence(monkeypatch, tmp_path):
+    monkeypatch.setenv("CAKERNELS_DATA", str(tmp_path / "env"))
+    assert cds.get_data_home(tmp_path / "arg") == tmp_path / "arg"
+    assert cds.get_data_home() == tmp_path / "env"
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CAKERNELS_DATA", "rel/data")
+    assert cds.get_data_home() == tmp_path / "rel" / "data"
+    monkeypatch.delenv("CAKERNELS_DATA")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert cds.get_data_home() == tmp_path / "home" / "cakernels_data"
+
+
+def test_argument_errors(tmp_path):
+    with pytest.raises(ValueError, match="train_test_split"):
+        cds.load_dataset("cadata", subset="test", data_home=tmp_path)
+    with pytest.raises(ValueError, match="subset"):
+        cds.load_dataset("cadata", subset="validation", data_home=tmp_path)
+    with pytest.raises(ValueError, match="n_samples"):
+        cds.load_dataset("cadata", n_samples=0, data_home=tmp_path)
+    with pytest.raises(ValueError, match="unknown dataset"):
+        cds.load_dataset("no-such-set", data_home=tmp_path)
+
+
+# --------------------------------------------------------------------------- real data
+
+
+@pytest.mark.realdata
+def test_registry_hashes_match_provenance(data_home):
+    prov = (data_home / "PROVENANCE.md").read_text()
+    for name in cds.list_datasets():
+        for loc in cds.dataset_info(name)["local"]:
+            assert (data_home / loc["path"]).is_file(), loc["path"]
+            row = next((line for line in prov.splitlines() if loc["sha256"] in line), None)
+            assert row is not None, f"{loc['path']}: sha256 not in PROVENANCE.md"
+            assert row.strip("| ").split("|")[0].strip() in (loc["path"], Path(loc["path"]).name)
+
+
+@pytest.mark.realdata
+def test_ijcnn1_train_and_test(data_home):
+    for subset in ("train", "test"):
+        bunch = cds.load_dataset("ijcnn1", subset=subset, n_samples=400, random_state=0)
+        assert isinstance(bunch.data, np.ndarray) and bunch.data.dtype == np.float64
+        assert bunch.data.shape == (400, 22)
+        assert _labels(bunch.target) == {-1.0, 1.0}
+        assert bunch.subset == subset and bunch.feature_names is None
+        assert Path(bunch.filename).parent == data_home / "ijcnn1"
+        assert "ijcnn1" in bunch.DESCR and "verified" in bunch.DESCR
+
+
+@pytest.mark.realdata
+def test_a9a_train_test_feature_counts_agree(data_home):
+    Xtr, ytr = cds.load_dataset("a9a", n_samples=300, random_state=0, return_X_y=True)
+    Xte, yte = cds.load_dataset("a9a", subset="test", n_samples=300, random_state=0, return_X_y=True)
+    assert sp.issparse(Xtr) and Xtr.format == "csr"
+    assert Xtr.shape == Xte.shape == (300, 123)
+    assert _labels(ytr) == _labels(yte) == {-1.0, 1.0}
+    Xd, _ = cds.load_dataset("a9a", subset="test", n_samples=10, random_state=0, dense=True,
+                             return_X_y=True)
+    assert isinstance(Xd, np.ndarray) and Xd.shape == (10, 123)
+
+
+@pytest.mark.realdata
+def test_usps_test_split(data_home):
+    X, y = cds.load_dataset("usps", subset="test", return_X_y=True)
+    assert isinstance(X, np.ndarray) and X.shape == (2007, 256)
+    assert _labels(y) == set(float(c) for c in range(1, 11))
+    assert X.min() >= -1 and X.max() <= 1
+
+
+@pytest.mark.realdata
+@pytest.mark.parametrize(
+    "name, n_features",
+    [("cadata", 8), ("space_ga", 6), ("cpusmall", 12), ("abalone", 8)],
+)
+def test_regression_sets(data_home, name, n_features):
+    X, y = cds.load_dataset(name, n_samples=200, random_state=1, return_X_y=True)
+    assert isinstance(X, np.ndarray) and X.shape == (200, n_features)
+    assert y.dtype == np.float64 and np.isfinite(y).all() and len(np.unique(y)) > 5
+
+
+@pytest.mark.realdata
+def test_full_row_count_and_subset_all(data_home):
+    bunch = cds.load_dataset("space_ga")
+    assert bunch.data.shape == (3107, 6)
+    assert cds.load_dataset("space_ga", subset="all").data.shape == (3107, 6)
+    X, y = cds.load_dataset("covtype_1000", subset="all", return_X_y=True)
+    assert X.shape == (976 + 1024, 54) and _labels(y) == {-1.0, 1.0}
+    assert isinstance(cds.load_dataset("covtype_1000", subset="all").filename, list)
+
+
+@pytest.mark.realdata
+def test_n_samples_is_reproducible(data_home):
+    a = cds.load_dataset("cadata", n_samples=50, random_state=3, return_X_y=True)
+    b = cds.load_dataset("cadata", n_samples=50, random_state=3, return_X_y=True)
+    c = cds.load_dataset("cadata", n_samples=50, random_state=4, return_X_y=True)
+    np.testing.assert_array_equal(a[0], b[0])
+    np.testing.assert_array_equal(a[1], b[1])
+    assert not np.array_equal(a[0], c[0])
+    with pytest.raises(ValueError, match="larger than"):
+        cds.load_dataset("bodyfat", n_samples=253)
+
+
+@pytest.mark.realdata
+@pytest.mark.parametrize(
+    "name, subset, shape, sparse",
+    [
+        ("mushrooms", "train", (8124, 112), True),  # labels 1/2 in the file
+        ("higgs_subset", "test", (500, 28), False),  # labels 0/1 in the file
+        ("madelon", "test", (600, 500), False),
+        ("bodyfat", "train", (252, 14), False),
+        ("covtype_5000", "test", (5142, 54), False),
+    ],
+)
+def test_other_local_sets(data_home, name, subset, shape, sparse):
+    X, y = cds.load_dataset(name, subset=subset, return_X_y=True)
+    assert X.shape == shape and sp.issparse(X) == sparse
+    if cds.dataset_info(name)["task"] == "binary":
+        assert _labels(y) == {-1.0, 1.0}
+
+
+@pytest.mark.realdata
+def test_sha256_mismatch_raises(data_home, tmp_path, monkeypatch):
+    target = tmp_path / "bodyfat" / "bodyfat"
+    target.parent.mkdir()
+    shutil.copyfile(data_home / "bodyfat" / "bodyfat", target)
+    expected = cds.dataset_info("bodyfat")["local"][0]["sha256"]
+
+    calls = []
+    real_sha256 = cds.hashlib.sha256
+    monkeypatch.setattr(cds.hashlib, "sha256", lambda *a: calls.append(1) or real_sha256(*a))
+    assert cds.load_dataset("bodyfat", data_home=tmp_path).data.shape == (252, 14)
+    cds.load_dataset("bodyfat", data_home=tmp_path)
+    assert len(calls) == 1  # cached per (path, size, mtime)
+
+    with open(target, "a") as fh:  # still a valid file, but not the registry's copy
+        fh.write("10.0 1:1 2:30\n")
+    with pytest.raises(cds.ChecksumMismatchError) as err:
+        cds.load_dataset("bodyfat", data_home=tmp_path, download_if_missing=False)
+    msg = str(err.value)
+    assert isinstance(err.value, OSError)
+    assert str(target) in msg and expected in msg and cds._sha256(target) in msg
+    assert "verify=False" in msg and "\n" not in msg
+    bunch = cds.load_dataset("bodyfat", data_home=tmp_path, verify=False)
+    assert bunch.data.shape == (253, 14) and "not verified" in bunch.DESCR
+
+
+# --------------------------------------------------------------------------- downloads (no network)
+
+
+def test_offline_download_raises_clear_error(tmp_path, monkeypatch):
+    pooch = pytest.importorskip("pooch")
+
+    def offline(*args, **kwargs):
+        raise ConnectionError("Name or service not known")
+
+    monkeypatch.setattr(pooch, "retrieve", offline)
+    with pytest.raises(cds.DatasetDownloadError) as err:
+        cds.load_dataset("cadata", data_home=tmp_path)
+    msg = str(err.value)
+    assert isinstance(err.value, OSError) and "\n" not in msg
+    assert "'cadata'" in msg and LIBSVM + "regression/cadata" in msg
+    assert str(tmp_path / "cadata") in msg and "CAKERNELS_DATA" in msg
+
+
+def test_download_path_and_record(tmp_path, monkeypatch):
+    pooch = pytest.importorskip("pooch")
+    calls = []
+
+    def fake_retrieve(url, known_hash=None, fname=None, path=None, **kwargs):
+        calls.append((url, known_hash, fname, Path(path)))
+        Path(path).mkdir(parents=True, exist_ok=True)
+        out = Path(path) / fname
+        out.write_text("0.5 1:1 2:2 3:3 4:4 5:5 6:6\n0.7 1:2 6:1\n0.1 3:1\n")
+        return str(out)
+
+    monkeypatch.setattr(pooch, "retrieve", fake_retrieve)
+    bunch = cds.load_dataset("mg", data_home=tmp_path)
+    assert calls == [(LIBSVM + "regression/mg", None, "mg", tmp_path / "mg")]
+    assert bunch.data.shape == (3, 6) and bunch.filename == str(tmp_path / "mg" / "mg")
+    assert "not verified" in bunch.DESCR
+
+    # second load: the file is found locally (and checked against the download record)
+    monkeypatch.setattr(pooch, "retrieve", lambda *a, **k: pytest.fail("downloaded twice"))
+    assert cds.load_dataset("mg", data_home=tmp_path).data.shape == (3, 6)
+    with open(tmp_path / "mg" / "mg", "a") as fh:
+        fh.write("0.2 1:1\n")
+    with pytest.raises(cds.ChecksumMismatchError, match="verify=False"):
+        cds.load_dataset("mg", data_home=tmp_path)
+
+
+def test_missing_pooch_names_the_extra(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "pooch", None)
+    with pytest.raises(ImportError, match=re.escape("pip install cakernels[datasets]")):
+        cds.load_dataset("mg", data_home=tmp_path)
+
+
+def test_download_if_missing_false(tmp_path, monkeypatch):
+    pooch = pytest.importorskip("pooch")
+    monkeypatch.setattr(pooch, "retrieve", lambda *a, **k: pytest.fail("must not download"))
+    with pytest.raises(FileNotFoundError) as err:
+        cds.load_dataset("ijcnn1", subset="test", data_home=tmp_path, download_if_missing=False)
+    msg = str(err.value)
+    assert LIBSVM + "binary/ijcnn1.t.bz2" in msg and str(tmp_path / "ijcnn1") in msg
+    assert "CAKERNELS_DATA" in msg
+    # local-only subsets have no URL: FileNotFoundError even when downloads are allowed
+    with pytest.raises(FileNotFoundError, match="no download URL"):
+        cds.load_dataset("covtype_1000", data_home=tmp_path)
+
+
+# --------------------------------------------------------------------------- load_svmlight
+
+
+def test_load_svmlight_ok(tmp_path):
+    path = tmp_path / "ok.svm"
+    path.write_text("+1 1:0.5 3:1\n-1 2:2\n")
+    X, y = cds.load_svmlight(path, n_features=5)
+    assert sp.issparse(X) and X.shape == (2, 5) and y.tolist() == [1.0, -1.0]
+    assert cds.load_svmlight(str(path))[0].shape == (2, 3)
+
+
+def test_load_svmlight_errors(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no such file"):
+        cds.load_svmlight(tmp_path / "missing.svm")
+    empty = tmp_path / "empty.svm"
+    empty.write_text("")
+    with pytest.raises(ValueError, match="empty"):
+        cds.load_svmlight(empty)
+    bad = tmp_path / "bad.svm"
+    bad.write_text("+1 1:0.5\nthis is not a libsvm line\n")
+    with pytest.raises(ValueError, match="as a LIBSVM/svmlight file") as err:
+        cds.load_svmlight(bad)
+    assert str(bad) in str(err.value) and "\n" not in str(err.value)
+    assert err.value.__cause__ is None and err.value.__suppress_context__
+    wide = tmp_path / "wide.svm"
+    wide.write_text("1 7:1\n")
+    with pytest.raises(ValueError, match="wide.svm"):
+        cds.load_svmlight(wide, n_features=3)
+
+
+# --------------------------------------------------------------------------- demos
+
+
+def test_load_demo():
+    bunch = cds.load_demo()
+    assert bunch.data.shape == (569, 30) and bunch.data.dtype == np.float64
+    assert _labels(bunch.target) == {-1.0, 1.0}
+    assert (bunch.target == -1).sum() == 212  # malignant
+    assert len(bunch.feature_names) == 30 and bunch.DESCR
+    X, y = cds.load_demo(return_X_y=True, n_samples=100, random_state=0)
+    assert X.shape == (100, 30)
+    X, y = cds.load_demo_regression(return_X_y=True)
+    assert X.shape == (442, 10) and y.dtype == np.float64
+
+
+def test_docstring_examples_run_offline():
+    result = doctest.testmod(cds, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert result.failed == 0 and result.attempted > 5
