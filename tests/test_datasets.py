@@ -44,21 +44,6 @@ OFFICIAL = {
 }
 
 
-@pytest.fixture(scope="module")
-def data_home():
-    """The local benchmark folder from CAKERNELS_DATA (skip locally, fail under CI)."""
-    value = os.environ.get("CAKERNELS_DATA")
-    home = Path(value).expanduser().absolute() if value else None
-    if home is None or not home.is_dir():
-        msg = (
-            "CAKERNELS_DATA is unset" if home is None else f"CAKERNELS_DATA={value} is not a folder"
-        ) + ": the local benchmark datasets are needed for this test"
-        if os.environ.get("CI") == "true":
-            pytest.fail(msg)
-        pytest.skip(msg)
-    return home
-
-
 def _labels(y):
     return set(np.unique(y).tolist())
 
