@@ -1,0 +1,357 @@
+/*
+ * _nativemodule.c -- thin CPython binding of the cakernels native core.
+ *
+ * Module `cakernels._native`.  Arrays arrive through the buffer protocol
+ * (no NumPy headers needed at build time); everything is validated here,
+ * the GIL is released around the core call, and ck_status codes become
+ * Python exceptions (CK_ERR_NOMEM -> MemoryError, others -> ValueError).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <math.h>
+#include <string.h>
+
+#include "cakernels.h"
+
+/* ------------------------------------------------------------------------ */
+/* helpers                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* Raise the Python exception matching a non-OK status. */
+static PyObject *ck_raise_status(ck_status status, const char *where)
+{
+    if (status == CK_ERR_NOMEM)
+        return PyErr_Format(PyExc_MemoryError, "%s: %s", where,
+                            ck_status_string(status));
+    return PyErr_Format(PyExc_ValueError, "%s: %s (status %d)", where,
+                        ck_status_string(status), (int)status);
+}
+
+/* Replace the current exception (raised by an exporter's getbuffer) with a
+ * ValueError carrying `msg` and the original message, chained as __cause__. */
+static void ck_reraise_as_value_error(const char *msg)
+{
+    PyObject *cause, *exc;
+#if PY_VERSION_HEX >= 0x030C0000
+    cause = PyErr_GetRaisedException();
+#else
+    PyObject *type, *tb;
+    PyErr_Fetch(&type, &cause, &tb);
+    PyErr_NormalizeException(&type, &cause, &tb);
+    if (cause != NULL && tb != NULL)
+        PyException_SetTraceback(cause, tb);
+    Py_XDECREF(type);
+    Py_XDECREF(tb);
+#endif
+    if (cause != NULL)
+        PyErr_Format(PyExc_ValueError, "%s (%S)", msg, cause);
+    else
+        PyErr_SetString(PyExc_ValueError, msg);
+    if (cause == NULL)
+        return;
+#if PY_VERSION_HEX >= 0x030C0000
+    exc = PyErr_GetRaisedException();
+    if (exc != NULL)
+        PyException_SetCause(exc, cause); /* steals `cause` */
+    else
+        Py_DECREF(cause);
+    PyErr_SetRaisedException(exc);
+#else
+    {
+        PyObject *etype, *etb;
+        PyErr_Fetch(&etype, &exc, &etb);
+        PyErr_NormalizeException(&etype, &exc, &etb);
+        if (exc != NULL)
+            PyException_SetCause(exc, cause); /* steals `cause` */
+        else
+            Py_DECREF(cause);
+        PyErr_Restore(etype, exc, etb);
+    }
+#endif
+}
+
+/* 1 when a buffer format string denotes a native-endian C double. */
+static int ck_format_is_double(const char *fmt)
+{
+    if (fmt == NULL) /* no format requested/provided means unsigned bytes */
+        return 0;
+    if (fmt[0] == '@' || fmt[0] == '=')
+        ++fmt;
+#if PY_BIG_ENDIAN
+    else if (fmt[0] == '>' || fmt[0] == '!')
+        ++fmt;
+#else
+    else if (fmt[0] == '<')
+        ++fmt;
+#endif
+    return fmt[0] == 'd' && fmt[1] == '\0';
+}
+
+static int ck_ranges_overlap(const void *a, Py_ssize_t a_len, const void *b,
+                             Py_ssize_t b_len)
+{
+    const char *pa = (const char *)a, *pb = (const char *)b;
+    if (a_len <= 0 || b_len <= 0)
+        return 0;
+    return pa < pb + b_len && pb < pa + a_len;
+}
+
+/* Get a read-only 1-D C-contiguous float64 buffer of exactly `n` elements
+ * from `obj`.  Returns 1 when a buffer was acquired (release it), 0 when obj
+ * is None (nothing acquired), -1 with ValueError set (nothing acquired). */
+static int ck_get_norms(PyObject *obj, Py_buffer *view, Py_ssize_t n,
+                        const char *name)
+{
+    if (obj == Py_None)
+        return 0;
+    if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+        char msg[160];
+        PyOS_snprintf(msg, sizeof msg,
+                      "%s must be None or a C-contiguous 1-D float64 array",
+                      name);
+        ck_reraise_as_value_error(msg);
+        return -1;
+    }
+    if (view->ndim != 1 || view->itemsize != (Py_ssize_t)sizeof(double) ||
+        !ck_format_is_double(view->format)) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s must be a 1-D float64 array (got ndim=%d, "
+                     "format '%s', itemsize %zd)",
+                     name, view->ndim, view->format ? view->format : "B",
+                     view->itemsize);
+        PyBuffer_Release(view);
+        return -1;
+    }
+    if (view->shape == NULL || view->shape[0] != n) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s has %zd elements but G has %zd along that axis",
+                     name, view->shape != NULL ? view->shape[0] : (Py_ssize_t)-1,
+                     n);
+        PyBuffer_Release(view);
+        return -1;
+    }
+    return 1;
+}
+
+/* ------------------------------------------------------------------------ */
+/* functions                                                                */
+/* ------------------------------------------------------------------------ */
+
+PyDoc_STRVAR(openmp_enabled_doc,
+             "openmp_enabled()\n--\n\n"
+             "True when the native core was compiled with OpenMP.");
+
+static PyObject *py_openmp_enabled(PyObject *module, PyObject *Py_UNUSED(args))
+{
+    (void)module;
+    return PyBool_FromLong(ck_openmp_enabled());
+}
+
+PyDoc_STRVAR(max_threads_doc,
+             "max_threads()\n--\n\n"
+             "OpenMP's omp_get_max_threads(), or 1 without OpenMP.");
+
+static PyObject *py_max_threads(PyObject *module, PyObject *Py_UNUSED(args))
+{
+    (void)module;
+    return PyLong_FromLong((long)ck_max_threads());
+}
+
+PyDoc_STRVAR(simd_path_doc,
+             "simd_path()\n--\n\n"
+             "Instruction set of the vectorised loops chosen for this CPU:\n"
+             "'avx512f', 'avx2' or 'baseline'.");
+
+static PyObject *py_simd_path(PyObject *module, PyObject *Py_UNUSED(args))
+{
+    (void)module;
+    return PyUnicode_FromString(ck_simd_path());
+}
+
+PyDoc_STRVAR(
+    kernel_from_gram_doc,
+    "kernel_from_gram(G, row_sqnorm, col_sqnorm, kind, gamma, coef0, degree, "
+    "n_threads)\n--\n\n"
+    "Transform the dot products G = X @ Y.T into kernel values, in place.\n\n"
+    "G must be a writable C-contiguous 2-D float64 array of shape (n, m).\n"
+    "row_sqnorm (n,) and col_sqnorm (m,) are the squared row norms of X and\n"
+    "Y, required for the RBF kernel (kind 1) and may be None otherwise.\n"
+    "kind: 0 linear, 1 rbf, 2 poly, 3 sigmoid.  n_threads <= 0 uses the\n"
+    "OpenMP default.  The GIL is released during the computation.\n"
+    "Raises ValueError on any invalid argument.");
+
+static PyObject *py_kernel_from_gram(PyObject *module, PyObject *args,
+                                     PyObject *kwargs)
+{
+    static char *kwlist[] = {"G",     "row_sqnorm", "col_sqnorm",
+                             "kind",  "gamma",      "coef0",
+                             "degree", "n_threads", NULL};
+    PyObject *g_obj, *rn_obj, *cn_obj;
+    int kind, n_threads;
+    double gamma, coef0, degree;
+    Py_buffer g_view, rn_view, cn_view;
+    Py_ssize_t n_rows, n_cols;
+    int have_rn = 0, have_cn = 0;
+    ck_status status;
+
+    (void)module;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOidddi:kernel_from_gram",
+                                     kwlist, &g_obj, &rn_obj, &cn_obj, &kind,
+                                     &gamma, &coef0, &degree, &n_threads))
+        return NULL;
+
+    if (kind < CK_KERNEL_LINEAR || kind > CK_KERNEL_SIGMOID)
+        return PyErr_Format(PyExc_ValueError,
+                            "unknown kernel kind %d (expected 0 linear, 1 rbf, "
+                            "2 poly, 3 sigmoid)",
+                            kind);
+    if (!isfinite(gamma) || !isfinite(coef0) || !isfinite(degree)) {
+        char msg[200];
+        PyOS_snprintf(msg, sizeof msg,
+                      "gamma, coef0 and degree must be finite "
+                      "(got %g, %g, %g)", gamma, coef0, degree);
+        PyErr_SetString(PyExc_ValueError, msg);
+        return NULL;
+    }
+    if (kind == CK_KERNEL_POLY && degree < 0.0) {
+        char msg[120];
+        PyOS_snprintf(msg, sizeof msg,
+                      "degree must be non-negative for the poly kernel, "
+                      "got %g", degree);
+        PyErr_SetString(PyExc_ValueError, msg);
+        return NULL;
+    }
+
+    /* ---- G: writable, C-contiguous, 2-D, float64 ---- */
+    if (PyObject_GetBuffer(g_obj, &g_view,
+                           PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS |
+                               PyBUF_FORMAT) < 0) {
+        ck_reraise_as_value_error(
+            "G must be a writable C-contiguous 2-D float64 array");
+        return NULL;
+    }
+    if (g_view.ndim != 2 || g_view.itemsize != (Py_ssize_t)sizeof(double) ||
+        !ck_format_is_double(g_view.format) || g_view.shape == NULL ||
+        !PyBuffer_IsContiguous(&g_view, 'C')) {
+        PyErr_Format(PyExc_ValueError,
+                     "G must be a writable C-contiguous 2-D float64 array "
+                     "(got ndim=%d, format '%s', itemsize %zd)",
+                     g_view.ndim, g_view.format ? g_view.format : "B",
+                     g_view.itemsize);
+        PyBuffer_Release(&g_view);
+        return NULL;
+    }
+    n_rows = g_view.shape[0];
+    n_cols = g_view.shape[1];
+
+    /* ---- norms: None or 1-D float64 of matching length ---- */
+    have_rn = ck_get_norms(rn_obj, &rn_view, n_rows, "row_sqnorm");
+    if (have_rn < 0) {
+        have_rn = 0;
+        goto fail;
+    }
+    have_cn = ck_get_norms(cn_obj, &cn_view, n_cols, "col_sqnorm");
+    if (have_cn < 0) {
+        have_cn = 0;
+        goto fail;
+    }
+    if (kind == CK_KERNEL_RBF && (!have_rn || !have_cn)) {
+        PyErr_SetString(PyExc_ValueError,
+                        "the RBF kernel needs row_sqnorm and col_sqnorm "
+                        "(got None)");
+        goto fail;
+    }
+    if ((have_rn &&
+         ck_ranges_overlap(g_view.buf, g_view.len, rn_view.buf, rn_view.len)) ||
+        (have_cn &&
+         ck_ranges_overlap(g_view.buf, g_view.len, cn_view.buf, cn_view.len))) {
+        PyErr_SetString(PyExc_ValueError,
+                        "row_sqnorm and col_sqnorm must not share memory with G");
+        goto fail;
+    }
+
+    Py_BEGIN_ALLOW_THREADS
+    status = ck_kernel_from_gram(
+        (double *)g_view.buf, (int64_t)n_rows, (int64_t)n_cols,
+        (int64_t)n_cols,
+        have_rn ? (const double *)rn_view.buf : NULL,
+        have_cn ? (const double *)cn_view.buf : NULL, kind, gamma,
+        coef0, degree, n_threads);
+    Py_END_ALLOW_THREADS
+
+    if (status != CK_OK) {
+        ck_raise_status(status, "kernel_from_gram");
+        goto fail;
+    }
+    if (have_cn)
+        PyBuffer_Release(&cn_view);
+    if (have_rn)
+        PyBuffer_Release(&rn_view);
+    PyBuffer_Release(&g_view);
+    Py_RETURN_NONE;
+
+fail: /* g_view is always held here; the norm views when have_* is set */
+    if (have_cn)
+        PyBuffer_Release(&cn_view);
+    if (have_rn)
+        PyBuffer_Release(&rn_view);
+    PyBuffer_Release(&g_view);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------ */
+/* module                                                                   */
+/* ------------------------------------------------------------------------ */
+
+static PyMethodDef ck_methods[] = {
+    {"openmp_enabled", (PyCFunction)py_openmp_enabled, METH_NOARGS,
+     openmp_enabled_doc},
+    {"max_threads", (PyCFunction)py_max_threads, METH_NOARGS, max_threads_doc},
+    {"simd_path", (PyCFunction)py_simd_path, METH_NOARGS, simd_path_doc},
+    {"kernel_from_gram", (PyCFunction)(void (*)(void))py_kernel_from_gram,
+     METH_VARARGS | METH_KEYWORDS, kernel_from_gram_doc},
+    {NULL, NULL, 0, NULL}};
+
+static int ck_exec(PyObject *module)
+{
+    if (PyModule_AddIntConstant(module, "KERNEL_LINEAR", CK_KERNEL_LINEAR) < 0 ||
+        PyModule_AddIntConstant(module, "KERNEL_RBF", CK_KERNEL_RBF) < 0 ||
+        PyModule_AddIntConstant(module, "KERNEL_POLY", CK_KERNEL_POLY) < 0 ||
+        PyModule_AddIntConstant(module, "KERNEL_SIGMOID", CK_KERNEL_SIGMOID) < 0)
+        return -1;
+    return 0;
+}
+
+static PyModuleDef_Slot ck_slots[] = {
+    {Py_mod_exec, (void *)ck_exec},
+#if PY_VERSION_HEX >= 0x030C0000
+    /* no module state: safe in sub-interpreters with their own GIL */
+    {Py_mod_multiple_interpreters, Py_MOD_PER_INTERPRETER_GIL_SUPPORTED},
+#endif
+#if PY_VERSION_HEX >= 0x030D0000
+    /* no global Python state is touched without the GIL's protection */
+    {Py_mod_gil, Py_MOD_GIL_NOT_USED},
+#endif
+    {0, NULL}};
+
+PyDoc_STRVAR(module_doc,
+             "Native core of cakernels (C, optionally OpenMP).\n\n"
+             "KERNEL_* constants give the `kind` codes of kernel_from_gram.");
+
+static struct PyModuleDef ck_module = {
+    PyModuleDef_HEAD_INIT,
+    "cakernels._native", /* m_name */
+    module_doc,          /* m_doc */
+    0,                   /* m_size */
+    ck_methods,          /* m_methods */
+    ck_slots,            /* m_slots */
+    NULL,                /* m_traverse */
+    NULL,                /* m_clear */
+    NULL                 /* m_free */
+};
+
+PyMODINIT_FUNC PyInit__native(void)
+{
+    return PyModuleDef_Init(&ck_module);
+}

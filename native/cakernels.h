@@ -1,0 +1,114 @@
+/*
+ * cakernels.h -- public header of the cakernels native core.
+ *
+ * The core is plain C99 (optionally OpenMP) and never includes Python.h:
+ * it works on raw pointers and reports failures through ck_status codes.
+ * The CPython binding (_nativemodule.c) validates Python objects, releases
+ * the GIL around these calls and maps status codes to Python exceptions.
+ *
+ * Conventions shared by every routine declared here (kernel blocks now, the
+ * SMO and Asy-GCD solvers later):
+ *   - sizes, leading dimensions and loop indices are signed 64-bit (int64_t);
+ *   - matrices are row-major; `ld` is the distance, in elements, between the
+ *     starts of consecutive rows (ld >= n_cols);
+ *   - every routine returns a ck_status and never aborts or prints;
+ *   - `n_threads <= 0` means "the OpenMP default" (omp_get_max_threads());
+ *     without OpenMP every routine runs serially and ignores n_threads;
+ *   - routines do not keep pointers to caller memory after they return.
+ */
+#ifndef CAKERNELS_H
+#define CAKERNELS_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CK_VERSION_MAJOR 0
+#define CK_VERSION_MINOR 1
+#define CK_VERSION_PATCH 0
+
+/* ------------------------------------------------------------------------
+ * Status codes.  Values are part of the ABI: new codes are appended, never
+ * renumbered.
+ * ------------------------------------------------------------------------ */
+typedef enum {
+    CK_OK = 0,                 /* success                                    */
+    CK_ERR_ARG = 1,            /* invalid argument (NULL, size, non-finite)  */
+    CK_ERR_NOMEM = 2,          /* memory allocation failed                   */
+    CK_ERR_UNKNOWN_KERNEL = 3, /* kernel kind outside ck_kernel_kind         */
+    CK_ERR_INTERNAL = 4        /* broken invariant inside the core (a bug)   */
+    /* reserved for the solvers: e.g. CK_ERR_NOT_CONVERGED = 5 */
+} ck_status;
+
+/* Static, human-readable description of a status code (never NULL). */
+const char *ck_status_string(ck_status status);
+
+/* ------------------------------------------------------------------------
+ * Runtime information.
+ * ------------------------------------------------------------------------ */
+
+/* 1 when the core was compiled with OpenMP, 0 otherwise. */
+int ck_openmp_enabled(void);
+
+/* omp_get_max_threads() with OpenMP, 1 without. Always >= 1. */
+int ck_max_threads(void);
+
+/* Instruction set of the vectorised loops selected at run time on this CPU:
+ * "avx512f", "avx2" (x86-64 with GCC/Clang) or "baseline".  Static string. */
+const char *ck_simd_path(void);
+
+/* ------------------------------------------------------------------------
+ * Kernel functions (ck_kernel.c).
+ * ------------------------------------------------------------------------ */
+typedef enum {
+    CK_KERNEL_LINEAR = 0,  /* <x, y>                                          */
+    CK_KERNEL_RBF = 1,     /* exp(-gamma * max(|x|^2 + |y|^2 - 2 <x, y>, 0))  */
+    CK_KERNEL_POLY = 2,    /* (gamma * <x, y> + coef0) ^ degree               */
+    CK_KERNEL_SIGMOID = 3  /* tanh(gamma * <x, y> + coef0)                    */
+} ck_kernel_kind;
+
+/*
+ * Transform, in place, a block of dot products G[i, j] = <x_i, y_j>
+ * (n_rows x n_cols, row-major, leading dimension ld) into kernel values
+ * K(x_i, y_j) of kernel `kind` (a ck_kernel_kind value).
+ *
+ * row_sqnorm[i] = |x_i|^2 (n_rows values) and col_sqnorm[j] = |y_j|^2
+ * (n_cols values) are required for CK_KERNEL_RBF and ignored (may be NULL)
+ * otherwise.  They must not overlap G.
+ *
+ * gamma, coef0 and degree must be finite; for CK_KERNEL_POLY degree must
+ * also be >= 0.  Degrees follow NumPy's `**` special cases (0 -> 1, even
+ * for NaN; 1 -> identity; 2 -> b * b) and otherwise use libm pow(), so
+ * integer degrees are exact whenever the power is representable, negative
+ * bases work, and results are within 1 ulp of the exact power otherwise.
+ * Sigmoid uses libm tanh().
+ *
+ * NaN in G propagates to the result (the RBF clip at 0 is NaN-preserving).
+ * The RBF exponential is a vectorisable, branch-free implementation that
+ * agrees with libm exp() to within 2 ulp (underflows to 0 / overflows to
+ * inf like exp()); RBF values do not depend on the SIMD path, the number of
+ * threads or the libm in use (bit-identical everywhere).
+ *
+ * An empty block (n_rows == 0 or n_cols == 0) is a no-op returning CK_OK.
+ * Returns CK_ERR_ARG for NULL pointers (where required), negative sizes,
+ * ld < n_cols, sizes whose extent overflows int64, or invalid parameters;
+ * CK_ERR_UNKNOWN_KERNEL for an unknown `kind`.  G is untouched on error.
+ */
+ck_status ck_kernel_from_gram(double *G, int64_t n_rows, int64_t n_cols,
+                              int64_t ld, const double *row_sqnorm,
+                              const double *col_sqnorm, int kind,
+                              double gamma, double coef0, double degree,
+                              int n_threads);
+
+/* ------------------------------------------------------------------------
+ * Solvers (SMO, Asy-GCD) will be declared below, one section each, with the
+ * same conventions (ck_status return, int64_t sizes, n_threads).
+ * ------------------------------------------------------------------------ */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CAKERNELS_H */

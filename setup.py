@@ -1,0 +1,168 @@
+"""Build script for the native part of cakernels.
+
+All metadata lives in pyproject.toml; this file only declares the C
+extension ``cakernels._native`` (native/ck_kernel.c + native/_nativemodule.c)
+and picks the compiler flags.  The extension uses the buffer protocol, so the
+build needs neither NumPy headers nor anything beyond setuptools + wheel.
+
+Environment variables
+---------------------
+CAKERNELS_DISABLE_OPENMP=1
+    Build without OpenMP even when the compiler supports it.  Otherwise
+    OpenMP is used when a tiny OpenMP program compiles *and links* with the
+    compiler that builds the extension (``-fopenmp``, or ``/openmp`` for
+    MSVC); when it does not (e.g. Apple clang without libomp), the build
+    silently falls back to serial code.
+CAKERNELS_NO_SIMD_DISPATCH=1
+    Compile only the baseline-ISA loops (no AVX2/AVX-512F variants chosen at
+    run time); ``cakernels._native.simd_path()`` then returns 'baseline'.
+    For testing the portable path on machines that have AVX2/AVX-512.
+CAKERNELS_SANITIZE=1
+    Build with AddressSanitizer + UndefinedBehaviorSanitizer (for CI).  The
+    Python interpreter itself is not instrumented, so the ASan runtime has to
+    be loaded first and leak checking disabled (CPython "leaks" by design)::
+
+        CAKERNELS_SANITIZE=1 python setup.py build_ext --inplace --force
+        LD_PRELOAD="$(gcc -print-file-name=libasan.so)" ASAN_OPTIONS=detect_leaks=0 \\
+            python -m pytest tests/test_native.py -p no:cacheprovider
+
+    libubsan is a dependency of the extension and loads by itself (preloading
+    it too, after libasan, also works).  UB is made fatal
+    (-fno-sanitize-recover=undefined) so that it fails the run.
+    Rebuild normally afterwards (``python setup.py build_ext --inplace --force``).
+
+Typical development build: ``python setup.py build_ext --inplace``.
+"""
+
+import os
+import shutil
+import sys
+import tempfile
+import textwrap
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+OPENMP_TEST_PROGRAM = textwrap.dedent(
+    """\
+    #include <omp.h>
+    #include <stdio.h>
+    int main(void) {
+        int n = 0;
+    #pragma omp parallel reduction(+:n)
+        n += 1;
+        printf("%d %d\\n", n, omp_get_max_threads());
+        return n >= 1 ? 0 : 1;
+    }
+    """
+)
+
+# Flags, all value-preserving (none of them changes a single computed bit):
+#   -O3                 enables the loop vectoriser;
+#   -fno-math-errno     math functions need not set errno (pure calls);
+#   -fno-trapping-math  FP operations are assumed not to trap (IEEE non-stop
+#                       mode, which is what CPython/NumPy run in).  Without it
+#                       GCC jump-threads the clamps of ck_exp() into branches
+#                       and the RBF loop is not vectorised (~3x slower);
+#   -ffp-contract=off   a*b+c stays two roundings on every target (no silent
+#                       FMA), so kernel values are bit-identical across ISAs,
+#                       SIMD widths and thread counts.
+# Deliberately absent: -march=native (wheels must be portable) and
+# -ffast-math / -fassociative-math / -ffinite-math-only (ck_exp() relies on
+# IEEE rounding and NaN must propagate; see native/ck_kernel.c).
+GCC_LIKE_COMPILE_ARGS = ["-O3", "-fno-math-errno", "-fno-trapping-math", "-ffp-contract=off"]
+MSVC_COMPILE_ARGS = ["/O2", "/fp:precise"]
+
+SANITIZE_ARGS = [
+    "-fsanitize=address,undefined",
+    "-fno-sanitize-recover=undefined",
+    "-fno-omit-frame-pointer",
+    "-g",
+    "-O1",
+]
+
+
+def _env_flag(name):
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _openmp_flags(compiler):
+    """Return (compile_args, link_args) for OpenMP, or None if unusable."""
+    if compiler.compiler_type == "msvc":
+        candidates = [(["/openmp"], [])]
+    else:
+        candidates = [(["-fopenmp"], ["-fopenmp"])]
+    tmpdir = tempfile.mkdtemp(prefix="cakernels_omp_")
+    try:
+        src = os.path.join(tmpdir, "omp_test.c")
+        with open(src, "w") as fh:
+            fh.write(OPENMP_TEST_PROGRAM)
+        for cflags, lflags in candidates:
+            try:
+                objects = compiler.compile([src], output_dir=tmpdir, extra_postargs=cflags)
+                compiler.link_executable(
+                    objects, "omp_test", output_dir=tmpdir, extra_postargs=lflags
+                )
+            except Exception:  # CompileError / LinkError (distutils or setuptools flavour)
+                continue
+            return cflags, lflags
+    finally:
+        shutil.rmtree(tmpdir, ignore_errors=True)
+    return None
+
+
+class BuildExt(build_ext):
+    """build_ext that adds optimisation, OpenMP and sanitizer flags."""
+
+    def build_extensions(self):
+        compiler = self.compiler
+        msvc = compiler.compiler_type == "msvc"
+        compile_args = list(MSVC_COMPILE_ARGS if msvc else GCC_LIKE_COMPILE_ARGS)
+        link_args = []
+
+        if _env_flag("CAKERNELS_DISABLE_OPENMP"):
+            self.announce("cakernels: OpenMP disabled by CAKERNELS_DISABLE_OPENMP", level=2)
+            print("cakernels: building without OpenMP (CAKERNELS_DISABLE_OPENMP)")
+        else:
+            flags = _openmp_flags(compiler)
+            if flags is None:
+                print("cakernels: OpenMP test program failed to build; building without OpenMP")
+            else:
+                print(f"cakernels: building with OpenMP ({' '.join(flags[0])})")
+                compile_args += flags[0]
+                link_args += flags[1]
+
+        macros = []
+        if _env_flag("CAKERNELS_NO_SIMD_DISPATCH"):
+            print("cakernels: baseline ISA only (CAKERNELS_NO_SIMD_DISPATCH)")
+            macros.append(("CK_NO_SIMD_DISPATCH", "1"))
+
+        if _env_flag("CAKERNELS_SANITIZE"):
+            if msvc:
+                sys.exit("CAKERNELS_SANITIZE=1 is only supported with GCC/Clang")
+            print("cakernels: building with ASan + UBSan")
+            compile_args += SANITIZE_ARGS  # -O1 after -O3: the last one wins
+            link_args += SANITIZE_ARGS
+
+        for ext in self.extensions:
+            ext.extra_compile_args = compile_args + list(ext.extra_compile_args or [])
+            ext.extra_link_args = link_args + list(ext.extra_link_args or [])
+            ext.define_macros = list(ext.define_macros or []) + macros
+            if not msvc and "m" not in (ext.libraries or []):
+                # tanh/pow/isfinite come from libm; do not rely on the
+                # interpreter having loaded it already
+                ext.libraries = list(ext.libraries or []) + ["m"]
+        super().build_extensions()
+
+
+setup(
+    ext_modules=[
+        Extension(
+            "cakernels._native",
+            sources=["native/ck_kernel.c", "native/_nativemodule.c"],
+            include_dirs=["native"],
+            depends=["native/cakernels.h"],
+        )
+    ],
+    cmdclass={"build_ext": BuildExt},
+)

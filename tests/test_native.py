@@ -1,0 +1,488 @@
+"""Tests of the native module ``cakernels._native`` against NumPy references."""
+
+import math
+import threading
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import cakernels._native as _native
+
+LINEAR, RBF, POLY, SIGMOID = 0, 1, 2, 3
+KINDS = {"linear": LINEAR, "rbf": RBF, "poly": POLY, "sigmoid": SIGMOID}
+
+
+# --------------------------------------------------------------------------
+# helpers
+# --------------------------------------------------------------------------
+
+
+def reference(X, Y, kind, gamma, coef0, degree):
+    """Brute-force NumPy kernel block K(X, Y)."""
+    G = X @ Y.T
+    with np.errstate(all="ignore"):
+        if kind == LINEAR:
+            return G
+        if kind == RBF:
+            xn = np.einsum("ij,ij->i", X, X)
+            yn = np.einsum("ij,ij->i", Y, Y)
+            d = np.maximum(xn[:, None] + yn[None, :] - 2.0 * G, 0.0)
+            return np.exp(-gamma * d)
+        if kind == POLY:
+            return (gamma * G + coef0) ** degree
+        if kind == SIGMOID:
+            return np.tanh(gamma * G + coef0)
+    raise AssertionError(kind)
+
+
+def native(X, Y, kind, gamma, coef0, degree, n_threads=1, norms=True):
+    G = np.ascontiguousarray(X @ Y.T)
+    xn = np.einsum("ij,ij->i", X, X) if norms else None
+    yn = np.einsum("ij,ij->i", Y, Y) if norms else None
+    out = _native.kernel_from_gram(G, xn, yn, kind, gamma, coef0, degree, n_threads)
+    assert out is None
+    return G
+
+
+def ulp_distance(a, b):
+    """Distance in units in the last place between float64 arrays (finite)."""
+    ia = np.asarray(a, dtype=np.float64).view(np.int64)
+    ib = np.asarray(b, dtype=np.float64).view(np.int64)
+    # map the sign-magnitude ordering to a monotone integer ordering
+    ia = np.where(ia < 0, np.int64(-(2**63)) - ia, ia)
+    ib = np.where(ib < 0, np.int64(-(2**63)) - ib, ib)
+    return np.abs(ia - ib)
+
+
+def data(n, m, d, seed=0, scale=1.0):
+    rng = np.random.default_rng(seed)
+    return scale * rng.standard_normal((n, d)), scale * rng.standard_normal((m, d))
+
+
+PARAMS = {
+    "linear": dict(gamma=1.0, coef0=0.0, degree=3.0),
+    "rbf": dict(gamma=0.1, coef0=0.0, degree=3.0),
+    "poly": dict(gamma=0.3, coef0=1.5, degree=3.0),
+    "sigmoid": dict(gamma=0.05, coef0=-0.5, degree=3.0),
+}
+
+
+# --------------------------------------------------------------------------
+# module information
+# --------------------------------------------------------------------------
+
+
+def test_openmp_enabled_is_bool():
+    assert isinstance(_native.openmp_enabled(), bool)
+
+
+def test_max_threads():
+    n = _native.max_threads()
+    assert isinstance(n, int)
+    assert n >= 1
+    if not _native.openmp_enabled():
+        assert n == 1
+
+
+def test_simd_path():
+    assert _native.simd_path() in ("avx512f", "avx2", "baseline")
+
+
+def test_kind_constants():
+    assert (_native.KERNEL_LINEAR, _native.KERNEL_RBF, _native.KERNEL_POLY,
+            _native.KERNEL_SIGMOID) == (0, 1, 2, 3)
+
+
+# --------------------------------------------------------------------------
+# values
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(KINDS))
+@pytest.mark.parametrize("n_threads", [1, 2, 0])
+@pytest.mark.parametrize("shape", [(37, 53, 5), (200, 301, 17), (3, 1, 4), (1, 7, 2),
+                                   (64, 1, 3), (301, 200, 1)])
+def test_matches_numpy(name, n_threads, shape):
+    n, m, d = shape
+    X, Y = data(n, m, d, seed=n * 1000 + m)
+    kind = KINDS[name]
+    p = PARAMS[name]
+    K = native(X, Y, kind, p["gamma"], p["coef0"], p["degree"], n_threads)
+    R = reference(X, Y, kind, p["gamma"], p["coef0"], p["degree"])
+    assert K.shape == (n, m)
+    np.testing.assert_allclose(K, R, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("name", sorted(KINDS))
+def test_large_block_threads_agree(name):
+    """Big enough for the OpenMP path; results must not depend on threads."""
+    X, Y = data(300, 257, 8, seed=3)  # odd number of columns
+    p = PARAMS[name]
+    results = [native(X, Y, KINDS[name], p["gamma"], p["coef0"], p["degree"], t)
+               for t in (1, 2, 0, 3)]
+    for K in results[1:]:
+        np.testing.assert_array_equal(K, results[0])
+    R = reference(X, Y, KINDS[name], p["gamma"], p["coef0"], p["degree"])
+    np.testing.assert_allclose(results[0], R, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("n_cols", [1, 2, 3, 5, 7, 9, 15, 17, 31, 33])
+def test_odd_column_counts_rbf(n_cols):
+    """Vector loop remainders: every column must be transformed."""
+    X, Y = data(11, n_cols, 3, seed=n_cols)
+    K = native(X, Y, RBF, 0.7, 0.0, 3.0)
+    np.testing.assert_allclose(K, reference(X, Y, RBF, 0.7, 0.0, 3.0), rtol=1e-13, atol=0)
+
+
+@pytest.mark.parametrize("name", sorted(KINDS))
+@pytest.mark.parametrize("shape", [(0, 5), (5, 0), (0, 0)])
+def test_empty_blocks(name, shape):
+    G = np.empty(shape)
+    rn = np.zeros(shape[0]) if name == "rbf" else None
+    cn = np.zeros(shape[1]) if name == "rbf" else None
+    assert _native.kernel_from_gram(G, rn, cn, KINDS[name], 1.0, 0.0, 3.0, 2) is None
+    assert G.shape == shape
+
+
+def test_linear_is_unchanged():
+    X, Y = data(13, 9, 4)
+    G = X @ Y.T
+    K = G.copy()
+    _native.kernel_from_gram(K, None, None, LINEAR, 2.0, 1.0, 3.0, 1)
+    np.testing.assert_array_equal(K, G)
+
+
+def test_rbf_diagonal_is_one_and_range():
+    X, _ = data(50, 1, 6, seed=4)
+    K = native(X, X, RBF, 0.5, 0.0, 3.0)
+    np.testing.assert_allclose(np.diag(K), 1.0, rtol=0, atol=1e-12)
+    assert np.all((K >= 0.0) & (K <= 1.0))
+
+
+def test_rbf_clips_negative_distances():
+    # rn + cn - 2G < 0 must be clipped to 0, giving exactly 1
+    G = np.array([[5.0, 1.0]])
+    _native.kernel_from_gram(G, np.array([1.0]), np.array([1.0, 0.5]), RBF, 2.0, 0.0, 3.0, 1)
+    assert G[0, 0] == 1.0
+    assert G[0, 1] == math.exp(-2.0 * max(1.0 + 0.5 - 2.0, 0.0)) == 1.0
+
+
+def test_rbf_exp_accuracy_full_range():
+    """The vectorised exp stays within 2 ulp of libm over its whole range,
+    including gradual underflow, underflow to 0 and overflow to inf."""
+    x = np.concatenate([
+        np.linspace(-750.0, 0.0, 200_001),
+        np.linspace(0.0, 709.78, 100_001),
+        np.geomspace(1e-300, 1.0, 10_001),
+        -np.geomspace(1e-300, 1.0, 10_001),
+        [-745.1332191019411, -745.1332191019412, -708.3964185322641, 709.782712893384],
+    ])
+    a = np.abs(x)
+    # kernel value = exp(-gamma * a); gamma = +-1 gives both signs
+    for gamma, arg in ((1.0, a), (-1.0, a[a <= 709.78])):
+        K = np.zeros((1, arg.size))
+        _native.kernel_from_gram(K, np.zeros(1), arg, RBF, gamma, 0.0, 3.0, 1)
+        ref = np.array([math.exp(-gamma * v) for v in arg])
+        assert ulp_distance(K[0], ref).max() <= 2
+    # beyond the range
+    K = np.zeros((1, 3))
+    _native.kernel_from_gram(K, np.zeros(1), np.array([746.0, 1e300, np.inf]), RBF, 1.0, 0.0, 3.0, 1)
+    np.testing.assert_array_equal(K, 0.0)
+    K = np.zeros((1, 3))
+    _native.kernel_from_gram(K, np.zeros(1), np.array([710.0, 1e300, np.inf]), RBF, -1.0, 0.0, 3.0, 1)
+    np.testing.assert_array_equal(K, np.inf)
+
+
+def test_nan_propagates():
+    G = np.array([[np.nan, 0.0, 1.0]])
+    K = G.copy()
+    _native.kernel_from_gram(K, np.zeros(1), np.array([0.0, np.nan, 2.0]), RBF, 1.0, 0.0, 3.0, 1)
+    assert np.isnan(K[0, 0]) and np.isnan(K[0, 1])
+    assert K[0, 2] == math.exp(0.0)
+    for kind in (POLY, SIGMOID):
+        K = G.copy()
+        _native.kernel_from_gram(K, None, None, kind, 1.0, 0.0, 3.0, 1)
+        assert np.isnan(K[0, 0])
+
+
+@pytest.mark.parametrize("degree", [0.0, 1.0, 2.0, 3.0, 4.0, 7.0])
+def test_poly_integer_degrees_exact(degree):
+    """Integer degrees reproduce NumPy's ``**`` bit for bit."""
+    rng = np.random.default_rng(int(degree))
+    G = rng.integers(-6, 7, size=(17, 23)).astype(np.float64)
+    for gamma, coef0 in [(1.0, 0.0), (0.5, 1.0), (2.0, -3.0), (0.37, 0.11)]:
+        K = G.copy()
+        _native.kernel_from_gram(K, None, None, POLY, gamma, coef0, degree, 2)
+        np.testing.assert_array_equal(K, (gamma * G + coef0) ** degree)
+
+
+@pytest.mark.parametrize("degree", [3, 4, 5, 7])
+def test_poly_integer_degree_accuracy(degree):
+    """Within 1 ulp of the exact power of the (rounded) base, including
+    negative bases (no exp(log) shortcut)."""
+    from fractions import Fraction
+
+    base = np.random.default_rng(degree).uniform(-3.0, 3.0, size=(40, 25))
+    K = base.copy()
+    _native.kernel_from_gram(K, None, None, POLY, 1.0, 0.0, float(degree), 1)
+    exact = np.array([float(Fraction(v) ** degree) for v in base.ravel()]).reshape(base.shape)
+    assert ulp_distance(K, exact).max() <= 1
+
+
+def test_poly_fractional_degree():
+    G = np.abs(np.random.default_rng(1).standard_normal((9, 11)))
+    K = G.copy()
+    _native.kernel_from_gram(K, None, None, POLY, 0.5, 1.0, 2.5, 1)
+    np.testing.assert_allclose(K, (0.5 * G + 1.0) ** 2.5, rtol=1e-15)
+    # negative base with non-integer degree is NaN, like NumPy
+    K = np.full((1, 1), -3.0)
+    _native.kernel_from_gram(K, None, None, POLY, 1.0, 0.0, 0.5, 1)
+    assert np.isnan(K[0, 0])
+
+
+def test_keywords_and_norms_ignored_for_non_rbf():
+    X, Y = data(4, 6, 3)
+    G = X @ Y.T
+    _native.kernel_from_gram(G=G, row_sqnorm=None, col_sqnorm=None, kind=SIGMOID,
+                             gamma=0.2, coef0=0.1, degree=3.0, n_threads=1)
+    np.testing.assert_allclose(G, np.tanh(0.2 * (X @ Y.T) + 0.1), rtol=1e-15)
+
+
+def test_accepts_any_writable_float64_buffer():
+    import array
+
+    buf = array.array("d", [0.0, 1.0, 2.0, 3.0])
+    G = memoryview(buf).cast("B").cast("d", shape=[2, 2])
+    _native.kernel_from_gram(G, None, None, POLY, 1.0, 1.0, 2.0, 1)
+    assert list(buf) == [1.0, 4.0, 9.0, 16.0]
+
+
+# --------------------------------------------------------------------------
+# invalid input: always ValueError, never a crash
+# --------------------------------------------------------------------------
+
+
+def _call(G, rn=None, cn=None, kind=RBF, gamma=1.0, coef0=0.0, degree=3.0, n_threads=1):
+    return _native.kernel_from_gram(G, rn, cn, kind, gamma, coef0, degree, n_threads)
+
+
+def test_norm_length_mismatch():
+    G = np.zeros((3, 4))
+    with pytest.raises(ValueError, match="row_sqnorm"):
+        _call(G, np.zeros(4), np.zeros(4))
+    with pytest.raises(ValueError, match="col_sqnorm"):
+        _call(G, np.zeros(3), np.zeros(3))
+    with pytest.raises(ValueError, match="row_sqnorm"):
+        _call(G, np.zeros((3, 1)), np.zeros(4))
+    with pytest.raises(ValueError, match="col_sqnorm"):
+        _call(G, np.zeros(3), np.zeros(4, dtype=np.float32))
+    with pytest.raises(ValueError, match="col_sqnorm"):
+        _call(G, np.zeros(3), np.zeros(8)[::2])
+    with pytest.raises(ValueError, match="col_sqnorm"):
+        _call(G, np.zeros(3), [0.0, 0.0, 0.0, 0.0])
+    # mismatched norms are also rejected for the other kernels
+    with pytest.raises(ValueError):
+        _call(G, np.zeros(5), None, kind=POLY)
+
+
+def test_rbf_needs_norms():
+    G = np.zeros((3, 4))
+    for rn, cn in [(None, None), (np.zeros(3), None), (None, np.zeros(4))]:
+        with pytest.raises(ValueError, match="RBF"):
+            _call(G, rn, cn)
+
+
+def test_norms_must_not_alias_G():
+    G = np.zeros((4, 4))
+    with pytest.raises(ValueError, match="share memory"):
+        _call(G, np.zeros(4), G[0])
+
+
+@pytest.mark.parametrize(
+    "make_G",
+    [
+        lambda: np.zeros((4, 6))[:, ::2],            # non-contiguous
+        lambda: np.asfortranarray(np.zeros((4, 3))),  # F order
+        lambda: np.zeros((4, 3), dtype=np.float32),  # float32
+        lambda: np.zeros((4, 3), dtype=np.int64),    # right itemsize, wrong type
+        lambda: np.zeros(12),                        # 1-D
+        lambda: np.zeros((2, 2, 3)),                 # 3-D
+        lambda: np.zeros((4, 3)).astype(">f8"),      # byte-swapped
+        lambda: [[0.0, 1.0], [2.0, 3.0]],            # not a buffer
+        lambda: b"\x00" * 96,                        # read-only bytes
+    ],
+    ids=["strided", "fortran", "float32", "int64", "1d", "3d", "bigendian", "list", "bytes"],
+)
+def test_bad_G(make_G):
+    G = make_G()
+    before = np.array(G, copy=True) if isinstance(G, np.ndarray) else None
+    with pytest.raises(ValueError):
+        _call(G, None, None, kind=SIGMOID)
+    if before is not None:
+        np.testing.assert_array_equal(G, before)
+
+
+def test_read_only_G():
+    G = np.zeros((3, 3))
+    G.flags.writeable = False
+    with pytest.raises(ValueError, match="writable"):
+        _call(G, np.zeros(3), np.zeros(3))
+
+
+@pytest.mark.parametrize("kwargs", [
+    dict(kind=4), dict(kind=-1),
+    dict(gamma=np.nan), dict(gamma=np.inf), dict(coef0=-np.inf), dict(degree=np.nan),
+    dict(kind=POLY, degree=-1.0),
+])
+def test_bad_parameters(kwargs):
+    G = np.ones((2, 3))
+    with pytest.raises(ValueError):
+        _call(G, np.zeros(2), np.zeros(3), **kwargs)
+    np.testing.assert_array_equal(G, 1.0)
+
+
+def test_bad_argument_types():
+    G = np.ones((2, 3))
+    with pytest.raises(TypeError):
+        _native.kernel_from_gram(G, None, None, "rbf", 1.0, 0.0, 3.0, 1)
+    with pytest.raises(TypeError):
+        _native.kernel_from_gram(G, None, None, 0, 1.0)
+
+
+def test_buffers_released_on_every_path():
+    """Success and every error path give back all buffer exports."""
+    import sys
+
+    G = np.ones((3, 4))
+    rn, cn = np.zeros(3), np.zeros(4)
+    bad_cn = np.zeros(5)
+    cases = [
+        (rn, cn, RBF, 1.0, None),                # success
+        (rn, cn, SIGMOID, 1.0, None),            # success, norms ignored
+        (rn, bad_cn, RBF, 1.0, ValueError),      # col norms wrong length
+        (np.zeros(2), cn, RBF, 1.0, ValueError), # row norms wrong length
+        (rn, None, RBF, 1.0, ValueError),        # RBF without norms
+        (rn, G[0], RBF, 1.0, ValueError),        # aliasing
+        (rn, cn, RBF, np.nan, ValueError),       # bad gamma
+    ]
+    for r, c, kind, gamma, exc in cases:
+        refs = [sys.getrefcount(o) for o in (G, rn, cn, bad_cn)]
+        if exc is None:
+            _native.kernel_from_gram(G, r, c, kind, gamma, 0.0, 3.0, 1)
+        else:
+            with pytest.raises(exc):
+                _native.kernel_from_gram(G, r, c, kind, gamma, 0.0, 3.0, 1)
+        # a buffer export holds a reference to its exporter
+        assert [sys.getrefcount(o) for o in (G, rn, cn, bad_cn)] == refs
+
+
+# --------------------------------------------------------------------------
+# the GIL is released
+# --------------------------------------------------------------------------
+
+
+def _rbf_problem(n, d=8, seed=7, gamma=0.05):
+    X = np.random.default_rng(seed).standard_normal((n, d))
+    xn = np.einsum("ij,ij->i", X, X)
+    G0 = X @ X.T
+    expected = np.exp(-gamma * np.maximum(xn[:, None] + xn[None, :] - 2 * G0, 0.0))
+    return G0, xn, expected
+
+
+def test_gil_released_concurrent_threads():
+    """Two Python threads transform big blocks concurrently and both finish
+    with correct results."""
+    G0, xn, expected = _rbf_problem(1536)
+    results = [None, None]
+    errors = []
+    barrier = threading.Barrier(2)
+
+    def work(k):
+        try:
+            barrier.wait(timeout=60)
+            for _ in range(6):
+                H = G0.copy()
+                _native.kernel_from_gram(H, xn, xn, RBF, 0.05, 0.0, 3.0, 1)
+            results[k] = H
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+        assert not t.is_alive()
+    assert not errors, errors
+    for H in results:
+        np.testing.assert_allclose(H, expected, rtol=1e-12, atol=1e-300)
+
+
+def test_gil_released_during_call():
+    """Deterministic check that the call runs without the GIL.
+
+    With a huge switch interval the worker thread keeps the GIL until it
+    blocks or releases it explicitly.  The main thread, woken by the event,
+    therefore only runs once the worker is inside kernel_from_gram (GIL
+    released) -- and must see the call still in progress.  If the binding
+    kept the GIL, the main thread could only run after the call returned.
+    """
+    import sys
+
+    n = 2048
+    G0, xn, _ = _rbf_problem(n, d=4, seed=11)
+    state = {"done": False}
+    started = threading.Event()
+
+    def work():
+        H = G0.copy()
+        started.set()  # wakes the main thread, which then waits for the GIL
+        _native.kernel_from_gram(H, xn, xn, RBF, 0.05, 0.0, 3.0, 1)
+        _native.kernel_from_gram(H, xn, xn, RBF, 0.05, 0.0, 3.0, 1)
+        state["done"] = True
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(30.0)
+    try:
+        t = threading.Thread(target=work)
+        t.start()
+        started.wait(timeout=60)
+        done_when_main_ran = state["done"]
+    finally:
+        sys.setswitchinterval(old)
+    t.join(timeout=120)
+    assert not t.is_alive()
+    assert state["done"]
+    assert not done_when_main_ran, "main thread could not run during the call: GIL held"
+
+
+# --------------------------------------------------------------------------
+# property test
+# --------------------------------------------------------------------------
+
+finite = st.floats(min_value=-3.0, max_value=3.0, allow_nan=False, allow_infinity=False)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    n=st.integers(0, 9),
+    m=st.integers(0, 9),
+    d=st.integers(1, 5),
+    kind=st.sampled_from([LINEAR, RBF, POLY, SIGMOID]),
+    gamma=st.floats(min_value=1e-3, max_value=5.0),
+    coef0=finite,
+    degree=st.sampled_from([0.0, 1.0, 2.0, 3.0, 5.0]),
+    n_threads=st.sampled_from([0, 1, 2]),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_property_random_small(n, m, d, kind, gamma, coef0, degree, n_threads, seed):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-2, 2, size=(n, d))
+    Y = rng.uniform(-2, 2, size=(m, d))
+    K = native(X, Y, kind, gamma, coef0, degree, n_threads, norms=(kind == RBF))
+    R = reference(X, Y, kind, gamma, coef0, degree)
+    assert K.shape == R.shape == (n, m)
+    # NumPy's ** may use SIMD pow (SVML) that differs from libm by an ulp
+    np.testing.assert_allclose(K, R, rtol=1e-12, atol=1e-13)
