@@ -28,7 +28,7 @@ from sklearn.utils.class_weight import compute_class_weight
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
-from ._base import _PartitionedEstimator
+from ._base import _int32_indices, _PartitionedEstimator
 from ._kernels import KERNELS, resolve_gamma
 
 __all__ = ["PartitionedSVC", "CASVC", "FCFSSVC", "BKMSVC", "CPSVC"]
@@ -233,7 +233,8 @@ class PartitionedSVC(ClassifierMixin, _PartitionedEstimator):
         """
         self._validate_params()
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64,
-                             order="C", accept_large_sparse=False)
+                             order="C")
+        X = _int32_indices(X)
         check_classification_targets(y)
         self.classes_ = np.unique(y)
         if self.classes_.size < 2:
@@ -282,8 +283,8 @@ class PartitionedSVC(ClassifierMixin, _PartitionedEstimator):
     def _check_X(self, X):
         check_is_fitted(self)
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, order="C",
-                          reset=False, accept_large_sparse=False)
-        return self._as_fit_format(X)
+                          reset=False)
+        return _int32_indices(self._as_fit_format(X))
 
     def _local_decision(self, model, Xg):
         """Decision values of one local model, in the global class layout."""

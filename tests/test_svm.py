@@ -250,3 +250,19 @@ def test_partition_without_positive_weight_is_an_error():
     w = np.r_[np.zeros(10), np.ones(10)]
     with pytest.raises(ValueError, match="positive sample_weight"):
         CPSVC(n_partitions=2, random_state=0).fit(X, y, sample_weight=w)
+
+
+def test_sparse_with_int64_indices(binary):
+    # what sklearn.datasets.load_svmlight_file returns
+    X, y, Xt, _ = binary
+    Xs = sp.csr_matrix(X)
+    X64 = Xs.copy()
+    X64.indices = X64.indices.astype(np.int64)
+    X64.indptr = X64.indptr.astype(np.int64)
+    a = CASVC(n_partitions=2, random_state=0).fit(X64, y)
+    b = CASVC(n_partitions=2, random_state=0).fit(Xs, y)
+    assert X64.indices.dtype == np.int64
+    Xt64 = sp.csr_matrix(Xt)
+    Xt64.indices = Xt64.indices.astype(np.int64)
+    Xt64.indptr = Xt64.indptr.astype(np.int64)
+    np.testing.assert_array_equal(a.predict(Xt64), b.predict(Xt))
