@@ -1,0 +1,1054 @@
+"""The ``cakernels`` command line: ``info``, ``fit``, ``predict``, ``evaluate``, ``bench``.
+
+Run ``cakernels --help`` (or ``python -m cakernels --help``) for the usage. Every
+user error (missing or malformed file, unknown dataset, failed download, a file
+that is not a cakernels model, a feature-count mismatch, a bad parameter value)
+prints one line ``cakernels: error: ...`` on stderr and exits with status 2;
+``--debug`` adds the traceback. Ctrl-C exits with status 130.
+"""
+
+import argparse
+import contextlib
+import math
+import os
+import pickle
+import sys
+import tempfile
+import time
+import traceback
+import warnings
+from pathlib import Path
+
+PROG = "cakernels"
+
+#: marker and version of the model files written by ``cakernels fit``
+MODEL_FORMAT = "cakernels-model"
+MODEL_FORMAT_VERSION = 1
+
+SVM_METHODS = ("casvc", "fcfssvc", "bkmsvc", "cpsvc")
+KRR_METHODS = ("dckrr", "kkrr", "kkrr2", "bkrr", "bkrr2")
+ORACLE_METHODS = {"bkrr3": "bkrr2", "kkrr3": "kkrr2"}  # oracle row -> model it bounds
+METHODS = SVM_METHODS + ("svc",) + KRR_METHODS + ("krr",)
+CLASSIFICATION_METHODS = SVM_METHODS + ("svc",)
+REGRESSION_METHODS = KRR_METHODS + ("krr",)
+
+#: memory budget of the scikit-learn KernelRidge baseline in ``bench`` (its n x n kernel)
+KRR_MEMORY_BUDGET = 8 * 2**30
+#: seed of every split and subsample drawn by ``bench`` (the estimators use --random-state)
+SPLIT_SEED = 0
+DEMO_NAMES = {"demo": "demo", "demo_regression": "demo_regression",
+              "demo-regression": "demo_regression"}
+
+
+class CLIError(Exception):
+    """A user error: reported as one line, exit status 2."""
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _one_line(text):
+    return " ".join(str(text).split())
+
+
+def _error_message(exc):
+    if isinstance(exc, MemoryError):
+        return (f"out of memory ({_one_line(exc) or 'MemoryError'}); "
+                "use fewer samples or more partitions")
+    msg = _one_line(exc)
+    if isinstance(exc, (CLIError, ValueError, OSError, ImportError)) and msg:
+        return msg
+    return f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None):
+    print(f"{PROG}: warning: {_one_line(message)} ({category.__name__})",
+          file=sys.stderr if file is None else file)
+
+
+def _task_of_method(method):
+    return "classification" if method in CLASSIFICATION_METHODS else "regression"
+
+
+def _task_of_registry(task):
+    return "regression" if task == "regression" else "classification"
+
+
+def _infer_task(y):
+    from sklearn.utils.multiclass import type_of_target
+
+    kind = type_of_target(y)
+    return "regression" if kind.startswith("continuous") else "classification"
+
+
+def _umask():
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _atomic_write(path, write, binary):
+    """Write ``path`` through a temporary file in the same folder and ``os.replace``."""
+    path = Path(path).expanduser()
+    folder = path.parent
+    if path.is_dir():
+        raise CLIError(f"cannot write {path}: it is a directory")
+    if not folder.is_dir():
+        raise CLIError(f"cannot write {path}: the folder {folder} does not exist")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    except OSError as exc:
+        raise CLIError(f"cannot write {path}: {exc.strerror or exc}") from None
+    try:
+        with os.fdopen(fd, "wb" if binary else "w", encoding=None if binary else "utf-8") as fh:
+            write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, path)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise CLIError(f"cannot write {path}: {exc.strerror or exc}") from None
+        raise
+
+
+def _fmt_int(n):
+    return f"{int(n):,}"
+
+
+# --------------------------------------------------------------------------- data
+
+
+class _Data:
+    """Loaded samples and what is known about them."""
+
+    def __init__(self, X, y, label, task, kind, name=None):
+        self.X = X
+        self.y = y
+        self.label = label      # for messages
+        self.task = task        # 'classification' or 'regression'
+        self.kind = kind        # 'file', 'registry' or 'demo'
+        self.name = name        # registry / demo name
+
+
+def _load_demo(name):
+    from .datasets import load_demo, load_demo_regression
+
+    if name == "demo":
+        X, y = load_demo(return_X_y=True)
+        return _Data(X, y, "demo (breast cancer, shipped with scikit-learn)", "classification",
+                     "demo", "demo")
+    X, y = load_demo_regression(return_X_y=True)
+    return _Data(X, y, "demo_regression (diabetes, shipped with scikit-learn)", "regression",
+                 "demo", "demo_regression")
+
+
+def _registry_info(spec):
+    """``(info, subset)`` of a registry spec ``name`` or ``name:subset``, or raise CLIError."""
+    from .datasets import dataset_info
+
+    name, _, subset = spec.partition(":")
+    try:
+        info = dataset_info(name)
+    except ValueError as exc:
+        if os.sep in spec or "/" in spec:
+            raise CLIError(f"no such file: {spec}") from None
+        raise CLIError(f"{spec!r} is neither an existing file nor a known dataset: "
+                       f"{_one_line(exc)}") from None
+    return info, (subset or None)
+
+
+def _int32_indices(X):
+    """CSR with 32-bit indices: scikit-learn's LIBSVM reader gives int64 indices, which
+    SVC refuses (the partitioned SVMs narrow them themselves)."""
+    import scipy.sparse as sp
+
+    from ._base import _int32_indices as narrow
+
+    return narrow(X.tocsr()) if sp.issparse(X) else X
+
+
+def _load_data(spec, *, split, download=True):
+    """Load DATA: a LIBSVM file (if the path exists), ``demo``, or a registry name[:subset].
+
+    ``split`` is the default subset of a registry dataset: ``'train'``, or ``'test'``
+    (falls back to the train split, with a note, when there is no official test split).
+    """
+    from .datasets import load_dataset, load_svmlight
+
+    path = Path(spec).expanduser()
+    if path.exists():
+        if path.is_dir():
+            raise CLIError(f"{spec}: is a directory, not a LIBSVM file")
+        X, y = load_svmlight(path)
+        return _Data(_int32_indices(X), y, str(path), _infer_task(y), "file")
+    if spec.lower() in DEMO_NAMES:
+        return _load_demo(DEMO_NAMES[spec.lower()])
+    info, subset = _registry_info(spec)
+    if subset is None:
+        subset = split
+        if split == "test" and info.get("n_test") is None:
+            print(f"{PROG}: note: {info['name']} has no official test split; using its train split",
+                  file=sys.stderr)
+            subset = "train"
+    X, y = load_dataset(info["name"], subset=subset, download_if_missing=download, return_X_y=True)
+    return _Data(_int32_indices(X), y, f"{info['name']} ({subset})",
+                 _task_of_registry(info["task"]), "registry", info["name"])
+
+
+def _match_features(data, n_features):
+    """Give a prediction set the model's feature count (LIBSVM files may end early)."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    d = data.X.shape[1]
+    if d == n_features:
+        return data.X
+    if d > n_features:
+        raise CLIError(
+            f"{data.label} has {d} features but the model was trained on {n_features}; "
+            "it was not trained on data like this"
+        )
+    if data.kind != "file":
+        raise CLIError(f"{data.label} has {d} features but the model was trained on {n_features}")
+    # a LIBSVM file only lists the features it uses: the missing trailing ones are zero
+    X = data.X
+    if sp.issparse(X):
+        X = X.tocsr()
+        return _int32_indices(sp.csr_matrix((X.data, X.indices, X.indptr),
+                                            shape=(X.shape[0], n_features)))
+    return np.hstack([X, np.zeros((X.shape[0], n_features - d))])
+
+
+# --------------------------------------------------------------------------- estimators
+
+
+def _given(args, *names):
+    return [n for n in names if getattr(args, n, None) is not None]
+
+
+_FLAG = {"C": "--C", "gamma": "--gamma", "sigma": "--sigma", "lam": "--lam",
+         "n_partitions": "--n-partitions"}
+
+
+def _verb(items):
+    return "applies" if len(items) == 1 else "apply"
+
+
+def _check_options(methods, task, args):
+    """Reject options that do not apply to the chosen methods (instead of ignoring them)."""
+    if task == "classification":
+        bad = _given(args, "sigma", "lam")
+        if bad:
+            raise CLIError(f"{'/'.join(_FLAG[b] for b in bad)} {_verb(bad)} to kernel ridge "
+                           "methods; the SVM methods take --C and --gamma")
+    else:
+        bad = _given(args, "C", "gamma")
+        if bad:
+            raise CLIError(f"{'/'.join(_FLAG[b] for b in bad)} {_verb(bad)} to SVM methods; the "
+                           "kernel ridge methods take --sigma and --lam (gamma = 1/(2 sigma^2))")
+    wrong = [m for m in methods if m in METHODS and _task_of_method(m) != task]
+    if wrong:
+        ok = CLASSIFICATION_METHODS if task == "classification" else REGRESSION_METHODS
+        raise CLIError(f"method {wrong[0]} is for {_task_of_method(wrong[0])}, but the data is a "
+                       f"{task} problem (methods for it: {', '.join(ok)})")
+
+
+def _make_estimator(method, p, n_train):
+    """The estimator of ``method`` with the parameters in ``p`` (None: the estimator default)."""
+    from .kernel_ridge import BKRR, BKRR2, DCKRR, KKRR, KKRR2
+    from .svm import BKMSVC, CASVC, CPSVC, FCFSSVC
+
+    classes = {"casvc": CASVC, "fcfssvc": FCFSSVC, "bkmsvc": BKMSVC, "cpsvc": CPSVC,
+               "dckrr": DCKRR, "kkrr": KKRR, "kkrr2": KKRR2, "bkrr": BKRR, "bkrr2": BKRR2}
+
+    def pick(*names):
+        return {n: p[n] for n in names if p.get(n) is not None}
+
+    common = ("kernel", "n_partitions", "backend", "n_jobs", "random_state", "verbose")
+    if method in SVM_METHODS:
+        est = classes[method](**pick("C", "gamma", *common))
+    elif method in KRR_METHODS:
+        est = classes[method](**pick("sigma", "lam", *common))
+    elif method == "svc":
+        from sklearn.svm import SVC
+
+        est = SVC(**pick("C", "gamma", "kernel"))
+    elif method == "krr":
+        from sklearn.kernel_ridge import KernelRidge
+
+        from ._kernels import sigma_to_gamma
+
+        sigma = 1.0 if p.get("sigma") is None else p["sigma"]
+        lam = 1e-4 if p.get("lam") is None else p["lam"]
+        if not sigma > 0:
+            raise CLIError(f"--sigma must be > 0, got {sigma!r}")
+        if not lam >= 0:
+            raise CLIError(f"--lam must be >= 0, got {lam!r}")
+        # the same problem as BKRR2(n_partitions=1): (K + lam n I) alpha = y
+        est = KernelRidge(alpha=lam * max(n_train, 1), kernel=p.get("kernel") or "rbf",
+                          gamma=sigma_to_gamma(sigma))
+    else:  # pragma: no cover - argparse restricts the names
+        raise CLIError(f"unknown method {method!r}")
+    validate = getattr(est, "_validate_params", None)
+    if validate is not None:
+        validate()  # bad values fail here, before any data is loaded
+    return est
+
+
+def _warn_large_cholesky(method, n):
+    """Point at the OpenBLAS workaround before a Cholesky that may crash (nothing is changed)."""
+    if method != "krr" or n < 16000 or os.environ.get("OPENBLAS_CORETYPE"):
+        return
+    try:
+        from threadpoolctl import threadpool_info
+
+        risky = any(d.get("internal_api") == "openblas"
+                    and str(d.get("architecture", "")).lower() == "skylakex"
+                    and (d.get("num_threads") or 1) >= 2 for d in threadpool_info())
+    except Exception:  # pragma: no cover - threadpoolctl failure: no hint
+        risky = False
+    if risky:
+        print(f"{PROG}: warning: KernelRidge on {_fmt_int(n)} samples runs a Cholesky of that "
+              "size, which may crash OpenBLAS' SkylakeX kernels with 2 or more threads; if it "
+              "does, rerun with OPENBLAS_CORETYPE=Haswell", file=sys.stderr)
+        sys.stderr.flush()
+
+
+def _estimator_params(args):
+    return {k: getattr(args, k, None) for k in
+            ("C", "gamma", "kernel", "sigma", "lam", "n_partitions", "backend", "n_jobs",
+             "random_state", "verbose")}
+
+
+def _n_partitions_of(est):
+    return len(est.estimators_) if hasattr(est, "estimators_") else 1
+
+
+def _n_support_of(est):
+    if hasattr(est, "n_support_total_"):
+        return est.n_support_total_
+    if hasattr(est, "support_"):
+        return int(est.support_.size)
+    return None
+
+
+# --------------------------------------------------------------------------- model files
+
+
+def _load_model(path):
+    path = Path(path).expanduser()
+    if not path.exists():
+        raise CLIError(f"no such model file: {path}")
+    if path.is_dir():
+        raise CLIError(f"{path}: is a directory, not a model file")
+    try:
+        with open(path, "rb") as fh:
+            payload = pickle.load(fh)
+    except OSError:
+        raise
+    except Exception as exc:
+        raise CLIError(f"{path} is not a cakernels model file (unpickling failed: "
+                       f"{_error_message(exc)})") from None
+    if not (isinstance(payload, dict) and payload.get("format") == MODEL_FORMAT
+            and "estimator" in payload and isinstance(payload.get("metadata"), dict)):
+        raise CLIError(f"{path} is not a cakernels model file (write one with `cakernels fit`)")
+    version = payload.get("format_version")
+    if not isinstance(version, int) or version > MODEL_FORMAT_VERSION:
+        raise CLIError(f"{path}: model format version {version!r} is newer than this cakernels "
+                       f"reads ({MODEL_FORMAT_VERSION}); upgrade cakernels")
+    meta = payload["metadata"]
+    from ._version import __version__
+
+    if meta.get("cakernels_version") != __version__:
+        print(f"{PROG}: warning: {path} was written by cakernels {meta.get('cakernels_version')}, "
+              f"this is {__version__}", file=sys.stderr)
+    return payload["estimator"], meta
+
+
+# --------------------------------------------------------------------------- info
+
+
+def _cmd_info(args):
+    from ._info import build_info
+    from .datasets import ENV_VAR, get_data_home
+
+    info = build_info()
+    rows = [
+        ("cakernels", info["cakernels"]),
+        ("python", info["python"]),
+        ("platform", info["platform"]),
+        ("numpy", info["numpy"]),
+        ("scipy", info["scipy"]),
+        ("scikit-learn", info["scikit-learn"]),
+        ("OpenMP", f"yes, {info['omp_max_threads']} threads" if info["openmp"]
+         else "no (native module built without OpenMP)"),
+        ("CPU cores", str(info["cpu_count"])),
+    ]
+    blas = info["blas"] or ["none found by threadpoolctl"]
+    rows += [("BLAS" if i == 0 else "", b) for i, b in enumerate(blas)]
+    mpi = info["mpi4py"]
+    rows.append(("MPI", f"mpi4py {mpi} importable" if mpi else
+                 "not available (mpi4py not importable; pip install cakernels[mpi])"))
+    for mod, extra in (("pooch", "datasets"), ("tqdm", "progress")):
+        try:
+            from importlib.metadata import version
+
+            rows.append((mod, version(mod)))
+        except Exception:
+            rows.append((mod, f"not installed (pip install cakernels[{extra}])"))
+    home = get_data_home()
+    source = f"from {ENV_VAR}" if os.environ.get(ENV_VAR) else f"default; set {ENV_VAR} to change"
+    exists = "exists" if home.is_dir() else "does not exist"
+    rows.append(("data home", f"{home} ({source}; {exists})"))
+    width = max(len(k) for k, _ in rows)
+    for key, value in rows:
+        print(f"{key:<{width}}  {value}")
+    return 0
+
+
+# --------------------------------------------------------------------------- fit
+
+
+def _cmd_fit(args):
+    import numpy as np
+    import scipy.sparse as sp
+
+    from ._version import __version__
+
+    params = _estimator_params(args)
+    method = args.method
+    if method is not None:
+        _check_options([method], _task_of_method(method), args)
+        if method in ("svc", "krr") and args.n_partitions is not None:
+            raise CLIError(f"--n-partitions does not apply to --method {method} "
+                           "(the scikit-learn baseline has no partitions)")
+        _make_estimator(method, params, 1)  # validate parameters before loading data
+    data = _load_data(args.data, split="train")
+    if method is None:
+        method = "casvc" if data.task == "classification" else "bkrr2"
+        _check_options([method], data.task, args)
+        chosen = f" (default for {data.task}; choose with --method)"
+    else:
+        chosen = ""
+    X, y = data.X, data.y
+    est = _make_estimator(method, params, X.shape[0])
+    sparse = sp.issparse(X)
+    model = est
+    if args.standardize:
+        from sklearn.pipeline import Pipeline
+        from sklearn.preprocessing import StandardScaler
+
+        model = Pipeline([("standardscaler", StandardScaler(with_mean=not sparse)),
+                          (method, est)])
+    _warn_large_cholesky(method, X.shape[0])
+    t0 = time.perf_counter()
+    model.fit(X, y)
+    fit_seconds = time.perf_counter() - t0
+    import sklearn
+
+    meta = {
+        "method": method,
+        "estimator": type(est).__name__,
+        "task": _task_of_method(method),
+        "cakernels_version": __version__,
+        "sklearn_version": sklearn.__version__,
+        "n_features": int(X.shape[1]),
+        "n_samples": int(X.shape[0]),
+        "sparse_input": bool(sparse),
+        "standardization": ({"scaler": "StandardScaler", "with_mean": not sparse}
+                            if args.standardize else None),
+        "data": args.data,
+        "fit_seconds": fit_seconds,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+    if meta["task"] == "classification":
+        meta["classes"] = np.unique(y).tolist()
+    payload = {"format": MODEL_FORMAT, "format_version": MODEL_FORMAT_VERSION,
+               "metadata": meta, "estimator": model}
+    _atomic_write(args.output, lambda fh: pickle.dump(payload, fh, protocol=5), binary=True)
+    extra = []
+    if method not in ("svc", "krr"):
+        extra.append(f"{_n_partitions_of(est)} partitions")
+    nsv = _n_support_of(est)
+    if nsv is not None:
+        extra.append(f"{_fmt_int(nsv)} support vectors")
+    if args.standardize:
+        extra.append("standardized")
+    extra = extra or ["no partitions"]
+    print(f"{type(est).__name__}{chosen}: fitted on {_fmt_int(X.shape[0])} samples x "
+          f"{X.shape[1]} features in {fit_seconds:.2f} s ({', '.join(extra)}); "
+          f"saved to {args.output}")
+    return 0
+
+
+# --------------------------------------------------------------------------- predict / evaluate
+
+
+def _prediction_lines(pred, task):
+    import numpy as np
+
+    pred = np.asarray(pred)
+    if pred.dtype.kind not in "fiu":
+        fmt = str
+    else:
+        pred = pred.astype(np.float64)
+        integral = np.all(np.isfinite(pred)) and np.all(pred == np.round(pred))
+        # class labels as integers ("-1", "1"); real values in the shortest exact form
+        fmt = (lambda v: str(int(v))) if task == "classification" and integral else \
+            (lambda v: repr(float(v)))
+    if pred.ndim == 1:
+        return [fmt(v) for v in pred]
+    return [" ".join(fmt(v) for v in row) for row in pred]
+
+
+def _predict_data(args):
+    model, meta = _load_model(args.model)
+    data = _load_data(args.data, split="test")
+    X = _match_features(data, int(meta["n_features"]))
+    return model, meta, data, X
+
+
+def _cmd_predict(args):
+    model, meta, data, X = _predict_data(args)
+    pred = model.predict(X)
+    text = "\n".join(_prediction_lines(pred, meta.get("task"))) + "\n"
+    if args.output in (None, "-"):
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    else:
+        _atomic_write(args.output, lambda fh: fh.write(text), binary=False)
+    return 0
+
+
+def _cmd_evaluate(args):
+    import numpy as np
+
+    model, meta, data, X = _predict_data(args)
+    t0 = time.perf_counter()
+    pred = model.predict(X)
+    seconds = time.perf_counter() - t0
+    y = data.y
+    print(f"model:      {meta.get('estimator', '?')} ({meta.get('method')}), trained on "
+          f"{_fmt_int(meta.get('n_samples', 0))} samples x {meta['n_features']} features"
+          + (", standardized" if meta.get("standardization") else ""))
+    print(f"data:       {data.label}: {_fmt_int(X.shape[0])} samples")
+    if meta.get("task") == "classification":
+        acc = float(np.mean(pred == y))
+        print(f"accuracy:   {acc:.4f} ({_fmt_int(int(np.sum(pred == y)))}/{_fmt_int(y.size)})")
+    else:
+        from sklearn.metrics import mean_squared_error, r2_score
+
+        print(f"MSE:        {mean_squared_error(y, pred):.6g}")
+        r2 = f"{r2_score(y, pred):.4f}" if y.size > 1 else "n/a (one sample)"
+        print(f"R^2:        {r2}")
+    print(f"predict:    {seconds:.3f} s")
+    return 0
+
+
+# --------------------------------------------------------------------------- bench
+
+
+def _subsample(X, y, n, rng):
+    """At most ``n`` random rows, in their original order."""
+    import numpy as np
+
+    if n is None or n >= X.shape[0]:
+        return X, y
+    idx = np.sort(rng.choice(X.shape[0], size=n, replace=False))
+    return X[idx], y[idx]
+
+
+def _split(X, y, train_fraction, max_train, max_test):
+    """Fixed random split: at most ``train_fraction`` (and ``max_train``) for training."""
+    import numpy as np
+
+    n = X.shape[0]
+    if n < 2:
+        raise CLIError(f"cannot split {n} sample into a training and a test set")
+    rng = np.random.RandomState(SPLIT_SEED)
+    perm = rng.permutation(n)
+    n_train = max(1, min(int(math.floor(train_fraction * n)), max_train or n, n - 1))
+    tr, te = np.sort(perm[:n_train]), np.sort(perm[n_train:])
+    Xte, yte = _subsample(X[te], y[te], max_test, rng)
+    return X[tr], y[tr], Xte, yte
+
+
+def _bench_data(args):
+    """Load and prepare the bench dataset; returns a dict and prints the fallback line."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    from .datasets import get_data_home, load_dataset
+
+    spec = args.dataset
+    if args.demo:
+        if spec is not None and spec.lower() != "demo":
+            raise CLIError("give either a DATASET or --demo, not both")
+        spec = "demo"
+    fallback = loaded = None
+    if spec is None:
+        # the default dataset is only looked up locally: never download without being asked
+        try:
+            Xtr, ytr = load_dataset("ijcnn1", subset="train", download_if_missing=False,
+                                    return_X_y=True)
+            Xte, yte = load_dataset("ijcnn1", subset="test", download_if_missing=False,
+                                    return_X_y=True)
+            spec = "ijcnn1"
+            loaded = (Xtr, ytr, Xte, yte)
+        except FileNotFoundError:
+            fallback = (f"{PROG}: ijcnn1 is not in the data home {get_data_home()} (downloads "
+                        "are tried only for a named dataset: `cakernels bench ijcnn1`); using the "
+                        "breast cancer dataset shipped with scikit-learn instead")
+            spec = "demo"
+
+    rng = np.random.RandomState(SPLIT_SEED)
+    out = {"standardize_X": False, "standardize_y": False, "n_partitions": 8,
+           "C": None, "gamma": None, "note": fallback}
+    path = Path(spec).expanduser()
+    if path.exists() and not path.is_dir():
+        data = _load_data(spec, split="train")
+        out.update(name=str(path), task=data.task, desc=f"{path} (fixed random 80/20 split)")
+        Xtr, ytr, Xte, yte = _split(data.X, data.y, 0.8, args.max_train, args.max_test)
+        out["standardize_X"] = data.task == "regression"
+    elif spec.lower() in DEMO_NAMES:
+        data = _load_demo(DEMO_NAMES[spec.lower()])
+        out.update(name=data.name, task=data.task, desc=f"{data.label}, fixed random 70/30 split",
+                   n_partitions=4, standardize_X=True)
+        Xtr, ytr, Xte, yte = _split(data.X, data.y, 0.7, args.max_train, args.max_test)
+    else:
+        info, subset = _registry_info(spec)
+        if subset is not None:
+            raise CLIError(f"bench takes a dataset name without a subset, got {spec!r}")
+        name = info["name"]
+        task = _task_of_registry(info["task"])
+        out.update(name=name, task=task)
+        if name == "ijcnn1":
+            out.update(n_partitions=16, C=32.0, gamma=2.0)
+        if task == "regression":
+            out["standardize_X"] = True
+        if name == "cadata":
+            out["standardize_y"] = True
+        # options are checked before the (possibly long) load
+        _check_options(_bench_methods(args, task), task, args)
+        if info.get("n_test") is not None:
+            if loaded is None:
+                Xtr, ytr = load_dataset(name, subset="train", return_X_y=True)
+                Xte, yte = load_dataset(name, subset="test", return_X_y=True)
+            else:
+                Xtr, ytr, Xte, yte = loaded
+            Xtr, Xte = _int32_indices(Xtr), _int32_indices(Xte)
+            Xtr, ytr = _subsample(Xtr, ytr, args.max_train, rng)
+            Xte, yte = _subsample(Xte, yte, args.max_test, rng)
+            out["desc"] = f"{name}, official train/test split"
+        else:
+            X, y = load_dataset(name, subset="train", return_X_y=True)
+            X = _int32_indices(X)
+            max_train = args.max_train
+            if max_train is None and name == "cadata":
+                max_train = 16000
+            Xtr, ytr, Xte, yte = _split(X, y, 0.8, max_train, args.max_test)
+            out["desc"] = f"{name}, fixed random split (no official test split)"
+    if out["standardize_X"]:
+        from sklearn.preprocessing import StandardScaler
+
+        scaler = StandardScaler(with_mean=not sp.issparse(Xtr)).fit(Xtr)
+        Xtr, Xte = scaler.transform(Xtr), scaler.transform(Xte)
+    if out["standardize_y"]:
+        mean, std = float(ytr.mean()), float(ytr.std()) or 1.0
+        ytr, yte = (ytr - mean) / std, (yte - mean) / std
+    out.update(Xtr=Xtr, ytr=ytr, Xte=Xte, yte=yte)
+    return out
+
+
+def _bench_methods(args, task):
+    if args.methods:
+        methods = []
+        for item in args.methods:
+            for m in item.split(","):
+                m = m.strip().lower()
+                if m and m not in methods:
+                    methods.append(m)
+        known = set(METHODS) | set(ORACLE_METHODS)
+        bad = [m for m in methods if m not in known]
+        if bad:
+            raise CLIError(f"unknown method {bad[0]!r} (choose from {', '.join(METHODS)}, "
+                           f"{', '.join(ORACLE_METHODS)})")
+        if not methods:
+            raise CLIError("--methods is empty")
+        for m in methods:
+            if m in ORACLE_METHODS and task != "regression":
+                raise CLIError(f"{m} is an oracle bound of kernel ridge regression, "
+                               "not available for classification")
+        return methods
+    if task == "classification":
+        return list(CLASSIFICATION_METHODS)
+    return ["dckrr", "kkrr", "kkrr2", "bkrr", "bkrr2", "bkrr3", "kkrr3", "krr"]
+
+
+_NAMES = {"casvc": "CASVC", "fcfssvc": "FCFSSVC", "bkmsvc": "BKMSVC", "cpsvc": "CPSVC",
+          "svc": "SVC", "dckrr": "DCKRR", "kkrr": "KKRR", "kkrr2": "KKRR2", "bkrr": "BKRR",
+          "bkrr2": "BKRR2", "bkrr3": "BKRR3", "kkrr3": "KKRR3", "krr": "KernelRidge"}
+
+
+def _secs(seconds):
+    return f"{seconds:.3f}" if seconds < 1 else f"{seconds:.2f}"
+
+
+class _Table:
+    def __init__(self, task):
+        self.task = task
+        cols = [("method", 11, "<"), ("partitions", 10, ">"), ("fit s", 8, ">"),
+                ("predict s", 9, ">"),
+                ("accuracy" if task == "classification" else "test MSE", 10, ">")]
+        if task == "classification":
+            cols.append(("#SV", 8, ">"))
+        cols.append(("fit speedup", 11, ">"))
+        self.cols = cols
+
+    def line(self, values):
+        return "  ".join(f"{v:{align}{w}}" for v, (_, w, align) in zip(values, self.cols)).rstrip()
+
+    def header(self):
+        print(self.line([c[0] for c in self.cols]))
+        print(self.line(["-" * c[1] for c in self.cols]))
+        sys.stdout.flush()
+
+    def row(self, method, parts, fit_s, pred_s, score, nsv, speedup):
+        vals = [method, str(parts), "-" if fit_s is None else _secs(fit_s), _secs(pred_s),
+                f"{score:.4f}" if self.task == "classification" else f"{score:.4g}"]
+        if self.task == "classification":
+            vals.append("-" if nsv is None else _fmt_int(nsv))
+        vals.append("-" if speedup is None else f"{speedup:.2f}x")
+        print(self.line(vals))
+        sys.stdout.flush()
+
+
+def _cmd_bench(args):
+    import numpy as np
+
+    data = _bench_data(args)
+    task = data["task"]
+    methods = _bench_methods(args, task)
+    _check_options(methods, task, args)
+    params = _estimator_params(args)
+    for key in ("n_partitions", "C", "gamma"):
+        if params[key] is None and data.get(key) is not None:
+            params[key] = data[key]
+    if params["n_partitions"] is None:
+        params["n_partitions"] = data["n_partitions"]
+    Xtr, ytr, Xte, yte = data["Xtr"], data["ytr"], data["Xte"], data["yte"]
+    n_train, d = Xtr.shape
+    if task == "regression":
+        if params["sigma"] is None:
+            # as SVC's gamma='scale' on standardized features: gamma = 1/d
+            params["sigma"] = math.sqrt(d / 2.0)
+        if params["lam"] is None:
+            params["lam"] = 1e-5
+    baseline = "svc" if task == "classification" else "krr"
+    run = [m for m in methods if m not in ORACLE_METHODS]
+    for oracle, base in ORACLE_METHODS.items():
+        if oracle in methods and base not in run:
+            run.append(base)
+    # the scikit-learn baseline runs first so that every row can show its speedup
+    run.sort(key=lambda m: m != baseline)
+    # validate every estimator's parameters before spending time on fits
+    for m in run:
+        _make_estimator(m, params, n_train)
+
+    if data["note"]:
+        print(data["note"])
+    scale = ("X standardized" if data["standardize_X"] else "X as stored") + \
+            (", y standardized by the training mean/std" if data["standardize_y"] else "")
+    print(f"dataset:    {data['desc']}: {_fmt_int(n_train)} train / {_fmt_int(Xte.shape[0])} test, "
+          f"{d} features, {task}; {scale}")
+    if task == "classification":
+        gamma = "scale" if params["gamma"] is None else params["gamma"]
+        kp = f"C={1.0 if params['C'] is None else params['C']:g} " + \
+             (f"gamma={gamma:g}" if isinstance(gamma, float) else f"gamma={gamma}")
+    else:
+        kp = f"sigma={params['sigma']:.4g} lam={params['lam']:g}"
+    kernel = params["kernel"] or "rbf"
+    print(f"parameters: {kp} kernel={kernel}; {params['n_partitions']} partitions; "
+          f"backend={params['backend'] or 'serial'}"
+          + (f" n_jobs={params['n_jobs']}" if params["n_jobs"] is not None else "")
+          + f"; random_state={params['random_state']}")
+    table = _Table(task)
+    base_fit = None
+    notes, oracles = [], []
+    header_done = skipped_baseline = False
+    for m in run:
+        if m == "krr" and n_train ** 2 * 8 > KRR_MEMORY_BUDGET:
+            print(f"note: KernelRidge skipped: its {_fmt_int(n_train)} x {_fmt_int(n_train)} "
+                  f"kernel needs {n_train ** 2 * 8 / 2**30:.1f} GiB (budget "
+                  f"{KRR_MEMORY_BUDGET / 2**30:.0f} GiB)")
+            skipped_baseline = True
+            continue
+        if not header_done:
+            table.header()
+            header_done = True
+        est = _make_estimator(m, params, n_train)
+        _warn_large_cholesky(m, n_train)
+        t0 = time.perf_counter()
+        est.fit(Xtr, ytr)
+        fit_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        pred = est.predict(Xte)
+        pred_s = time.perf_counter() - t0
+        if task == "classification":
+            score = float(np.mean(pred == yte))
+        else:
+            score = float(np.mean((pred - yte) ** 2))
+        if m == baseline:
+            base_fit = fit_s
+        speedup = base_fit / fit_s if base_fit is not None and fit_s > 0 else None
+        if m in methods:
+            table.row(_NAMES[m], _n_partitions_of(est), fit_s, pred_s, score,
+                      _n_support_of(est) if task == "classification" else None, speedup)
+        for oracle, base in ORACLE_METHODS.items():
+            if base == m and oracle in methods:
+                from .kernel_ridge import oracle_score
+
+                t0 = time.perf_counter()
+                mse = oracle_score(est, Xte, yte)
+                table.row(_NAMES[oracle], _n_partitions_of(est), None,
+                          time.perf_counter() - t0, mse, None, None)
+                oracles.append(oracle)
+    if not header_done:
+        table.header()
+    if oracles:
+        names = "/".join(_NAMES[o] for o in oracles)
+        bases = "/".join(_NAMES[ORACLE_METHODS[o]] for o in oracles)
+        notes.append(f"{names}: oracle bound of {bases} (Algorithm 11): every test sample takes "
+                     "the local model closest to its true target; an evaluation bound, not a "
+                     "predictor")
+    if baseline not in methods and not skipped_baseline:
+        notes.append(f"fit speedup needs the scikit-learn baseline ({baseline}) in --methods")
+    for note in notes:
+        print(f"note: {note}")
+    return 0
+
+
+# --------------------------------------------------------------------------- parser
+
+
+def _positive_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _gamma(text):
+    if text in ("scale", "auto"):
+        return text
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected 'scale', 'auto' or a number, got {text!r}") from None
+
+
+def _add_common(parser):
+    parser.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                        help="show the traceback of an error")
+
+
+def _add_estimator_options(parser, *, bench=False):
+    from ._backends import BACKENDS
+
+    g = parser.add_argument_group("estimator options")
+    if not bench:
+        g.add_argument("--method", choices=METHODS, type=str.lower,
+                       help="partitioned estimator, or the scikit-learn baseline svc (SVC) / "
+                            "krr (KernelRidge); default: casvc for classification labels, bkrr2 "
+                            "for continuous targets")
+    g.add_argument("--n-partitions", "-p", type=int, metavar="P",
+                   help="number of partitions" + (" (default: 16 for ijcnn1, 4 for the demo, "
+                                                  "8 otherwise)" if bench else " (default 8)"))
+    g.add_argument("--C", dest="C", type=float, help="SVM regularisation C (default 1"
+                   + ("; 32 for ijcnn1)" if bench else ")"))
+    g.add_argument("--gamma", type=_gamma, help="SVM kernel coefficient: number, 'scale' or "
+                   "'auto' (default 'scale'" + ("; 2 for ijcnn1)" if bench else ")"))
+    g.add_argument("--kernel", choices=("rbf", "linear", "poly", "sigmoid"), type=str.lower,
+                   help="kernel (default rbf)")
+    g.add_argument("--sigma", type=float,
+                   help="kernel ridge Gaussian width, gamma = 1/(2 sigma^2) "
+                        + ("(default sqrt(n_features/2) on the standardized features)" if bench
+                           else "(default 1)"))
+    g.add_argument("--lam", type=float, help="kernel ridge parameter lambda; every part solves "
+                   "(K + lam m I) alpha = y (default " + ("1e-5)" if bench else "1e-4)"))
+    g.add_argument("--backend", choices=BACKENDS, help="how partitions are run (default serial)")
+    g.add_argument("--n-jobs", type=int, metavar="N",
+                   help="workers of the threads backend (default: all cores)")
+    g.add_argument("--random-state", type=int, default=0, metavar="SEED",
+                   help="seed of the partitioners (default 0)")
+    g.add_argument("-v", "--verbose", action="store_true", default=None,
+                   help="progress bar over the partitions (tqdm, on stderr)")
+
+
+_BENCH_EPILOG = """\
+datasets:
+  omitted      ijcnn1 from the data home (CAKERNELS_DATA or ~/cakernels_data), official
+               train/test split, C=32 gamma=2, 16 partitions. It is never downloaded
+               implicitly: when it is not there the demo is used instead (and said so).
+  demo         breast cancer, shipped with scikit-learn: 70/30 split, standardized
+               (demo_regression: the diabetes data, run with the regression methods).
+  NAME         any registry dataset (downloaded if missing). Regression datasets run
+               DCKRR, KKRR, KKRR2, BKRR, BKRR2, the oracle bounds BKRR3/KKRR3 and
+               scikit-learn's KernelRidge (gamma = 1/(2 sigma^2), alpha = lam n) on
+               standardized X; cadata also standardizes y and trains on 16,000 samples
+               of a fixed random split (8 partitions). KernelRidge is skipped when its
+               n x n kernel needs more than 8 GiB.
+  FILE         a LIBSVM file, with a fixed random 80/20 split.
+
+note: scikit-learn's KernelRidge on >= 16,000 samples (a Cholesky of that size) may crash
+OpenBLAS' SkylakeX kernels when OpenBLAS runs 2 threads; starting with the environment
+variable OPENBLAS_CORETYPE=Haswell avoids it. When it is unset and OpenBLAS reports
+SkylakeX kernels, `cakernels bench` restarts itself with OPENBLAS_CORETYPE=Haswell, so
+that both sides of the comparison use the same (working) BLAS kernels.
+Timings are wall-clock seconds of one run; other load on the machine changes them."""
+
+
+def build_parser():
+    from ._version import __version__
+
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Communication-avoiding kernel methods: partitioned kernel SVM and kernel "
+                    "ridge regression. DATA is a LIBSVM file, 'demo', or a registry dataset "
+                    "name[:train|test|all] (see cakernels.datasets.list_datasets()).",
+    )
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    parser.add_argument("--debug", action="store_true", default=False,
+                        help="show the traceback of an error")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    p = sub.add_parser("info", help="versions, OpenMP, BLAS, MPI and the data home",
+                       description="Versions, OpenMP, BLAS, MPI availability and the data home.")
+    _add_common(p)
+    p.set_defaults(func=_cmd_info)
+
+    p = sub.add_parser(
+        "fit", help="train a model and save it",
+        description="Train a model on DATA (a LIBSVM file, 'demo', or a registry name[:subset], "
+                    "default subset train) and save it with pickle.")
+    p.add_argument("data", metavar="DATA")
+    p.add_argument("-o", "--output", required=True, metavar="MODEL", help="model file to write")
+    p.add_argument("--standardize", action="store_true",
+                   help="fit a StandardScaler first (with_mean=False for sparse input); saved "
+                        "with the model")
+    _add_estimator_options(p)
+    _add_common(p)
+    p.set_defaults(func=_cmd_fit)
+
+    trust = "MODEL files are pickles: only load models you trust."
+    p = sub.add_parser(
+        "predict", help="write one prediction per line",
+        description="Predict DATA (a LIBSVM file, 'demo', or a registry name[:subset], default "
+                    "the test split) with a saved model. A LIBSVM file may have fewer features "
+                    "than the training data (the missing ones are zero). " + trust)
+    p.add_argument("model", metavar="MODEL")
+    p.add_argument("data", metavar="DATA")
+    p.add_argument("-o", "--output", metavar="OUT", help="output file (default: stdout)")
+    _add_common(p)
+    p.set_defaults(func=_cmd_predict)
+
+    p = sub.add_parser(
+        "evaluate", help="accuracy or MSE/R^2 of a saved model",
+        description="Accuracy (classifiers) or MSE and R^2 (regressors) of a saved model on "
+                    "DATA, and the prediction time. " + trust)
+    p.add_argument("model", metavar="MODEL")
+    p.add_argument("data", metavar="DATA")
+    _add_common(p)
+    p.set_defaults(func=_cmd_evaluate)
+
+    p = sub.add_parser(
+        "bench", help="partitioned estimators vs the scikit-learn baseline, side by side",
+        description="Train the partitioned estimators and the scikit-learn baseline on one\n"
+                    "dataset and print fit and predict times, accuracy or test MSE, support\n"
+                    "vectors and the fit speedup over scikit-learn.",
+        epilog=_BENCH_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("dataset", nargs="?", metavar="DATASET",
+                   help="registry name, 'demo', or a LIBSVM file (default: ijcnn1, see below)")
+    p.add_argument("--demo", action="store_true", help="use the dataset shipped with scikit-learn")
+    p.add_argument("--methods", nargs="+", metavar="M",
+                   help="methods to run (space or comma separated): "
+                        f"{', '.join(CLASSIFICATION_METHODS)} | {', '.join(KRR_METHODS)}, "
+                        "bkrr3, kkrr3, krr")
+    p.add_argument("--max-train", type=_positive_int, metavar="N",
+                   help="subsample the training set to N samples")
+    p.add_argument("--max-test", type=_positive_int, metavar="N",
+                   help="subsample the test set to N samples (default: all of it)")
+    _add_estimator_options(p, bench=True)
+    _add_common(p)
+    p.set_defaults(func=_cmd_bench)
+    return parser
+
+
+def _skylakex_openblas():
+    from threadpoolctl import threadpool_info
+
+    return any(d.get("internal_api") == "openblas"
+               and str(d.get("architecture", "")).lower() == "skylakex"
+               for d in threadpool_info())
+
+
+def _restart_bench_with_haswell_kernels():
+    """Re-run this ``bench`` process with OPENBLAS_CORETYPE=Haswell when it is unset.
+
+    The OpenBLAS of the numpy/scipy wheels can segfault in a multi-threaded Cholesky of
+    16,000 or more rows with its SkylakeX kernels; the variable is read when OpenBLAS
+    loads, so the process has to start again. Only the real command line does this
+    (``main()`` without arguments), never a test calling ``main(argv)``.
+    """
+    if os.environ.get("OPENBLAS_CORETYPE") or os.environ.get("CAKERNELS_NO_RESTART"):
+        return
+    try:
+        risky = _skylakex_openblas()
+    except Exception:  # pragma: no cover - threadpoolctl failure: leave it alone
+        return
+    if not risky:
+        return
+    print(f"{PROG}: note: restarting with OPENBLAS_CORETYPE=Haswell (OpenBLAS' SkylakeX "
+          "kernels can crash in large multi-threaded Cholesky factorizations)",
+          file=sys.stderr)
+    sys.stderr.flush()
+    sys.stdout.flush()
+    env = dict(os.environ, OPENBLAS_CORETYPE="Haswell", CAKERNELS_NO_RESTART="1")
+    os.execve(sys.executable, [sys.executable, "-m", "cakernels", *sys.argv[1:]], env)
+
+
+def main(argv=None):
+    """Run the command line; returns the exit status."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version, usage errors
+        code = exc.code
+        return code if isinstance(code, int) else (0 if code is None else 2)
+    if argv is None and args.command == "bench":
+        _restart_bench_with_haswell_kernels()
+    debug = getattr(args, "debug", False)
+    try:
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # the reader went away (e.g. `cakernels predict ... | head`): stop quietly
+        with contextlib.suppress(OSError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        return 141
+    except Exception as exc:
+        if debug:
+            traceback.print_exc()
+        print(f"{PROG}: error: {_error_message(exc)}", file=sys.stderr)
+        return 2
