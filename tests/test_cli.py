@@ -307,15 +307,25 @@ def test_bench_help_mentions_the_openblas_workaround(capsys):
 # --------------------------------------------------------------------------- python -m cakernels
 
 
+def _module_run(tmp_path, *args):
+    """``python -m cakernels ARGS`` run outside the source tree, on the package under test."""
+    import os
+    from pathlib import Path
+
+    import cakernels
+
+    env = dict(os.environ, PYTHONPATH=str(Path(cakernels.__file__).resolve().parent.parent))
+    return subprocess.run([sys.executable, "-m", "cakernels", *args], capture_output=True,
+                          text=True, timeout=120, cwd=tmp_path, env=env)
+
+
 def test_module_entry_point(tmp_path):
-    res = subprocess.run([sys.executable, "-m", "cakernels", "--version"],
-                         capture_output=True, text=True, timeout=120)
+    res = _module_run(tmp_path, "--version")
     assert res.returncode == 0 and res.stdout.strip() == f"cakernels {__version__}"
 
 
 def test_module_entry_point_error(tmp_path):
-    res = subprocess.run([sys.executable, "-m", "cakernels", "evaluate", str(tmp_path / "m.pkl"),
-                          "demo"], capture_output=True, text=True, timeout=120)
+    res = _module_run(tmp_path, "evaluate", str(tmp_path / "m.pkl"), "demo")
     assert res.returncode == 2 and res.stdout == ""
     expected = f"cakernels: error: no such model file: {tmp_path / 'm.pkl'}"
     assert res.stderr.strip().splitlines() == [expected]

@@ -1,0 +1,103 @@
+"""Partitioning cost on 500k samples, next to the fit it prepares.
+
+The issue's goal: partitioning costs O(m P) work (vectorised) and stays a
+small fraction of fit time on 500k samples. This script times every
+partitioner on ijcnn1's 49,990 training samples tiled (with a little noise)
+to 500,000 x 22, P = 16, and one CASVC fit on the same data (C=32,
+gamma=2, serial, one BLAS thread) for scale. The K-means-based partitioners
+spend almost all their time in scikit-learn's KMeans; the balanced
+assignment itself is reported separately (``assign s``).
+
+    python benchmarks/bench_partition.py [--quick] [--no-fit]
+"""
+
+import argparse
+import os
+import platform
+import time
+from pathlib import Path
+
+import numpy as np
+from threadpoolctl import threadpool_info, threadpool_limits
+
+from cakernels import CASVC
+from cakernels.datasets import load_dataset
+from cakernels.partition import (
+    BKMPartitioner,
+    FCFSPartitioner,
+    KBalancePartitioner,
+    KMeansPartitioner,
+    RandomPartitioner,
+    _Capacity,
+    greedy_capacity_assign,
+    squared_distances,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def machine():
+    cpu = "unknown CPU"
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    blas = ", ".join(f"{d['internal_api']} {d['version']} ({d.get('architecture')})"
+                     for d in threadpool_info() if d["user_api"] == "blas")
+    return f"{cpu}, {os.cpu_count()} cores, {platform.python_version()}, BLAS: {blas}"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="50,000 samples instead of 500,000")
+    ap.add_argument("--no-fit", action="store_true", help="skip the CASVC fit")
+    ap.add_argument("--data-home", default=os.environ.get("CAKERNELS_DATA",
+                                                          str(ROOT.parent / "shared" / "datasets")))
+    args = ap.parse_args()
+    X0, y0 = load_dataset("ijcnn1", data_home=args.data_home, return_X_y=True,
+                          download_if_missing=False)
+    m = 50_000 if args.quick else 500_000
+    rng = np.random.RandomState(0)
+    reps = -(-m // len(X0))
+    X = np.tile(X0, (reps, 1))[:m] + 0.01 * rng.randn(m, X0.shape[1])
+    y = np.tile(y0, reps)[:m]
+    P = 16
+    print(machine())
+    print(f"data: ijcnn1 tiled to {m:,} x {X.shape[1]}, P = {P}, load average "
+          f"{os.getloadavg()[0]:.2f}")
+    rows = []
+    with threadpool_limits(1):
+        for cls in [RandomPartitioner, FCFSPartitioner, KMeansPartitioner,
+                    KBalancePartitioner, BKMPartitioner]:
+            t0 = time.perf_counter()
+            part = cls(n_partitions=P, random_state=0).fit(X)
+            total = time.perf_counter() - t0
+            assign = ""
+            if cls in (KBalancePartitioner,):
+                D = squared_distances(X, part.centers_)
+                t1 = time.perf_counter()
+                greedy_capacity_assign(D, _Capacity(m, P))
+                assign = f"{time.perf_counter() - t1:.2f}"
+            rows.append((cls.__name__, total, assign, part.sizes_.min(), part.sizes_.max(),
+                         getattr(part, "n_iter_", "")))
+        fit = None
+        if not args.no_fit:
+            t0 = time.perf_counter()
+            CASVC(n_partitions=P, C=32, gamma=2, random_state=0).fit(X, y)
+            fit = time.perf_counter() - t0
+    print()
+    print("| partitioner | seconds | assign s | min size | max size | K-means iters |"
+          + (" % of CASVC fit |" if fit else ""))
+    print("|---|---|---|---|---|---|" + ("---|" if fit else ""))
+    for name, total, assign, lo, hi, it in rows:
+        frac = f" {100 * total / fit:.1f}% |" if fit else ""
+        print(f"| {name} | {total:.2f} | {assign} | {lo:,} | {hi:,} | {it} |{frac}")
+    if fit:
+        print(f"\nCASVC fit (16 partitions, including its random partitioning): {fit:.1f} s")
+
+
+if __name__ == "__main__":
+    main()
