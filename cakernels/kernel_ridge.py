@@ -25,10 +25,12 @@ import warnings
 import numpy as np
 import scipy.sparse as sp
 from scipy import linalg
+from scipy.linalg import cython_lapack
 from sklearn.base import RegressorMixin
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from . import _native
 from ._backends import cpu_count, effective_n_jobs
 from ._base import _PartitionedEstimator
 from ._kernels import KERNELS, kernel_block, kernel_dot, row_sq_norms, sigma_to_gamma
@@ -72,15 +74,21 @@ def solve_krr(K, y, reg, rebuild=None):
     m = K.shape[0]
     backup = K.copy() if rebuild is None else None
     K.flat[:: m + 1] += reg
-    anorm = float(np.abs(K).sum(axis=0).max()) if m else 0.0
+    anorm = float(linalg.lapack.dlange("1", K.T))  # 1-norm, no temporary copy
     try:
-        # K is symmetric: its transpose is the same matrix in Fortran order,
-        # which LAPACK factors in place without a copy
-        c, lower = linalg.cho_factor(K.T, lower=True, overwrite_a=True, check_finite=False)
+        # LAPACK dpotrf on K's own buffer (K is symmetric, so its C-order
+        # buffer is the same matrix in Fortran order), with the GIL released
+        # so that the 'threads' backend factors partitions concurrently;
+        # SciPy's cho_factor would hold the GIL. L ends up in K.T's lower
+        # triangle, the layout cho_solve((K.T, True), ...) expects.
+        info = _native.cholesky_inplace(K, _DPOTRF)
+        if info != 0:
+            raise linalg.LinAlgError(f"{info}-th leading minor is not positive definite")
+        c = K.T
         rcond, info = linalg.lapack.dpocon(c, anorm, uplo="L")
         if info != 0 or not rcond > np.finfo(np.float64).eps:
             raise linalg.LinAlgError(f"reciprocal condition number {rcond:.3g}")
-        return linalg.cho_solve((c, lower), y, overwrite_b=False, check_finite=False)
+        return linalg.cho_solve((c, True), y, overwrite_b=False, check_finite=False)
     except linalg.LinAlgError as exc:
         warnings.warn(
             f"kernel matrix + lam*m*I is not numerically positive definite ({exc}); "
@@ -91,6 +99,10 @@ def solve_krr(K, y, reg, rebuild=None):
         K = backup if rebuild is None else rebuild()
         K.flat[:: m + 1] += reg
         return linalg.lstsq(K, y, check_finite=False, lapack_driver="gelsd")[0]
+
+
+#: SciPy's LAPACK dpotrf (the Cython capsule), called by the native module
+_DPOTRF = cython_lapack.__pyx_capi__["dpotrf"]
 
 
 class _LocalKRR:

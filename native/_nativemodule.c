@@ -304,7 +304,68 @@ fail: /* g_view is always held here; the norm views when have_* is set */
 /* module                                                                   */
 /* ------------------------------------------------------------------------ */
 
+PyDoc_STRVAR(
+    cholesky_inplace_doc,
+    "cholesky_inplace(A, potrf)\n--\n\n"
+    "Factor the symmetric matrix A in place with LAPACK's dpotrf, GIL released.\n\n"
+    "A: writable C-contiguous square float64 array (symmetric, so its row-major\n"
+    "buffer is also the column-major matrix).  potrf: the PyCapsule\n"
+    "scipy.linalg.cython_lapack.__pyx_capi__['dpotrf'].  The lower Cholesky factor\n"
+    "L (A = L L^T) ends up in the lower triangle of A.T, i.e. the upper triangle\n"
+    "of A as numpy indexes it.  Returns dpotrf's info: 0 on success, k > 0 when\n"
+    "the leading minor of order k is not positive definite.");
+
+static PyObject *py_cholesky_inplace(PyObject *module, PyObject *args)
+{
+    PyObject *a_obj, *capsule;
+    Py_buffer view;
+    ck_dpotrf_fn potrf;
+    const char *name;
+    int64_t info = 0;
+    ck_status status;
+
+    (void)module;
+    if (!PyArg_ParseTuple(args, "OO:cholesky_inplace", &a_obj, &capsule))
+        return NULL;
+    if (!PyCapsule_CheckExact(capsule)) {
+        PyErr_SetString(PyExc_ValueError,
+                        "potrf must be the PyCapsule of dpotrf from "
+                        "scipy.linalg.cython_lapack.__pyx_capi__");
+        return NULL;
+    }
+    name = PyCapsule_GetName(capsule);
+    if (name == NULL && PyErr_Occurred())
+        return NULL;
+    potrf = (ck_dpotrf_fn)PyCapsule_GetPointer(capsule, name);
+    if (potrf == NULL)
+        return NULL;
+    if (PyObject_GetBuffer(a_obj, &view,
+                           PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+        ck_reraise_as_value_error(
+            "A must be a writable C-contiguous square float64 array");
+        return NULL;
+    }
+    if (view.ndim != 2 || view.itemsize != (Py_ssize_t)sizeof(double) ||
+        !ck_format_is_double(view.format) || view.shape == NULL ||
+        view.shape[0] != view.shape[1]) {
+        PyErr_SetString(PyExc_ValueError,
+                        "A must be a writable C-contiguous square float64 array");
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    status = ck_cholesky(potrf, (double *)view.buf, (int64_t)view.shape[0],
+                         view.shape[0] > 1 ? (int64_t)view.shape[0] : 1, 1, &info);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    if (status != CK_OK)
+        return ck_raise_status(status, "cholesky_inplace");
+    return PyLong_FromLongLong((long long)info);
+}
+
 static PyMethodDef ck_methods[] = {
+    {"cholesky_inplace", (PyCFunction)py_cholesky_inplace, METH_VARARGS,
+     cholesky_inplace_doc},
     {"openmp_enabled", (PyCFunction)py_openmp_enabled, METH_NOARGS,
      openmp_enabled_doc},
     {"max_threads", (PyCFunction)py_max_threads, METH_NOARGS, max_threads_doc},

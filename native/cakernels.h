@@ -103,6 +103,31 @@ ck_status ck_kernel_from_gram(double *G, int64_t n_rows, int64_t n_cols,
                               int n_threads);
 
 /* ------------------------------------------------------------------------
+ * Dense linear algebra (ck_linalg.c).
+ * ------------------------------------------------------------------------ */
+
+/* LAPACK dpotrf with the reference (Fortran) calling convention, as exported
+ * by scipy.linalg.cython_lapack: uplo, n, a (column-major), lda, info. */
+typedef void (*ck_dpotrf_fn)(char *uplo, int *n, double *a, int *lda,
+                             int *info);
+
+/*
+ * Cholesky factorization, in place, of the symmetric positive definite
+ * n x n column-major matrix A (leading dimension lda) through the given
+ * dpotrf.  A row-major symmetric matrix can be passed as is: it is its own
+ * transpose.  lower != 0 factors A = L L^T into the lower triangle
+ * (column-major), else A = U^T U into the upper one.
+ *
+ * *info receives dpotrf's info: 0 on success, k > 0 when the leading minor
+ * of order k is not positive definite (the factorization stopped; A is
+ * partly overwritten).  Returns CK_ERR_ARG for a NULL routine, matrix or
+ * info pointer, n < 0, lda < max(1, n), sizes beyond the int range of
+ * LAPACK, or a negative info; CK_OK otherwise (including info > 0).
+ */
+ck_status ck_cholesky(ck_dpotrf_fn potrf, double *A, int64_t n, int64_t lda,
+                      int lower, int64_t *info);
+
+/* ------------------------------------------------------------------------
  * Solvers (SMO, Asy-GCD) will be declared below, one section each, with the
  * same conventions (ck_status return, int64_t sizes, n_threads).
  * ------------------------------------------------------------------------ */

@@ -486,3 +486,78 @@ def test_property_random_small(n, m, d, kind, gamma, coef0, degree, n_threads, s
     assert K.shape == R.shape == (n, m)
     # NumPy's ** may use SIMD pow (SVML) that differs from libm by an ulp
     np.testing.assert_allclose(K, R, rtol=1e-12, atol=1e-13)
+
+
+# --------------------------------------------------------------------------
+# GIL-free Cholesky through SciPy's LAPACK
+# --------------------------------------------------------------------------
+from scipy.linalg import cython_lapack  # noqa: E402
+
+DPOTRF = cython_lapack.__pyx_capi__["dpotrf"]
+
+
+def _spd(n, seed=0):
+    A = np.random.RandomState(seed).randn(n, n)
+    return A @ A.T + n * np.eye(n)
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 200])
+def test_cholesky_inplace_matches_numpy(n):
+    K = _spd(n)
+    L_ref = np.linalg.cholesky(K)
+    work = K.copy()
+    assert _native.cholesky_inplace(work, DPOTRF) == 0
+    # the lower factor lives in the lower triangle of work.T
+    np.testing.assert_allclose(np.tril(work.T), L_ref, rtol=1e-12, atol=1e-12)
+
+
+def test_cholesky_inplace_reports_not_positive_definite():
+    K = _spd(10)
+    K[4, 4] = -100.0
+    assert _native.cholesky_inplace(K, DPOTRF) == 5
+
+
+def test_cholesky_inplace_empty_and_bad_arguments():
+    assert _native.cholesky_inplace(np.zeros((0, 0)), DPOTRF) == 0
+    with pytest.raises(ValueError, match="square"):
+        _native.cholesky_inplace(np.zeros((3, 4)), DPOTRF)
+    with pytest.raises(ValueError, match="square float64"):
+        _native.cholesky_inplace(np.zeros((3, 3), dtype=np.float32), DPOTRF)
+    with pytest.raises(ValueError):
+        _native.cholesky_inplace(np.asfortranarray(np.zeros((3, 2)))[:2].T, DPOTRF)
+    ro = _spd(3)
+    ro.flags.writeable = False
+    with pytest.raises(ValueError):
+        _native.cholesky_inplace(ro, DPOTRF)
+    with pytest.raises(ValueError, match="PyCapsule"):
+        _native.cholesky_inplace(_spd(3), "dpotrf")
+
+
+def test_cholesky_inplace_releases_the_gil():
+    """Same deterministic check as for kernel_from_gram (see above)."""
+    import sys
+
+    K0 = _spd(900, seed=3)
+    state = {"done": False}
+    started = threading.Event()
+
+    def work():
+        K = K0.copy()
+        started.set()
+        _native.cholesky_inplace(K, DPOTRF)
+        K = K0.copy()
+        _native.cholesky_inplace(K, DPOTRF)
+        state["done"] = True
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(30.0)
+    try:
+        t = threading.Thread(target=work)
+        t.start()
+        started.wait(timeout=60)
+        done_when_main_ran = state["done"]
+    finally:
+        sys.setswitchinterval(old)
+    t.join(timeout=120)
+    assert state["done"]
+    assert not done_when_main_ran, "main thread could not run during the call: GIL held"
