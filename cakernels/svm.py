@@ -29,7 +29,8 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from ._base import _int32_indices, _PartitionedEstimator
-from ._kernels import KERNELS, resolve_gamma
+from ._backends import cpu_count, effective_n_jobs
+from ._kernels import KERNELS, kernel_dot, resolve_gamma
 
 __all__ = ["PartitionedSVC", "CASVC", "FCFSSVC", "BKMSVC", "CPSVC"]
 
@@ -156,7 +157,10 @@ class PartitionedSVC(ClassifierMixin, _PartitionedEstimator):
     Notes
     -----
     Follows Algorithm 5 of the reference: independent training, then
-    prediction by the model of the nearest centre. A partition that holds a
+    prediction by the model of the nearest centre. Binary local models are
+    evaluated as ``K(X, SV) @ dual_coef_ + intercept_`` with BLAS and the
+    native kernels instead of LIBSVM's per-sample loop (same function,
+    rounding aside, several times faster). A partition that holds a
     single class predicts that class. ``decision_function`` has the shape of
     :class:`~sklearn.svm.SVC`'s (``'ovr'`` for more than two classes, with
     classes missing from a partition scored -1).
@@ -286,6 +290,26 @@ class PartitionedSVC(ClassifierMixin, _PartitionedEstimator):
                           reset=False)
         return _int32_indices(self._as_fit_format(X))
 
+    def _binary_decision(self, model, Xg):
+        """Decision values of a binary local SVC, positive for ``model.classes_[1]``.
+
+        ``K(X, support vectors) @ dual_coef + intercept`` through BLAS and
+        the native kernel transform, in bounded blocks: the same function
+        LIBSVM evaluates, several times faster than its per-sample loop.
+        """
+        coef = model.dual_coef_
+        coef = coef.toarray() if sp.issparse(coef) else np.asarray(coef)
+        n_workers = min(effective_n_jobs(self.backend, self.n_jobs), len(self.estimators_))
+        dec = kernel_dot(Xg, model.support_vectors_, coef[0], kernel=self.kernel,
+                         gamma=self.gamma_, degree=self.degree, coef0=self.coef0,
+                         n_threads=max(1, cpu_count() // n_workers))
+        return dec + model.intercept_[0]
+
+    def _local_predict(self, model, Xg):
+        if isinstance(model, SVC) and model.classes_.size == 2:
+            return model.classes_[(self._binary_decision(model, Xg) > 0).astype(int)]
+        return model.predict(Xg)
+
     def _local_decision(self, model, Xg):
         """Decision values of one local model, in the global class layout."""
         n_classes = self.classes_.size
@@ -297,10 +321,10 @@ class PartitionedSVC(ClassifierMixin, _PartitionedEstimator):
             out = np.full((n, n_classes), -1.0)
             out[:, cls[0]] = 0.0
             return out
-        dec = model.decision_function(Xg)
+        k = model.classes_.size
+        dec = self._binary_decision(model, Xg) if k == 2 else model.decision_function(Xg)
         if n_classes == 2:
             return dec
-        k = model.classes_.size
         if k == 2:
             # a binary SVC reports positive for classes_[1]; one-vs-one
             # values are positive for the first class of the pair
@@ -359,7 +383,7 @@ class PartitionedSVC(ClassifierMixin, _PartitionedEstimator):
             return self.classes_[np.argmax(self.decision_function(X), axis=1)]
         X = self._check_X(X)
         out = np.empty(X.shape[0], dtype=self.classes_.dtype)
-        groups, results = self._combine(X, lambda model, Xg: model.predict(Xg))
+        groups, results = self._combine(X, self._local_predict)
         for (_, idx), res in zip(groups, results):
             out[idx] = res
         return out
