@@ -17,6 +17,7 @@ import platform
 import time
 from pathlib import Path
 
+import _common  # noqa: F401, I001  (puts a built checkout on sys.path)
 import numpy as np
 from threadpoolctl import threadpool_info, threadpool_limits
 

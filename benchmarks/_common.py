@@ -1,0 +1,190 @@
+"""Small helpers shared by the benchmark scripts.
+
+Importing this module puts the repository root first on ``sys.path`` when the
+checkout has its native extension built in place (``python setup.py
+build_ext --inplace``), so that the scripts benchmark the tree they live in;
+otherwise the installed ``cakernels`` is used.
+It imports nothing heavy at module level: the KRR scripts must be able to set
+``OPENBLAS_CORETYPE`` before numpy is loaded.
+"""
+
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+if (any((REPO_ROOT / "cakernels").glob("_native*"))
+        and str(REPO_ROOT) not in sys.path):
+    sys.path.insert(0, str(REPO_ROOT))
+
+
+# ---------------------------------------------------------------- machine
+def cpu_model():
+    """CPU model name from /proc/cpuinfo (platform string elsewhere)."""
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def n_cores():
+    """Cores this process may use (affinity-aware)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def load_avg():
+    """The 1/5/15-minute load averages as a string, e.g. ``'1.02 0.80 0.55'``."""
+    try:
+        return " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "n/a"
+
+
+def load1():
+    """The 1-minute load average (float, nan when unavailable)."""
+    try:
+        return os.getloadavg()[0]
+    except OSError:
+        return float("nan")
+
+
+def _version(dist):
+    try:
+        from importlib.metadata import version
+        return version(dist)
+    except Exception:  # not installed
+        return None
+
+
+def machine_lines(extra=()):
+    """Lines describing the machine, the libraries and the BLAS in use."""
+    import numpy as np
+    import scipy
+    import sklearn
+    from threadpoolctl import threadpool_info
+
+    import cakernels
+
+    lines = [
+        f"CPU        : {cpu_model()}",
+        f"cores      : {n_cores()} usable ({os.cpu_count()} logical)",
+        f"load avg   : {load_avg()} (1/5/15 min, at start)",
+        f"python     : {platform.python_version()}  numpy {np.__version__}  scipy "
+        f"{scipy.__version__}  scikit-learn {sklearn.__version__}",
+        f"cakernels  : {cakernels.__version__} ({Path(cakernels.__file__).parent})",
+    ]
+    skx = _version("scikit-learn-intelex")
+    if skx:
+        lines.append(f"sklearnex  : {skx}")
+    coretype = os.environ.get("OPENBLAS_CORETYPE")
+    for pool in threadpool_info():
+        lines.append(
+            "threadpool : {api}: {impl} {ver} ({arch}), {nt} threads, {lib}".format(
+                api=pool.get("user_api"), impl=pool.get("internal_api"),
+                ver=pool.get("version"), arch=pool.get("architecture", "-"),
+                nt=pool.get("num_threads"), lib=os.path.basename(pool.get("filepath", "")))
+        )
+    if coretype:
+        lines.append(f"env        : OPENBLAS_CORETYPE={coretype}")
+    lines.extend(extra)
+    return lines
+
+
+def print_machine(extra=()):
+    lines = machine_lines(extra)
+    print("\n".join(lines), flush=True)
+    return lines
+
+
+# ---------------------------------------------------------------- timing
+def timed(fn, *args, **kwargs):
+    """Run ``fn`` once; return ``(result, seconds)`` (time.perf_counter)."""
+    t0 = time.perf_counter()
+    out = fn(*args, **kwargs)
+    return out, time.perf_counter() - t0
+
+
+# ---------------------------------------------------------------- output
+def md_table(headers, rows):
+    """A Markdown table (numbers right-aligned) as a string."""
+    rows = [["" if c is None else str(c) for c in r] for r in rows]
+    widths = [max(len(str(h)), *(len(r[i]) for r in rows)) if rows else len(str(h))
+              for i, h in enumerate(headers)]
+
+    def is_num(v):
+        try:
+            float(v.rstrip("x%s").replace(",", ""))
+            return True
+        except ValueError:
+            return False
+
+    def numeric(i):
+        vals = [r[i] for r in rows if r[i] not in ("", "-", "n/a")]
+        return bool(vals) and all(is_num(v) for v in vals)
+
+    right = [numeric(i) for i in range(len(headers))]
+    out = ["| " + " | ".join(str(h).ljust(w) for h, w in zip(headers, widths)) + " |",
+           "|" + "|".join(("-" * (w + 1) + ":") if r else ("-" * (w + 2))
+                          for w, r in zip(widths, right)) + "|"]
+    for r in rows:
+        out.append("| " + " | ".join(c.rjust(w) if rt else c.ljust(w)
+                                     for c, w, rt in zip(r, widths, right)) + " |")
+    return "\n".join(out)
+
+
+def pass_miss(ok):
+    return "PASS" if ok else "MISS"
+
+
+class Report:
+    """Collects what a script prints so that ``--out`` gets the same Markdown."""
+
+    def __init__(self):
+        self.parts = []
+
+    def line(self, text=""):
+        print(text, flush=True)
+        self.parts.append(text)
+
+    def table(self, title, headers, rows, note=None):
+        self.line(f"\n### {title}\n")
+        self.line(md_table(headers, rows))
+        if note:
+            self.line(f"\n{note}")
+
+    def machine(self, extra=()):
+        lines = print_machine(extra)
+        self.parts.append("```\n" + "\n".join(lines) + "\n```")
+
+    def write(self, path):
+        if path:
+            Path(path).write_text("\n".join(self.parts) + "\n")
+            print(f"\nwrote {path}")
+
+
+# ---------------------------------------------------------------- data
+def data_home(arg=None):
+    """``--data-home``, else ``$CAKERNELS_DATA``, else ``<repo>/../shared/datasets``."""
+    if arg:
+        return str(arg)
+    env = os.environ.get("CAKERNELS_DATA")
+    if env:
+        return env
+    return str((REPO_ROOT / ".." / "shared" / "datasets").resolve())
+
+
+def add_common_args(ap):
+    ap.add_argument("--quick", action="store_true", help="small subset, for smoke runs")
+    ap.add_argument("--data-home", default=None,
+                    help="dataset folder (default: $CAKERNELS_DATA, then ../shared/datasets)")
+    ap.add_argument("--out", default=None, help="write the tables as Markdown to this file")
+    return ap
