@@ -110,6 +110,16 @@ class _PartitionedEstimator(BaseEstimator):
         return [(j, order[bounds[j]:bounds[j + 1]]) for j in range(len(self.estimators_))
                 if bounds[j + 1] > bounds[j]]
 
+    def _apply_routed(self, X, local, out):
+        """Evaluate ``local(model, X_group)`` on every nearest-centre group of ``X``
+        (through the backend) and scatter the results into ``out``."""
+        groups = self._route(X)
+        results = self._run(lambda item: local(self.estimators_[item[0]], X[item[1]]),
+                            groups, "predict partitions")
+        for (_, idx), res in zip(groups, results):
+            out[idx] = res
+        return out
+
     def _as_fit_format(self, X):
         """Give test data the storage (dense or CSR) the partitions were fitted on."""
         if self._fit_sparse and not sp.issparse(X):

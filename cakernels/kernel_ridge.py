@@ -312,13 +312,8 @@ class PartitionedKernelRidge(RegressorMixin, _PartitionedEstimator):
         if self._combine_mode == "average":
             return self.local_predictions(X).mean(axis=0)
         X = self._check_X(X)
-        groups = self._route(X)
-        results = self._run(lambda item: self.estimators_[item[0]].predict(X[item[1]]),
-                            groups, "predict partitions")
         out = np.empty((X.shape[0],) + self.estimators_[0].alpha.shape[1:])
-        for (_, idx), res in zip(groups, results):
-            out[idx] = res
-        return out
+        return self._apply_routed(X, lambda est, Xg: est.predict(Xg), out)
 
 
 def _front_door_init(self, n_partitions, sigma, lam, kernel, degree, coef0, backend, n_jobs,

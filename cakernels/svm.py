@@ -334,17 +334,6 @@ class PartitionedSVC(ClassifierMixin, _PartitionedEstimator):
         out[:, cls] = ovr
         return out
 
-    def _combine(self, X, local):
-        """Evaluate ``local(model, X_group)`` on the routed groups and scatter back."""
-        groups = self._route(X)
-
-        def run(item):
-            j, idx = item
-            return local(self.estimators_[j], X[idx])
-
-        results = self._run(run, groups, "predict partitions")
-        return groups, results
-
     def decision_function(self, X):
         """Decision values of the nearest partition's model.
 
@@ -362,11 +351,7 @@ class PartitionedSVC(ClassifierMixin, _PartitionedEstimator):
         X = self._check_X(X)
         n_classes = self.classes_.size
         shape = (X.shape[0],) if n_classes == 2 else (X.shape[0], n_classes)
-        out = np.empty(shape)
-        groups, results = self._combine(X, self._local_decision)
-        for (_, idx), res in zip(groups, results):
-            out[idx] = res
-        return out
+        return self._apply_routed(X, self._local_decision, np.empty(shape))
 
     def predict(self, X):
         """Class of every sample, by the model of its nearest partition centre.
@@ -383,10 +368,7 @@ class PartitionedSVC(ClassifierMixin, _PartitionedEstimator):
             return self.classes_[np.argmax(self.decision_function(X), axis=1)]
         X = self._check_X(X)
         out = np.empty(X.shape[0], dtype=self.classes_.dtype)
-        groups, results = self._combine(X, self._local_predict)
-        for (_, idx), res in zip(groups, results):
-            out[idx] = res
-        return out
+        return self._apply_routed(X, self._local_predict, out)
 
     @property
     def n_support_total_(self):
