@@ -37,9 +37,17 @@ def _int32_indices(X):
                          shape=X.shape)
 
 
+def _group_by(labels, n_groups):
+    """Sample indices of every group ``0..n_groups-1``, each in increasing order."""
+    order = np.argsort(labels, kind="stable")
+    bounds = np.searchsorted(labels[order], np.arange(n_groups + 1))
+    return [order[bounds[j]:bounds[j + 1]] for j in range(n_groups)]
+
+
 class _PartitionedEstimator(BaseEstimator):
-    """Shared fit/predict driver: subclasses define ``_fit_partition`` and how
-    predictions are combined."""
+    """Shared fit/predict driver: subclasses validate their input, call
+    ``_partition`` and ``_fit_engine`` with their local solver, and combine the
+    local models in ``predict``."""
 
     _parameter_constraints = {
         "n_partitions": [Interval(numbers.Integral, 1, None, closed="left")],
@@ -60,11 +68,8 @@ class _PartitionedEstimator(BaseEstimator):
         """Fit the partitioner; return the sorted sample indices of every partition."""
         t0 = time.perf_counter()
         part = self._get_partitioner().fit(X)
-        labels = np.asarray(part.labels_)
-        n_parts = part.centers_.shape[0]
-        order = np.argsort(labels, kind="stable")  # keeps data order inside a partition
-        bounds = np.searchsorted(labels[order], np.arange(n_parts + 1))
-        groups = [order[bounds[j]:bounds[j + 1]] for j in range(n_parts)]
+        # data order is kept inside a partition (one partition = the plain solver)
+        groups = _group_by(np.asarray(part.labels_), part.centers_.shape[0])
         empty = [j for j, g in enumerate(groups) if g.size == 0]
         if empty:
             raise ValueError(
@@ -104,11 +109,8 @@ class _PartitionedEstimator(BaseEstimator):
 
     def _route(self, X):
         """Nearest-centre partition of every row of ``X`` and the groups per partition."""
-        route = self.partitioner_.assign(X)
-        order = np.argsort(route, kind="stable")
-        bounds = np.searchsorted(route[order], np.arange(len(self.estimators_) + 1))
-        return [(j, order[bounds[j]:bounds[j + 1]]) for j in range(len(self.estimators_))
-                if bounds[j + 1] > bounds[j]]
+        groups = _group_by(self.partitioner_.assign(X), len(self.estimators_))
+        return [(j, idx) for j, idx in enumerate(groups) if idx.size]
 
     def _apply_routed(self, X, local, out):
         """Evaluate ``local(model, X_group)`` on every nearest-centre group of ``X``
