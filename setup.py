@@ -159,7 +159,12 @@ setup(
     ext_modules=[
         Extension(
             "cakernels._native",
-            sources=["native/ck_kernel.c", "native/ck_linalg.c", "native/_nativemodule.c"],
+            sources=[
+                "native/ck_kernel.c",
+                "native/ck_linalg.c",
+                "native/ck_smo.c",
+                "native/_nativemodule.c",
+            ],
             include_dirs=["native"],
             depends=["native/cakernels.h"],
         )

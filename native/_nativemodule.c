@@ -363,6 +363,237 @@ static PyObject *py_cholesky_inplace(PyObject *module, PyObject *args)
     return PyLong_FromLongLong((long long)info);
 }
 
+/* Get a C-contiguous 1-D float64 buffer of exactly `n` elements (writable
+ * when asked).  Returns 0 on success (release it), -1 with ValueError set
+ * (nothing acquired). */
+static int ck_get_vector(PyObject *obj, Py_buffer *view, Py_ssize_t n,
+                         int writable, const char *name)
+{
+    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT;
+    if (writable)
+        flags |= PyBUF_WRITABLE;
+    if (PyObject_GetBuffer(obj, view, flags) < 0) {
+        char msg[160];
+        PyOS_snprintf(msg, sizeof msg,
+                      "%s must be a %sC-contiguous 1-D float64 array", name,
+                      writable ? "writable " : "");
+        ck_reraise_as_value_error(msg);
+        return -1;
+    }
+    if (view->ndim != 1 || view->itemsize != (Py_ssize_t)sizeof(double) ||
+        !ck_format_is_double(view->format) || view->shape == NULL) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s must be a 1-D float64 array (got ndim=%d, "
+                     "format '%s', itemsize %zd)",
+                     name, view->ndim, view->format ? view->format : "B",
+                     view->itemsize);
+        PyBuffer_Release(view);
+        return -1;
+    }
+    if (view->shape[0] != n) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s has %zd elements but X has %zd rows", name,
+                     view->shape[0], n);
+        PyBuffer_Release(view);
+        return -1;
+    }
+    return 0;
+}
+
+PyDoc_STRVAR(
+    smo_solve_doc,
+    "smo_solve(X, y, upper, alpha, kind, gamma, coef0, degree, tol, max_iter, "
+    "cache_size_mb)\n--\n\n"
+    "Solve the binary SVM dual with bias by SMO (LIBSVM's WSS2, no\n"
+    "shrinking), GIL released:\n"
+    "min 0.5 a^T Q a - sum(a)  s.t.  y^T a = 0, 0 <= a <= upper,\n"
+    "Q_ij = y_i y_j K(x_i, x_j).\n\n"
+    "X: C-contiguous (n, d) float64; y: (n,) float64 of -1/+1; upper: (n,)\n"
+    "float64, > 0 and finite; alpha: writable (n,) float64, a feasible warm\n"
+    "start on input (zeros for a cold start), the solution on output.\n"
+    "kind: 0 linear, 1 rbf, 2 poly, 3 sigmoid.  Stops when the maximal\n"
+    "violating pair gap is <= tol, or after max_iter steps (<= 0: no\n"
+    "limit).  cache_size_mb: kernel column cache in MiB (inf: unlimited;\n"
+    "must hold at least two columns, 16 * n bytes).\n\n"
+    "Returns (rho, objective, n_iter, converged); decision function\n"
+    "f(x) = sum_i alpha_i y_i K(x_i, x) - rho.  Raises ValueError on any\n"
+    "invalid argument, MemoryError when out of memory.");
+
+static PyObject *py_smo_solve(PyObject *module, PyObject *args,
+                              PyObject *kwargs)
+{
+    static char *kwlist[] = {"X",     "y",      "upper",   "alpha",
+                             "kind",  "gamma",  "coef0",   "degree",
+                             "tol",   "max_iter", "cache_size_mb", NULL};
+    PyObject *x_obj, *y_obj, *u_obj, *a_obj;
+    int kind;
+    double gamma, coef0, degree, tol, cache_mb, rho = 0.0, objective = 0.0;
+    long long max_iter;
+    Py_buffer xv, yv, uv, av;
+    int held = 0; /* number of views held, in the order x, y, u, a */
+    Py_ssize_t n, d, i;
+    int64_t n_iter = 0;
+    int converged = 0;
+    ck_status status;
+    const double *yp, *up;
+
+    (void)module;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOiddddLd:smo_solve",
+                                     kwlist, &x_obj, &y_obj, &u_obj, &a_obj,
+                                     &kind, &gamma, &coef0, &degree, &tol,
+                                     &max_iter, &cache_mb))
+        return NULL;
+    if (kind < CK_KERNEL_LINEAR || kind > CK_KERNEL_SIGMOID)
+        return PyErr_Format(PyExc_ValueError,
+                            "unknown kernel kind %d (expected 0 linear, 1 rbf, "
+                            "2 poly, 3 sigmoid)",
+                            kind);
+    if (!isfinite(gamma) || !isfinite(coef0) || !isfinite(degree)) {
+        char msg[200];
+        PyOS_snprintf(msg, sizeof msg,
+                      "gamma, coef0 and degree must be finite "
+                      "(got %g, %g, %g)", gamma, coef0, degree);
+        PyErr_SetString(PyExc_ValueError, msg);
+        return NULL;
+    }
+    if (kind == CK_KERNEL_POLY && degree < 0.0) {
+        char msg[120];
+        PyOS_snprintf(msg, sizeof msg,
+                      "degree must be non-negative for the poly kernel, "
+                      "got %g", degree);
+        PyErr_SetString(PyExc_ValueError, msg);
+        return NULL;
+    }
+    if (!(tol > 0.0) || !isfinite(tol)) {
+        char msg[120];
+        PyOS_snprintf(msg, sizeof msg,
+                      "tol must be positive and finite, got %g", tol);
+        PyErr_SetString(PyExc_ValueError, msg);
+        return NULL;
+    }
+    if (!(cache_mb > 0.0)) {
+        char msg[120];
+        PyOS_snprintf(msg, sizeof msg,
+                      "cache_size_mb must be positive, got %g", cache_mb);
+        PyErr_SetString(PyExc_ValueError, msg);
+        return NULL;
+    }
+
+    /* ---- X: C-contiguous 2-D float64 ---- */
+    if (PyObject_GetBuffer(x_obj, &xv, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+        ck_reraise_as_value_error("X must be a C-contiguous 2-D float64 array");
+        return NULL;
+    }
+    held = 1;
+    if (xv.ndim != 2 || xv.itemsize != (Py_ssize_t)sizeof(double) ||
+        !ck_format_is_double(xv.format) || xv.shape == NULL) {
+        PyErr_Format(PyExc_ValueError,
+                     "X must be a C-contiguous 2-D float64 array "
+                     "(got ndim=%d, format '%s', itemsize %zd)",
+                     xv.ndim, xv.format ? xv.format : "B", xv.itemsize);
+        goto fail;
+    }
+    n = xv.shape[0];
+    d = xv.shape[1];
+    if (n < 1) {
+        PyErr_SetString(PyExc_ValueError, "X must have at least one row");
+        goto fail;
+    }
+    if (ck_get_vector(y_obj, &yv, n, 0, "y") < 0)
+        goto fail;
+    held = 2;
+    if (ck_get_vector(u_obj, &uv, n, 0, "upper") < 0)
+        goto fail;
+    held = 3;
+    if (ck_get_vector(a_obj, &av, n, 1, "alpha") < 0)
+        goto fail;
+    held = 4;
+    if (ck_ranges_overlap(av.buf, av.len, xv.buf, xv.len) ||
+        ck_ranges_overlap(av.buf, av.len, yv.buf, yv.len) ||
+        ck_ranges_overlap(av.buf, av.len, uv.buf, uv.len)) {
+        PyErr_SetString(PyExc_ValueError,
+                        "alpha must not share memory with X, y or upper");
+        goto fail;
+    }
+    {
+        const double *xp = (const double *)xv.buf;
+        const Py_ssize_t nd = n * d;
+        for (i = 0; i < nd; ++i) {
+            if (!isfinite(xp[i])) {
+                PyErr_SetString(PyExc_ValueError,
+                                "X must not contain NaN or infinity");
+                goto fail;
+            }
+        }
+    }
+    yp = (const double *)yv.buf;
+    up = (const double *)uv.buf;
+    for (i = 0; i < n; ++i) {
+        if (yp[i] != 1.0 && yp[i] != -1.0) {
+            char msg[120];
+            PyOS_snprintf(msg, sizeof msg,
+                          "y must contain only -1 and +1 (y[%zd] = %g)", i,
+                          yp[i]);
+            PyErr_SetString(PyExc_ValueError, msg);
+            goto fail;
+        }
+        if (!(up[i] > 0.0) || !isfinite(up[i])) {
+            char msg[160];
+            PyOS_snprintf(msg, sizeof msg,
+                          "upper bounds must be positive and finite "
+                          "(upper[%zd] = %g)", i, up[i]);
+            PyErr_SetString(PyExc_ValueError, msg);
+            goto fail;
+        }
+    }
+    if (cache_mb * 1048576.0 < 2.0 * (double)n * (double)sizeof(double)) {
+        char msg[200];
+        PyOS_snprintf(msg, sizeof msg,
+                      "cache_size_mb=%g is too small: the kernel cache must "
+                      "hold at least two columns of %zd float64 values "
+                      "(%.6g MB)",
+                      cache_mb, n,
+                      2.0 * (double)n * (double)sizeof(double) / 1048576.0);
+        PyErr_SetString(PyExc_ValueError, msg);
+        goto fail;
+    }
+
+    Py_BEGIN_ALLOW_THREADS
+    status = ck_smo_solve((const double *)xv.buf, (int64_t)n, (int64_t)d,
+                          yp, up, kind, gamma, coef0, degree, tol,
+                          (int64_t)max_iter, cache_mb * 1048576.0,
+                          (double *)av.buf, &rho, &objective, &n_iter,
+                          &converged);
+    Py_END_ALLOW_THREADS
+
+    if (status == CK_ERR_ARG) {
+        PyErr_SetString(PyExc_ValueError,
+                        "smo_solve: infeasible warm start alpha (outside "
+                        "[0, upper] or y^T alpha != 0) or invalid argument");
+        goto fail;
+    }
+    if (status != CK_OK) {
+        ck_raise_status(status, "smo_solve");
+        goto fail;
+    }
+    PyBuffer_Release(&av);
+    PyBuffer_Release(&uv);
+    PyBuffer_Release(&yv);
+    PyBuffer_Release(&xv);
+    return Py_BuildValue("ddLO", rho, objective, (long long)n_iter,
+                         converged ? Py_True : Py_False);
+
+fail:
+    if (held >= 4)
+        PyBuffer_Release(&av);
+    if (held >= 3)
+        PyBuffer_Release(&uv);
+    if (held >= 2)
+        PyBuffer_Release(&yv);
+    PyBuffer_Release(&xv);
+    return NULL;
+}
+
 static PyMethodDef ck_methods[] = {
     {"cholesky_inplace", (PyCFunction)py_cholesky_inplace, METH_VARARGS,
      cholesky_inplace_doc},
@@ -372,6 +603,8 @@ static PyMethodDef ck_methods[] = {
     {"simd_path", (PyCFunction)py_simd_path, METH_NOARGS, simd_path_doc},
     {"kernel_from_gram", (PyCFunction)(void (*)(void))py_kernel_from_gram,
      METH_VARARGS | METH_KEYWORDS, kernel_from_gram_doc},
+    {"smo_solve", (PyCFunction)(void (*)(void))py_smo_solve,
+     METH_VARARGS | METH_KEYWORDS, smo_solve_doc},
     {NULL, NULL, 0, NULL}};
 
 static int ck_exec(PyObject *module)

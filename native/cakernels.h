@@ -132,6 +132,48 @@ ck_status ck_cholesky(ck_dpotrf_fn potrf, double *A, int64_t n, int64_t lda,
  * same conventions (ck_status return, int64_t sizes, n_threads).
  * ------------------------------------------------------------------------ */
 
+/* ------------------------------------------------------------------------
+ * SMO for the binary SVM dual with bias (ck_smo.c).
+ * ------------------------------------------------------------------------ */
+
+/*
+ * Solve   min_a 0.5 a^T Q a - e^T a   s.t.  y^T a = 0,  0 <= a_i <= upper[i],
+ * with Q_ij = y_i y_j K(x_i, x_j), by LIBSVM's SMO (Fan, Chen & Lin 2005):
+ * second-order working-set selection (WSS2, tau = 1e-12 for non-PD
+ * kernels), analytic two-variable steps, full gradient kept up to date,
+ * no shrinking.
+ *
+ * X: n x d dense row-major (ld = d); y[i] in {-1, +1}; upper[i] > 0 finite
+ * (C times class and sample weights).  The kernel `kind`, gamma, coef0 and
+ * degree are those of ck_kernel_from_gram (same values, bit for bit); its
+ * columns are computed on demand and kept in an LRU cache of at most
+ * cache_bytes bytes (+inf: unlimited; fewer than two columns, i.e.
+ * cache_bytes < 16 n, is CK_ERR_ARG).
+ *
+ * alpha: in, a feasible warm start (all zeros for a cold start); entries
+ * within 1e-8 * upper[i] outside the box are clipped and a residual
+ * |y^T a| <= 1e-6 * max(1, sum a) is repaired, anything else is CK_ERR_ARG
+ * (alpha then untouched); out, the solution.
+ *
+ * Stops when the maximal violating pair gap m(a) - M(a) <= tol (tol > 0),
+ * with *converged = 1, or after max_iter steps (max_iter <= 0: no limit)
+ * with *converged = 0 -- not an error.  Outputs: *rho (LIBSVM convention:
+ * decision f(x) = sum_i a_i y_i K(x_i, x) - rho), *objective (dual value
+ * 0.5 a^T Q a - e^T a), *n_iter (steps taken).  On error the outputs other
+ * than alpha are unspecified.  Runs the column dot products with OpenMP
+ * (default team) when the core has it and the column is large.
+ *
+ * Returns CK_ERR_ARG for NULL pointers, n < 1, d < 0, bad labels/bounds,
+ * non-finite parameters, tol <= 0, a too small cache or an infeasible warm
+ * start; CK_ERR_UNKNOWN_KERNEL; CK_ERR_NOMEM.  All memory is freed.
+ */
+ck_status ck_smo_solve(const double *X, int64_t n, int64_t d, const double *y,
+                       const double *upper, int kind, double gamma,
+                       double coef0, double degree, double tol,
+                       int64_t max_iter, double cache_bytes, double *alpha,
+                       double *rho, double *objective, int64_t *n_iter,
+                       int *converged);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,134 @@
+"""Thin wrapper of the native SMO solver (``cakernels._native.smo_solve``).
+
+:func:`smo_fit` solves the binary C-SVC dual with bias,
+
+    min_a  0.5 a^T Q a - sum(a)   s.t.  y^T a = 0,  0 <= a_i <= C_i,
+
+with ``Q_ij = y_i y_j K(x_i, x_j)`` and per-sample bounds
+``C_i = C * sample_weight[i] * class_weight[y_i]``, exactly the problem
+LIBSVM (:class:`sklearn.svm.SVC`) solves, by LIBSVM's algorithm (second-order
+working-set selection, kernel column cache; no shrinking yet).
+"""
+
+import warnings
+
+import numpy as np
+from sklearn.exceptions import ConvergenceWarning
+
+from . import _native
+from ._kernels import _KIND, resolve_gamma
+
+__all__ = ["smo_fit"]
+
+
+def smo_fit(X, y, C, *, sample_weight=None, class_weight_vector=None,
+            kernel="rbf", gamma="scale", degree=3, coef0=0.0, tol=1e-3,
+            max_iter=-1, cache_size=200, alpha0=None):
+    """Train a binary kernel SVM (dual with bias) by native SMO.
+
+    Parameters
+    ----------
+    X : array-like of shape (n_samples, n_features)
+        Dense training data (converted to C-contiguous float64).
+    y : array-like of shape (n_samples,)
+        Labels, each -1 or +1.
+    C : float
+        Regularisation parameter, > 0.
+    sample_weight : array-like of shape (n_samples,), optional
+        Non-negative per-sample weights multiplying C.  Samples of weight 0
+        are left out of the problem (their alpha is 0), as in scikit-learn.
+    class_weight_vector : array-like of shape (2,), optional
+        Positive weights of the classes (-1, +1), in that order (the
+        ``class_weight_`` of a scikit-learn classifier with ``classes_ ==
+        [-1, 1]``), multiplying C.
+    kernel : {'rbf', 'linear', 'poly', 'sigmoid'}
+    gamma : float, 'scale' or 'auto'
+        Resolved on X as :class:`sklearn.svm.SVC` does.
+    degree, coef0 : float
+        Kernel parameters (poly / sigmoid).
+    tol : float
+        Stop when the maximal violating pair gap is <= tol.
+    max_iter : int
+        Maximum number of SMO steps; <= 0 means no limit.
+    cache_size : float
+        Kernel column cache in MiB (must hold two columns); ``np.inf`` for
+        unlimited.
+    alpha0 : array-like of shape (n_samples,), optional
+        Feasible warm start (``0 <= alpha0 <= C_i``, ``y @ alpha0 == 0``).
+
+    Returns
+    -------
+    dict with keys ``alpha`` (n_samples,), ``intercept`` (decision function
+    ``sum_i alpha_i y_i K(x_i, x) + intercept``), ``n_iter``, ``objective``
+    (dual value ``0.5 a^T Q a - sum(a)``), ``converged`` and ``support``
+    (indices with ``alpha > 0``).
+
+    Warns
+    -----
+    ConvergenceWarning
+        When ``max_iter`` was reached before the tolerance.
+    """
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    if X.ndim != 2:
+        raise ValueError(f"X must be 2-D, got shape {X.shape}")
+    n = X.shape[0]
+    y = np.ascontiguousarray(y, dtype=np.float64)
+    if y.shape != (n,):
+        raise ValueError(f"y must have shape ({n},), got {y.shape}")
+    if not np.all((y == 1.0) | (y == -1.0)):
+        raise ValueError("y must contain only -1 and +1")
+    C = float(C)
+    if not (C > 0.0 and np.isfinite(C)):
+        raise ValueError(f"C must be positive and finite, got {C}")
+    if kernel not in _KIND:
+        raise ValueError(f"kernel must be one of {sorted(_KIND)}, got {kernel!r}")
+    if not (float(tol) > 0.0):
+        raise ValueError(f"tol must be positive, got {tol}")
+
+    upper = np.full(n, C)
+    if class_weight_vector is not None:
+        cw = np.asarray(class_weight_vector, dtype=np.float64)
+        if cw.shape != (2,) or not np.all(cw > 0) or not np.all(np.isfinite(cw)):
+            raise ValueError("class_weight_vector must hold 2 positive finite "
+                             "weights (for classes -1, +1)")
+        upper *= np.where(y > 0, cw[1], cw[0])
+    if sample_weight is not None:
+        sw = np.asarray(sample_weight, dtype=np.float64)
+        if sw.shape != (n,):
+            raise ValueError(f"sample_weight must have shape ({n},), got {sw.shape}")
+        if not np.all(np.isfinite(sw)) or np.any(sw < 0):
+            raise ValueError("sample_weight must be non-negative and finite")
+        upper = upper * sw
+    keep = upper > 0.0
+    if not np.any(keep):
+        raise ValueError("all samples have zero weight")
+
+    alpha = np.zeros(n)
+    if alpha0 is not None:
+        a0 = np.asarray(alpha0, dtype=np.float64)
+        if a0.shape != (n,):
+            raise ValueError(f"alpha0 must have shape ({n},), got {a0.shape}")
+        alpha[:] = a0
+
+    g = resolve_gamma(gamma, X)
+    Xk = X if keep.all() else np.ascontiguousarray(X[keep])
+    ak = np.ascontiguousarray(alpha[keep])
+    rho, objective, n_iter, converged = _native.smo_solve(
+        Xk, np.ascontiguousarray(y[keep]), np.ascontiguousarray(upper[keep]),
+        ak, _KIND[kernel], float(g), float(coef0), float(degree), float(tol),
+        int(max_iter), float(cache_size))
+    alpha = np.zeros(n)
+    alpha[keep] = ak
+    if not converged:
+        warnings.warn(
+            f"SMO did not converge within max_iter={max_iter} iterations "
+            f"(tol={tol}); consider raising max_iter", ConvergenceWarning,
+            stacklevel=2)
+    return {
+        "alpha": alpha,
+        "intercept": -rho,
+        "n_iter": int(n_iter),
+        "objective": objective,
+        "converged": bool(converged),
+        "support": np.flatnonzero(alpha > 0.0),
+    }

@@ -1,0 +1,409 @@
+"""Tests of the native SMO solver (``_native.smo_solve`` / ``_smo.smo_fit``)
+against scikit-learn's SVC (LIBSVM) and the KKT conditions."""
+
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sklearn.datasets import make_blobs, make_classification, make_moons
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.metrics.pairwise import pairwise_kernels
+from sklearn.preprocessing import StandardScaler
+from sklearn.svm import SVC
+
+import cakernels._native as _native
+from cakernels._smo import smo_fit
+
+KIND = {"linear": 0, "rbf": 1, "poly": 2, "sigmoid": 3}
+
+
+# --------------------------------------------------------------------------
+# helpers
+# --------------------------------------------------------------------------
+
+
+def kernel_matrix(X, Y, kernel, gamma, degree, coef0):
+    return pairwise_kernels(X, Y, metric=kernel, filter_params=True,
+                            gamma=gamma, degree=degree, coef0=coef0)
+
+
+def dual_objective(K, y, alpha):
+    ay = alpha * y
+    return 0.5 * ay @ K @ ay - alpha.sum()
+
+
+def kkt_gap(K, y, alpha, upper):
+    """m(a) - M(a): the maximal violating pair gap (<= 0 at an exact optimum)."""
+    G = y * (K @ (alpha * y)) - 1.0
+    yG = -y * G
+    up = ((y > 0) & (alpha < upper)) | ((y < 0) & (alpha > 0))
+    low = ((y > 0) & (alpha > 0)) | ((y < 0) & (alpha < upper))
+    if not up.any() or not low.any():
+        return -np.inf
+    return yG[up].max() - yG[low].min()
+
+
+def svc_alpha(svc, n):
+    """alpha (>= 0) of an SVC fitted on labels -1/+1."""
+    a = np.zeros(n)
+    a[svc.support_] = np.abs(svc.dual_coef_[0])
+    return a
+
+
+def dataset(name):
+    if name == "classification":
+        X, y = make_classification(n_samples=300, n_features=6, n_informative=4,
+                                   flip_y=0.05, random_state=0)
+    elif name == "moons":
+        X, y = make_moons(n_samples=400, noise=0.3, random_state=1)
+    elif name == "blobs":
+        X, y = make_blobs(n_samples=600, centers=[[0, 0], [1.5, 1.0]],
+                          cluster_std=1.0, random_state=2)
+    else:
+        raise AssertionError(name)
+    X = StandardScaler().fit_transform(X)
+    return np.ascontiguousarray(X), 2.0 * y - 1.0
+
+
+def compare_with_svc(X, y, C, kernel, gamma, degree=3, coef0=0.0, *,
+                     sample_weight=None, class_weight=None, tol=1e-3):
+    cwv = None
+    if class_weight is not None:
+        cwv = [class_weight[-1], class_weight[1]]
+    res = smo_fit(X, y, C, sample_weight=sample_weight, class_weight_vector=cwv,
+                  kernel=kernel, gamma=gamma, degree=degree, coef0=coef0,
+                  tol=tol, max_iter=-1, cache_size=np.inf)
+    svc = SVC(C=C, kernel=kernel, gamma=gamma, degree=degree, coef0=coef0,
+              tol=tol, class_weight=class_weight)
+    svc.fit(X, y, sample_weight=sample_weight)
+    K = kernel_matrix(X, X, kernel, gamma, degree, coef0)
+    n = len(y)
+
+    upper = np.full(n, float(C))
+    if cwv is not None:
+        upper *= np.where(y > 0, cwv[1], cwv[0])
+    if sample_weight is not None:
+        upper *= sample_weight
+
+    assert res["converged"]
+    alpha = res["alpha"]
+    # feasibility
+    assert np.all(alpha >= 0) and np.all(alpha <= upper)
+    assert abs(y @ alpha) <= 1e-8 * max(1.0, upper.max())
+    # objective (ours as reported and recomputed) vs LIBSVM's
+    obj = dual_objective(K, y, alpha)
+    obj_svc = dual_objective(K, y, svc_alpha(svc, n))
+    assert res["objective"] == pytest.approx(obj, rel=1e-9, abs=1e-9)
+    assert obj == pytest.approx(obj_svc, rel=1e-3)
+    # KKT at the returned alpha
+    assert kkt_gap(K, y, alpha, upper) <= tol * (1 + 1e-6) + 1e-9 * upper.max()
+    # intercept and predictions
+    scale = max(1.0, abs(svc.intercept_[0]))
+    assert res["intercept"] == pytest.approx(svc.intercept_[0], abs=2e-2 * scale)
+    dec = K @ (alpha * y) + res["intercept"]
+    dec_svc = svc.decision_function(X)
+    differ = np.sign(dec) != np.sign(dec_svc)
+    assert differ.sum() <= 5
+    assert np.all(np.abs(dec_svc[differ]) < 0.05)
+    np.testing.assert_array_equal(res["support"], np.flatnonzero(alpha > 0))
+    return res, svc
+
+
+# --------------------------------------------------------------------------
+# against LIBSVM
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["classification", "moons", "blobs"])
+@pytest.mark.parametrize("C", [0.1, 1.0, 30.0])
+def test_rbf_matches_svc(name, C):
+    X, y = dataset(name)
+    compare_with_svc(X, y, C, "rbf", 0.5)
+
+
+@pytest.mark.parametrize(
+    "kernel, gamma, degree, coef0",
+    [("linear", 1.0, 3, 0.0), ("rbf", "scale", 3, 0.0), ("poly", 0.3, 3, 1.0),
+     ("poly", 0.5, 2, 0.0), ("sigmoid", 0.05, 3, -0.5)])
+def test_all_kernels_match_svc(kernel, gamma, degree, coef0):
+    X, y = dataset("classification")
+    if gamma == "scale":
+        gamma = 1.0 / (X.shape[1] * X.var())
+    compare_with_svc(X, y, 1.0, kernel, gamma, degree, coef0)
+
+
+def test_sample_weight_matches_svc():
+    X, y = dataset("moons")
+    rng = np.random.default_rng(0)
+    sw = rng.uniform(0.1, 3.0, size=len(y))
+    compare_with_svc(X, y, 2.0, "rbf", 1.0, sample_weight=sw)
+
+
+def test_zero_sample_weight_leaves_sample_out():
+    X, y = dataset("moons")
+    rng = np.random.default_rng(1)
+    sw = rng.uniform(0.5, 2.0, size=len(y))
+    sw[::7] = 0.0
+    res = smo_fit(X, y, 1.0, sample_weight=sw, kernel="rbf", gamma=1.0)
+    assert np.all(res["alpha"][::7] == 0.0)
+    keep = sw > 0
+    sub = smo_fit(X[keep], y[keep], 1.0, sample_weight=sw[keep], kernel="rbf",
+                  gamma=1.0)
+    np.testing.assert_array_equal(res["alpha"][keep], sub["alpha"])
+    # SVC drops zero-weight samples too (its support_ indexes the rest)
+    compare_with_svc(X[keep], y[keep], 1.0, "rbf", 1.0, sample_weight=sw[keep])
+
+
+def test_class_weight_matches_svc():
+    X, y = dataset("blobs")
+    compare_with_svc(X, y, 1.0, "rbf", 0.5, class_weight={-1: 2.0, 1: 0.5})
+
+
+# --------------------------------------------------------------------------
+# solver behaviour
+# --------------------------------------------------------------------------
+
+
+def test_warm_start_from_optimum():
+    X, y = dataset("moons")
+    cold = smo_fit(X, y, 10.0, kernel="rbf", gamma=1.0, tol=1e-6)
+    assert cold["n_iter"] > 100
+    warm = smo_fit(X, y, 10.0, kernel="rbf", gamma=1.0, tol=1e-3,
+                   alpha0=cold["alpha"])
+    assert warm["converged"] and warm["n_iter"] <= 5
+    assert warm["objective"] == pytest.approx(cold["objective"], rel=1e-9)
+    # from LIBSVM's solution at the same tolerance
+    svc = SVC(C=10.0, gamma=1.0, tol=1e-4).fit(X, y)
+    warm2 = smo_fit(X, y, 10.0, kernel="rbf", gamma=1.0, tol=1e-3,
+                    alpha0=svc_alpha(svc, len(y)))
+    assert warm2["converged"] and warm2["n_iter"] <= 5
+
+
+def test_warm_start_projection_and_rejection():
+    X, y = dataset("classification")
+    n = len(y)
+    C = 1.0
+    ref = smo_fit(X, y, C, kernel="rbf", gamma=0.5)
+    # slightly off the box and the equality: projected, then solved
+    a0 = ref["alpha"].copy()
+    a0[a0 == C] += 1e-10
+    a0[0] += 1e-12
+    res = smo_fit(X, y, C, kernel="rbf", gamma=0.5, alpha0=a0)
+    assert res["converged"] and np.all(res["alpha"] <= C)
+    assert abs(y @ res["alpha"]) < 1e-8
+    # clearly infeasible: rejected, alpha untouched
+    Xc = np.ascontiguousarray(X)
+    yc = np.ascontiguousarray(y)
+    upper = np.full(n, C)
+    bad = np.zeros(n)
+    bad[0] = 0.5  # y^T a != 0
+    before = bad.copy()
+    with pytest.raises(ValueError, match="warm start"):
+        _native.smo_solve(Xc, yc, upper, bad, 1, 0.5, 0.0, 3.0, 1e-3, -1, 100.0)
+    np.testing.assert_array_equal(bad, before)
+    bad = np.full(n, 2.0 * C)  # outside the box
+    with pytest.raises(ValueError, match="warm start"):
+        _native.smo_solve(Xc, yc, upper, bad, 1, 0.5, 0.0, 3.0, 1e-3, -1, 100.0)
+
+
+def test_minimal_cache_same_result():
+    X, y = dataset("blobs")
+    n = len(y)
+    big = smo_fit(X, y, 5.0, kernel="rbf", gamma=0.5, cache_size=np.inf)
+    two_cols = 2 * n * 8 / 2**20
+    small = smo_fit(X, y, 5.0, kernel="rbf", gamma=0.5, cache_size=two_cols)
+    np.testing.assert_array_equal(small["alpha"], big["alpha"])
+    assert small["intercept"] == big["intercept"]
+    assert small["n_iter"] == big["n_iter"]
+    mid = smo_fit(X, y, 5.0, kernel="rbf", gamma=0.5, cache_size=37 * n * 8 / 2**20)
+    np.testing.assert_array_equal(mid["alpha"], big["alpha"])
+    with pytest.raises(ValueError, match="too small"):
+        smo_fit(X, y, 5.0, kernel="rbf", gamma=0.5, cache_size=0.99 * two_cols)
+
+
+def test_max_iter_not_converged():
+    X, y = dataset("moons")
+    with pytest.warns(ConvergenceWarning):
+        res = smo_fit(X, y, 10.0, kernel="rbf", gamma=1.0, max_iter=5)
+    assert not res["converged"] and res["n_iter"] == 5
+    alpha = res["alpha"]
+    assert np.all(alpha >= 0) and np.all(alpha <= 10.0)
+    assert abs(y @ alpha) < 1e-10
+    # the native call reports it without raising or warning
+    a = np.zeros(len(y))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = _native.smo_solve(X, y, np.full(len(y), 10.0), a, 1, 1.0, 0.0, 3.0,
+                                1e-3, 3, 10.0)
+    assert out[2] == 3 and out[3] is False
+
+
+def test_single_class_and_single_sample():
+    X = np.random.default_rng(0).normal(size=(5, 2))
+    res = smo_fit(X, np.ones(5), 1.0, kernel="rbf", gamma=1.0)
+    assert res["converged"] and np.all(res["alpha"] == 0)
+    assert res["intercept"] > 0  # everything predicted +1
+    res = smo_fit(X, -np.ones(5), 1.0, kernel="rbf", gamma=1.0)
+    assert res["intercept"] < 0
+    res = smo_fit(X[:1], [1.0], 1.0, kernel="linear", gamma=1.0)
+    assert res["converged"] and res["alpha"][0] == 0
+
+
+def test_releases_gil_and_is_reentrant():
+    import threading
+    X, y = dataset("moons")
+    ref = smo_fit(X, y, 1.0, kernel="rbf", gamma=1.0)
+    results = []
+
+    def work():
+        results.append(smo_fit(X, y, 1.0, kernel="rbf", gamma=1.0)["alpha"])
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for a in results:
+        np.testing.assert_array_equal(a, ref["alpha"])
+
+
+# --------------------------------------------------------------------------
+# input validation
+# --------------------------------------------------------------------------
+
+
+def test_wrapper_bad_input():
+    X, y = dataset("classification")
+    with pytest.raises(ValueError):
+        smo_fit(X, y[:-1], 1.0)
+    with pytest.raises(ValueError, match="-1 and \\+1"):
+        smo_fit(X, (y > 0).astype(float), 1.0)
+    with pytest.raises(ValueError, match="C must be positive"):
+        smo_fit(X, y, -1.0)
+    with pytest.raises(ValueError, match="C must be positive"):
+        smo_fit(X, y, 0.0)
+    with pytest.raises(ValueError):
+        smo_fit(X, y, 1.0, sample_weight=np.ones(3))
+    with pytest.raises(ValueError):
+        smo_fit(X, y, 1.0, sample_weight=-np.ones(len(y)))
+    with pytest.raises(ValueError):
+        smo_fit(X, y, 1.0, class_weight_vector=[1.0, -1.0])
+    with pytest.raises(ValueError):
+        smo_fit(X, y, 1.0, kernel="cosine")
+    with pytest.raises(ValueError):
+        smo_fit(X[0], y, 1.0)
+    with pytest.raises(ValueError):
+        smo_fit(X, y, 1.0, alpha0=np.zeros(3))
+
+
+def test_native_bad_input():
+    X, y = dataset("classification")
+    n = len(y)
+    u = np.ones(n)
+
+    def call(X=X, y=y, u=u, a=None, kind=1, gamma=0.5, coef0=0.0, degree=3.0,
+             tol=1e-3, max_iter=-1, cache=100.0):
+        a = np.zeros(n) if a is None else a
+        return _native.smo_solve(X, y, u, a, kind, gamma, coef0, degree, tol,
+                                 max_iter, cache)
+
+    call()  # sanity: the defaults are valid
+    Xw = np.zeros((n, 2 * X.shape[1]))
+    Xw[:, ::2] = X
+    bad_cases = [
+        dict(X=Xw[:, ::2]),                      # non-contiguous X
+        dict(X=X.astype(np.float32)),            # wrong dtype
+        dict(X=X[:, 0].copy()),                  # 1-D X
+        dict(X=np.array(X, order="F")),          # Fortran order
+        dict(y=y[:-1].copy()),                   # wrong length
+        dict(y=(y > 0).astype(float)),           # labels 0/1
+        dict(y=y.astype(np.int64)),              # wrong dtype
+        dict(u=-u),                              # negative bound
+        dict(u=np.zeros(n)),                     # zero bound
+        dict(u=np.full(n, np.inf)),              # infinite bound
+        dict(u=u[::2]),                          # wrong length / strided
+        dict(a=np.zeros(n + 1)),                 # wrong alpha length
+        dict(a=np.zeros(2 * n)[::2]),            # non-contiguous alpha
+        dict(kind=7),
+        dict(gamma=np.nan),
+        dict(kind=2, degree=-1.0),
+        dict(tol=0.0),
+        dict(tol=np.nan),
+        dict(cache=0.0),
+        dict(cache=1e-9),                        # fewer than two columns
+    ]
+    for kw in bad_cases:
+        with pytest.raises(ValueError):
+            call(**kw)
+    ro = np.zeros(n)
+    ro.setflags(write=False)
+    with pytest.raises(ValueError):
+        call(a=ro)
+    Xn = X.copy()
+    Xn[3, 1] = np.nan
+    with pytest.raises(ValueError):
+        call(X=Xn)
+    with pytest.raises(ValueError):
+        call(X=np.zeros((0, 3)), y=np.zeros(0), u=np.zeros(0), a=np.zeros(0))
+    # alpha aliasing an input
+    with pytest.raises(ValueError, match="share memory"):
+        _native.smo_solve(X, y, u, u, 1, 0.5, 0.0, 3.0, 1e-3, -1, 100.0)
+    with pytest.raises(TypeError):
+        _native.smo_solve(X, y, u)
+
+
+# --------------------------------------------------------------------------
+# property test on tiny problems
+# --------------------------------------------------------------------------
+
+
+@st.composite
+def tiny_problem(draw):
+    n = draw(st.integers(2, 20))
+    d = draw(st.integers(1, 3))
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    if draw(st.booleans()):  # duplicate points (possibly with opposite labels)
+        k = draw(st.integers(1, n - 1))
+        X[rng.integers(0, n, size=k)] = X[rng.integers(0, n, size=k)]
+    y = rng.choice([-1.0, 1.0], size=n)
+    y[0], y[1] = 1.0, -1.0
+    C = draw(st.sampled_from([1e-6, 1e-3, 0.1, 1.0, 10.0, 1e3, 1e6]))
+    varying = draw(st.booleans())
+    upper = C * (rng.uniform(0.1, 10.0, size=n) if varying else np.ones(n))
+    kernel = draw(st.sampled_from(["rbf", "linear", "poly", "sigmoid"]))
+    gamma = draw(st.sampled_from([0.1, 1.0, 5.0]))
+    return np.ascontiguousarray(X), y, upper, kernel, gamma
+
+
+@settings(max_examples=150, deadline=None)
+@given(tiny_problem())
+def test_property_feasible_and_kkt(problem):
+    X, y, upper, kernel, gamma = problem
+    tol = 1e-3
+    alpha = np.zeros(len(y))
+    # with C ~ 1e6 on a non-separable problem SMO legitimately needs ~C steps
+    # (LIBSVM too); the iteration cap keeps the test fast, and the flag must
+    # then tell the truth
+    max_iter = 200_000
+    rho, obj, n_iter, converged = _native.smo_solve(
+        X, y, upper, alpha, KIND[kernel], gamma, 0.5, 3.0, tol, max_iter,
+        np.inf)
+    assert np.all(alpha >= 0) and np.all(alpha <= upper)
+    assert abs(y @ alpha) <= 1e-8 * max(1.0, upper.max())
+    K = kernel_matrix(X, X, kernel, gamma, 3, 0.5)
+    slack = 1e-9 * max(1.0, upper.max()) * len(y)
+    if converged:
+        assert n_iter <= max_iter
+        assert kkt_gap(K, y, alpha, upper) <= tol + slack
+    else:
+        assert n_iter == max_iter and upper.max() >= 10.0
+        assert kkt_gap(K, y, alpha, upper) > tol - slack
+    assert np.isfinite(rho)
+    assert obj == pytest.approx(dual_objective(K, y, alpha), rel=1e-7,
+                                abs=1e-9 * max(1.0, upper.max()) ** 2)
+    # the objective never exceeds that of the start point (0)
+    assert obj <= 1e-12
