@@ -31,10 +31,11 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 from ._base import _int32_indices, _PartitionedEstimator
 from ._backends import cpu_count, effective_n_jobs
 from ._kernels import KERNELS, kernel_dot, resolve_gamma
+from ._smo import smo_fit
 
 __all__ = ["PartitionedSVC", "CASVC", "FCFSSVC", "BKMSVC", "CPSVC"]
 
-SOLVERS = ("libsvm",)
+SOLVERS = ("libsvm", "smo")
 
 
 class _SingleClassModel:
@@ -47,6 +48,71 @@ class _SingleClassModel:
 
     def predict(self, X):
         return np.full(X.shape[0], self.classes_[0])
+
+
+class _SMOClassifier:
+    """Local model trained by the native SMO (:mod:`cakernels._smo`).
+
+    Binary problems expose ``support_vectors_``, ``dual_coef_`` and
+    ``intercept_`` with :class:`sklearn.svm.SVC`'s meaning (positive decision
+    for ``classes_[1]``). More classes are solved one-vs-one, in SVC's pair
+    order; ``decision_function`` then returns the one-vs-one values (positive
+    for the first class of a pair) and ``predict`` votes as LIBSVM does.
+    """
+
+    def __init__(self, kernel_params, C, tol, max_iter, cache_size):
+        self.kernel_params = kernel_params
+        self.C = C
+        self.tol = tol
+        self.max_iter = max_iter
+        self.cache_size = cache_size
+
+    def _solve(self, X, y_pm, weight):
+        res = smo_fit(X, y_pm, self.C, sample_weight=weight, kernel=self.kernel_params["kernel"],
+                      gamma=self.kernel_params["gamma"], degree=self.kernel_params["degree"],
+                      coef0=self.kernel_params["coef0"], tol=self.tol,
+                      max_iter=self.max_iter, cache_size=self.cache_size)
+        sv = res["support"]
+        return (np.ascontiguousarray(X[sv]), (res["alpha"][sv] * y_pm[sv])[None, :],
+                np.array([res["intercept"]]), res["n_iter"], sv)
+
+    def fit(self, X, y, weight):
+        self.classes_ = np.unique(y)
+        k = self.classes_.size
+        pairs = [(i, j) for i in range(k) for j in range(i + 1, k)]
+        self.pairs_, self.models_, n_iter, support = pairs, [], [], set()
+        for i, j in pairs:
+            members = np.flatnonzero((y == self.classes_[i]) | (y == self.classes_[j]))
+            # +1 for the pair's second class: SVC's binary sign convention
+            y_pm = np.where(y[members] == self.classes_[j], 1.0, -1.0)
+            sv_X, coef, b, it, sv = self._solve(X[members], y_pm, weight[members])
+            self.models_.append((sv_X, coef, b))
+            n_iter.append(it)
+            support.update(members[sv].tolist())
+        self.n_iter_ = np.array(n_iter)
+        self.support_ = np.array(sorted(support), dtype=np.intp)
+        if k == 2:
+            self.support_vectors_, self.dual_coef_, self.intercept_ = self.models_[0]
+        return self
+
+    def decision_function(self, X):
+        """One-vs-one decision values, shape (n, n_pairs); (n,) for two classes."""
+        cols = [kernel_dot(X, sv_X, coef[0], **self.kernel_params) + b[0]
+                for sv_X, coef, b in self.models_]
+        dec = np.column_stack(cols)
+        # one-vs-one values are positive for the pair's first class
+        return dec[:, 0] if len(self.models_) == 1 else -dec
+
+    def predict(self, X):
+        dec = self.decision_function(X)
+        if dec.ndim == 1:
+            return self.classes_[(dec > 0).astype(int)]
+        votes = np.zeros((X.shape[0], self.classes_.size), dtype=np.int64)
+        for col, (i, j) in enumerate(self.pairs_):
+            first = dec[:, col] > 0
+            votes[first, i] += 1
+            votes[~first, j] += 1
+        return self.classes_[np.argmax(votes, axis=1)]  # ties: lowest class, as LIBSVM
 
 
 def _ovr_from_ovo(ovo, n_classes):
@@ -114,8 +180,10 @@ class PartitionedSVC(ClassifierMixin, _PartitionedEstimator):
         As in :class:`~sklearn.svm.SVC`: when True (multiclass only),
         ``predict`` returns the argmax of ``decision_function``; otherwise
         the one-vs-one vote of the local model.
-    solver : {'libsvm'}, default='libsvm'
-        Local solver: ``'libsvm'`` is scikit-learn's :class:`~sklearn.svm.SVC`.
+    solver : {'libsvm', 'smo'}, default='libsvm'
+        Local solver: ``'libsvm'`` is scikit-learn's :class:`~sklearn.svm.SVC`;
+        ``'smo'`` is the native SMO of this package (LIBSVM's algorithm
+        without shrinking; dense input only; one-vs-one for more classes).
     backend : {'serial', 'threads'}, default='serial'
         How the independent partitions are run.
     n_jobs : int, default=None
@@ -246,6 +314,11 @@ class PartitionedSVC(ClassifierMixin, _PartitionedEstimator):
                 "The number of classes has to be greater than one; got "
                 f"{self.classes_.size} class"
             )
+        if self.solver == "smo" and sp.issparse(X):
+            raise ValueError(
+                "solver='smo' takes dense input in this version; sparse input is "
+                "supported by solver='libsvm'"
+            )
         sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64,
                                              ensure_non_negative=True)
         self.gamma_ = resolve_gamma(self.gamma, X)
@@ -271,6 +344,14 @@ class PartitionedSVC(ClassifierMixin, _PartitionedEstimator):
             if labels.size == 1:
                 return _SingleClassModel(labels[0]), 0, 0
             wp = sample_weight[idx]
+            if self.solver == "smo":
+                w = wp if class_weight is None else wp * np.array(
+                    [class_weight[c] for c in yp.tolist()])
+                model = _SMOClassifier(
+                    {"kernel": self.kernel, "gamma": self.gamma_, "degree": self.degree,
+                     "coef0": self.coef0}, self.C, self.tol, self.max_iter, self.cache_size)
+                model.fit(X[idx], yp, w)
+                return model, int(model.n_iter_.sum()), int(model.support_.size)
             cw = None if class_weight is None else {c: class_weight[c] for c in labels.tolist()}
             svc = SVC(C=self.C, kernel=self.kernel, degree=self.degree, gamma=self.gamma_,
                       coef0=self.coef0, tol=self.tol, cache_size=self.cache_size,
@@ -282,6 +363,11 @@ class PartitionedSVC(ClassifierMixin, _PartitionedEstimator):
         self._fit_engine(X, groups, t_part, fit_one)
         self.n_iter_ = np.asarray(self.fit_stats_["n_iter"])
         return self
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = self.solver != "smo"
+        return tags
 
     # -------------------------------------------------------------- predict
     def _check_X(self, X):
@@ -306,7 +392,7 @@ class PartitionedSVC(ClassifierMixin, _PartitionedEstimator):
         return dec + model.intercept_[0]
 
     def _local_predict(self, model, Xg):
-        if isinstance(model, SVC) and model.classes_.size == 2:
+        if model.classes_.size == 2 and hasattr(model, "dual_coef_"):
             return model.classes_[(self._binary_decision(model, Xg) > 0).astype(int)]
         return model.predict(Xg)
 
@@ -392,8 +478,8 @@ class CASVC(PartitionedSVC):
         Number of partitions P.
     C, kernel, degree, gamma, coef0, tol, cache_size, class_weight, max_iter, break_ties
         As in :class:`sklearn.svm.SVC` (see :class:`PartitionedSVC`).
-    solver : {'libsvm'}, default='libsvm'
-        Local solver.
+    solver : {'libsvm', 'smo'}, default='libsvm'
+        Local solver (see :class:`PartitionedSVC`).
     backend : {'serial', 'threads'}, default='serial'
         How the independent partitions are run.
     n_jobs : int, default=None

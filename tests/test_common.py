@@ -31,6 +31,7 @@ ESTIMATORS = [
     BKMSVC(n_partitions=2, random_state=0),
     CPSVC(n_partitions=2, random_state=0),
     PartitionedSVC(partitioner="kbalance", n_partitions=2, random_state=0),
+    CASVC(n_partitions=2, solver="smo", random_state=0),
     DCKRR(n_partitions=2, random_state=0),
     KKRR(n_partitions=2, random_state=0),
     KKRR2(n_partitions=2, random_state=0),

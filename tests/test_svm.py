@@ -266,3 +266,54 @@ def test_sparse_with_int64_indices(binary):
     Xt64.indices = Xt64.indices.astype(np.int64)
     Xt64.indptr = Xt64.indptr.astype(np.int64)
     np.testing.assert_array_equal(a.predict(Xt64), b.predict(Xt))
+
+
+# ------------------------------------------------------------------ solver='smo'
+def _svc_objective(svc, X, gamma):
+    """LIBSVM's dual objective 0.5 a^T Q a - sum(a) from a fitted binary SVC."""
+    from sklearn.metrics.pairwise import rbf_kernel
+
+    coef = svc.dual_coef_[0]  # alpha_i y_i
+    K = rbf_kernel(svc.support_vectors_, svc.support_vectors_, gamma=gamma)
+    return 0.5 * coef @ K @ coef - np.abs(coef).sum()
+
+
+def test_smo_one_partition_matches_svc(binary):
+    X, y, Xt, _ = binary
+    ours = CASVC(n_partitions=1, C=4.0, solver="smo").fit(X, y)
+    ref = SVC(C=4.0, gamma=ours.gamma_).fit(X, y)
+    local = ours.estimators_[0]
+    obj = _svc_objective(local, X, ours.gamma_)
+    assert obj == pytest.approx(_svc_objective(ref, X, ours.gamma_), rel=1e-3)
+    d_ours, d_ref = ours.decision_function(Xt), ref.decision_function(Xt)
+    assert np.max(np.abs(d_ours - d_ref)) < 1e-2
+    differ = ours.predict(Xt) != ref.predict(Xt)
+    assert differ.sum() <= 2 and np.all(np.abs(d_ref[differ]) < 1e-2)
+
+
+def test_smo_multiclass_weighted_matches_svc(multiclass):
+    X, y, Xt, _ = multiclass
+    w = np.random.RandomState(1).uniform(0.5, 2.0, len(y))
+    ours = CASVC(n_partitions=1, C=2.0, solver="smo", class_weight="balanced").fit(
+        X, y, sample_weight=w)
+    ref = SVC(C=2.0, gamma=ours.gamma_, class_weight="balanced",
+              decision_function_shape="ovo").fit(X, y, sample_weight=w)
+    assert np.mean(ours.predict(Xt) == ref.predict(Xt)) >= 0.98
+    np.testing.assert_allclose(ours.estimators_[0].decision_function(Xt),
+                               ref.decision_function(Xt), atol=2e-2)
+
+
+@pytest.mark.parametrize("cls", FRONT_DOORS)
+def test_smo_partitioned_close_to_libsvm(cls, multiclass):
+    X, y, Xt, yt = multiclass
+    a = cls(n_partitions=3, random_state=0, solver="smo").fit(X, y)
+    b = cls(n_partitions=3, random_state=0, solver="libsvm").fit(X, y)
+    assert np.mean(a.predict(Xt) == b.predict(Xt)) >= 0.98
+    t = cls(n_partitions=3, random_state=0, solver="smo", backend="threads", n_jobs=2).fit(X, y)
+    np.testing.assert_array_equal(t.predict(Xt), a.predict(Xt))
+
+
+def test_smo_rejects_sparse_input(binary):
+    X, y, _, _ = binary
+    with pytest.raises(ValueError, match="dense input"):
+        CASVC(n_partitions=2, solver="smo").fit(sp.csr_matrix(X), y)
