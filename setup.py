@@ -163,6 +163,7 @@ setup(
                 "native/ck_kernel.c",
                 "native/ck_linalg.c",
                 "native/ck_smo.c",
+                "native/ck_asygcd.c",
                 "native/_nativemodule.c",
             ],
             include_dirs=["native"],

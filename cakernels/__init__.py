@@ -23,7 +23,7 @@ from .partition import (
     KMeansPartitioner,
     RandomPartitioner,
 )
-from .svm import BKMSVC, CASVC, CPSVC, FCFSSVC, PartitionedSVC
+from .svm import BKMSVC, CASVC, CPSVC, FCFSSVC, AsyGCDSVC, PartitionedSVC
 
 __all__ = [
     "__version__",
@@ -32,6 +32,7 @@ __all__ = [
     "BKMSVC",
     "CPSVC",
     "PartitionedSVC",
+    "AsyGCDSVC",
     "DCKRR",
     "KKRR",
     "KKRR2",

@@ -7,7 +7,7 @@
 with ``Q_ij = y_i y_j K(x_i, x_j)`` and per-sample bounds
 ``C_i = C * sample_weight[i] * class_weight[y_i]``, exactly the problem
 LIBSVM (:class:`sklearn.svm.SVC`) solves, by LIBSVM's algorithm (second-order
-working-set selection, kernel column cache; no shrinking yet).
+working-set selection, kernel column cache, shrinking).
 """
 
 import warnings

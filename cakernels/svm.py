@@ -21,21 +21,23 @@ import numbers
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import ClassifierMixin
+from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.svm import SVC
 from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils import check_random_state
 from sklearn.utils.class_weight import compute_class_weight
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from ._base import _int32_indices, _PartitionedEstimator
+from . import _native
 from ._backends import cpu_count, effective_n_jobs
 from ._kernels import KERNELS, kernel_dot, resolve_gamma
-from ._smo import smo_fit
+from ._native_svc import NATIVE_SOLVERS, NativeKernelSVC, ovr_from_ovo
 
-__all__ = ["PartitionedSVC", "CASVC", "FCFSSVC", "BKMSVC", "CPSVC"]
+__all__ = ["PartitionedSVC", "CASVC", "FCFSSVC", "BKMSVC", "CPSVC", "AsyGCDSVC"]
 
-SOLVERS = ("libsvm", "smo")
+SOLVERS = ("libsvm",) + NATIVE_SOLVERS
 
 
 class _SingleClassModel:
@@ -48,93 +50,6 @@ class _SingleClassModel:
 
     def predict(self, X):
         return np.full(X.shape[0], self.classes_[0])
-
-
-class _SMOClassifier:
-    """Local model trained by the native SMO (:mod:`cakernels._smo`).
-
-    Binary problems expose ``support_vectors_``, ``dual_coef_`` and
-    ``intercept_`` with :class:`sklearn.svm.SVC`'s meaning (positive decision
-    for ``classes_[1]``). More classes are solved one-vs-one, in SVC's pair
-    order; ``decision_function`` then returns the one-vs-one values (positive
-    for the first class of a pair) and ``predict`` votes as LIBSVM does.
-    """
-
-    def __init__(self, kernel_params, C, tol, max_iter, cache_size):
-        self.kernel_params = kernel_params
-        self.C = C
-        self.tol = tol
-        self.max_iter = max_iter
-        self.cache_size = cache_size
-
-    def _solve(self, X, y_pm, weight):
-        res = smo_fit(X, y_pm, self.C, sample_weight=weight, kernel=self.kernel_params["kernel"],
-                      gamma=self.kernel_params["gamma"], degree=self.kernel_params["degree"],
-                      coef0=self.kernel_params["coef0"], tol=self.tol,
-                      max_iter=self.max_iter, cache_size=self.cache_size)
-        sv = res["support"]
-        return (np.ascontiguousarray(X[sv]), (res["alpha"][sv] * y_pm[sv])[None, :],
-                np.array([res["intercept"]]), res["n_iter"], sv)
-
-    def fit(self, X, y, weight):
-        self.classes_ = np.unique(y)
-        k = self.classes_.size
-        pairs = [(i, j) for i in range(k) for j in range(i + 1, k)]
-        self.pairs_, self.models_, n_iter, support = pairs, [], [], set()
-        for i, j in pairs:
-            members = np.flatnonzero((y == self.classes_[i]) | (y == self.classes_[j]))
-            # +1 for the pair's second class: SVC's binary sign convention
-            y_pm = np.where(y[members] == self.classes_[j], 1.0, -1.0)
-            sv_X, coef, b, it, sv = self._solve(X[members], y_pm, weight[members])
-            self.models_.append((sv_X, coef, b))
-            n_iter.append(it)
-            support.update(members[sv].tolist())
-        self.n_iter_ = np.array(n_iter)
-        self.support_ = np.array(sorted(support), dtype=np.intp)
-        if k == 2:
-            self.support_vectors_, self.dual_coef_, self.intercept_ = self.models_[0]
-        return self
-
-    def decision_function(self, X):
-        """One-vs-one decision values, shape (n, n_pairs); (n,) for two classes."""
-        cols = [kernel_dot(X, sv_X, coef[0], **self.kernel_params) + b[0]
-                for sv_X, coef, b in self.models_]
-        dec = np.column_stack(cols)
-        # one-vs-one values are positive for the pair's first class
-        return dec[:, 0] if len(self.models_) == 1 else -dec
-
-    def predict(self, X):
-        dec = self.decision_function(X)
-        if dec.ndim == 1:
-            return self.classes_[(dec > 0).astype(int)]
-        votes = np.zeros((X.shape[0], self.classes_.size), dtype=np.int64)
-        for col, (i, j) in enumerate(self.pairs_):
-            first = dec[:, col] > 0
-            votes[first, i] += 1
-            votes[~first, j] += 1
-        return self.classes_[np.argmax(votes, axis=1)]  # ties: lowest class, as LIBSVM
-
-
-def _ovr_from_ovo(ovo, n_classes):
-    """One-vs-rest scores from one-vs-one decision values, as scikit-learn's SVC.
-
-    Votes plus confidences squashed into (-1/3, 1/3), so that the vote count
-    decides and the confidences only break ties.
-    """
-    n = ovo.shape[0]
-    votes = np.zeros((n, n_classes))
-    conf = np.zeros((n, n_classes))
-    k = 0
-    for i in range(n_classes):
-        for j in range(i + 1, n_classes):
-            d = ovo[:, k]
-            votes[:, i] += d > 0
-            votes[:, j] += d <= 0
-            conf[:, i] += d
-            conf[:, j] -= d
-            k += 1
-    scale = 3 * (np.abs(conf) + 1)
-    return votes + conf / scale
 
 
 class PartitionedSVC(ClassifierMixin, _PartitionedEstimator):
@@ -180,10 +95,14 @@ class PartitionedSVC(ClassifierMixin, _PartitionedEstimator):
         As in :class:`~sklearn.svm.SVC`: when True (multiclass only),
         ``predict`` returns the argmax of ``decision_function``; otherwise
         the one-vs-one vote of the local model.
-    solver : {'libsvm', 'smo'}, default='libsvm'
+    solver : {'libsvm', 'smo', 'asygcd', 'pscd'}, default='libsvm'
         Local solver: ``'libsvm'`` is scikit-learn's :class:`~sklearn.svm.SVC`;
-        ``'smo'`` is the native SMO of this package (LIBSVM's algorithm
-        without shrinking; dense input only; one-vs-one for more classes).
+        ``'smo'`` the native SMO of this package (LIBSVM's algorithm, the
+        dual with bias); ``'asygcd'`` the OpenMP asynchronous greedy
+        coordinate descent of chapter 4 and ``'pscd'`` its random-selection
+        variant (the dual *without* bias, so a different model). The native
+        solvers take dense input and solve more classes one-vs-one; Asy-GCD
+        uses ``cpu_count // workers`` threads inside every partition.
     backend : {'serial', 'threads'}, default='serial'
         How the independent partitions are run.
     n_jobs : int, default=None
@@ -314,10 +233,10 @@ class PartitionedSVC(ClassifierMixin, _PartitionedEstimator):
                 "The number of classes has to be greater than one; got "
                 f"{self.classes_.size} class"
             )
-        if self.solver == "smo" and sp.issparse(X):
+        if self.solver in NATIVE_SOLVERS and sp.issparse(X):
             raise ValueError(
-                "solver='smo' takes dense input in this version; sparse input is "
-                "supported by solver='libsvm'"
+                f"solver={self.solver!r} takes dense input in this version; sparse input "
+                "is supported by solver='libsvm'"
             )
         sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64,
                                              ensure_non_negative=True)
@@ -329,6 +248,9 @@ class PartitionedSVC(ClassifierMixin, _PartitionedEstimator):
             class_weight = dict(zip(self.classes_.tolist(), w.tolist()))
 
         groups, t_part = self._partition(X)
+        n_workers = min(effective_n_jobs(self.backend, self.n_jobs), len(groups))
+        n_threads = max(1, cpu_count() // n_workers)  # Asy-GCD threads per partition
+        seed = check_random_state(self.random_state).randint(np.iinfo(np.int32).max)
 
         def fit_one(idx):
             # samples with zero weight have C_i = 0 and so alpha_i = 0: they
@@ -344,12 +266,14 @@ class PartitionedSVC(ClassifierMixin, _PartitionedEstimator):
             if labels.size == 1:
                 return _SingleClassModel(labels[0]), 0, 0
             wp = sample_weight[idx]
-            if self.solver == "smo":
+            if self.solver in NATIVE_SOLVERS:
                 w = wp if class_weight is None else wp * np.array(
                     [class_weight[c] for c in yp.tolist()])
-                model = _SMOClassifier(
-                    {"kernel": self.kernel, "gamma": self.gamma_, "degree": self.degree,
-                     "coef0": self.coef0}, self.C, self.tol, self.max_iter, self.cache_size)
+                model = NativeKernelSVC(
+                    self.solver, {"kernel": self.kernel, "gamma": self.gamma_,
+                                  "degree": self.degree, "coef0": self.coef0},
+                    self.C, self.tol, self.max_iter, self.cache_size,
+                    n_threads=n_threads, random_state=seed)
                 model.fit(X[idx], yp, w)
                 return model, int(model.n_iter_.sum()), int(model.support_.size)
             cw = None if class_weight is None else {c: class_weight[c] for c in labels.tolist()}
@@ -366,7 +290,7 @@ class PartitionedSVC(ClassifierMixin, _PartitionedEstimator):
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = self.solver != "smo"
+        tags.input_tags.sparse = self.solver not in NATIVE_SOLVERS
         return tags
 
     # -------------------------------------------------------------- predict
@@ -415,7 +339,7 @@ class PartitionedSVC(ClassifierMixin, _PartitionedEstimator):
             # a binary SVC reports positive for classes_[1]; one-vs-one
             # values are positive for the first class of the pair
             dec = -dec
-        ovr = _ovr_from_ovo(dec.reshape(n, -1), k)
+        ovr = ovr_from_ovo(dec.reshape(n, -1), k)
         out = np.full((n, n_classes), -1.0)
         out[:, cls] = ovr
         return out
@@ -478,7 +402,7 @@ class CASVC(PartitionedSVC):
         Number of partitions P.
     C, kernel, degree, gamma, coef0, tol, cache_size, class_weight, max_iter, break_ties
         As in :class:`sklearn.svm.SVC` (see :class:`PartitionedSVC`).
-    solver : {'libsvm', 'smo'}, default='libsvm'
+    solver : {'libsvm', 'smo', 'asygcd', 'pscd'}, default='libsvm'
         Local solver (see :class:`PartitionedSVC`).
     backend : {'serial', 'threads'}, default='serial'
         How the independent partitions are run.
@@ -654,3 +578,174 @@ class CPSVC(CASVC):
     """
 
     _default_partitioner = "kmeans"
+
+
+class AsyGCDSVC(ClassifierMixin, BaseEstimator):
+    """Multi-core kernel SVM by asynchronous greedy coordinate descent (chapter 4).
+
+    Solves the SVM dual *without* bias term (eq. 4.9 of the reference),
+    ``min 0.5 a^T Q a - sum(a)`` subject to ``0 <= a_i <= C_i``, with the
+    native OpenMP solver of Algorithm 14: the variables are split into one
+    block per thread by K-means on a subsample (section 4.4), every thread
+    greedily updates the variable of its block with the largest projected
+    gradient and adds its contribution to the shared gradient atomically, and
+    every thread keeps its own LRU cache of kernel columns. With
+    ``selection='random'`` it is PSCD (asynchronous stochastic coordinate
+    descent, the chapter's baseline); with one thread and greedy selection it
+    is serial GCD (Algorithm 13).
+
+    Parameters
+    ----------
+    C : float, default=1.0
+        Regularisation parameter.
+    kernel : {'rbf', 'linear', 'poly', 'sigmoid'}, default='rbf'
+    degree : int, default=3
+    gamma : {'scale', 'auto'} or float, default='scale'
+        As in :class:`sklearn.svm.SVC`.
+    coef0 : float, default=0.0
+    tol : float, default=1e-3
+        Stop when the largest projected gradient is at most ``tol``.
+    max_iter : int, default=-1
+        Limit on the total number of coordinate updates of each binary
+        problem (-1: none); reaching it raises a ConvergenceWarning.
+    cache_size : float, default=200
+        Kernel-column cache in MB, split evenly between the threads.
+    class_weight : dict or 'balanced', default=None
+        Per-class multipliers of C.
+    multi_class : {'ovo', 'ovr'}, default='ovo'
+        One-vs-one or one-vs-rest for more than two classes.
+    n_threads : int, default=None
+        OpenMP threads (None: the OpenMP default, every core).
+    selection : {'greedy', 'random'}, default='greedy'
+        Asy-GCD or PSCD.
+    random_state : int, RandomState instance or None, default=None
+        Seed of the variable partitioning (and of PSCD's choices).
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+    gamma_ : float
+        The resolved kernel coefficient.
+    support_ : ndarray
+        Indices of the support vectors (over all binary problems).
+    n_iter_ : ndarray of shape (n_problems,)
+        Coordinate updates of every binary problem.
+    n_features_in_ : int
+
+    See Also
+    --------
+    sklearn.svm.SVC : the dual with bias, by LIBSVM.
+
+    Notes
+    -----
+    Without the bias term the decision function is ``sum_i a_i y_i K(x_i, x)``
+    (with an RBF kernel the constant is absorbed by the kernel's flexibility).
+    Results with several threads are not bitwise reproducible: the order of
+    the asynchronous updates varies from run to run, the objective reached
+    does not (up to ``tol``).
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_classification
+    >>> from cakernels import AsyGCDSVC
+    >>> X, y = make_classification(n_samples=300, random_state=0)
+    >>> clf = AsyGCDSVC(C=10, n_threads=2, random_state=0).fit(X, y)
+    >>> float(clf.score(X, y)) > 0.9
+    True
+    """
+
+    _parameter_constraints = {
+        "C": [Interval(numbers.Real, 0.0, None, closed="neither")],
+        "kernel": [StrOptions(set(KERNELS))],
+        "degree": [Interval(numbers.Integral, 0, None, closed="left")],
+        "gamma": [StrOptions({"scale", "auto"}), Interval(numbers.Real, 0.0, None, closed="left")],
+        "coef0": [Interval(numbers.Real, None, None, closed="neither")],
+        "tol": [Interval(numbers.Real, 0.0, None, closed="neither")],
+        "max_iter": [Interval(numbers.Integral, -1, None, closed="left")],
+        "cache_size": [Interval(numbers.Real, 0, None, closed="neither")],
+        "class_weight": [StrOptions({"balanced"}), dict, None],
+        "multi_class": [StrOptions({"ovo", "ovr"})],
+        "n_threads": [Interval(numbers.Integral, 1, None, closed="left"), None],
+        "selection": [StrOptions({"greedy", "random"})],
+        "random_state": ["random_state"],
+    }
+
+    def __init__(self, C=1.0, *, kernel="rbf", degree=3, gamma="scale", coef0=0.0, tol=1e-3,
+                 max_iter=-1, cache_size=200, class_weight=None, multi_class="ovo",
+                 n_threads=None, selection="greedy", random_state=None):
+        self.C = C
+        self.kernel = kernel
+        self.degree = degree
+        self.gamma = gamma
+        self.coef0 = coef0
+        self.tol = tol
+        self.max_iter = max_iter
+        self.cache_size = cache_size
+        self.class_weight = class_weight
+        self.multi_class = multi_class
+        self.n_threads = n_threads
+        self.selection = selection
+        self.random_state = random_state
+
+    def fit(self, X, y, sample_weight=None):
+        """Fit the SVM.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Dense training samples (copied to float64, never modified).
+        y : array-like of shape (n_samples,)
+            Class labels (two or more classes).
+        sample_weight : array-like of shape (n_samples,), default=None
+            Per-sample multipliers of C.
+
+        Returns
+        -------
+        self : object
+        """
+        self._validate_params()
+        X, y = validate_data(self, X, y, dtype=np.float64, order="C")
+        check_classification_targets(y)
+        self.classes_ = np.unique(y)
+        if self.classes_.size < 2:
+            raise ValueError(
+                "The number of classes has to be greater than one; got "
+                f"{self.classes_.size} class"
+            )
+        weight = _check_sample_weight(sample_weight, X, dtype=np.float64,
+                                      ensure_non_negative=True)
+        if self.class_weight is not None:
+            cw = compute_class_weight(self.class_weight, classes=self.classes_, y=y)
+            weight = weight * cw[np.searchsorted(self.classes_, y)]
+        keep = weight > 0
+        if not np.all(np.isin(self.classes_, y[keep])):
+            raise ValueError("every class needs a sample with positive weight")
+        self.gamma_ = resolve_gamma(self.gamma, X)
+        n_threads = self.n_threads or _native.max_threads()
+        seed = check_random_state(self.random_state).randint(np.iinfo(np.int32).max)
+        self.model_ = NativeKernelSVC(
+            "asygcd" if self.selection == "greedy" else "pscd",
+            {"kernel": self.kernel, "gamma": self.gamma_, "degree": self.degree,
+             "coef0": self.coef0},
+            self.C, self.tol, self.max_iter, self.cache_size, multi_class=self.multi_class,
+            n_threads=n_threads, random_state=seed,
+        ).fit(X[keep], y[keep], weight[keep])
+        self.support_ = np.flatnonzero(keep)[self.model_.support_]
+        self.n_iter_ = self.model_.n_iter_
+        return self
+
+    def decision_function(self, X):
+        """Decision values: (n_samples,) for two classes (positive means
+        ``classes_[1]``), else (n_samples, n_classes) one-vs-rest scores."""
+        check_is_fitted(self)
+        X = validate_data(self, X, dtype=np.float64, order="C", reset=False)
+        if self.classes_.size == 2:
+            return self.model_.decision_function(X)
+        return self.model_.ovr_decision(X)
+
+    def predict(self, X):
+        """Class labels (the argmax of :meth:`decision_function`)."""
+        dec = self.decision_function(X)
+        if dec.ndim == 1:
+            return self.classes_[(dec > 0).astype(int)]
+        return self.classes_[np.argmax(dec, axis=1)]

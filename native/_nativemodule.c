@@ -594,6 +594,295 @@ fail:
     return NULL;
 }
 
+/* 1 when a buffer format string denotes a native-endian signed integer
+ * (the caller checks itemsize == 8). */
+static int ck_format_is_int(const char *fmt)
+{
+    if (fmt == NULL)
+        return 0;
+    if (fmt[0] == '@' || fmt[0] == '=')
+        ++fmt;
+#if PY_BIG_ENDIAN
+    else if (fmt[0] == '>' || fmt[0] == '!')
+        ++fmt;
+#else
+    else if (fmt[0] == '<')
+        ++fmt;
+#endif
+    return (fmt[0] == 'q' || fmt[0] == 'l') && fmt[1] == '\0';
+}
+
+PyDoc_STRVAR(
+    asygcd_solve_doc,
+    "asygcd_solve(X, y, upper, block, alpha, kind, gamma, coef0, degree, "
+    "n_threads, greedy, seed, tol, max_iter, cache_size_mb)\n--\n\n"
+    "Solve the binary SVM dual WITHOUT bias by asynchronous greedy\n"
+    "coordinate descent (Asy-GCD), GIL released:\n"
+    "min 0.5 a^T Q a - sum(a)  s.t.  0 <= a <= upper,\n"
+    "Q_ij = y_i y_j K(x_i, x_j).\n\n"
+    "X: C-contiguous (n, d) float64; y: (n,) float64 of -1/+1; upper: (n,)\n"
+    "float64, > 0 and finite; block: C-contiguous (n,) int64, the block\n"
+    "(thread) of every variable, in [0, n_threads); alpha: writable (n,)\n"
+    "float64 in [0, upper], the warm start on input, the solution on\n"
+    "output.  kind: 0 linear, 1 rbf, 2 poly, 3 sigmoid.  n_threads >= 1.\n"
+    "greedy: True for Asy-GCD (largest projected gradient of the block),\n"
+    "False for PSCD (random coordinate of the block, seeded by seed).\n"
+    "Stops when max |projected gradient| <= tol, or after max_iter\n"
+    "coordinate updates in total (<= 0: no limit).  cache_size_mb: total\n"
+    "kernel column cache in MiB, split evenly between the threads (inf:\n"
+    "unlimited; each thread must hold one column, 8 * n bytes).\n\n"
+    "Returns (objective, n_updates, converged, grad) with grad = Q a - e\n"
+    "(exact; a 1-D float64 memoryview).  Decision function\n"
+    "f(x) = sum_i alpha_i y_i K(x_i, x).  With more than one thread the\n"
+    "results depend on timing.  Raises ValueError on\n"
+    "any invalid argument, MemoryError when out of memory.");
+
+static PyObject *py_asygcd_solve(PyObject *module, PyObject *args,
+                                 PyObject *kwargs)
+{
+    static char *kwlist[] = {"X",         "y",      "upper", "block",
+                             "alpha",     "kind",   "gamma", "coef0",
+                             "degree",    "n_threads", "greedy", "seed",
+                             "tol",       "max_iter", "cache_size_mb", NULL};
+    PyObject *x_obj, *y_obj, *u_obj, *b_obj, *a_obj, *grad_obj = NULL;
+    int kind, n_threads, greedy;
+    unsigned long long seed;
+    double gamma, coef0, degree, tol, cache_mb, objective = 0.0;
+    long long max_iter;
+    Py_buffer xv, yv, uv, bv, av, gv;
+    int held = 0; /* views held, in the order x, y, u, b, a */
+    Py_ssize_t n, d, i;
+    int64_t n_updates = 0;
+    int converged = 0;
+    ck_status status;
+    const double *yp, *up;
+    const int64_t *bp;
+
+    (void)module;
+    if (!PyArg_ParseTupleAndKeywords(
+            args, kwargs, "OOOOOidddipKdLd:asygcd_solve", kwlist, &x_obj,
+            &y_obj, &u_obj, &b_obj, &a_obj, &kind, &gamma, &coef0, &degree,
+            &n_threads, &greedy, &seed, &tol, &max_iter, &cache_mb))
+        return NULL;
+    if (kind < CK_KERNEL_LINEAR || kind > CK_KERNEL_SIGMOID)
+        return PyErr_Format(PyExc_ValueError,
+                            "unknown kernel kind %d (expected 0 linear, 1 rbf, "
+                            "2 poly, 3 sigmoid)",
+                            kind);
+    if (!isfinite(gamma) || !isfinite(coef0) || !isfinite(degree)) {
+        char msg[200];
+        PyOS_snprintf(msg, sizeof msg,
+                      "gamma, coef0 and degree must be finite "
+                      "(got %g, %g, %g)", gamma, coef0, degree);
+        PyErr_SetString(PyExc_ValueError, msg);
+        return NULL;
+    }
+    if (kind == CK_KERNEL_POLY && degree < 0.0) {
+        char msg[120];
+        PyOS_snprintf(msg, sizeof msg,
+                      "degree must be non-negative for the poly kernel, "
+                      "got %g", degree);
+        PyErr_SetString(PyExc_ValueError, msg);
+        return NULL;
+    }
+    if (!(tol > 0.0) || !isfinite(tol)) {
+        char msg[120];
+        PyOS_snprintf(msg, sizeof msg,
+                      "tol must be positive and finite, got %g", tol);
+        PyErr_SetString(PyExc_ValueError, msg);
+        return NULL;
+    }
+    if (!(cache_mb > 0.0)) {
+        char msg[120];
+        PyOS_snprintf(msg, sizeof msg,
+                      "cache_size_mb must be positive, got %g", cache_mb);
+        PyErr_SetString(PyExc_ValueError, msg);
+        return NULL;
+    }
+    if (n_threads < 1)
+        return PyErr_Format(PyExc_ValueError,
+                            "n_threads must be >= 1, got %d", n_threads);
+
+    /* ---- X: C-contiguous 2-D float64 ---- */
+    if (PyObject_GetBuffer(x_obj, &xv, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+        ck_reraise_as_value_error("X must be a C-contiguous 2-D float64 array");
+        return NULL;
+    }
+    held = 1;
+    if (xv.ndim != 2 || xv.itemsize != (Py_ssize_t)sizeof(double) ||
+        !ck_format_is_double(xv.format) || xv.shape == NULL) {
+        PyErr_Format(PyExc_ValueError,
+                     "X must be a C-contiguous 2-D float64 array "
+                     "(got ndim=%d, format '%s', itemsize %zd)",
+                     xv.ndim, xv.format ? xv.format : "B", xv.itemsize);
+        goto fail;
+    }
+    n = xv.shape[0];
+    d = xv.shape[1];
+    if (n < 1) {
+        PyErr_SetString(PyExc_ValueError, "X must have at least one row");
+        goto fail;
+    }
+    if (ck_get_vector(y_obj, &yv, n, 0, "y") < 0)
+        goto fail;
+    held = 2;
+    if (ck_get_vector(u_obj, &uv, n, 0, "upper") < 0)
+        goto fail;
+    held = 3;
+    /* ---- block: C-contiguous 1-D int64 ---- */
+    if (PyObject_GetBuffer(b_obj, &bv, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+        ck_reraise_as_value_error(
+            "block must be a C-contiguous 1-D int64 array");
+        goto fail;
+    }
+    held = 4;
+    if (bv.ndim != 1 || bv.itemsize != 8 || !ck_format_is_int(bv.format) ||
+        bv.shape == NULL) {
+        PyErr_Format(PyExc_ValueError,
+                     "block must be a 1-D int64 array (got ndim=%d, "
+                     "format '%s', itemsize %zd)",
+                     bv.ndim, bv.format ? bv.format : "B", bv.itemsize);
+        goto fail;
+    }
+    if (bv.shape[0] != n) {
+        PyErr_Format(PyExc_ValueError,
+                     "block has %zd elements but X has %zd rows", bv.shape[0],
+                     n);
+        goto fail;
+    }
+    if (ck_get_vector(a_obj, &av, n, 1, "alpha") < 0)
+        goto fail;
+    held = 5;
+    if (ck_ranges_overlap(av.buf, av.len, xv.buf, xv.len) ||
+        ck_ranges_overlap(av.buf, av.len, yv.buf, yv.len) ||
+        ck_ranges_overlap(av.buf, av.len, uv.buf, uv.len) ||
+        ck_ranges_overlap(av.buf, av.len, bv.buf, bv.len)) {
+        PyErr_SetString(PyExc_ValueError,
+                        "alpha must not share memory with X, y, upper or "
+                        "block");
+        goto fail;
+    }
+    {
+        const double *xp = (const double *)xv.buf;
+        const Py_ssize_t nd = n * d;
+        for (i = 0; i < nd; ++i) {
+            if (!isfinite(xp[i])) {
+                PyErr_SetString(PyExc_ValueError,
+                                "X must not contain NaN or infinity");
+                goto fail;
+            }
+        }
+    }
+    yp = (const double *)yv.buf;
+    up = (const double *)uv.buf;
+    bp = (const int64_t *)bv.buf;
+    {
+        const double *ap = (const double *)av.buf;
+        for (i = 0; i < n; ++i) {
+            if (yp[i] != 1.0 && yp[i] != -1.0) {
+                char msg[120];
+                PyOS_snprintf(msg, sizeof msg,
+                              "y must contain only -1 and +1 (y[%zd] = %g)",
+                              i, yp[i]);
+                PyErr_SetString(PyExc_ValueError, msg);
+                goto fail;
+            }
+            if (!(up[i] > 0.0) || !isfinite(up[i])) {
+                char msg[160];
+                PyOS_snprintf(msg, sizeof msg,
+                              "upper bounds must be positive and finite "
+                              "(upper[%zd] = %g)", i, up[i]);
+                PyErr_SetString(PyExc_ValueError, msg);
+                goto fail;
+            }
+            if (bp[i] < 0 || bp[i] >= n_threads) {
+                PyErr_Format(PyExc_ValueError,
+                             "block ids must be in [0, n_threads=%d) "
+                             "(block[%zd] = %lld)",
+                             n_threads, i, (long long)bp[i]);
+                goto fail;
+            }
+            if (!isfinite(ap[i]) || ap[i] < -1e-8 * up[i] ||
+                ap[i] > up[i] + 1e-8 * up[i]) {
+                char msg[200];
+                PyOS_snprintf(msg, sizeof msg,
+                              "warm start alpha must lie in [0, upper] "
+                              "(alpha[%zd] = %g, upper = %g)",
+                              i, ap[i], up[i]);
+                PyErr_SetString(PyExc_ValueError, msg);
+                goto fail;
+            }
+        }
+    }
+    if (cache_mb * 1048576.0 / (double)n_threads <
+        (double)n * (double)sizeof(double)) {
+        char msg[240];
+        PyOS_snprintf(msg, sizeof msg,
+                      "cache_size_mb=%g is too small: every one of the %d "
+                      "threads must hold at least one kernel column of %zd "
+                      "float64 values (%.6g MB in total)",
+                      cache_mb, n_threads, n,
+                      (double)n_threads * (double)n * (double)sizeof(double) /
+                          1048576.0);
+        PyErr_SetString(PyExc_ValueError, msg);
+        goto fail;
+    }
+
+    grad_obj = PyByteArray_FromStringAndSize(NULL,
+                                             n * (Py_ssize_t)sizeof(double));
+    if (grad_obj == NULL)
+        goto fail;
+    if (PyObject_GetBuffer(grad_obj, &gv, PyBUF_WRITABLE) < 0)
+        goto fail;
+
+    Py_BEGIN_ALLOW_THREADS
+    status = ck_asygcd_solve(
+        (const double *)xv.buf, (int64_t)n, (int64_t)d, yp, up, kind, gamma,
+        coef0, degree, bp, n_threads, greedy, (uint64_t)seed, tol,
+        (int64_t)max_iter, cache_mb * 1048576.0, (double *)av.buf,
+        (double *)gv.buf, &objective, &n_updates, &converged);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&gv);
+
+    if (status != CK_OK) {
+        ck_raise_status(status, "asygcd_solve");
+        goto fail;
+    }
+    PyBuffer_Release(&av);
+    PyBuffer_Release(&bv);
+    PyBuffer_Release(&uv);
+    PyBuffer_Release(&yv);
+    PyBuffer_Release(&xv);
+    {
+        /* grad as a 1-D float64 memoryview (np.asarray gives an array) */
+        PyObject *mv = PyMemoryView_FromObject(grad_obj), *cast, *res;
+        Py_DECREF(grad_obj);
+        if (mv == NULL)
+            return NULL;
+        cast = PyObject_CallMethod(mv, "cast", "s", "d");
+        Py_DECREF(mv);
+        if (cast == NULL)
+            return NULL;
+        res = Py_BuildValue("dLOO", objective, (long long)n_updates,
+                            converged ? Py_True : Py_False, cast);
+        Py_DECREF(cast);
+        return res;
+    }
+
+fail:
+    Py_XDECREF(grad_obj);
+    if (held >= 5)
+        PyBuffer_Release(&av);
+    if (held >= 4)
+        PyBuffer_Release(&bv);
+    if (held >= 3)
+        PyBuffer_Release(&uv);
+    if (held >= 2)
+        PyBuffer_Release(&yv);
+    PyBuffer_Release(&xv);
+    return NULL;
+}
+
 static PyMethodDef ck_methods[] = {
     {"cholesky_inplace", (PyCFunction)py_cholesky_inplace, METH_VARARGS,
      cholesky_inplace_doc},
@@ -605,6 +894,8 @@ static PyMethodDef ck_methods[] = {
      METH_VARARGS | METH_KEYWORDS, kernel_from_gram_doc},
     {"smo_solve", (PyCFunction)(void (*)(void))py_smo_solve,
      METH_VARARGS | METH_KEYWORDS, smo_solve_doc},
+    {"asygcd_solve", (PyCFunction)(void (*)(void))py_asygcd_solve,
+     METH_VARARGS | METH_KEYWORDS, asygcd_solve_doc},
     {NULL, NULL, 0, NULL}};
 
 static int ck_exec(PyObject *module)

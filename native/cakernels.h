@@ -140,8 +140,8 @@ ck_status ck_cholesky(ck_dpotrf_fn potrf, double *A, int64_t n, int64_t lda,
  * Solve   min_a 0.5 a^T Q a - e^T a   s.t.  y^T a = 0,  0 <= a_i <= upper[i],
  * with Q_ij = y_i y_j K(x_i, x_j), by LIBSVM's SMO (Fan, Chen & Lin 2005):
  * second-order working-set selection (WSS2, tau = 1e-12 for non-PD
- * kernels), analytic two-variable steps, full gradient kept up to date,
- * no shrinking.
+ * kernels), analytic two-variable steps, shrinking with gradient
+ * reconstruction (LIBSVM's do_shrinking), single-threaded.
  *
  * X: n x d dense row-major (ld = d); y[i] in {-1, +1}; upper[i] > 0 finite
  * (C times class and sample weights).  The kernel `kind`, gamma, coef0 and
@@ -173,6 +173,59 @@ ck_status ck_smo_solve(const double *X, int64_t n, int64_t d, const double *y,
                        int64_t max_iter, double cache_bytes, double *alpha,
                        double *rho, double *objective, int64_t *n_iter,
                        int *converged);
+
+/* ------------------------------------------------------------------------
+ * Asy-GCD for the binary SVM dual without bias (ck_asygcd.c).
+ * ------------------------------------------------------------------------ */
+
+/*
+ * Solve   min_a 0.5 a^T Q a - e^T a   s.t.  0 <= a_i <= upper[i]
+ * (no equality constraint; decision f(x) = sum_i a_i y_i K(x_i, x)), with
+ * Q_ij = y_i y_j K(x_i, x_j), by asynchronous greedy coordinate descent
+ * (thesis ch. 4, Algorithm 14; Algorithm 13 with one thread).
+ *
+ * X, y, upper, kind, gamma, coef0, degree: as for ck_smo_solve.
+ * block[i] in [0, T) is the block of variable i, T = n_threads (<= 0: the
+ * OpenMP default).  OpenMP thread t owns block t (blocks t, t + team, ...
+ * when the team is smaller; without OpenMP one thread visits all blocks in
+ * turn) and repeatedly picks in it the variable with the largest |projected
+ * gradient| (greedy != 0) or a uniformly random one (greedy == 0: PSCD,
+ * xorshift64* seeded from seed + block), takes the one-variable Newton step
+ * clip(a_i - g_i / Q_ii, 0, upper[i]) - a_i (Q_ii <= 0 replaced by 1e-12)
+ * and adds delta * Q[:, i] to the shared gradient with atomic updates.
+ * Every block has its own LRU column cache, one contiguous allocation of at
+ * most cache_bytes / T bytes (+inf: unlimited; less than one column,
+ * 8 n bytes, is CK_ERR_ARG).
+ *
+ * alpha: in, a warm start in the box (entries within 1e-8 * upper[i]
+ * outside are clipped, anything else is CK_ERR_ARG); out, the solution.
+ * Stops when max_i |projected gradient_i| <= tol (checked on the shared
+ * gradient every |block| updates of a thread, then confirmed on an exactly
+ * recomputed gradient; if the confirmation fails another asynchronous phase
+ * runs, at most 16 phases), *converged = 1; or after max_iter coordinate
+ * steps in total (max_iter <= 0: no limit), *converged = 0 -- not an error.
+ * Outputs: grad (n values, exact Q a - e at the returned alpha),
+ * *objective (0.5 a^T Q a - e^T a), *n_updates (coordinate steps taken;
+ * only variables with |projected gradient| > tol are stepped, so random
+ * picks of variables already within tol are skipped and not counted).
+ * The in-flight stop test only trusts a scan during which no update was
+ * in progress.  With T > 1 the result depends on thread timing (not
+ * bit-reproducible).  On error alpha and the outputs
+ * are unspecified (alpha untouched for argument errors).
+ *
+ * Returns CK_ERR_ARG for NULL pointers, n < 1, d < 0, bad labels, bounds or
+ * block ids, non-finite parameters or kernel diagonal, tol <= 0, a too
+ * small cache or a bad warm start; CK_ERR_UNKNOWN_KERNEL; CK_ERR_NOMEM.
+ * All memory is freed.
+ */
+ck_status ck_asygcd_solve(const double *X, int64_t n, int64_t d,
+                          const double *y, const double *upper, int kind,
+                          double gamma, double coef0, double degree,
+                          const int64_t *block, int n_threads, int greedy,
+                          uint64_t seed, double tol, int64_t max_iter,
+                          double cache_bytes, double *alpha, double *grad,
+                          double *objective, int64_t *n_updates,
+                          int *converged);
 
 #ifdef __cplusplus
 }

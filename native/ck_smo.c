@@ -1,18 +1,28 @@
 /*
  * ck_smo.c -- SMO solver for the binary SVM dual with bias (C-SVC).
  *
- * Plain C99 (+ optional OpenMP for the kernel columns); no Python.h.  See
+ * Plain C99, single-threaded (one solver per partition); no Python.h.  See
  * cakernels.h for the contract.  The algorithm is LIBSVM's Solver (Fan, Chen
- * and Lin, JMLR 2005) without shrinking:
+ * and Lin, JMLR 2005), shrinking always on:
  *   - second-order working-set selection ("WSS2") with tau = 1e-12 for
  *     non-positive-definite kernels;
  *   - the two-variable sub-problem solved analytically and clipped to the
  *     box [0, C_i] x [0, C_j] along the line y^T alpha = const;
- *   - the full gradient G = Q alpha - e kept up to date (two kernel columns
- *     per iteration);
+ *   - shrinking as LIBSVM's do_shrinking / be_shrunk: every min(n, 1000)
+ *     iterations the bounded variables that cannot enter a violating pair
+ *     are moved out of the active set (kept as a prefix by a permutation of
+ *     the variables, as LIBSVM's swap_index); the gradient G = Q alpha - e
+ *     is kept up to date on the active set only (two kernel columns per
+ *     iteration), and G_bar (the part of G due to variables at their upper
+ *     bound) on all variables, so the inactive part of G can be rebuilt
+ *     (reconstruct_gradient).  When the gap first falls below 10 tol all
+ *     variables are brought back once; the final stopping test, and the
+ *     rho and objective, always use the whole reconstructed gradient;
  *   - kernel columns computed on demand (dot products here, the kernel
  *     transform by ck_kernel_from_gram so the values match the rest of the
- *     package bit for bit) and kept in an LRU cache under a byte budget;
+ *     package bit for bit), only over the active part when shrunk, and kept
+ *     in an LRU cache under a byte budget (a column is extended in place
+ *     when a longer part is needed);
  *   - rho as in LIBSVM's calculate_rho (mean of y_i G_i over free vectors,
  *     else the midpoint of the feasible interval).
  */
@@ -23,25 +33,23 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #define CK_SMO_TAU 1e-12
 
-/* Dot products of one column: below this many multiply-adds the calling
- * thread does the work alone. */
-#define CK_SMO_PARALLEL_MIN_FLOPS ((int64_t)262144)
 
 /* ======================================================================== */
-/* LRU cache of Q columns                                                   */
+/* LRU cache of Q columns (LIBSVM's Cache, with fixed-size slots)           */
 /* ======================================================================== */
 /* Q_ij = y_i y_j K(x_i, x_j) is symmetric, so column j is also row j.      */
+/* Indices are positions in the solver's permutation (the active set is the */
+/* prefix [0, active)); a cached column holds its first slot_len entries    */
+/* and is extended on demand, so columns fetched while variables are        */
+/* shrunk only cost the active part.                                        */
 
 typedef struct {
-    const double *X;
-    const double *y;
-    const double *sqnorm; /* |x_i|^2 (RBF only, else NULL) */
+    const double *const *xrow; /* position -> row of X (permuted)          */
+    const double *y;           /* permuted labels                          */
+    const double *sqnorm;      /* permuted |x_i|^2 (RBF only, else NULL)   */
     int64_t n, d;
     int kind;
     double gamma, coef0, degree;
@@ -50,6 +58,7 @@ typedef struct {
     int64_t n_alloc;   /* slots allocated so far (<= capacity)          */
     double **slot;     /* slot -> column data (n doubles)               */
     int64_t *slot_col; /* slot -> column index, -1 when free            */
+    int64_t *slot_len; /* slot -> number of valid leading entries       */
     int64_t *col_slot; /* column -> slot, -1 when not cached            */
     int64_t *prev, *next; /* doubly linked LRU list over slots          */
     int64_t head, tail;   /* head: most recently used; tail: least      */
@@ -64,11 +73,12 @@ static void ck_qcache_free(ck_qcache *c)
     }
     free(c->slot);
     free(c->slot_col);
+    free(c->slot_len);
     free(c->col_slot);
     free(c->prev);
     free(c->next);
     c->slot = NULL;
-    c->slot_col = c->col_slot = c->prev = c->next = NULL;
+    c->slot_col = c->slot_len = c->col_slot = c->prev = c->next = NULL;
 }
 
 static ck_status ck_qcache_init(ck_qcache *c, int64_t capacity)
@@ -79,11 +89,12 @@ static ck_status ck_qcache_init(ck_qcache *c, int64_t capacity)
     c->head = c->tail = -1;
     c->slot = (double **)calloc((size_t)capacity, sizeof(double *));
     c->slot_col = (int64_t *)malloc((size_t)capacity * sizeof(int64_t));
+    c->slot_len = (int64_t *)calloc((size_t)capacity, sizeof(int64_t));
     c->prev = (int64_t *)malloc((size_t)capacity * sizeof(int64_t));
     c->next = (int64_t *)malloc((size_t)capacity * sizeof(int64_t));
     c->col_slot = (int64_t *)malloc((size_t)c->n * sizeof(int64_t));
-    if (c->slot == NULL || c->slot_col == NULL || c->prev == NULL ||
-        c->next == NULL || c->col_slot == NULL) {
+    if (c->slot == NULL || c->slot_col == NULL || c->slot_len == NULL ||
+        c->prev == NULL || c->next == NULL || c->col_slot == NULL) {
         ck_qcache_free(c);
         return CK_ERR_NOMEM;
     }
@@ -117,48 +128,96 @@ static void ck_lru_push_front(ck_qcache *c, int64_t s)
         c->tail = s;
 }
 
-/* Fill `col` with Q[:, i]. */
-static ck_status ck_qcache_compute(const ck_qcache *c, int64_t i, double *col)
+static void ck_lru_push_back(ck_qcache *c, int64_t s)
 {
-    const int64_t n = c->n, d = c->d;
-    const double *xi = c->X + i * d;
+    c->next[s] = -1;
+    c->prev[s] = c->tail;
+    if (c->tail >= 0)
+        c->next[c->tail] = s;
+    c->tail = s;
+    if (c->head < 0)
+        c->head = s;
+}
+
+/* Fill col[start .. len) with Q[start .. len, i]. */
+static ck_status ck_qcache_compute(const ck_qcache *c, int64_t i, double *col,
+                                   int64_t start, int64_t len)
+{
+    const int64_t d = c->d;
+    const double *xi = c->xrow[i];
+    const double *const *xrow = c->xrow;
+    const double *y = c->y;
     const double yi = c->y[i];
     int64_t j;
     ck_status st;
-#ifdef _OPENMP
-    const int use_threads = n * d >= CK_SMO_PARALLEL_MIN_FLOPS;
-#pragma omp parallel for schedule(static) if (use_threads)
-#endif
-    for (j = 0; j < n; ++j) {
-        const double *xj = c->X + j * d;
-        double s = 0.0;
+    const int64_t n_blocks = (len - start + 3) / 4;
+    int64_t b;
+    /* single-threaded on purpose: a parallel region per column (two per
+     * iteration) cost more than it saved, and with the 'threads' backend it
+     * oversubscribed the cores (2-thread columns were 4-8x slower) */
+    for (b = 0; b < n_blocks; ++b) {
+        /* four rows at a time: four independent dependency chains, each
+         * summed in the order k = 0 .. d-1 (the values do not depend on
+         * the blocking) */
+        const int64_t j0 = start + 4 * b;
         int64_t k;
-        for (k = 0; k < d; ++k)
-            s += xi[k] * xj[k];
-        col[j] = s;
+        if (j0 + 4 <= len) {
+            const double *x0 = xrow[j0], *x1 = xrow[j0 + 1];
+            const double *x2 = xrow[j0 + 2], *x3 = xrow[j0 + 3];
+            double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+            for (k = 0; k < d; ++k) {
+                const double v = xi[k];
+                s0 += v * x0[k];
+                s1 += v * x1[k];
+                s2 += v * x2[k];
+                s3 += v * x3[k];
+            }
+            col[j0] = s0;
+            col[j0 + 1] = s1;
+            col[j0 + 2] = s2;
+            col[j0 + 3] = s3;
+        } else {
+            int64_t jr;
+            for (jr = j0; jr < len; ++jr) {
+                const double *xj = xrow[jr];
+                double s = 0.0;
+                for (k = 0; k < d; ++k)
+                    s += xi[k] * xj[k];
+                col[jr] = s;
+            }
+        }
     }
-    st = ck_kernel_from_gram(col, 1, n, n,
+    st = ck_kernel_from_gram(col + start, 1, len - start, len - start,
                              c->sqnorm != NULL ? c->sqnorm + i : NULL,
-                             c->sqnorm, c->kind, c->gamma, c->coef0,
-                             c->degree, 0);
+                             c->sqnorm != NULL ? c->sqnorm + start : NULL,
+                             c->kind, c->gamma, c->coef0, c->degree, 1);
     if (st != CK_OK)
         return st;
-    for (j = 0; j < n; ++j)
-        col[j] *= yi * c->y[j];
+    for (j = start; j < len; ++j)
+        col[j] *= yi * y[j];
     return CK_OK;
 }
 
-/* Column i of Q, from the cache or computed (evicting the least recently
- * used column when the cache is full).  The returned pointer stays valid
- * until the next call that has to evict; with capacity >= 2 the column
- * returned by the previous call is never the one evicted. */
-static ck_status ck_qcache_get(ck_qcache *c, int64_t i, const double **out)
+/* The first len entries of column i of Q, from the cache or computed
+ * (evicting the least recently used column when the cache is full).  The
+ * returned pointer stays valid until the next call that has to evict or the
+ * next ck_qcache_apply_swaps; with capacity >= 2 the column returned by the
+ * previous call is never the one evicted, and a hit (also one that extends
+ * the column) evicts nothing. */
+static ck_status ck_qcache_get(ck_qcache *c, int64_t i, int64_t len,
+                               const double **out)
 {
     int64_t s = c->col_slot[i];
     ck_status st;
     if (s >= 0) {
         ck_lru_unlink(c, s);
         ck_lru_push_front(c, s);
+        if (c->slot_len[s] < len) {
+            st = ck_qcache_compute(c, i, c->slot[s], c->slot_len[s], len);
+            if (st != CK_OK)
+                return st;
+            c->slot_len[s] = len;
+        }
         *out = c->slot[s];
         return CK_OK;
     }
@@ -182,18 +241,66 @@ static ck_status ck_qcache_get(ck_qcache *c, int64_t i, const double **out)
         if (c->slot_col[s] >= 0)
             c->col_slot[c->slot_col[s]] = -1;
         c->slot_col[s] = -1;
+        c->slot_len[s] = 0;
     }
-    st = ck_qcache_compute(c, i, c->slot[s]);
+    st = ck_qcache_compute(c, i, c->slot[s], 0, len);
     if (st != CK_OK) {
-        /* leave the slot free (unlinked slots are re-linked on reuse) */
-        ck_lru_push_front(c, s);
+        /* leave the slot free, least recently used */
+        ck_lru_push_back(c, s);
         return st;
     }
     c->slot_col[s] = i;
+    c->slot_len[s] = len;
     c->col_slot[i] = s;
     ck_lru_push_front(c, s);
     *out = c->slot[s];
     return CK_OK;
+}
+
+/* Positions a and b exchange their variables: relabel the cached columns
+ * (their entries are permuted later, in one pass per column, by
+ * ck_qcache_apply_swaps). */
+static void ck_qcache_swap_labels(ck_qcache *c, int64_t a, int64_t b)
+{
+    const int64_t sa = c->col_slot[a], sb = c->col_slot[b];
+    c->col_slot[a] = sb;
+    c->col_slot[b] = sa;
+    if (sa >= 0)
+        c->slot_col[sa] = b;
+    if (sb >= 0)
+        c->slot_col[sb] = a;
+}
+
+/* Apply the transpositions pairs[2p] < pairs[2p + 1] (in order) to the
+ * entries of every cached column, as LIBSVM's Cache::swap_index does one at
+ * a time: a column that holds only one of the two entries is dropped. */
+static void ck_qcache_apply_swaps(ck_qcache *c, const int64_t *pairs,
+                                  int64_t n_pairs)
+{
+    int64_t s, p;
+    for (s = 0; s < c->n_alloc; ++s) {
+        double *data = c->slot[s];
+        const int64_t len = c->slot_len[s];
+        if (c->slot_col[s] < 0)
+            continue;
+        for (p = 0; p < n_pairs; ++p) {
+            const int64_t a = pairs[2 * p], b = pairs[2 * p + 1];
+            if (len > a) {
+                if (len > b) {
+                    const double t = data[a];
+                    data[a] = data[b];
+                    data[b] = t;
+                } else { /* give up this column */
+                    c->col_slot[c->slot_col[s]] = -1;
+                    c->slot_col[s] = -1;
+                    c->slot_len[s] = 0;
+                    ck_lru_unlink(c, s);
+                    ck_lru_push_back(c, s);
+                    break;
+                }
+            }
+        }
+    }
 }
 
 /* ======================================================================== */
@@ -239,6 +346,258 @@ static ck_status ck_smo_project(int64_t n, const double *y,
     return CK_OK;
 }
 
+/* State of one solve, in the solver's permutation: position k holds the
+ * original variable perm[k]; [0, active) is the active set. */
+typedef struct {
+    int64_t n, active;
+    double tol;
+    double *y, *upper, *alpha, *G, *G_bar, *QD, *sq;
+    int64_t *perm;
+    const double **xrow;
+    int64_t *pairs, n_pairs; /* transpositions of the current shrinking */
+    ck_qcache cache;
+} ck_smo_state;
+
+#define CK_SWAP(T, a, b) do { T ck_t_ = (a); (a) = (b); (b) = ck_t_; } while (0)
+
+static void ck_smo_swap(ck_smo_state *s, int64_t a, int64_t b)
+{
+    if (a == b)
+        return;
+    CK_SWAP(double, s->y[a], s->y[b]);
+    CK_SWAP(double, s->upper[a], s->upper[b]);
+    CK_SWAP(double, s->alpha[a], s->alpha[b]);
+    CK_SWAP(double, s->G[a], s->G[b]);
+    CK_SWAP(double, s->G_bar[a], s->G_bar[b]);
+    CK_SWAP(double, s->QD[a], s->QD[b]);
+    CK_SWAP(double, s->sq[a], s->sq[b]);
+    CK_SWAP(int64_t, s->perm[a], s->perm[b]);
+    CK_SWAP(const double *, s->xrow[a], s->xrow[b]);
+    ck_qcache_swap_labels(&s->cache, a, b);
+    s->pairs[2 * s->n_pairs] = a < b ? a : b;
+    s->pairs[2 * s->n_pairs + 1] = a < b ? b : a;
+    ++s->n_pairs;
+}
+
+static int ck_is_upper(const ck_smo_state *s, int64_t i)
+{
+    return s->alpha[i] >= s->upper[i];
+}
+
+static int ck_is_lower(const ck_smo_state *s, int64_t i)
+{
+    return s->alpha[i] <= 0.0;
+}
+
+/* y += a * x over [lo, hi) */
+static void ck_axpy(int64_t lo, int64_t hi, double a,
+                    const double *restrict x, double *restrict y)
+{
+    int64_t k;
+    for (k = lo; k < hi; ++k)
+        y[k] += a * x[k];
+}
+
+/* G[0 .. m) += Qi * dai + Qj * daj */
+static void ck_grad_update(int64_t m, const double *restrict Qi, double dai,
+                           const double *restrict Qj, double daj,
+                           double *restrict G)
+{
+    int64_t k;
+    for (k = 0; k < m; ++k)
+        G[k] += Qi[k] * dai + Qj[k] * daj;
+}
+
+/* LIBSVM's reconstruct_gradient: the inactive part of G from G_bar and the
+ * free variables (all of which are active). */
+static ck_status ck_smo_reconstruct(ck_smo_state *s)
+{
+    const int64_t n = s->n, active = s->active;
+    int64_t i, j, nr_free = 0;
+    ck_status st;
+    if (active == n)
+        return CK_OK;
+    for (j = active; j < n; ++j)
+        s->G[j] = s->G_bar[j] - 1.0;
+    for (j = 0; j < active; ++j)
+        if (!ck_is_upper(s, j) && !ck_is_lower(s, j))
+            ++nr_free;
+    if ((double)nr_free * (double)n >
+        2.0 * (double)active * (double)(n - active)) {
+        for (i = active; i < n; ++i) {
+            const double *Qi;
+            double g = 0.0;
+            st = ck_qcache_get(&s->cache, i, active, &Qi);
+            if (st != CK_OK)
+                return st;
+            for (j = 0; j < active; ++j)
+                if (!ck_is_upper(s, j) && !ck_is_lower(s, j))
+                    g += s->alpha[j] * Qi[j];
+            s->G[i] += g;
+        }
+    } else {
+        for (i = 0; i < active; ++i) {
+            if (!ck_is_upper(s, i) && !ck_is_lower(s, i)) {
+                const double *Qi;
+                st = ck_qcache_get(&s->cache, i, n, &Qi);
+                if (st != CK_OK)
+                    return st;
+                ck_axpy(active, n, s->alpha[i], Qi, s->G);
+            }
+        }
+    }
+    return CK_OK;
+}
+
+static int ck_be_shrunk(const ck_smo_state *s, int64_t i, double Gmax1,
+                        double Gmax2)
+{
+    if (ck_is_upper(s, i)) {
+        if (s->y[i] > 0.0)
+            return -s->G[i] > Gmax1;
+        return -s->G[i] > Gmax2;
+    }
+    if (ck_is_lower(s, i)) {
+        if (s->y[i] > 0.0)
+            return s->G[i] > Gmax2;
+        return s->G[i] > Gmax1;
+    }
+    return 0;
+}
+
+/* LIBSVM's do_shrinking (with its one-time unshrinking when the gap first
+ * falls below 10 tol). */
+static ck_status ck_smo_shrink(ck_smo_state *s, int *unshrunk)
+{
+    double Gmax1 = -INFINITY; /* max { -y_i G_i | i in I_up } */
+    double Gmax2 = -INFINITY; /* max {  y_i G_i | i in I_low } */
+    int64_t i;
+    ck_status st;
+    for (i = 0; i < s->active; ++i) {
+        const double g = s->G[i];
+        if (s->y[i] > 0.0) {
+            if (!ck_is_upper(s, i) && -g >= Gmax1)
+                Gmax1 = -g;
+            if (!ck_is_lower(s, i) && g >= Gmax2)
+                Gmax2 = g;
+        } else {
+            if (!ck_is_upper(s, i) && -g >= Gmax2)
+                Gmax2 = -g;
+            if (!ck_is_lower(s, i) && g >= Gmax1)
+                Gmax1 = g;
+        }
+    }
+    if (!*unshrunk && Gmax1 + Gmax2 <= 10.0 * s->tol) {
+        *unshrunk = 1;
+        st = ck_smo_reconstruct(s);
+        if (st != CK_OK)
+            return st;
+        s->active = s->n;
+    }
+    s->n_pairs = 0;
+    for (i = 0; i < s->active; ++i) {
+        if (ck_be_shrunk(s, i, Gmax1, Gmax2)) {
+            --s->active;
+            while (s->active > i) {
+                if (!ck_be_shrunk(s, s->active, Gmax1, Gmax2)) {
+                    ck_smo_swap(s, i, s->active);
+                    break;
+                }
+                --s->active;
+            }
+        }
+    }
+    ck_qcache_apply_swaps(&s->cache, s->pairs, s->n_pairs);
+    s->n_pairs = 0;
+    return CK_OK;
+}
+
+/* WSS2 over the active set.  Returns 1 when optimal there (gap <= tol or
+ * no admissible pair), else 0 with the pair in *out_i, *out_j. */
+static ck_status ck_smo_select(ck_smo_state *s, int64_t *out_i,
+                               int64_t *out_j, int *optimal)
+{
+    const int64_t m = s->active;
+    const double *restrict y = s->y;
+    const double *restrict G = s->G;
+    const double *restrict alpha = s->alpha;
+    const double *restrict upper = s->upper;
+    const double *restrict QD = s->QD;
+    double Gmax = -INFINITY, Gmax2 = -INFINITY, obj_diff_min = INFINITY;
+    int64_t i, j, ii = -1, jj = -1;
+    const double *Qi = NULL;
+    ck_status st;
+
+    /* i maximises -y_t G_t over I_up */
+    for (i = 0; i < m; ++i) {
+        if (y[i] > 0.0) {
+            if (alpha[i] < upper[i] && -G[i] >= Gmax) {
+                Gmax = -G[i];
+                ii = i;
+            }
+        } else {
+            if (alpha[i] > 0.0 && G[i] >= Gmax) {
+                Gmax = G[i];
+                ii = i;
+            }
+        }
+    }
+    if (ii >= 0) {
+        st = ck_qcache_get(&s->cache, ii, m, &Qi);
+        if (st != CK_OK)
+            return st;
+    }
+    /* j: largest decrease of the objective among violating I_low */
+    {
+        const double QDi = ii >= 0 ? QD[ii] : 0.0;
+        const double two_yi = ii >= 0 ? 2.0 * y[ii] : 0.0;
+        for (j = 0; j < m; ++j) {
+            double grad_diff, quad_coef;
+            if (y[j] > 0.0) {
+                if (!(alpha[j] > 0.0))
+                    continue;
+                if (G[j] >= Gmax2)
+                    Gmax2 = G[j];
+                if (ii < 0)
+                    continue;
+                grad_diff = Gmax + G[j];
+                if (grad_diff > 0.0) {
+                    double obj_diff;
+                    quad_coef = QDi + QD[j] - two_yi * Qi[j];
+                    obj_diff = -(grad_diff * grad_diff) /
+                               (quad_coef > 0.0 ? quad_coef : CK_SMO_TAU);
+                    if (obj_diff <= obj_diff_min) {
+                        jj = j;
+                        obj_diff_min = obj_diff;
+                    }
+                }
+            } else {
+                if (!(alpha[j] < upper[j]))
+                    continue;
+                if (-G[j] >= Gmax2)
+                    Gmax2 = -G[j];
+                if (ii < 0)
+                    continue;
+                grad_diff = Gmax - G[j];
+                if (grad_diff > 0.0) {
+                    double obj_diff;
+                    quad_coef = QDi + QD[j] + two_yi * Qi[j];
+                    obj_diff = -(grad_diff * grad_diff) /
+                               (quad_coef > 0.0 ? quad_coef : CK_SMO_TAU);
+                    if (obj_diff <= obj_diff_min) {
+                        jj = j;
+                        obj_diff_min = obj_diff;
+                    }
+                }
+            }
+        }
+    }
+    *optimal = ii < 0 || jj < 0 || Gmax + Gmax2 <= s->tol;
+    *out_i = ii;
+    *out_j = jj;
+    return CK_OK;
+}
+
 ck_status ck_smo_solve(const double *X, int64_t n, int64_t d, const double *y,
                        const double *upper, int kind, double gamma,
                        double coef0, double degree, double tol,
@@ -246,12 +605,12 @@ ck_status ck_smo_solve(const double *X, int64_t n, int64_t d, const double *y,
                        double *rho, double *objective, int64_t *n_iter,
                        int *converged)
 {
-    ck_qcache cache;
-    double *G = NULL, *QD = NULL, *sq = NULL;
+    ck_smo_state S;
+    ck_smo_state *s = &S;
     ck_status st = CK_OK;
-    int64_t i, j, capacity, iter = 0;
+    int64_t i, capacity, iter = 0, counter;
     double col_bytes;
-    int done = 0;
+    int done = 0, unshrunk = 0;
 
     /* ---- validation ---- */
     if (X == NULL || y == NULL || upper == NULL || alpha == NULL ||
@@ -262,7 +621,7 @@ ck_status ck_smo_solve(const double *X, int64_t n, int64_t d, const double *y,
         return CK_ERR_ARG;
     if (d > 0 && n > INT64_MAX / d)
         return CK_ERR_ARG;
-    if ((uint64_t)n > (uint64_t)(SIZE_MAX / sizeof(double)))
+    if ((uint64_t)n > (uint64_t)(SIZE_MAX / (2 * sizeof(double))))
         return CK_ERR_ARG;
     if (kind < CK_KERNEL_LINEAR || kind > CK_KERNEL_SIGMOID)
         return CK_ERR_UNKNOWN_KERNEL;
@@ -290,167 +649,144 @@ ck_status ck_smo_solve(const double *X, int64_t n, int64_t d, const double *y,
     if (capacity < 2) /* n == 1: one column is all there is */
         capacity = n < 2 ? n : 2;
 
-    /* ---- warm start (alpha untouched when it is rejected) ---- */
-    {
-        double *a2 = (double *)malloc((size_t)n * sizeof(double));
-        if (a2 == NULL)
-            return CK_ERR_NOMEM;
-        memcpy(a2, alpha, (size_t)n * sizeof(double));
-        st = ck_smo_project(n, y, upper, a2);
-        if (st == CK_OK)
-            memcpy(alpha, a2, (size_t)n * sizeof(double));
-        free(a2);
-        if (st != CK_OK)
-            return st;
-    }
-
-    memset(&cache, 0, sizeof cache);
-    G = (double *)malloc((size_t)n * sizeof(double));
-    QD = (double *)malloc((size_t)n * sizeof(double));
-    sq = (double *)malloc((size_t)n * sizeof(double));
-    if (G == NULL || QD == NULL || sq == NULL) {
+    memset(s, 0, sizeof *s);
+    s->n = n;
+    s->active = n;
+    s->tol = tol;
+    s->y = (double *)malloc((size_t)n * sizeof(double));
+    s->upper = (double *)malloc((size_t)n * sizeof(double));
+    s->alpha = (double *)malloc((size_t)n * sizeof(double));
+    s->G = (double *)malloc((size_t)n * sizeof(double));
+    s->G_bar = (double *)malloc((size_t)n * sizeof(double));
+    s->QD = (double *)malloc((size_t)n * sizeof(double));
+    s->sq = (double *)malloc((size_t)n * sizeof(double));
+    s->perm = (int64_t *)malloc((size_t)n * sizeof(int64_t));
+    s->xrow = (const double **)malloc((size_t)n * sizeof(double *));
+    s->pairs = (int64_t *)malloc((size_t)n * 2 * sizeof(int64_t));
+    if (s->y == NULL || s->upper == NULL || s->alpha == NULL ||
+        s->G == NULL || s->G_bar == NULL || s->QD == NULL || s->sq == NULL ||
+        s->perm == NULL || s->xrow == NULL || s->pairs == NULL) {
         st = CK_ERR_NOMEM;
         goto cleanup;
+    }
+
+    /* ---- warm start (alpha untouched when it is rejected) ---- */
+    memcpy(s->alpha, alpha, (size_t)n * sizeof(double));
+    st = ck_smo_project(n, y, upper, s->alpha);
+    if (st != CK_OK)
+        goto cleanup;
+
+    memcpy(s->y, y, (size_t)n * sizeof(double));
+    memcpy(s->upper, upper, (size_t)n * sizeof(double));
+    for (i = 0; i < n; ++i) {
+        s->perm[i] = i;
+        s->xrow[i] = X + i * d;
     }
 
     /* squared norms with the same loop as the column dot products, so that
      * the RBF diagonal is exactly exp(0) = 1 */
     for (i = 0; i < n; ++i) {
         const double *xi = X + i * d;
-        double s = 0.0;
+        double sum = 0.0;
         int64_t k;
         for (k = 0; k < d; ++k)
-            s += xi[k] * xi[k];
-        sq[i] = s;
-        QD[i] = s;
+            sum += xi[k] * xi[k];
+        s->sq[i] = sum;
+        s->QD[i] = sum;
     }
     if (kind == CK_KERNEL_RBF) {
         for (i = 0; i < n; ++i)
-            QD[i] = 1.0;
+            s->QD[i] = 1.0;
     } else {
         /* diagonal K(x_i, x_i) = transform of <x_i, x_i>, an n x 1 block */
-        st = ck_kernel_from_gram(QD, n, 1, 1, NULL, NULL, kind, gamma, coef0,
-                                 degree, 0);
+        st = ck_kernel_from_gram(s->QD, n, 1, 1, NULL, NULL, kind, gamma,
+                                 coef0, degree, 0);
         if (st != CK_OK)
             goto cleanup;
     }
 
-    cache.X = X;
-    cache.y = y;
-    cache.sqnorm = kind == CK_KERNEL_RBF ? sq : NULL;
-    cache.n = n;
-    cache.d = d;
-    cache.kind = kind;
-    cache.gamma = gamma;
-    cache.coef0 = coef0;
-    cache.degree = degree;
-    st = ck_qcache_init(&cache, capacity);
+    s->cache.xrow = s->xrow;
+    s->cache.y = s->y;
+    s->cache.sqnorm = kind == CK_KERNEL_RBF ? s->sq : NULL;
+    s->cache.n = n;
+    s->cache.d = d;
+    s->cache.kind = kind;
+    s->cache.gamma = gamma;
+    s->cache.coef0 = coef0;
+    s->cache.degree = degree;
+    st = ck_qcache_init(&s->cache, capacity);
     if (st != CK_OK)
         goto cleanup;
 
-    /* ---- gradient G = Q alpha - e ---- */
-    for (i = 0; i < n; ++i)
-        G[i] = -1.0;
+    /* ---- gradient G = Q alpha - e and G_bar = sum_{alpha_i = C_i} C_i Q_i */
     for (i = 0; i < n; ++i) {
-        if (alpha[i] != 0.0) {
+        s->G[i] = -1.0;
+        s->G_bar[i] = 0.0;
+    }
+    for (i = 0; i < n; ++i) {
+        if (!ck_is_lower(s, i)) {
             const double *Qi;
-            const double ai = alpha[i];
-            st = ck_qcache_get(&cache, i, &Qi);
+            st = ck_qcache_get(&s->cache, i, n, &Qi);
             if (st != CK_OK)
                 goto cleanup;
-            for (j = 0; j < n; ++j)
-                G[j] += ai * Qi[j];
+            ck_axpy(0, n, s->alpha[i], Qi, s->G);
+            if (ck_is_upper(s, i))
+                ck_axpy(0, n, s->upper[i], Qi, s->G_bar);
         }
     }
 
-    /* ---- main loop ---- */
+    /* ---- main loop (LIBSVM's Solver::Solve with shrinking) ---- */
     *converged = 0;
+    counter = (n < 1000 ? n : 1000) + 1;
     for (;;) {
-        double Gmax = -INFINITY, Gmax2 = -INFINITY, obj_diff_min = INFINITY;
-        int64_t ii = -1, jj = -1;
-        const double *Qi = NULL, *Qj;
+        int64_t ii, jj;
+        int optimal;
+        const double *Qi, *Qj;
 
-        /* WSS2: i maximises -y_t G_t over I_up */
-        for (i = 0; i < n; ++i) {
-            if (y[i] > 0.0) {
-                if (alpha[i] < upper[i] && -G[i] >= Gmax) {
-                    Gmax = -G[i];
-                    ii = i;
-                }
-            } else {
-                if (alpha[i] > 0.0 && G[i] >= Gmax) {
-                    Gmax = G[i];
-                    ii = i;
-                }
-            }
-        }
-        if (ii >= 0) {
-            st = ck_qcache_get(&cache, ii, &Qi);
+        if (--counter == 0) {
+            counter = n < 1000 ? n : 1000;
+            st = ck_smo_shrink(s, &unshrunk);
             if (st != CK_OK)
                 goto cleanup;
         }
-        /* j: largest decrease of the objective among violating I_low */
-        for (j = 0; j < n; ++j) {
-            double grad_diff, quad_coef;
-            if (y[j] > 0.0) {
-                if (!(alpha[j] > 0.0))
-                    continue;
-                if (G[j] >= Gmax2)
-                    Gmax2 = G[j];
-                if (ii < 0)
-                    continue;
-                grad_diff = Gmax + G[j];
-                if (grad_diff > 0.0) {
-                    double obj_diff;
-                    quad_coef = QD[ii] + QD[j] - 2.0 * y[ii] * Qi[j];
-                    obj_diff = -(grad_diff * grad_diff) /
-                               (quad_coef > 0.0 ? quad_coef : CK_SMO_TAU);
-                    if (obj_diff <= obj_diff_min) {
-                        jj = j;
-                        obj_diff_min = obj_diff;
-                    }
-                }
-            } else {
-                if (!(alpha[j] < upper[j]))
-                    continue;
-                if (-G[j] >= Gmax2)
-                    Gmax2 = -G[j];
-                if (ii < 0)
-                    continue;
-                grad_diff = Gmax - G[j];
-                if (grad_diff > 0.0) {
-                    double obj_diff;
-                    quad_coef = QD[ii] + QD[j] + 2.0 * y[ii] * Qi[j];
-                    obj_diff = -(grad_diff * grad_diff) /
-                               (quad_coef > 0.0 ? quad_coef : CK_SMO_TAU);
-                    if (obj_diff <= obj_diff_min) {
-                        jj = j;
-                        obj_diff_min = obj_diff;
-                    }
-                }
+        st = ck_smo_select(s, &ii, &jj, &optimal);
+        if (st != CK_OK)
+            goto cleanup;
+        if (optimal) {
+            /* optimal on the active set: check all variables */
+            st = ck_smo_reconstruct(s);
+            if (st != CK_OK)
+                goto cleanup;
+            s->active = n;
+            st = ck_smo_select(s, &ii, &jj, &optimal);
+            if (st != CK_OK)
+                goto cleanup;
+            if (optimal) {
+                *converged = 1;
+                break;
             }
-        }
-        if (ii < 0 || jj < 0 || Gmax + Gmax2 <= tol) {
-            *converged = 1;
-            break;
+            counter = 1; /* shrink at the next iteration */
         }
         if (max_iter > 0 && iter >= max_iter)
             break;
 
         /* column jj (ii stays cached: it was used last, capacity >= 2) */
-        st = ck_qcache_get(&cache, jj, &Qj);
+        st = ck_qcache_get(&s->cache, jj, s->active, &Qj);
         if (st != CK_OK)
             goto cleanup;
-        st = ck_qcache_get(&cache, ii, &Qi);
+        st = ck_qcache_get(&s->cache, ii, s->active, &Qi);
         if (st != CK_OK)
             goto cleanup;
 
         /* ---- analytic two-variable update (LIBSVM) ---- */
         {
-            const double Ci = upper[ii], Cj = upper[jj];
-            const double old_ai = alpha[ii], old_aj = alpha[jj];
+            double *a = s->alpha;
+            const double *G = s->G, *QD = s->QD;
+            const double Ci = s->upper[ii], Cj = s->upper[jj];
+            const double old_ai = a[ii], old_aj = a[jj];
+            const int ui = ck_is_upper(s, ii), uj = ck_is_upper(s, jj);
             double ai = old_ai, aj = old_aj, dai, daj;
-            if (y[ii] != y[jj]) {
+            if (s->y[ii] != s->y[jj]) {
                 double quad_coef = QD[ii] + QD[jj] + 2.0 * Qi[jj];
                 double delta, diff;
                 if (quad_coef <= 0.0)
@@ -513,15 +849,34 @@ ck_status ck_smo_solve(const double *X, int64_t n, int64_t d, const double *y,
                     }
                 }
             }
-            alpha[ii] = ai;
-            alpha[jj] = aj;
+            a[ii] = ai;
+            a[jj] = aj;
             dai = ai - old_ai;
             daj = aj - old_aj;
-            for (j = 0; j < n; ++j)
-                G[j] += Qi[j] * dai + Qj[j] * daj;
+            ck_grad_update(s->active, Qi, dai, Qj, daj, s->G);
+
+            /* G_bar: full columns of the variables whose upper-bound
+             * status changed (both hits: no eviction, Qi/Qj stay valid) */
+            if (ui != ck_is_upper(s, ii)) {
+                st = ck_qcache_get(&s->cache, ii, n, &Qi);
+                if (st != CK_OK)
+                    goto cleanup;
+                ck_axpy(0, n, ui ? -Ci : Ci, Qi, s->G_bar);
+            }
+            if (uj != ck_is_upper(s, jj)) {
+                st = ck_qcache_get(&s->cache, jj, n, &Qj);
+                if (st != CK_OK)
+                    goto cleanup;
+                ck_axpy(0, n, uj ? -Cj : Cj, Qj, s->G_bar);
+            }
         }
         ++iter;
     }
+    /* the whole gradient (also after max_iter) for rho and the objective */
+    st = ck_smo_reconstruct(s);
+    if (st != CK_OK)
+        goto cleanup;
+    s->active = n;
     done = 1;
 
 cleanup:
@@ -530,14 +885,14 @@ cleanup:
         double ub = INFINITY, lb = -INFINITY, sum_free = 0.0, obj = 0.0;
         int64_t nr_free = 0;
         for (i = 0; i < n; ++i) {
-            const double yG = y[i] * G[i];
-            if (alpha[i] >= upper[i]) {
-                if (y[i] < 0.0)
+            const double yG = s->y[i] * s->G[i];
+            if (s->alpha[i] >= s->upper[i]) {
+                if (s->y[i] < 0.0)
                     ub = yG < ub ? yG : ub;
                 else
                     lb = yG > lb ? yG : lb;
-            } else if (alpha[i] <= 0.0) {
-                if (y[i] > 0.0)
+            } else if (s->alpha[i] <= 0.0) {
+                if (s->y[i] > 0.0)
                     ub = yG < ub ? yG : ub;
                 else
                     lb = yG > lb ? yG : lb;
@@ -545,7 +900,7 @@ cleanup:
                 ++nr_free;
                 sum_free += yG;
             }
-            obj += alpha[i] * (G[i] - 1.0);
+            obj += s->alpha[i] * (s->G[i] - 1.0);
         }
         if (nr_free > 0)
             *rho = sum_free / (double)nr_free;
@@ -559,10 +914,19 @@ cleanup:
             *rho = 0.5 * (ub + lb);
         *objective = 0.5 * obj;
         *n_iter = iter;
+        for (i = 0; i < n; ++i)
+            alpha[s->perm[i]] = s->alpha[i];
     }
-    ck_qcache_free(&cache);
-    free(G);
-    free(QD);
-    free(sq);
+    ck_qcache_free(&s->cache);
+    free(s->y);
+    free(s->upper);
+    free(s->alpha);
+    free(s->G);
+    free(s->G_bar);
+    free(s->QD);
+    free(s->sq);
+    free(s->perm);
+    free(s->xrow);
+    free(s->pairs);
     return st;
 }

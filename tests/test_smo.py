@@ -269,6 +269,72 @@ def test_releases_gil_and_is_reentrant():
         np.testing.assert_array_equal(a, ref["alpha"])
 
 
+def shrinking_problem(n=2000):
+    """Overlapping classes with many bounded alphas: long enough (n_iter well
+    above min(n, 1000)) for shrinking and the one-time unshrinking to run."""
+    X, y = make_classification(n_samples=n, n_features=8, n_informative=5,
+                               flip_y=0.1, class_sep=0.8, random_state=3)
+    X = StandardScaler().fit_transform(X)
+    return np.ascontiguousarray(X), 2.0 * y - 1.0
+
+
+@pytest.mark.parametrize("C, weighted", [(1.0, False), (20.0, False),
+                                         (5.0, True)])
+def test_shrinking_kkt_on_all_variables(C, weighted):
+    X, y = shrinking_problem()
+    n = len(y)
+    sw = None
+    if weighted:
+        sw = np.random.default_rng(4).uniform(0.2, 3.0, size=n)
+    res, _ = compare_with_svc(X, y, C, "rbf", 0.5, sample_weight=sw)
+    # shrinking runs every min(n, 1000) = 1000 iterations
+    assert res["n_iter"] > 1500
+    alpha = res["alpha"]
+    upper = C * (sw if sw is not None else np.ones(n))
+    # most variables end at a bound (they are the ones shrinking removes)
+    at_bound = (alpha == 0) | (alpha == upper)
+    assert at_bound.sum() > n // 2 and (alpha == upper).any()
+    # KKT on every variable, also the ones that were shrunk
+    K = kernel_matrix(X, X, "rbf", 0.5, 3, 0.0)
+    assert kkt_gap(K, y, alpha, upper) <= 1e-3 * (1 + 1e-6)
+    # and per variable against the reported intercept (b = -rho): free
+    # variables on the margin, bounded ones on their side of it (to tol)
+    f = y * (K @ (alpha * y) + res["intercept"])
+    free = ~at_bound
+    assert np.all(np.abs(f[free] - 1.0) <= 2e-3)
+    assert np.all(f[alpha == 0] >= 1.0 - 2e-3)
+    assert np.all(f[alpha == upper] <= 1.0 + 2e-3)
+
+
+def test_shrinking_cache_sizes_and_max_iter():
+    """The shrunk problem with a small cache (columns dropped and extended
+    as the active set changes) gives bit-identical results; stopping at
+    max_iter while variables are shrunk reports the exact objective."""
+    X, y = shrinking_problem()
+    n = len(y)
+    C = 20.0
+    big = smo_fit(X, y, C, kernel="rbf", gamma=0.5, cache_size=np.inf)
+    assert big["n_iter"] > 2000
+    for cols in (2, 3, 37, 500):
+        small = smo_fit(X, y, C, kernel="rbf", gamma=0.5,
+                        cache_size=cols * n * 8 / 2**20)
+        np.testing.assert_array_equal(small["alpha"], big["alpha"])
+        assert small["intercept"] == big["intercept"]
+        assert small["n_iter"] == big["n_iter"]
+    K = kernel_matrix(X, X, "rbf", 0.5, 3, 0.0)
+    for max_iter in (1001, 1500, big["n_iter"] - 1):
+        a = np.zeros(n)
+        rho, obj, n_iter, converged = _native.smo_solve(
+            X, y, np.full(n, C), a, 1, 0.5, 0.0, 3.0, 1e-3, max_iter, 10.0)
+        assert n_iter == max_iter and not converged
+        assert np.all(a >= 0) and np.all(a <= C) and abs(y @ a) < 1e-8
+        assert obj == pytest.approx(dual_objective(K, y, a), rel=1e-9)
+        assert obj > big["objective"]
+    # warm start from the shrunk run's solution: already optimal
+    warm = smo_fit(X, y, C, kernel="rbf", gamma=0.5, alpha0=big["alpha"])
+    assert warm["converged"] and warm["n_iter"] <= 5
+
+
 # --------------------------------------------------------------------------
 # input validation
 # --------------------------------------------------------------------------

@@ -1,0 +1,360 @@
+"""Tests of the native Asy-GCD solver (``_native.asygcd_solve`` /
+``_asygcd.asygcd_fit``) for the SVM dual without bias: KKT conditions,
+agreement with serial GCD and with a brute-force box-QP solution."""
+
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from scipy.optimize import minimize
+from sklearn.datasets import make_classification
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.metrics.pairwise import pairwise_kernels
+
+import cakernels._native as _native
+from cakernels._asygcd import asygcd_fit, variable_blocks
+
+KIND = {"linear": 0, "rbf": 1, "poly": 2, "sigmoid": 3}
+
+
+# --------------------------------------------------------------------------
+# helpers
+# --------------------------------------------------------------------------
+
+
+def q_matrix(X, y, kernel="rbf", gamma=0.5, degree=3, coef0=0.0):
+    K = pairwise_kernels(X, X, metric=kernel, filter_params=True,
+                         gamma=gamma, degree=degree, coef0=coef0)
+    return (y[:, None] * y[None, :]) * K
+
+
+def objective(Q, alpha):
+    return 0.5 * alpha @ Q @ alpha - alpha.sum()
+
+
+def projected_gradient(alpha, grad, upper):
+    return np.where(alpha <= 0.0, np.minimum(grad, 0.0),
+                    np.where(alpha >= upper, np.maximum(grad, 0.0), grad))
+
+
+def assert_kkt(alpha, grad, upper, tol):
+    assert np.all(alpha >= 0.0) and np.all(alpha <= upper)
+    free = (alpha > 0.0) & (alpha < upper)
+    assert np.all(np.abs(grad[free]) <= tol)
+    assert np.all(grad[alpha <= 0.0] >= -tol)
+    assert np.all(grad[alpha >= upper] <= tol)
+
+
+def reference_solution(Q, upper):
+    """Box-constrained QP solved by L-BFGS-B (tiny problems only)."""
+    n = Q.shape[0]
+    res = minimize(lambda a: (objective(Q, a), Q @ a - 1.0), np.zeros(n),
+                   jac=True, method="L-BFGS-B",
+                   bounds=[(0.0, u) for u in upper],
+                   options={"ftol": 1e-15, "gtol": 1e-12, "maxiter": 10000})
+    return res.x, res.fun
+
+
+def data(n=300, d=5, seed=0):
+    X, y = make_classification(n_samples=n, n_features=d, n_informative=3,
+                               n_redundant=0, flip_y=0.05, random_state=seed)
+    return X, 2.0 * y - 1.0
+
+
+def solve(X, y, upper, block, alpha=None, kind=1, gamma=0.5, coef0=0.0,
+          degree=3.0, n_threads=1, greedy=True, seed=0, tol=1e-3,
+          max_iter=-1, cache_mb=200.0):
+    n = X.shape[0]
+    alpha = np.zeros(n) if alpha is None else alpha
+    obj, n_upd, conv, grad = _native.asygcd_solve(
+        np.ascontiguousarray(X, dtype=np.float64), y, upper,
+        np.ascontiguousarray(block, dtype=np.int64), alpha, kind, gamma,
+        coef0, degree, n_threads, greedy, seed, tol, max_iter, cache_mb)
+    return alpha, obj, n_upd, conv, np.asarray(grad)
+
+
+# --------------------------------------------------------------------------
+# correctness
+# --------------------------------------------------------------------------
+
+
+def test_serial_matches_brute_force():
+    X, y = data(60, 4)
+    upper = np.full(60, 2.0)
+    Q = q_matrix(X, y)
+    a_ref, f_ref = reference_solution(Q, upper)
+    alpha, obj, n_upd, conv, grad = solve(X, y, upper, np.zeros(60), tol=1e-6)
+    assert conv and n_upd > 0
+    assert obj == pytest.approx(f_ref, rel=1e-6, abs=1e-9)
+    assert obj == pytest.approx(objective(Q, alpha), rel=1e-10)
+    np.testing.assert_allclose(grad, Q @ alpha - 1.0, atol=1e-10)
+    np.testing.assert_allclose(alpha, a_ref, atol=1e-3)
+    assert_kkt(alpha, grad, upper, 1e-6)
+
+
+@pytest.mark.parametrize("n_threads", [2, 3])
+def test_threads_reach_serial_objective(n_threads):
+    X, y = data(400, 6, seed=1)
+    r1 = asygcd_fit(X, y, 4.0, gamma=0.3, n_threads=1, tol=1e-3,
+                    random_state=0)
+    rt = asygcd_fit(X, y, 4.0, gamma=0.3, n_threads=n_threads, tol=1e-3,
+                    random_state=0)
+    assert r1["converged"] and rt["converged"]
+    assert rt["objective"] == pytest.approx(r1["objective"], rel=1e-3)
+    upper = np.full(400, 4.0)
+    for r in (r1, rt):
+        assert_kkt(r["alpha"], r["grad"], upper, 1e-3)
+        Q = q_matrix(X, y, gamma=0.3)
+        np.testing.assert_allclose(r["grad"], Q @ r["alpha"] - 1.0, atol=1e-9)
+        assert r["objective"] == pytest.approx(objective(Q, r["alpha"]),
+                                               rel=1e-9)
+
+
+def test_one_column_cache_matches_unlimited():
+    X, y = data(300, 5, seed=2)
+    n = 300
+    upper = np.full(n, 1.0)
+    block = variable_blocks(X, 2, random_state=0)
+    one_col = 2 * n * 8 / 2**20  # exactly one column per thread
+    a1, f1, _, c1, g1 = solve(X, y, upper, block, n_threads=2, cache_mb=one_col)
+    a2, f2, _, c2, g2 = solve(X, y, upper, block, n_threads=2,
+                              cache_mb=np.inf)
+    assert c1 and c2
+    assert f1 == pytest.approx(f2, rel=1e-3)
+    assert_kkt(a1, g1, upper, 1e-3)
+    # serial: deterministic, so the cache size cannot change anything
+    s1 = solve(X, y, upper, np.zeros(n), cache_mb=n * 8 / 2**20)
+    s2 = solve(X, y, upper, np.zeros(n), cache_mb=np.inf)
+    np.testing.assert_array_equal(s1[0], s2[0])
+    assert s1[1] == s2[1] and s1[2] == s2[2]
+    with pytest.raises(ValueError, match="too small"):
+        solve(X, y, upper, block, n_threads=2, cache_mb=0.99 * one_col)
+
+
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_random_selection_converges(n_threads):
+    X, y = data(200, 5, seed=3)
+    rg = asygcd_fit(X, y, 1.0, gamma=0.5, n_threads=1, random_state=0)
+    rr = asygcd_fit(X, y, 1.0, gamma=0.5, n_threads=n_threads,
+                    selection="random", max_iter=10**7, random_state=0)
+    assert rr["converged"]
+    assert rr["objective"] == pytest.approx(rg["objective"], rel=1e-3)
+    assert rr["n_updates"] > rg["n_updates"]
+    assert_kkt(rr["alpha"], rr["grad"], np.full(200, 1.0), 1e-3)
+
+
+def test_serial_random_is_reproducible():
+    X, y = data(100, 3, seed=4)
+    r1 = asygcd_fit(X, y, 1.0, n_threads=1, selection="random",
+                    random_state=5, max_iter=10**6)
+    r2 = asygcd_fit(X, y, 1.0, n_threads=1, selection="random",
+                    random_state=5, max_iter=10**6)
+    np.testing.assert_array_equal(r1["alpha"], r2["alpha"])
+    assert r1["n_updates"] == r2["n_updates"]
+
+
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_warm_start_from_optimum(n_threads):
+    X, y = data(300, 5, seed=5)
+    r = asygcd_fit(X, y, 2.0, n_threads=n_threads, tol=1e-4, random_state=0)
+    assert r["converged"]
+    r2 = asygcd_fit(X, y, 2.0, n_threads=n_threads, tol=1e-3,
+                    random_state=0, alpha0=r["alpha"])
+    assert r2["converged"]
+    assert r2["n_updates"] <= 5
+    assert r2["objective"] == pytest.approx(r["objective"], rel=1e-9)
+
+
+def test_sample_weight_is_per_sample_upper_bound():
+    X, y = data(120, 4, seed=6)
+    rng = np.random.RandomState(0)
+    sw = rng.uniform(0.1, 3.0, 120)
+    sw[:10] = 0.0  # left out
+    r = asygcd_fit(X, y, 1.5, sample_weight=sw, gamma=0.5, n_threads=2,
+                   tol=1e-6, random_state=0)
+    assert r["converged"]
+    assert np.all(r["alpha"][:10] == 0.0)
+    keep = sw > 0
+    upper = 1.5 * sw[keep]
+    Q = q_matrix(X[keep], y[keep])
+    _, f_ref = reference_solution(Q, upper)
+    assert r["objective"] == pytest.approx(f_ref, rel=1e-5)
+    assert_kkt(r["alpha"][keep], r["grad"][keep], upper, 1e-6)
+
+
+@pytest.mark.parametrize("kernel", ["linear", "rbf", "poly", "sigmoid"])
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_all_kernels(kernel, n_threads):
+    X, y = data(80, 4, seed=7)
+    X = X / np.abs(X).max()
+    params = dict(gamma=0.5, degree=3, coef0=1.0)
+    if kernel == "sigmoid":
+        params["coef0"] = -0.5  # keeps Q close to positive semi-definite
+    r = asygcd_fit(X, y, 1.0, kernel=kernel, n_threads=n_threads, tol=1e-5,
+                   max_iter=10**6, random_state=0, **params)
+    assert r["converged"]
+    upper = np.ones(80)
+    Q = q_matrix(X, y, kernel, **params)
+    np.testing.assert_allclose(r["grad"], Q @ r["alpha"] - 1.0, atol=1e-9)
+    assert_kkt(r["alpha"], r["grad"], upper, 1e-5)
+    if kernel != "sigmoid":
+        _, f_ref = reference_solution(Q, upper)
+        assert r["objective"] == pytest.approx(f_ref, rel=1e-5, abs=1e-8)
+
+
+def test_max_iter_warns_and_counts():
+    X, y = data(200, 5, seed=8)
+    with pytest.warns(ConvergenceWarning):
+        r = asygcd_fit(X, y, 10.0, n_threads=2, max_iter=7, random_state=0)
+    assert not r["converged"]
+    assert r["n_updates"] == 7
+    assert np.all(r["alpha"] >= 0) and np.all(r["alpha"] <= 10.0)
+
+
+def test_more_threads_than_samples():
+    X, y = data(30, 3, seed=9)
+    X, y = X[:3], np.array([1.0, -1.0, 1.0])
+    r = asygcd_fit(X, y, 1.0, n_threads=4, tol=1e-8, random_state=0)
+    Q = q_matrix(X, y, gamma=1.0 / (3 * X.var()))
+    _, f_ref = reference_solution(Q, np.ones(3))
+    assert r["converged"]
+    assert r["objective"] == pytest.approx(f_ref, rel=1e-6, abs=1e-10)
+
+
+def test_variable_blocks_balanced():
+    X, _ = data(1003, 4, seed=10)
+    b = variable_blocks(X, 4, random_state=0)
+    assert b.dtype == np.int64 and b.shape == (1003,)
+    counts = np.bincount(b, minlength=4)
+    assert counts.sum() == 1003 and counts.max() - counts.min() <= 1
+    assert np.all(variable_blocks(X, 1) == 0)
+    with pytest.raises(ValueError):
+        variable_blocks(X, 0)
+
+
+# --------------------------------------------------------------------------
+# invalid input
+# --------------------------------------------------------------------------
+
+
+def test_bad_input_native():
+    X, y = data(20, 3)
+    u = np.ones(20)
+    b = np.zeros(20, dtype=np.int64)
+    ok = dict(X=X, y=y, upper=u, block=b, alpha=np.zeros(20), kind=1,
+              gamma=0.5, coef0=0.0, degree=3.0, n_threads=1, greedy=True,
+              seed=0, tol=1e-3, max_iter=-1, cache_size_mb=1.0)
+    _native.asygcd_solve(**ok)
+
+    def bad(**kw):
+        args = dict(ok, alpha=np.zeros(20))
+        args.update(kw)
+        with pytest.raises(ValueError):
+            _native.asygcd_solve(**args)
+
+    bad(X=np.asfortranarray(np.c_[X, X]))
+    bad(X=X.astype(np.float32))
+    bad(X=X[:, 0].copy())
+    bad(X=np.where(np.arange(60).reshape(20, 3) == 5, np.nan, X))
+    bad(y=np.where(np.arange(20) == 3, 0.0, y))
+    bad(y=y[:-1].copy())
+    bad(upper=np.where(np.arange(20) == 3, 0.0, u))
+    bad(upper=np.where(np.arange(20) == 3, np.inf, u))
+    bad(block=b.astype(np.int32))
+    bad(block=b.astype(np.float64))
+    bad(block=np.where(np.arange(20) == 3, 1, b))  # id >= n_threads
+    bad(block=np.where(np.arange(20) == 3, -1, b))
+    bad(block=b[:-1].copy())
+    bad(alpha=np.full(20, 2.0))
+    bad(alpha=np.full(20, -0.1))
+    bad(alpha=np.zeros(20)[::-1])  # not writable
+    bad(kind=7)
+    bad(gamma=np.nan)
+    bad(kind=2, degree=-1.0)
+    bad(tol=0.0)
+    bad(tol=np.inf)
+    bad(n_threads=0)
+    bad(cache_size_mb=0.0)
+    bad(cache_size_mb=1e-6)
+    alpha = np.zeros(20)
+    with pytest.raises(ValueError):
+        _native.asygcd_solve(**dict(ok, alpha=alpha, upper=alpha))  # aliasing
+
+
+def test_bad_input_python():
+    X, y = data(20, 3)
+    with pytest.raises(ValueError):
+        asygcd_fit(X, y, 0.0)
+    with pytest.raises(ValueError):
+        asygcd_fit(X, y * 2, 1.0)
+    with pytest.raises(ValueError):
+        asygcd_fit(X, y, 1.0, kernel="chi2")
+    with pytest.raises(ValueError):
+        asygcd_fit(X, y, 1.0, selection="cyclic")
+    with pytest.raises(ValueError):
+        asygcd_fit(X, y, 1.0, n_threads=0)
+    with pytest.raises(ValueError):
+        asygcd_fit(X, y, 1.0, sample_weight=np.zeros(20))
+    with pytest.raises(ValueError):
+        asygcd_fit(X, y, 1.0, alpha0=np.full(20, 5.0))
+
+
+def test_default_threads():
+    X, y = data(50, 3)
+    r = asygcd_fit(X, y, 1.0, random_state=0)
+    assert r["converged"]
+
+
+# --------------------------------------------------------------------------
+# property test
+# --------------------------------------------------------------------------
+
+
+@st.composite
+def tiny_problems(draw):
+    n = draw(st.integers(2, 20))
+    d = draw(st.integers(1, 3))
+    seed = draw(st.integers(0, 2**31 - 1))
+    rng = np.random.RandomState(seed)
+    X = rng.randn(n, d)
+    if draw(st.booleans()):  # duplicated rows
+        X[n // 2:] = X[: n - n // 2]
+    y = rng.choice([-1.0, 1.0], n)
+    C = draw(st.sampled_from([1e-6, 1e-2, 1.0, 100.0, 1e4]))
+    kernel = draw(st.sampled_from(["rbf", "linear"]))
+    n_threads = draw(st.integers(1, 3))
+    greedy = draw(st.booleans())
+    return X, y, C, kernel, n_threads, greedy, seed
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(tiny_problems())
+def test_property_feasible_and_kkt(problem):
+    X, y, C, kernel, n_threads, greedy, seed = problem
+    n = X.shape[0]
+    tol = 1e-3
+    block = np.arange(n, dtype=np.int64) % n_threads
+    upper = np.full(n, C)
+    alpha, obj, n_upd, conv, grad = solve(
+        X, y, upper, block, kind=KIND[kernel], gamma=0.5, n_threads=n_threads,
+        greedy=greedy, seed=seed, tol=tol, max_iter=2 * 10**5)
+    assert np.all(alpha >= 0.0) and np.all(alpha <= upper)
+    Q = q_matrix(X, y, kernel, gamma=0.5)
+    np.testing.assert_allclose(grad, Q @ alpha - 1.0,
+                               atol=1e-9 * max(1.0, C * n))
+    assert obj == pytest.approx(objective(Q, alpha), rel=1e-9,
+                                abs=1e-9 * max(1.0, C * C * n))
+    if conv:
+        assert_kkt(alpha, grad, upper, tol)
+    else:  # only possible when the update budget ran out
+        assert n_upd == 2 * 10**5
+
+
+def test_warnings_clean():
+    X, y = data(100, 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        asygcd_fit(X, y, 1.0, n_threads=2, random_state=0)

@@ -1,0 +1,105 @@
+"""AsyGCDSVC and solver='asygcd'/'pscd' in the partitioned SVMs."""
+
+import pickle
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.datasets import make_blobs, make_classification
+from sklearn.model_selection import GridSearchCV
+from sklearn.svm import SVC
+
+from cakernels import BKMSVC, CASVC, AsyGCDSVC
+
+
+@pytest.fixture(scope="module")
+def binary():
+    X, y = make_classification(n_samples=500, n_features=8, n_informative=5, random_state=0)
+    return X[:350], y[:350], X[350:], y[350:]
+
+
+@pytest.fixture(scope="module")
+def multiclass():
+    X, y = make_blobs(n_samples=400, centers=4, n_features=4, cluster_std=2.5, random_state=2)
+    return X[:300], y[:300], X[300:], y[300:]
+
+
+def _dual_objective(clf, X, y):
+    """0.5 a^T Q a - sum(a) of a binary AsyGCDSVC, from its support vectors."""
+    m = clf.model_
+    coef = m.dual_coef_[0]
+    d = ((m.support_vectors_[:, None] - m.support_vectors_[None]) ** 2).sum(-1)
+    K = np.exp(-clf.gamma_ * d)
+    return 0.5 * coef @ K @ coef - np.abs(coef).sum()
+
+
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_binary_close_to_svc(binary, n_threads):
+    X, y, Xt, yt = binary
+    clf = AsyGCDSVC(C=5.0, n_threads=n_threads, random_state=0).fit(X, y)
+    ref = SVC(C=5.0).fit(X, y)
+    assert clf.score(Xt, yt) >= ref.score(Xt, yt) - 0.05
+    dec = clf.decision_function(Xt)
+    np.testing.assert_array_equal(clf.classes_[(dec > 0).astype(int)], clf.predict(Xt))
+
+
+def test_two_threads_reach_the_serial_objective(binary):
+    X, y, _, _ = binary
+    one = AsyGCDSVC(C=5.0, n_threads=1, tol=1e-4, random_state=0).fit(X, y)
+    two = AsyGCDSVC(C=5.0, n_threads=2, tol=1e-4, random_state=0).fit(X, y)
+    pscd = AsyGCDSVC(C=5.0, n_threads=2, tol=1e-4, selection="random", random_state=0).fit(X, y)
+    f1 = _dual_objective(one, X, y)
+    assert _dual_objective(two, X, y) == pytest.approx(f1, rel=1e-3)
+    assert _dual_objective(pscd, X, y) == pytest.approx(f1, rel=1e-3)
+
+
+@pytest.mark.parametrize("multi_class", ["ovo", "ovr"])
+def test_multiclass(multiclass, multi_class):
+    X, y, Xt, yt = multiclass
+    clf = AsyGCDSVC(C=2.0, multi_class=multi_class, n_threads=2, random_state=0).fit(X, y)
+    dec = clf.decision_function(Xt)
+    assert dec.shape == (len(Xt), 4)
+    np.testing.assert_array_equal(clf.classes_[np.argmax(dec, axis=1)], clf.predict(Xt))
+    assert clf.score(Xt, yt) >= SVC(C=2.0).fit(X, y).score(Xt, yt) - 0.05
+    assert clf.n_iter_.shape == ((6,) if multi_class == "ovo" else (4,))
+
+
+def test_weights_grid_pickle(binary):
+    X, y, Xt, yt = binary
+    w = np.where(y == 1, 5.0, 1.0)
+    a = AsyGCDSVC(n_threads=1, random_state=0).fit(X, y)
+    b = AsyGCDSVC(n_threads=1, random_state=0).fit(X, y, sample_weight=w)
+    assert (b.predict(Xt) == 1).sum() >= (a.predict(Xt) == 1).sum()
+    c = AsyGCDSVC(n_threads=1, random_state=0, class_weight={0: 1.0, 1: 5.0}).fit(X, y)
+    np.testing.assert_allclose(c.decision_function(Xt), b.decision_function(Xt), rtol=1e-6,
+                               atol=1e-8)
+    grid = GridSearchCV(AsyGCDSVC(n_threads=1, random_state=0),
+                        {"C": [0.5, 5.0], "gamma": ["scale", 0.05]}, cv=3).fit(X, y)
+    restored = pickle.loads(pickle.dumps(grid.best_estimator_))
+    np.testing.assert_array_equal(restored.predict(Xt), grid.predict(Xt))
+
+
+def test_bad_input(binary):
+    X, y, _, _ = binary
+    with pytest.raises(ValueError, match="number of classes"):
+        AsyGCDSVC().fit(X, np.zeros(len(y)))
+    with pytest.raises(TypeError, match="[Ss]parse"):
+        AsyGCDSVC().fit(sp.csr_matrix(X), y)
+    Xn = X.copy()
+    Xn[0, 0] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        AsyGCDSVC().fit(Xn, y)
+    with pytest.raises(ValueError):
+        AsyGCDSVC(n_threads=0).fit(X, y)
+    with pytest.raises(ValueError):
+        AsyGCDSVC(selection="cyclic").fit(X, y)
+
+
+@pytest.mark.parametrize("solver", ["asygcd", "pscd"])
+def test_partitioned_with_asygcd(solver, multiclass):
+    X, y, Xt, yt = multiclass
+    clf = BKMSVC(n_partitions=3, solver=solver, random_state=0, C=2.0).fit(X, y)
+    ref = BKMSVC(n_partitions=3, solver="libsvm", random_state=0, C=2.0).fit(X, y)
+    assert clf.score(Xt, yt) >= ref.score(Xt, yt) - 0.05
+    t = CASVC(n_partitions=2, solver=solver, backend="threads", n_jobs=2, random_state=0).fit(X, y)
+    assert t.score(Xt, yt) > 0.8
