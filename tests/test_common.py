@@ -1,6 +1,5 @@
 """scikit-learn's estimator checks over every public estimator and partitioner."""
 
-import pytest
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from cakernels import (

@@ -7,7 +7,6 @@ Nothing here touches the network: downloads are simulated by monkeypatching pooc
 
 import doctest
 import json
-import os
 import re
 import shutil
 import sys
