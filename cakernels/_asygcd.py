@@ -28,6 +28,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 
 from . import _native
+from ._smo import check_dual_problem
 from ._kernels import _KIND, resolve_gamma
 from .partition import _Capacity, greedy_capacity_assign, squared_distances
 
@@ -134,24 +135,8 @@ def asygcd_fit(X, y, C, *, sample_weight=None, kernel="rbf", gamma="scale",
     ConvergenceWarning
         When ``max_iter`` was reached before the tolerance.
     """
-    X = np.ascontiguousarray(X, dtype=np.float64)
-    if X.ndim != 2:
-        raise ValueError(f"X must be 2-D, got shape {X.shape}")
-    n = X.shape[0]
-    if n < 1:
-        raise ValueError("X must have at least one sample")
-    y = np.ascontiguousarray(y, dtype=np.float64)
-    if y.shape != (n,):
-        raise ValueError(f"y must have shape ({n},), got {y.shape}")
-    if not np.all((y == 1.0) | (y == -1.0)):
-        raise ValueError("y must contain only -1 and +1")
-    C = float(C)
-    if not (C > 0.0 and np.isfinite(C)):
-        raise ValueError(f"C must be positive and finite, got {C}")
-    if kernel not in _KIND:
-        raise ValueError(f"kernel must be one of {sorted(_KIND)}, got {kernel!r}")
-    if not (float(tol) > 0.0):
-        raise ValueError(f"tol must be positive, got {tol}")
+    X, y, upper, keep, alpha = check_dual_problem(
+        X, y, C, kernel=kernel, tol=tol, sample_weight=sample_weight, alpha0=alpha0)
     if selection not in ("greedy", "random"):
         raise ValueError(f"selection must be 'greedy' or 'random', got {selection!r}")
     if n_threads is None:
@@ -159,25 +144,6 @@ def asygcd_fit(X, y, C, *, sample_weight=None, kernel="rbf", gamma="scale",
     n_threads = int(n_threads)
     if n_threads < 1:
         raise ValueError(f"n_threads must be >= 1, got {n_threads}")
-
-    upper = np.full(n, C)
-    if sample_weight is not None:
-        sw = np.asarray(sample_weight, dtype=np.float64)
-        if sw.shape != (n,):
-            raise ValueError(f"sample_weight must have shape ({n},), got {sw.shape}")
-        if not np.all(np.isfinite(sw)) or np.any(sw < 0):
-            raise ValueError("sample_weight must be non-negative and finite")
-        upper = upper * sw
-    keep = upper > 0.0
-    if not np.any(keep):
-        raise ValueError("all samples have zero weight")
-
-    alpha = np.zeros(n)
-    if alpha0 is not None:
-        a0 = np.asarray(alpha0, dtype=np.float64)
-        if a0.shape != (n,):
-            raise ValueError(f"alpha0 must have shape ({n},), got {a0.shape}")
-        alpha[:] = a0
 
     rng = check_random_state(random_state)
     g = resolve_gamma(gamma, X)
@@ -190,9 +156,9 @@ def asygcd_fit(X, y, C, *, sample_weight=None, kernel="rbf", gamma="scale",
         block, ak, _KIND[kernel], float(g), float(coef0), float(degree),
         n_threads, selection == "greedy", seed, float(tol), int(max_iter),
         float(cache_size))
-    alpha = np.zeros(n)
+    alpha = np.zeros(X.shape[0])
     alpha[keep] = ak
-    grad = np.zeros(n)
+    grad = np.zeros(X.shape[0])
     grad[keep] = np.asarray(grad_k)
     if not converged:
         warnings.warn(

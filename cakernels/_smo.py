@@ -18,7 +18,64 @@ from sklearn.exceptions import ConvergenceWarning
 from . import _native
 from ._kernels import _KIND, resolve_gamma
 
-__all__ = ["smo_fit"]
+__all__ = ["smo_fit", "check_dual_problem"]
+
+
+def check_dual_problem(X, y, C, *, kernel, tol, sample_weight=None, class_weight_vector=None,
+                       alpha0=None):
+    """Validate a binary dual problem for the native solvers.
+
+    Returns ``(X, y, upper, keep, alpha)``: C-contiguous float64 data,
+    labels in {-1, +1}, per-sample upper bounds ``C * class weight *
+    sample_weight``, the mask of samples with a positive bound (the others
+    are left out, their alpha is 0, as in scikit-learn) and the warm start
+    (zeros by default).
+    """
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    if X.ndim != 2:
+        raise ValueError(f"X must be 2-D, got shape {X.shape}")
+    n = X.shape[0]
+    if n < 1:
+        raise ValueError("X must have at least one sample")
+    y = np.ascontiguousarray(y, dtype=np.float64)
+    if y.shape != (n,):
+        raise ValueError(f"y must have shape ({n},), got {y.shape}")
+    if not np.all((y == 1.0) | (y == -1.0)):
+        raise ValueError("y must contain only -1 and +1")
+    C = float(C)
+    if not (C > 0.0 and np.isfinite(C)):
+        raise ValueError(f"C must be positive and finite, got {C}")
+    if kernel not in _KIND:
+        raise ValueError(f"kernel must be one of {sorted(_KIND)}, got {kernel!r}")
+    if not (float(tol) > 0.0):
+        raise ValueError(f"tol must be positive, got {tol}")
+
+    upper = np.full(n, C)
+    if class_weight_vector is not None:
+        cw = np.asarray(class_weight_vector, dtype=np.float64)
+        if cw.shape != (2,) or not np.all(cw > 0) or not np.all(np.isfinite(cw)):
+            raise ValueError("class_weight_vector must hold 2 positive finite "
+                             "weights (for classes -1, +1)")
+        upper *= np.where(y > 0, cw[1], cw[0])
+    if sample_weight is not None:
+        sw = np.asarray(sample_weight, dtype=np.float64)
+        if sw.shape != (n,):
+            raise ValueError(f"sample_weight must have shape ({n},), got {sw.shape}")
+        if not np.all(np.isfinite(sw)) or np.any(sw < 0):
+            raise ValueError("sample_weight must be non-negative and finite")
+        upper = upper * sw
+    keep = upper > 0.0
+    if not np.any(keep):
+        raise ValueError("all samples have zero weight")
+
+    alpha = np.zeros(n)
+    if alpha0 is not None:
+        a0 = np.asarray(alpha0, dtype=np.float64)
+        if a0.shape != (n,):
+            raise ValueError(f"alpha0 must have shape ({n},), got {a0.shape}")
+        alpha[:] = a0
+
+    return X, y, upper, keep, alpha
 
 
 def smo_fit(X, y, C, *, sample_weight=None, class_weight_vector=None,
@@ -68,48 +125,9 @@ def smo_fit(X, y, C, *, sample_weight=None, class_weight_vector=None,
     ConvergenceWarning
         When ``max_iter`` was reached before the tolerance.
     """
-    X = np.ascontiguousarray(X, dtype=np.float64)
-    if X.ndim != 2:
-        raise ValueError(f"X must be 2-D, got shape {X.shape}")
-    n = X.shape[0]
-    y = np.ascontiguousarray(y, dtype=np.float64)
-    if y.shape != (n,):
-        raise ValueError(f"y must have shape ({n},), got {y.shape}")
-    if not np.all((y == 1.0) | (y == -1.0)):
-        raise ValueError("y must contain only -1 and +1")
-    C = float(C)
-    if not (C > 0.0 and np.isfinite(C)):
-        raise ValueError(f"C must be positive and finite, got {C}")
-    if kernel not in _KIND:
-        raise ValueError(f"kernel must be one of {sorted(_KIND)}, got {kernel!r}")
-    if not (float(tol) > 0.0):
-        raise ValueError(f"tol must be positive, got {tol}")
-
-    upper = np.full(n, C)
-    if class_weight_vector is not None:
-        cw = np.asarray(class_weight_vector, dtype=np.float64)
-        if cw.shape != (2,) or not np.all(cw > 0) or not np.all(np.isfinite(cw)):
-            raise ValueError("class_weight_vector must hold 2 positive finite "
-                             "weights (for classes -1, +1)")
-        upper *= np.where(y > 0, cw[1], cw[0])
-    if sample_weight is not None:
-        sw = np.asarray(sample_weight, dtype=np.float64)
-        if sw.shape != (n,):
-            raise ValueError(f"sample_weight must have shape ({n},), got {sw.shape}")
-        if not np.all(np.isfinite(sw)) or np.any(sw < 0):
-            raise ValueError("sample_weight must be non-negative and finite")
-        upper = upper * sw
-    keep = upper > 0.0
-    if not np.any(keep):
-        raise ValueError("all samples have zero weight")
-
-    alpha = np.zeros(n)
-    if alpha0 is not None:
-        a0 = np.asarray(alpha0, dtype=np.float64)
-        if a0.shape != (n,):
-            raise ValueError(f"alpha0 must have shape ({n},), got {a0.shape}")
-        alpha[:] = a0
-
+    X, y, upper, keep, alpha = check_dual_problem(
+        X, y, C, kernel=kernel, tol=tol, sample_weight=sample_weight,
+        class_weight_vector=class_weight_vector, alpha0=alpha0)
     g = resolve_gamma(gamma, X)
     Xk = X if keep.all() else np.ascontiguousarray(X[keep])
     ak = np.ascontiguousarray(alpha[keep])
@@ -117,7 +135,7 @@ def smo_fit(X, y, C, *, sample_weight=None, class_weight_vector=None,
         Xk, np.ascontiguousarray(y[keep]), np.ascontiguousarray(upper[keep]),
         ak, _KIND[kernel], float(g), float(coef0), float(degree), float(tol),
         int(max_iter), float(cache_size))
-    alpha = np.zeros(n)
+    alpha = np.zeros(X.shape[0])
     alpha[keep] = ak
     if not converged:
         warnings.warn(
