@@ -142,6 +142,61 @@ PyDoc_STRVAR(openmp_enabled_doc,
              "openmp_enabled()\n--\n\n"
              "True when the native core was compiled with OpenMP.");
 
+/* Kernel parameters shared by every entry point: 0 when valid, else -1 with
+ * a ValueError set. */
+static int ck_check_kernel_params(int kind, double gamma, double coef0,
+                                  double degree)
+{
+    if (kind < CK_KERNEL_LINEAR || kind > CK_KERNEL_SIGMOID) {
+        PyErr_Format(PyExc_ValueError,
+                     "unknown kernel kind %d (expected 0 linear, 1 rbf, "
+                     "2 poly, 3 sigmoid)",
+                     kind);
+        return -1;
+    }
+    if (!isfinite(gamma) || !isfinite(coef0) || !isfinite(degree)) {
+        char msg[200];
+        PyOS_snprintf(msg, sizeof msg,
+                      "gamma, coef0 and degree must be finite "
+                      "(got %g, %g, %g)", gamma, coef0, degree);
+        PyErr_SetString(PyExc_ValueError, msg);
+        return -1;
+    }
+    if (kind == CK_KERNEL_POLY && degree < 0.0) {
+        char msg[120];
+        PyOS_snprintf(msg, sizeof msg,
+                      "degree must be non-negative for the poly kernel, "
+                      "got %g", degree);
+        PyErr_SetString(PyExc_ValueError, msg);
+        return -1;
+    }
+    return 0;
+}
+
+/* Kernel parameters plus the stopping tolerance and cache budget of the
+ * solvers: 0 when valid, else -1 with a ValueError set. */
+static int ck_check_solver_params(int kind, double gamma, double coef0,
+                                  double degree, double tol, double cache_mb)
+{
+    if (ck_check_kernel_params(kind, gamma, coef0, degree) < 0)
+        return -1;
+    if (!(tol > 0.0) || !isfinite(tol)) {
+        char msg[120];
+        PyOS_snprintf(msg, sizeof msg,
+                      "tol must be positive and finite, got %g", tol);
+        PyErr_SetString(PyExc_ValueError, msg);
+        return -1;
+    }
+    if (!(cache_mb > 0.0)) {
+        char msg[120];
+        PyOS_snprintf(msg, sizeof msg,
+                      "cache_size_mb must be positive, got %g", cache_mb);
+        PyErr_SetString(PyExc_ValueError, msg);
+        return -1;
+    }
+    return 0;
+}
+
 static PyObject *py_openmp_enabled(PyObject *module, PyObject *Py_UNUSED(args))
 {
     (void)module;
@@ -201,27 +256,8 @@ static PyObject *py_kernel_from_gram(PyObject *module, PyObject *args,
                                      &gamma, &coef0, &degree, &n_threads))
         return NULL;
 
-    if (kind < CK_KERNEL_LINEAR || kind > CK_KERNEL_SIGMOID)
-        return PyErr_Format(PyExc_ValueError,
-                            "unknown kernel kind %d (expected 0 linear, 1 rbf, "
-                            "2 poly, 3 sigmoid)",
-                            kind);
-    if (!isfinite(gamma) || !isfinite(coef0) || !isfinite(degree)) {
-        char msg[200];
-        PyOS_snprintf(msg, sizeof msg,
-                      "gamma, coef0 and degree must be finite "
-                      "(got %g, %g, %g)", gamma, coef0, degree);
-        PyErr_SetString(PyExc_ValueError, msg);
+    if (ck_check_kernel_params(kind, gamma, coef0, degree) < 0)
         return NULL;
-    }
-    if (kind == CK_KERNEL_POLY && degree < 0.0) {
-        char msg[120];
-        PyOS_snprintf(msg, sizeof msg,
-                      "degree must be non-negative for the poly kernel, "
-                      "got %g", degree);
-        PyErr_SetString(PyExc_ValueError, msg);
-        return NULL;
-    }
 
     /* ---- G: writable, C-contiguous, 2-D, float64 ---- */
     if (PyObject_GetBuffer(g_obj, &g_view,
@@ -443,41 +479,8 @@ static PyObject *py_smo_solve(PyObject *module, PyObject *args,
                                      &kind, &gamma, &coef0, &degree, &tol,
                                      &max_iter, &cache_mb))
         return NULL;
-    if (kind < CK_KERNEL_LINEAR || kind > CK_KERNEL_SIGMOID)
-        return PyErr_Format(PyExc_ValueError,
-                            "unknown kernel kind %d (expected 0 linear, 1 rbf, "
-                            "2 poly, 3 sigmoid)",
-                            kind);
-    if (!isfinite(gamma) || !isfinite(coef0) || !isfinite(degree)) {
-        char msg[200];
-        PyOS_snprintf(msg, sizeof msg,
-                      "gamma, coef0 and degree must be finite "
-                      "(got %g, %g, %g)", gamma, coef0, degree);
-        PyErr_SetString(PyExc_ValueError, msg);
+    if (ck_check_solver_params(kind, gamma, coef0, degree, tol, cache_mb) < 0)
         return NULL;
-    }
-    if (kind == CK_KERNEL_POLY && degree < 0.0) {
-        char msg[120];
-        PyOS_snprintf(msg, sizeof msg,
-                      "degree must be non-negative for the poly kernel, "
-                      "got %g", degree);
-        PyErr_SetString(PyExc_ValueError, msg);
-        return NULL;
-    }
-    if (!(tol > 0.0) || !isfinite(tol)) {
-        char msg[120];
-        PyOS_snprintf(msg, sizeof msg,
-                      "tol must be positive and finite, got %g", tol);
-        PyErr_SetString(PyExc_ValueError, msg);
-        return NULL;
-    }
-    if (!(cache_mb > 0.0)) {
-        char msg[120];
-        PyOS_snprintf(msg, sizeof msg,
-                      "cache_size_mb must be positive, got %g", cache_mb);
-        PyErr_SetString(PyExc_ValueError, msg);
-        return NULL;
-    }
 
     /* ---- X: C-contiguous 2-D float64 ---- */
     if (PyObject_GetBuffer(x_obj, &xv, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
@@ -664,41 +667,8 @@ static PyObject *py_asygcd_solve(PyObject *module, PyObject *args,
             &y_obj, &u_obj, &b_obj, &a_obj, &kind, &gamma, &coef0, &degree,
             &n_threads, &greedy, &seed, &tol, &max_iter, &cache_mb))
         return NULL;
-    if (kind < CK_KERNEL_LINEAR || kind > CK_KERNEL_SIGMOID)
-        return PyErr_Format(PyExc_ValueError,
-                            "unknown kernel kind %d (expected 0 linear, 1 rbf, "
-                            "2 poly, 3 sigmoid)",
-                            kind);
-    if (!isfinite(gamma) || !isfinite(coef0) || !isfinite(degree)) {
-        char msg[200];
-        PyOS_snprintf(msg, sizeof msg,
-                      "gamma, coef0 and degree must be finite "
-                      "(got %g, %g, %g)", gamma, coef0, degree);
-        PyErr_SetString(PyExc_ValueError, msg);
+    if (ck_check_solver_params(kind, gamma, coef0, degree, tol, cache_mb) < 0)
         return NULL;
-    }
-    if (kind == CK_KERNEL_POLY && degree < 0.0) {
-        char msg[120];
-        PyOS_snprintf(msg, sizeof msg,
-                      "degree must be non-negative for the poly kernel, "
-                      "got %g", degree);
-        PyErr_SetString(PyExc_ValueError, msg);
-        return NULL;
-    }
-    if (!(tol > 0.0) || !isfinite(tol)) {
-        char msg[120];
-        PyOS_snprintf(msg, sizeof msg,
-                      "tol must be positive and finite, got %g", tol);
-        PyErr_SetString(PyExc_ValueError, msg);
-        return NULL;
-    }
-    if (!(cache_mb > 0.0)) {
-        char msg[120];
-        PyOS_snprintf(msg, sizeof msg,
-                      "cache_size_mb must be positive, got %g", cache_mb);
-        PyErr_SetString(PyExc_ValueError, msg);
-        return NULL;
-    }
     if (n_threads < 1)
         return PyErr_Format(PyExc_ValueError,
                             "n_threads must be >= 1, got %d", n_threads);
