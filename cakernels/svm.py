@@ -52,6 +52,20 @@ class _SingleClassModel:
         return np.full(X.shape[0], self.classes_[0])
 
 
+#: hyper-parameters every SVM here shares with sklearn.svm.SVC
+_SVM_CONSTRAINTS = {
+    "C": [Interval(numbers.Real, 0.0, None, closed="neither")],
+    "kernel": [StrOptions(set(KERNELS))],
+    "degree": [Interval(numbers.Integral, 0, None, closed="left")],
+    "gamma": [StrOptions({"scale", "auto"}), Interval(numbers.Real, 0.0, None, closed="left")],
+    "coef0": [Interval(numbers.Real, None, None, closed="neither")],
+    "tol": [Interval(numbers.Real, 0.0, None, closed="neither")],
+    "cache_size": [Interval(numbers.Real, 0, None, closed="neither")],
+    "class_weight": [StrOptions({"balanced"}), dict, None],
+    "max_iter": [Interval(numbers.Integral, -1, None, closed="left")],
+}
+
+
 class PartitionedSVC(ClassifierMixin, _PartitionedEstimator):
     """Partitioned kernel SVM with a choice of partitioner.
 
@@ -167,15 +181,7 @@ class PartitionedSVC(ClassifierMixin, _PartitionedEstimator):
 
     _parameter_constraints = {
         **_PartitionedEstimator._parameter_constraints,
-        "C": [Interval(numbers.Real, 0.0, None, closed="neither")],
-        "kernel": [StrOptions(set(KERNELS))],
-        "degree": [Interval(numbers.Integral, 0, None, closed="left")],
-        "gamma": [StrOptions({"scale", "auto"}), Interval(numbers.Real, 0.0, None, closed="left")],
-        "coef0": [Interval(numbers.Real, None, None, closed="neither")],
-        "tol": [Interval(numbers.Real, 0.0, None, closed="neither")],
-        "cache_size": [Interval(numbers.Real, 0, None, closed="neither")],
-        "class_weight": [StrOptions({"balanced"}), dict, None],
-        "max_iter": [Interval(numbers.Integral, -1, None, closed="left")],
+        **_SVM_CONSTRAINTS,
         "break_ties": ["boolean"],
         "solver": [StrOptions(set(SOLVERS))],
         "partitioner": [str, object],
@@ -655,15 +661,7 @@ class AsyGCDSVC(ClassifierMixin, BaseEstimator):
     """
 
     _parameter_constraints = {
-        "C": [Interval(numbers.Real, 0.0, None, closed="neither")],
-        "kernel": [StrOptions(set(KERNELS))],
-        "degree": [Interval(numbers.Integral, 0, None, closed="left")],
-        "gamma": [StrOptions({"scale", "auto"}), Interval(numbers.Real, 0.0, None, closed="left")],
-        "coef0": [Interval(numbers.Real, None, None, closed="neither")],
-        "tol": [Interval(numbers.Real, 0.0, None, closed="neither")],
-        "max_iter": [Interval(numbers.Integral, -1, None, closed="left")],
-        "cache_size": [Interval(numbers.Real, 0, None, closed="neither")],
-        "class_weight": [StrOptions({"balanced"}), dict, None],
+        **_SVM_CONSTRAINTS,
         "multi_class": [StrOptions({"ovo", "ovr"})],
         "n_threads": [Interval(numbers.Integral, 1, None, closed="left"), None],
         "selection": [StrOptions({"greedy", "random"})],
