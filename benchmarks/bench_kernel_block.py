@@ -24,25 +24,14 @@ Usage::
 
 import argparse
 import os
-import platform
 import time
 
 import numpy as np
+from _common import cpu_model  # noqa: I001  (also puts a built checkout on sys.path)
 
 import cakernels._native as _native
 
 TRANSFORM_FLOPS_PER_ENTRY = 6
-
-
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.lower().startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def physical_cores():

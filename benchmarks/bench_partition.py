@@ -13,13 +13,12 @@ assignment itself is reported separately (``assign s``).
 
 import argparse
 import os
-import platform
 import time
 from pathlib import Path
 
 import _common  # noqa: F401, I001  (puts a built checkout on sys.path)
 import numpy as np
-from threadpoolctl import threadpool_info, threadpool_limits
+from threadpoolctl import threadpool_limits
 
 from cakernels import CASVC
 from cakernels.datasets import load_dataset
@@ -38,17 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def machine():
-    cpu = "unknown CPU"
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    blas = ", ".join(f"{d['internal_api']} {d['version']} ({d.get('architecture')})"
-                     for d in threadpool_info() if d["user_api"] == "blas")
-    return f"{cpu}, {os.cpu_count()} cores, {platform.python_version()}, BLAS: {blas}"
+    return "\n".join(_common.machine_lines())
 
 
 def main():
