@@ -133,6 +133,11 @@ class BuildExt(build_ext):
                 link_args += flags[1]
 
         macros = []
+        if not msvc and not any("-fopenmp" == f for f in compile_args):
+            # without OpenMP threads, still honour the `omp simd` reductions
+            # of the solvers (GCC/Clang; no runtime library involved)
+            compile_args.append("-fopenmp-simd")
+            macros.append(("CK_OPENMP_SIMD", "1"))
         if _env_flag("CAKERNELS_NO_SIMD_DISPATCH"):
             print("cakernels: baseline ISA only (CAKERNELS_NO_SIMD_DISPATCH)")
             macros.append(("CK_NO_SIMD_DISPATCH", "1"))
@@ -162,12 +167,13 @@ setup(
             sources=[
                 "native/ck_kernel.c",
                 "native/ck_linalg.c",
+                "native/ck_rows.c",
                 "native/ck_smo.c",
                 "native/ck_asygcd.c",
                 "native/_nativemodule.c",
             ],
             include_dirs=["native"],
-            depends=["native/cakernels.h"],
+            depends=["native/cakernels.h", "native/ck_internal.h"],
         )
     ],
     cmdclass={"build_ext": BuildExt},

@@ -12,6 +12,7 @@ is positive for ``classes_[1]``.
 """
 
 import numpy as np
+import scipy.sparse as sp
 
 from ._kernels import kernel_dot
 from ._smo import smo_fit
@@ -56,10 +57,13 @@ class NativeKernelSVC:
         OpenMP threads of the Asy-GCD solver.
     random_state : int or None
         Seed of Asy-GCD's variable partitioning and of PSCD's choices.
+    asygcd_options : dict, optional
+        ``shrinking``, ``fit_intercept`` and ``intercept_scaling`` of
+        :func:`cakernels._asygcd.asygcd_fit` (Asy-GCD / PSCD only).
     """
 
     def __init__(self, solver, kernel_params, C, tol, max_iter, cache_size, *,
-                 multi_class="ovo", n_threads=1, random_state=None):
+                 multi_class="ovo", n_threads=1, random_state=None, asygcd_options=None):
         if solver not in NATIVE_SOLVERS:
             raise ValueError(f"solver must be one of {NATIVE_SOLVERS}, got {solver!r}")
         self.solver = solver
@@ -71,6 +75,7 @@ class NativeKernelSVC:
         self.multi_class = multi_class
         self.n_threads = n_threads
         self.random_state = random_state
+        self.asygcd_options = asygcd_options
 
     def _solve(self, X, y_pm, weight):
         kp = self.kernel_params
@@ -80,21 +85,24 @@ class NativeKernelSVC:
         if self.solver == "smo":
             res = smo_fit(X, y_pm, self.C, **common)
             intercept, n_iter = res["intercept"], res["n_iter"]
+            self._objectives.append(res["objective"])
         else:
             from ._asygcd import asygcd_fit
 
             res = asygcd_fit(X, y_pm, self.C, n_threads=self.n_threads,
                              selection="greedy" if self.solver == "asygcd" else "random",
-                             random_state=self.random_state, **common)
-            intercept, n_iter = 0.0, res["n_updates"]
+                             random_state=self.random_state,
+                             **(self.asygcd_options or {}), **common)
+            intercept, n_iter = res["intercept"], res["n_updates"]
+            self._objectives.append(res["objective"])
         sv = res["support"]
-        model = (np.ascontiguousarray(X[sv]), (res["alpha"][sv] * y_pm[sv])[None, :],
-                 np.array([intercept]))
+        sv_X = X[sv] if sp.issparse(X) else np.ascontiguousarray(X[sv])
+        model = (sv_X, (res["alpha"][sv] * y_pm[sv])[None, :], np.array([intercept]))
         return model, n_iter, sv
 
     def fit(self, X, y, weight):
-        """Fit on dense ``X`` with labels ``y`` (two or more classes) and per-sample
-        weights multiplying C."""
+        """Fit on ``X`` (dense or CSR) with labels ``y`` (two or more classes) and
+        per-sample weights multiplying C."""
         self.classes_ = np.unique(y)
         k = self.classes_.size
         if k == 2 or self.multi_class == "ovo":
@@ -102,6 +110,7 @@ class NativeKernelSVC:
         else:
             self.problems_ = [(i, None) for i in range(k)]
         self.models_, n_iter, support = [], [], set()
+        self._objectives = []
         for i, j in self.problems_:
             if j is None:  # one-vs-rest: +1 for class i
                 members = np.arange(len(y))
@@ -114,6 +123,8 @@ class NativeKernelSVC:
             n_iter.append(it)
             support.update(members[sv].tolist())
         self.n_iter_ = np.array(n_iter)
+        self.objective_ = np.array(self._objectives)
+        del self._objectives
         self.support_ = np.array(sorted(support), dtype=np.intp)
         if k == 2:
             self.support_vectors_, self.dual_coef_, self.intercept_ = self.models_[0]

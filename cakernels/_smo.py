@@ -13,25 +13,48 @@ working-set selection, kernel column cache, shrinking).
 import warnings
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.exceptions import ConvergenceWarning
 
 from . import _native
 from ._kernels import _KIND, resolve_gamma
 
-__all__ = ["smo_fit", "check_dual_problem"]
+__all__ = ["smo_fit", "check_dual_problem", "native_matrix"]
+
+
+def native_matrix(X):
+    """``X`` in the form the native solvers take.
+
+    A dense array is returned C-contiguous float64; a sparse matrix becomes
+    the tuple ``(values, indices, indptr, n_features)`` of its canonical CSR
+    form (float64 values, int64 indices sorted within rows, no duplicates).
+    The caller's data are never modified (copies are made when needed).
+    """
+    if not sp.issparse(X):
+        return np.ascontiguousarray(X, dtype=np.float64)
+    X = sp.csr_matrix(X, dtype=np.float64, copy=True)
+    X.sum_duplicates()  # also sorts the indices
+    return (np.ascontiguousarray(X.data, dtype=np.float64),
+            np.ascontiguousarray(X.indices, dtype=np.int64),
+            np.ascontiguousarray(X.indptr, dtype=np.int64), int(X.shape[1]))
 
 
 def check_dual_problem(X, y, C, *, kernel, tol, sample_weight=None, class_weight_vector=None,
                        alpha0=None):
     """Validate a binary dual problem for the native solvers.
 
-    Returns ``(X, y, upper, keep, alpha)``: C-contiguous float64 data,
-    labels in {-1, +1}, per-sample upper bounds ``C * class weight *
+    Returns ``(X, y, upper, keep, alpha)``: C-contiguous float64 data (or a
+    float64 CSR matrix for sparse input), labels in {-1, +1}, per-sample upper bounds ``C * class weight *
     sample_weight``, the mask of samples with a positive bound (the others
     are left out, their alpha is 0, as in scikit-learn) and the warm start
     (zeros by default).
     """
-    X = np.ascontiguousarray(X, dtype=np.float64)
+    if sp.issparse(X):
+        X = sp.csr_matrix(X, dtype=np.float64)
+        if not np.all(np.isfinite(X.data)):
+            raise ValueError("X must not contain NaN or infinity")
+    else:
+        X = np.ascontiguousarray(X, dtype=np.float64)
     if X.ndim != 2:
         raise ValueError(f"X must be 2-D, got shape {X.shape}")
     n = X.shape[0]
@@ -85,8 +108,9 @@ def smo_fit(X, y, C, *, sample_weight=None, class_weight_vector=None,
 
     Parameters
     ----------
-    X : array-like of shape (n_samples, n_features)
-        Dense training data (converted to C-contiguous float64).
+    X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        Training data, dense or sparse (CSR); both give the same solution,
+        bit for bit.
     y : array-like of shape (n_samples,)
         Labels, each -1 or +1.
     C : float
@@ -129,7 +153,7 @@ def smo_fit(X, y, C, *, sample_weight=None, class_weight_vector=None,
         X, y, C, kernel=kernel, tol=tol, sample_weight=sample_weight,
         class_weight_vector=class_weight_vector, alpha0=alpha0)
     g = resolve_gamma(gamma, X)
-    Xk = X if keep.all() else np.ascontiguousarray(X[keep])
+    Xk = native_matrix(X if keep.all() else X[keep])
     ak = np.ascontiguousarray(alpha[keep])
     rho, objective, n_iter, converged = _native.smo_solve(
         Xk, np.ascontiguousarray(y[keep]), np.ascontiguousarray(upper[keep]),

@@ -115,8 +115,9 @@ class PartitionedSVC(ClassifierMixin, _PartitionedEstimator):
         dual with bias); ``'asygcd'`` the OpenMP asynchronous greedy
         coordinate descent of chapter 4 and ``'pscd'`` its random-selection
         variant (the dual *without* bias, so a different model). The native
-        solvers take dense input and solve more classes one-vs-one; Asy-GCD
-        uses ``cpu_count // workers`` threads inside every partition.
+        solvers take dense or CSR input and solve more classes one-vs-one;
+        Asy-GCD uses ``cpu_count // workers`` threads inside every partition
+        (use :class:`AsyGCDSVC` for its intercept and shrinking options).
     backend : {'serial', 'threads'}, default='serial'
         How the independent partitions are run.
     n_jobs : int, default=None
@@ -239,11 +240,6 @@ class PartitionedSVC(ClassifierMixin, _PartitionedEstimator):
                 "The number of classes has to be greater than one; got "
                 f"{self.classes_.size} class"
             )
-        if self.solver in NATIVE_SOLVERS and sp.issparse(X):
-            raise ValueError(
-                f"solver={self.solver!r} takes dense input in this version; sparse input "
-                "is supported by solver='libsvm'"
-            )
         sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64,
                                              ensure_non_negative=True)
         self.gamma_ = resolve_gamma(self.gamma, X)
@@ -293,11 +289,6 @@ class PartitionedSVC(ClassifierMixin, _PartitionedEstimator):
         self._fit_engine(X, groups, t_part, fit_one)
         self.n_iter_ = np.asarray(self.fit_stats_["n_iter"])
         return self
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = self.solver not in NATIVE_SOLVERS
-        return tags
 
     # -------------------------------------------------------------- predict
     def _check_X(self, X):
@@ -594,8 +585,12 @@ class AsyGCDSVC(ClassifierMixin, BaseEstimator):
     native OpenMP solver of Algorithm 14: the variables are split into one
     block per thread by K-means on a subsample (section 4.4), every thread
     greedily updates the variable of its block with the largest projected
-    gradient and adds its contribution to the shared gradient atomically, and
-    every thread keeps its own LRU cache of kernel columns. With
+    gradient, and every thread keeps its own LRU cache of kernel values.
+    Deviation: a step is not added to one shared gradient with atomic adds
+    but published once in a lock-free log, and every thread applies it to
+    the gradient entries of its own variables (owner computes; with atomic
+    adds two threads were no faster than one, see ``native/ck_asygcd.c``).
+    With
     ``selection='random'`` it is PSCD (asynchronous stochastic coordinate
     descent, the chapter's baseline); with one thread and greedy selection it
     is serial GCD (Algorithm 13).
@@ -624,6 +619,20 @@ class AsyGCDSVC(ClassifierMixin, BaseEstimator):
         OpenMP threads (None: the OpenMP default, every core).
     selection : {'greedy', 'random'}, default='greedy'
         Asy-GCD or PSCD.
+    shrinking : bool or 'auto', default='auto'
+        Let every thread drop variables stuck at a bound from its active set
+        (LIBLINEAR's rule, the gradient of all variables rebuilt before the
+        final test). 'auto': only when a problem runs on one thread, where
+        it roughly halves the time; with two threads it made more steps and
+        was slower (ijcnn1, see ``benchmarks/README.md``).
+    fit_intercept : bool, default=False
+        Add a regularised intercept, as LIBLINEAR does: the kernel becomes
+        ``K(x, x') + intercept_scaling**2`` (the inputs extended by a
+        constant feature). The thesis' model has none (False); on imbalanced
+        data an intercept can matter (ijcnn1: 98.4% without, 98.7% with,
+        the accuracy of :class:`sklearn.svm.SVC`).
+    intercept_scaling : float, default=1.0
+        Value of the constant feature (> 0).
     random_state : int, RandomState instance or None, default=None
         Seed of the variable partitioning (and of PSCD's choices).
 
@@ -636,6 +645,11 @@ class AsyGCDSVC(ClassifierMixin, BaseEstimator):
         Indices of the support vectors (over all binary problems).
     n_iter_ : ndarray of shape (n_problems,)
         Coordinate updates of every binary problem.
+    intercept_ : ndarray of shape (n_problems,)
+        Intercept of every binary problem (zeros unless ``fit_intercept``).
+    objective_ : ndarray of shape (n_problems,)
+        Dual objective ``0.5 a^T Q a - sum(a)`` reached by every binary
+        problem.
     n_features_in_ : int
 
     See Also
@@ -644,8 +658,9 @@ class AsyGCDSVC(ClassifierMixin, BaseEstimator):
 
     Notes
     -----
-    Without the bias term the decision function is ``sum_i a_i y_i K(x_i, x)``
-    (with an RBF kernel the constant is absorbed by the kernel's flexibility).
+    Without the bias term the decision function is ``sum_i a_i y_i K(x_i, x)``;
+    with ``fit_intercept`` it is ``sum_i a_i y_i K(x_i, x) + b`` with
+    ``b = intercept_scaling**2 * sum_i a_i y_i``.
     Results with several threads are not bitwise reproducible: the order of
     the asynchronous updates varies from run to run, the objective reached
     does not (up to ``tol``).
@@ -665,12 +680,16 @@ class AsyGCDSVC(ClassifierMixin, BaseEstimator):
         "multi_class": [StrOptions({"ovo", "ovr"})],
         "n_threads": [Interval(numbers.Integral, 1, None, closed="left"), None],
         "selection": [StrOptions({"greedy", "random"})],
+        "shrinking": ["boolean", StrOptions({"auto"})],
+        "fit_intercept": ["boolean"],
+        "intercept_scaling": [Interval(numbers.Real, 0, None, closed="neither")],
         "random_state": ["random_state"],
     }
 
     def __init__(self, C=1.0, *, kernel="rbf", degree=3, gamma="scale", coef0=0.0, tol=1e-3,
                  max_iter=-1, cache_size=200, class_weight=None, multi_class="ovo",
-                 n_threads=None, selection="greedy", random_state=None):
+                 n_threads=None, selection="greedy", shrinking="auto", fit_intercept=False,
+                 intercept_scaling=1.0, random_state=None):
         self.C = C
         self.kernel = kernel
         self.degree = degree
@@ -683,6 +702,9 @@ class AsyGCDSVC(ClassifierMixin, BaseEstimator):
         self.multi_class = multi_class
         self.n_threads = n_threads
         self.selection = selection
+        self.shrinking = shrinking
+        self.fit_intercept = fit_intercept
+        self.intercept_scaling = intercept_scaling
         self.random_state = random_state
 
     def fit(self, X, y, sample_weight=None):
@@ -690,8 +712,9 @@ class AsyGCDSVC(ClassifierMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
-            Dense training samples (copied to float64, never modified).
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Training samples, dense or CSR (copied to float64 when needed,
+            never modified).
         y : array-like of shape (n_samples,)
             Class labels (two or more classes).
         sample_weight : array-like of shape (n_samples,), default=None
@@ -702,7 +725,8 @@ class AsyGCDSVC(ClassifierMixin, BaseEstimator):
         self : object
         """
         self._validate_params()
-        X, y = validate_data(self, X, y, dtype=np.float64, order="C")
+        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, order="C")
+        X = _int32_indices(X)
         check_classification_targets(y)
         self.classes_ = np.unique(y)
         if self.classes_.size < 2:
@@ -727,16 +751,27 @@ class AsyGCDSVC(ClassifierMixin, BaseEstimator):
              "coef0": self.coef0},
             self.C, self.tol, self.max_iter, self.cache_size, multi_class=self.multi_class,
             n_threads=n_threads, random_state=seed,
+            asygcd_options={"shrinking": self.shrinking, "fit_intercept": self.fit_intercept,
+                            "intercept_scaling": self.intercept_scaling},
         ).fit(X[keep], y[keep], weight[keep])
         self.support_ = np.flatnonzero(keep)[self.model_.support_]
         self.n_iter_ = self.model_.n_iter_
+        self.intercept_ = np.array([m[2][0] for m in self.model_.models_])
+        self.objective_ = self.model_.objective_
         return self
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
 
     def decision_function(self, X):
         """Decision values: (n_samples,) for two classes (positive means
         ``classes_[1]``), else (n_samples, n_classes) one-vs-rest scores."""
         check_is_fitted(self)
-        X = validate_data(self, X, dtype=np.float64, order="C", reset=False)
+        X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, order="C",
+                          reset=False)
+        X = _int32_indices(X)
         if self.classes_.size == 2:
             return self.model_.decision_function(X)
         return self.model_.ovr_decision(X)

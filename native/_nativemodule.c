@@ -436,6 +436,166 @@ static int ck_get_vector(PyObject *obj, Py_buffer *view, Py_ssize_t n,
     return 0;
 }
 
+/* 1 when a buffer format string denotes a native-endian signed integer
+ * (the caller checks itemsize == 8). */
+static int ck_format_is_int(const char *fmt)
+{
+    if (fmt == NULL)
+        return 0;
+    if (fmt[0] == '@' || fmt[0] == '=')
+        ++fmt;
+#if PY_BIG_ENDIAN
+    else if (fmt[0] == '>' || fmt[0] == '!')
+        ++fmt;
+#else
+    else if (fmt[0] == '<')
+        ++fmt;
+#endif
+    return (fmt[0] == 'q' || fmt[0] == 'l') && fmt[1] == '\0';
+}
+
+
+/* ------------------------------------------------------------------------ */
+/* training data of the solvers: dense array or CSR tuple                   */
+/* ------------------------------------------------------------------------ */
+
+typedef struct {
+    Py_buffer v[3]; /* dense: v[0]; CSR: values, indices, indptr */
+    int held;       /* views held */
+    ck_matrix m;
+} ck_matrix_arg;
+
+static void ck_matrix_release(ck_matrix_arg *a)
+{
+    int k;
+    for (k = 0; k < a->held; ++k)
+        PyBuffer_Release(&a->v[k]);
+    a->held = 0;
+}
+
+/* 1 when [p, p + len) overlaps one of the buffers of the matrix. */
+static int ck_matrix_overlaps(const ck_matrix_arg *a, const void *p,
+                              Py_ssize_t len)
+{
+    int k;
+    for (k = 0; k < a->held; ++k) {
+        if (ck_ranges_overlap(p, len, a->v[k].buf, a->v[k].len))
+            return 1;
+    }
+    return 0;
+}
+
+/* A C-contiguous 1-D buffer of 8-byte items, float64 (is_int == 0) or
+ * int64 (is_int == 1), into a->v[a->held]. */
+static int ck_get_csr_part(PyObject *obj, ck_matrix_arg *a, int is_int,
+                           const char *name)
+{
+    Py_buffer *v = &a->v[a->held];
+    if (PyObject_GetBuffer(obj, v, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+        char msg[120];
+        PyOS_snprintf(msg, sizeof msg,
+                      "CSR %s must be a C-contiguous 1-D %s array", name,
+                      is_int ? "int64" : "float64");
+        ck_reraise_as_value_error(msg);
+        return -1;
+    }
+    ++a->held;
+    if (v->ndim != 1 || v->itemsize != 8 || v->shape == NULL ||
+        !(is_int ? ck_format_is_int(v->format)
+                 : ck_format_is_double(v->format))) {
+        PyErr_Format(PyExc_ValueError,
+                     "CSR %s must be a 1-D %s array (got ndim=%d, format "
+                     "'%s', itemsize %zd)", name,
+                     is_int ? "int64" : "float64", v->ndim,
+                     v->format ? v->format : "B", v->itemsize);
+        return -1;
+    }
+    return 0;
+}
+
+/* X is a C-contiguous 2-D float64 array, or a CSR tuple
+ * (values, indices, indptr, n_cols) with float64 values, int64 indices
+ * (strictly increasing within each row) and int64 indptr.  Checks the
+ * structure and that every value is finite.  0 on success (release with
+ * ck_matrix_release), -1 with ValueError set (nothing held). */
+static int ck_get_matrix(PyObject *obj, ck_matrix_arg *a)
+{
+    memset(a, 0, sizeof *a);
+    if (PyTuple_Check(obj)) {
+        long long n_cols;
+        Py_ssize_t nnz, n;
+        if (PyTuple_GET_SIZE(obj) != 4) {
+            PyErr_SetString(PyExc_ValueError,
+                            "a CSR X must be a tuple (values, indices, "
+                            "indptr, n_cols)");
+            return -1;
+        }
+        n_cols = PyLong_AsLongLong(PyTuple_GET_ITEM(obj, 3));
+        if (n_cols == -1 && PyErr_Occurred())
+            return -1;
+        if (n_cols < 0) {
+            PyErr_SetString(PyExc_ValueError, "CSR n_cols must be >= 0");
+            return -1;
+        }
+        if (ck_get_csr_part(PyTuple_GET_ITEM(obj, 0), a, 0, "values") < 0 ||
+            ck_get_csr_part(PyTuple_GET_ITEM(obj, 1), a, 1, "indices") < 0 ||
+            ck_get_csr_part(PyTuple_GET_ITEM(obj, 2), a, 1, "indptr") < 0)
+            goto fail;
+        nnz = a->v[0].shape[0];
+        n = a->v[2].shape[0] - 1;
+        if (a->v[1].shape[0] != nnz || n < 0 ||
+            ((const int64_t *)a->v[2].buf)[n] != (int64_t)nnz) {
+            PyErr_SetString(PyExc_ValueError,
+                            "CSR arrays are inconsistent: need len(values) "
+                            "== len(indices) == indptr[-1]");
+            goto fail;
+        }
+        a->m.n_rows = (int64_t)n;
+        a->m.n_cols = (int64_t)n_cols;
+        a->m.dense = NULL;
+        a->m.values = (const double *)a->v[0].buf;
+        a->m.indices = (const int64_t *)a->v[1].buf;
+        a->m.indptr = (const int64_t *)a->v[2].buf;
+        if (ck_matrix_check(&a->m) != CK_OK) {
+            PyErr_SetString(PyExc_ValueError,
+                            "invalid CSR X: indptr must start at 0 and not "
+                            "decrease, indices must be strictly increasing "
+                            "within each row and in [0, n_cols), and values "
+                            "must be finite (no NaN or infinity)");
+            goto fail;
+        }
+        return 0;
+    }
+    if (PyObject_GetBuffer(obj, &a->v[0], PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) <
+        0) {
+        ck_reraise_as_value_error(
+            "X must be a C-contiguous 2-D float64 array or a CSR tuple");
+        return -1;
+    }
+    a->held = 1;
+    if (a->v[0].ndim != 2 || a->v[0].itemsize != (Py_ssize_t)sizeof(double) ||
+        !ck_format_is_double(a->v[0].format) || a->v[0].shape == NULL) {
+        PyErr_Format(PyExc_ValueError,
+                     "X must be a C-contiguous 2-D float64 array "
+                     "(got ndim=%d, format '%s', itemsize %zd)",
+                     a->v[0].ndim, a->v[0].format ? a->v[0].format : "B",
+                     a->v[0].itemsize);
+        goto fail;
+    }
+    a->m.n_rows = (int64_t)a->v[0].shape[0];
+    a->m.n_cols = (int64_t)a->v[0].shape[1];
+    a->m.dense = (const double *)a->v[0].buf;
+    if (ck_matrix_check(&a->m) != CK_OK) {
+        PyErr_SetString(PyExc_ValueError,
+                        "X must not contain NaN or infinity");
+        goto fail;
+    }
+    return 0;
+fail:
+    ck_matrix_release(a);
+    return -1;
+}
+
 PyDoc_STRVAR(
     smo_solve_doc,
     "smo_solve(X, y, upper, alpha, kind, gamma, coef0, degree, tol, max_iter, "
@@ -444,7 +604,9 @@ PyDoc_STRVAR(
     "shrinking), GIL released:\n"
     "min 0.5 a^T Q a - sum(a)  s.t.  y^T a = 0, 0 <= a <= upper,\n"
     "Q_ij = y_i y_j K(x_i, x_j).\n\n"
-    "X: C-contiguous (n, d) float64; y: (n,) float64 of -1/+1; upper: (n,)\n"
+    "X: C-contiguous (n, d) float64, or a CSR tuple (values float64,\n"
+    "indices int64 sorted within rows, indptr int64, n_features); y: (n,)\n"
+    "float64 of -1/+1; upper: (n,)\n"
     "float64, > 0 and finite; alpha: writable (n,) float64, a feasible warm\n"
     "start on input (zeros for a cold start), the solution on output.\n"
     "kind: 0 linear, 1 rbf, 2 poly, 3 sigmoid.  Stops when the maximal\n"
@@ -465,9 +627,10 @@ static PyObject *py_smo_solve(PyObject *module, PyObject *args,
     int kind;
     double gamma, coef0, degree, tol, cache_mb, rho = 0.0, objective = 0.0;
     long long max_iter;
-    Py_buffer xv, yv, uv, av;
+    ck_matrix_arg xa;
+    Py_buffer yv, uv, av;
     int held = 0; /* number of views held, in the order x, y, u, a */
-    Py_ssize_t n, d, i;
+    Py_ssize_t n, i;
     int64_t n_iter = 0;
     int converged = 0;
     ck_status status;
@@ -482,22 +645,11 @@ static PyObject *py_smo_solve(PyObject *module, PyObject *args,
     if (ck_check_solver_params(kind, gamma, coef0, degree, tol, cache_mb) < 0)
         return NULL;
 
-    /* ---- X: C-contiguous 2-D float64 ---- */
-    if (PyObject_GetBuffer(x_obj, &xv, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
-        ck_reraise_as_value_error("X must be a C-contiguous 2-D float64 array");
+    /* ---- X: dense or CSR ---- */
+    if (ck_get_matrix(x_obj, &xa) < 0)
         return NULL;
-    }
     held = 1;
-    if (xv.ndim != 2 || xv.itemsize != (Py_ssize_t)sizeof(double) ||
-        !ck_format_is_double(xv.format) || xv.shape == NULL) {
-        PyErr_Format(PyExc_ValueError,
-                     "X must be a C-contiguous 2-D float64 array "
-                     "(got ndim=%d, format '%s', itemsize %zd)",
-                     xv.ndim, xv.format ? xv.format : "B", xv.itemsize);
-        goto fail;
-    }
-    n = xv.shape[0];
-    d = xv.shape[1];
+    n = (Py_ssize_t)xa.m.n_rows;
     if (n < 1) {
         PyErr_SetString(PyExc_ValueError, "X must have at least one row");
         goto fail;
@@ -511,23 +663,12 @@ static PyObject *py_smo_solve(PyObject *module, PyObject *args,
     if (ck_get_vector(a_obj, &av, n, 1, "alpha") < 0)
         goto fail;
     held = 4;
-    if (ck_ranges_overlap(av.buf, av.len, xv.buf, xv.len) ||
+    if (ck_matrix_overlaps(&xa, av.buf, av.len) ||
         ck_ranges_overlap(av.buf, av.len, yv.buf, yv.len) ||
         ck_ranges_overlap(av.buf, av.len, uv.buf, uv.len)) {
         PyErr_SetString(PyExc_ValueError,
                         "alpha must not share memory with X, y or upper");
         goto fail;
-    }
-    {
-        const double *xp = (const double *)xv.buf;
-        const Py_ssize_t nd = n * d;
-        for (i = 0; i < nd; ++i) {
-            if (!isfinite(xp[i])) {
-                PyErr_SetString(PyExc_ValueError,
-                                "X must not contain NaN or infinity");
-                goto fail;
-            }
-        }
     }
     yp = (const double *)yv.buf;
     up = (const double *)uv.buf;
@@ -562,8 +703,7 @@ static PyObject *py_smo_solve(PyObject *module, PyObject *args,
     }
 
     Py_BEGIN_ALLOW_THREADS
-    status = ck_smo_solve((const double *)xv.buf, (int64_t)n, (int64_t)d,
-                          yp, up, kind, gamma, coef0, degree, tol,
+    status = ck_smo_solve(&xa.m, yp, up, kind, gamma, coef0, degree, tol,
                           (int64_t)max_iter, cache_mb * 1048576.0,
                           (double *)av.buf, &rho, &objective, &n_iter,
                           &converged);
@@ -582,7 +722,7 @@ static PyObject *py_smo_solve(PyObject *module, PyObject *args,
     PyBuffer_Release(&av);
     PyBuffer_Release(&uv);
     PyBuffer_Release(&yv);
-    PyBuffer_Release(&xv);
+    ck_matrix_release(&xa);
     return Py_BuildValue("ddLO", rho, objective, (long long)n_iter,
                          converged ? Py_True : Py_False);
 
@@ -593,49 +733,40 @@ fail:
         PyBuffer_Release(&uv);
     if (held >= 2)
         PyBuffer_Release(&yv);
-    PyBuffer_Release(&xv);
+    ck_matrix_release(&xa);
     return NULL;
-}
-
-/* 1 when a buffer format string denotes a native-endian signed integer
- * (the caller checks itemsize == 8). */
-static int ck_format_is_int(const char *fmt)
-{
-    if (fmt == NULL)
-        return 0;
-    if (fmt[0] == '@' || fmt[0] == '=')
-        ++fmt;
-#if PY_BIG_ENDIAN
-    else if (fmt[0] == '>' || fmt[0] == '!')
-        ++fmt;
-#else
-    else if (fmt[0] == '<')
-        ++fmt;
-#endif
-    return (fmt[0] == 'q' || fmt[0] == 'l') && fmt[1] == '\0';
 }
 
 PyDoc_STRVAR(
     asygcd_solve_doc,
     "asygcd_solve(X, y, upper, block, alpha, kind, gamma, coef0, degree, "
-    "n_threads, greedy, seed, tol, max_iter, cache_size_mb)\n--\n\n"
+    "n_threads, greedy, seed, tol, max_iter, cache_size_mb, shrinking=True, "
+    "shift=0.0)"
+    "\n--\n\n"
     "Solve the binary SVM dual WITHOUT bias by asynchronous greedy\n"
     "coordinate descent (Asy-GCD), GIL released:\n"
     "min 0.5 a^T Q a - sum(a)  s.t.  0 <= a <= upper,\n"
     "Q_ij = y_i y_j K(x_i, x_j).\n\n"
-    "X: C-contiguous (n, d) float64; y: (n,) float64 of -1/+1; upper: (n,)\n"
+    "X: C-contiguous (n, d) float64, or a CSR tuple (values float64,\n"
+    "indices int64 sorted within rows, indptr int64, n_features); y: (n,)\n"
+    "float64 of -1/+1; upper: (n,)\n"
     "float64, > 0 and finite; block: C-contiguous (n,) int64, the block\n"
     "(thread) of every variable, in [0, n_threads); alpha: writable (n,)\n"
     "float64 in [0, upper], the warm start on input, the solution on\n"
     "output.  kind: 0 linear, 1 rbf, 2 poly, 3 sigmoid.  n_threads >= 1.\n"
     "greedy: True for Asy-GCD (largest projected gradient of the block),\n"
     "False for PSCD (random coordinate of the block, seeded by seed).\n"
+    "shrinking: drop bounded variables from the thread's active set\n"
+    "(rebuilt before the stopping test; see cakernels.h).\n"
+    "shift >= 0: added to every kernel value (a regularised bias, the\n"
+    "intercept is shift * sum(alpha * y)).\n"
     "Stops when max |projected gradient| <= tol, or after max_iter\n"
     "coordinate updates in total (<= 0: no limit).  cache_size_mb: total\n"
-    "kernel column cache in MiB, split evenly between the threads (inf:\n"
-    "unlimited; each thread must hold one column, 8 * n bytes).\n\n"
+    "kernel cache in MiB; every thread caches the slices of the columns\n"
+    "over its own variables (inf: unlimited; at least one column,\n"
+    "8 * n bytes).\n\n"
     "Returns (objective, n_updates, converged, grad) with grad = Q a - e\n"
-    "(exact; a 1-D float64 memoryview).  Decision function\n"
+    "(every step applied; a 1-D float64 memoryview).  Decision function\n"
     "f(x) = sum_i alpha_i y_i K(x_i, x).  With more than one thread the\n"
     "results depend on timing.  Raises ValueError on\n"
     "any invalid argument, MemoryError when out of memory.");
@@ -646,15 +777,18 @@ static PyObject *py_asygcd_solve(PyObject *module, PyObject *args,
     static char *kwlist[] = {"X",         "y",      "upper", "block",
                              "alpha",     "kind",   "gamma", "coef0",
                              "degree",    "n_threads", "greedy", "seed",
-                             "tol",       "max_iter", "cache_size_mb", NULL};
+                             "tol",       "max_iter", "cache_size_mb",
+                             "shrinking", "shift", NULL};
     PyObject *x_obj, *y_obj, *u_obj, *b_obj, *a_obj, *grad_obj = NULL;
-    int kind, n_threads, greedy;
+    int kind, n_threads, greedy, shrinking = 1;
+    double shift = 0.0;
     unsigned long long seed;
     double gamma, coef0, degree, tol, cache_mb, objective = 0.0;
     long long max_iter;
-    Py_buffer xv, yv, uv, bv, av, gv;
+    ck_matrix_arg xa;
+    Py_buffer yv, uv, bv, av, gv;
     int held = 0; /* views held, in the order x, y, u, b, a */
-    Py_ssize_t n, d, i;
+    Py_ssize_t n, i;
     int64_t n_updates = 0;
     int converged = 0;
     ck_status status;
@@ -663,32 +797,28 @@ static PyObject *py_asygcd_solve(PyObject *module, PyObject *args,
 
     (void)module;
     if (!PyArg_ParseTupleAndKeywords(
-            args, kwargs, "OOOOOidddipKdLd:asygcd_solve", kwlist, &x_obj,
+            args, kwargs, "OOOOOidddipKdLd|pd:asygcd_solve", kwlist, &x_obj,
             &y_obj, &u_obj, &b_obj, &a_obj, &kind, &gamma, &coef0, &degree,
-            &n_threads, &greedy, &seed, &tol, &max_iter, &cache_mb))
+            &n_threads, &greedy, &seed, &tol, &max_iter, &cache_mb, &shrinking, &shift))
         return NULL;
     if (ck_check_solver_params(kind, gamma, coef0, degree, tol, cache_mb) < 0)
         return NULL;
+    if (!(shift >= 0.0) || !isfinite(shift)) {
+        char msg[80];
+        PyOS_snprintf(msg, sizeof msg, "shift must be finite and >= 0, got %g",
+                      shift);
+        PyErr_SetString(PyExc_ValueError, msg);
+        return NULL;
+    }
     if (n_threads < 1)
         return PyErr_Format(PyExc_ValueError,
                             "n_threads must be >= 1, got %d", n_threads);
 
-    /* ---- X: C-contiguous 2-D float64 ---- */
-    if (PyObject_GetBuffer(x_obj, &xv, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
-        ck_reraise_as_value_error("X must be a C-contiguous 2-D float64 array");
+    /* ---- X: dense or CSR ---- */
+    if (ck_get_matrix(x_obj, &xa) < 0)
         return NULL;
-    }
     held = 1;
-    if (xv.ndim != 2 || xv.itemsize != (Py_ssize_t)sizeof(double) ||
-        !ck_format_is_double(xv.format) || xv.shape == NULL) {
-        PyErr_Format(PyExc_ValueError,
-                     "X must be a C-contiguous 2-D float64 array "
-                     "(got ndim=%d, format '%s', itemsize %zd)",
-                     xv.ndim, xv.format ? xv.format : "B", xv.itemsize);
-        goto fail;
-    }
-    n = xv.shape[0];
-    d = xv.shape[1];
+    n = (Py_ssize_t)xa.m.n_rows;
     if (n < 1) {
         PyErr_SetString(PyExc_ValueError, "X must have at least one row");
         goto fail;
@@ -723,7 +853,7 @@ static PyObject *py_asygcd_solve(PyObject *module, PyObject *args,
     if (ck_get_vector(a_obj, &av, n, 1, "alpha") < 0)
         goto fail;
     held = 5;
-    if (ck_ranges_overlap(av.buf, av.len, xv.buf, xv.len) ||
+    if (ck_matrix_overlaps(&xa, av.buf, av.len) ||
         ck_ranges_overlap(av.buf, av.len, yv.buf, yv.len) ||
         ck_ranges_overlap(av.buf, av.len, uv.buf, uv.len) ||
         ck_ranges_overlap(av.buf, av.len, bv.buf, bv.len)) {
@@ -731,17 +861,6 @@ static PyObject *py_asygcd_solve(PyObject *module, PyObject *args,
                         "alpha must not share memory with X, y, upper or "
                         "block");
         goto fail;
-    }
-    {
-        const double *xp = (const double *)xv.buf;
-        const Py_ssize_t nd = n * d;
-        for (i = 0; i < nd; ++i) {
-            if (!isfinite(xp[i])) {
-                PyErr_SetString(PyExc_ValueError,
-                                "X must not contain NaN or infinity");
-                goto fail;
-            }
-        }
     }
     yp = (const double *)yv.buf;
     up = (const double *)uv.buf;
@@ -784,16 +903,14 @@ static PyObject *py_asygcd_solve(PyObject *module, PyObject *args,
             }
         }
     }
-    if (cache_mb * 1048576.0 / (double)n_threads <
-        (double)n * (double)sizeof(double)) {
+    if (cache_mb * 1048576.0 < (double)n * (double)sizeof(double)) {
         char msg[240];
         PyOS_snprintf(msg, sizeof msg,
-                      "cache_size_mb=%g is too small: every one of the %d "
-                      "threads must hold at least one kernel column of %zd "
-                      "float64 values (%.6g MB in total)",
-                      cache_mb, n_threads, n,
-                      (double)n_threads * (double)n * (double)sizeof(double) /
-                          1048576.0);
+                      "cache_size_mb=%g is too small: the kernel cache must "
+                      "hold at least one column of %zd float64 values "
+                      "(%.6g MB)",
+                      cache_mb, n,
+                      (double)n * (double)sizeof(double) / 1048576.0);
         PyErr_SetString(PyExc_ValueError, msg);
         goto fail;
     }
@@ -807,8 +924,9 @@ static PyObject *py_asygcd_solve(PyObject *module, PyObject *args,
 
     Py_BEGIN_ALLOW_THREADS
     status = ck_asygcd_solve(
-        (const double *)xv.buf, (int64_t)n, (int64_t)d, yp, up, kind, gamma,
-        coef0, degree, bp, n_threads, greedy, (uint64_t)seed, tol,
+        &xa.m, yp, up, kind, gamma,
+        coef0, degree, shift, bp, n_threads, greedy, shrinking,
+        (uint64_t)seed, tol,
         (int64_t)max_iter, cache_mb * 1048576.0, (double *)av.buf,
         (double *)gv.buf, &objective, &n_updates, &converged);
     Py_END_ALLOW_THREADS
@@ -822,7 +940,7 @@ static PyObject *py_asygcd_solve(PyObject *module, PyObject *args,
     PyBuffer_Release(&bv);
     PyBuffer_Release(&uv);
     PyBuffer_Release(&yv);
-    PyBuffer_Release(&xv);
+    ck_matrix_release(&xa);
     {
         /* grad as a 1-D float64 memoryview (np.asarray gives an array) */
         PyObject *mv = PyMemoryView_FromObject(grad_obj), *cast, *res;
@@ -849,7 +967,7 @@ fail:
         PyBuffer_Release(&uv);
     if (held >= 2)
         PyBuffer_Release(&yv);
-    PyBuffer_Release(&xv);
+    ck_matrix_release(&xa);
     return NULL;
 }
 

@@ -128,8 +128,36 @@ ck_status ck_cholesky(ck_dpotrf_fn potrf, double *A, int64_t n, int64_t lda,
                       int lower, int64_t *info);
 
 /* ------------------------------------------------------------------------
- * Solvers (SMO, Asy-GCD) will be declared below, one section each, with the
- * same conventions (ck_status return, int64_t sizes, n_threads).
+ * Training data of the solvers (ck_rows.c): dense or CSR.
+ * ------------------------------------------------------------------------ */
+
+/*
+ * n_rows x n_cols matrix, either dense (`dense` != NULL: row-major, leading
+ * dimension n_cols) or CSR (`dense` == NULL: row i holds the values
+ * values[indptr[i] .. indptr[i+1]) in the columns indices[...], which must
+ * be strictly increasing within a row and in [0, n_cols); indptr[0] == 0).
+ * The solvers read it and never keep pointers to it after they return.
+ * Dot products are summed in increasing column order, skipping only
+ * entries that are zero in CSR, so a CSR matrix and its dense copy give
+ * bit-identical kernel values and solver results.
+ */
+typedef struct {
+    int64_t n_rows, n_cols;
+    const double *dense;
+    const int64_t *indptr;
+    const int64_t *indices;
+    const double *values;
+} ck_matrix;
+
+/*
+ * Check the structure of X (sizes, CSR pointers and indices as above) and
+ * that every stored value is finite.  CK_OK or CK_ERR_ARG.
+ */
+ck_status ck_matrix_check(const ck_matrix *X);
+
+/* ------------------------------------------------------------------------
+ * Solvers (SMO, Asy-GCD), one section each, with the same conventions
+ * (ck_status return, int64_t sizes, n_threads).
  * ------------------------------------------------------------------------ */
 
 /* ------------------------------------------------------------------------
@@ -143,7 +171,7 @@ ck_status ck_cholesky(ck_dpotrf_fn potrf, double *A, int64_t n, int64_t lda,
  * kernels), analytic two-variable steps, shrinking with gradient
  * reconstruction (LIBSVM's do_shrinking), single-threaded.
  *
- * X: n x d dense row-major (ld = d); y[i] in {-1, +1}; upper[i] > 0 finite
+ * X: n rows, dense or CSR (ck_matrix); y[i] in {-1, +1}; upper[i] > 0 finite
  * (C times class and sample weights).  The kernel `kind`, gamma, coef0 and
  * degree are those of ck_kernel_from_gram (same values, bit for bit); its
  * columns are computed on demand and kept in an LRU cache of at most
@@ -167,7 +195,7 @@ ck_status ck_cholesky(ck_dpotrf_fn potrf, double *A, int64_t n, int64_t lda,
  * non-finite parameters, tol <= 0, a too small cache or an infeasible warm
  * start; CK_ERR_UNKNOWN_KERNEL; CK_ERR_NOMEM.  All memory is freed.
  */
-ck_status ck_smo_solve(const double *X, int64_t n, int64_t d, const double *y,
+ck_status ck_smo_solve(const ck_matrix *X, const double *y,
                        const double *upper, int kind, double gamma,
                        double coef0, double degree, double tol,
                        int64_t max_iter, double cache_bytes, double *alpha,
@@ -184,46 +212,67 @@ ck_status ck_smo_solve(const double *X, int64_t n, int64_t d, const double *y,
  * Q_ij = y_i y_j K(x_i, x_j), by asynchronous greedy coordinate descent
  * (thesis ch. 4, Algorithm 14; Algorithm 13 with one thread).
  *
- * X, y, upper, kind, gamma, coef0, degree: as for ck_smo_solve.
- * block[i] in [0, T) is the block of variable i, T = n_threads (<= 0: the
- * OpenMP default).  OpenMP thread t owns block t (blocks t, t + team, ...
- * when the team is smaller; without OpenMP one thread visits all blocks in
- * turn) and repeatedly picks in it the variable with the largest |projected
- * gradient| (greedy != 0) or a uniformly random one (greedy == 0: PSCD,
- * xorshift64* seeded from seed + block), takes the one-variable Newton step
- * clip(a_i - g_i / Q_ii, 0, upper[i]) - a_i (Q_ii <= 0 replaced by 1e-12)
- * and adds delta * Q[:, i] to the shared gradient with atomic updates.
- * Every block has its own LRU column cache, one contiguous allocation of at
- * most cache_bytes / T bytes (+inf: unlimited; less than one column,
- * 8 n bytes, is CK_ERR_ARG).
+ * X (n rows, dense or CSR), y, upper, kind, gamma, coef0, degree: as for
+ * ck_smo_solve.  shift >= 0 (finite) is added to every kernel value:
+ * Q_ij = y_i y_j (K(x_i, x_j) + shift), the kernel of the inputs extended by
+ * a constant feature sqrt(shift) -- LIBLINEAR's regularised bias, with
+ * decision f(x) = sum_i a_i y_i K(x_i, x) + shift * sum_i a_i y_i; 0 is the
+ * problem without bias (eq. 4.9).  block[i] in [0, T) is the block of variable i,
+ * T = n_threads (<= 0: the OpenMP default).  OpenMP thread t owns block t
+ * (blocks t, t + team, ... when the team is smaller; without OpenMP one
+ * thread owns them all) and repeatedly picks among its variables the one
+ * with the largest |projected gradient| (greedy != 0) or a uniformly random
+ * one (greedy == 0: PSCD, xorshift64* seeded from seed + thread), takes the
+ * one-variable Newton step clip(a_i - g_i / Q_ii, 0, upper[i]) - a_i
+ * (Q_ii <= 0 replaced by 1e-12) and publishes it in a lock-free log of at
+ * most 4096 pending steps; every thread applies the logged steps to the
+ * gradient entries of its own variables (owner computes -- the deviation
+ * from the atomic adds of Algorithm 14 is explained in ck_asygcd.c).  Each
+ * thread caches the slices Q[S_t, i] it needs in its own LRU cache, one
+ * contiguous allocation; all threads hold the same number of slices,
+ * floor(cache_bytes / (8 n)), so the cache holds at most cache_bytes
+ * (+inf: all columns, or as many as can be allocated); a cache that cannot
+ * be allocated is CK_ERR_NOMEM.  Less than one column (8 n bytes) is
+ * CK_ERR_ARG.
+ *
+ * shrinking != 0: every 1000 steps (or |S_t|) a thread drops from its
+ * active set the variables at a bound whose gradient points out of the box
+ * by more than its current largest violation M (a = 0 and g > M, or
+ * a = upper and g < -M), as LIBLINEAR's dual coordinate descent; their
+ * gradient entries are then not updated, and kernel slices are computed
+ * over the active variables only.  When the active set is optimal (and
+ * once when its violation first falls below 10 tol) the thread rebuilds the
+ * dropped gradient entries from alpha (as LIBSVM's reconstruct_gradient)
+ * and continues with all its variables, so the stopping test always covers
+ * every variable.  shrinking == 0 is Algorithms 13/14 as printed.
  *
  * alpha: in, a warm start in the box (entries within 1e-8 * upper[i]
  * outside are clipped, anything else is CK_ERR_ARG); out, the solution.
- * Stops when max_i |projected gradient_i| <= tol (checked on the shared
- * gradient every |block| updates of a thread, then confirmed on an exactly
- * recomputed gradient; if the confirmation fails another asynchronous phase
- * runs, at most 16 phases), *converged = 1; or after max_iter coordinate
- * steps in total (max_iter <= 0: no limit), *converged = 0 -- not an error.
- * Outputs: grad (n values, exact Q a - e at the returned alpha),
- * *objective (0.5 a^T Q a - e^T a), *n_updates (coordinate steps taken;
- * only variables with |projected gradient| > tol are stepped, so random
- * picks of variables already within tol are skipped and not counted).
- * The in-flight stop test only trusts a scan during which no update was
- * in progress.  With T > 1 the result depends on thread timing (not
- * bit-reproducible).  On error alpha and the outputs
- * are unspecified (alpha untouched for argument errors).
+ * Stops when every variable has |projected gradient| <= tol on a gradient
+ * that includes every step taken (*converged = 1), or after max_iter
+ * coordinate steps in total (max_iter <= 0: no limit; *converged = 0 -- not
+ * an error).  Outputs: grad (n values, Q a - e at the returned alpha,
+ * accumulated step by step), *objective (0.5 a^T Q a - e^T a from grad),
+ * *n_updates (coordinate steps taken; only variables with |projected
+ * gradient| > tol are stepped, so random picks of variables already within
+ * tol are skipped and not counted).  With T > 1 the result depends on
+ * thread timing (not bit-reproducible); with one thread it is
+ * deterministic, independent of the cache size, and a CSR X gives the
+ * same bits as its dense copy.  On error alpha and the outputs are
+ * unspecified (alpha untouched for argument errors).
  *
- * Returns CK_ERR_ARG for NULL pointers, n < 1, d < 0, bad labels, bounds or
- * block ids, non-finite parameters or kernel diagonal, tol <= 0, a too
- * small cache or a bad warm start; CK_ERR_UNKNOWN_KERNEL; CK_ERR_NOMEM.
- * All memory is freed.
+ * Returns CK_ERR_ARG for NULL pointers, a malformed X or non-finite
+ * values, n < 1, bad labels, bounds or block ids, non-finite parameters or
+ * kernel diagonal, tol <= 0, a too small cache or a bad warm start;
+ * CK_ERR_UNKNOWN_KERNEL; CK_ERR_NOMEM.  All memory is freed.
  */
-ck_status ck_asygcd_solve(const double *X, int64_t n, int64_t d,
-                          const double *y, const double *upper, int kind,
-                          double gamma, double coef0, double degree,
+ck_status ck_asygcd_solve(const ck_matrix *X, const double *y,
+                          const double *upper, int kind, double gamma,
+                          double coef0, double degree, double shift,
                           const int64_t *block, int n_threads, int greedy,
-                          uint64_t seed, double tol, int64_t max_iter,
-                          double cache_bytes, double *alpha, double *grad,
+                          int shrinking, uint64_t seed, double tol,
+                          int64_t max_iter, double cache_bytes,
+                          double *alpha, double *grad,
                           double *objective, int64_t *n_updates,
                           int *converged);
 

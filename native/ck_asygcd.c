@@ -6,28 +6,40 @@
  * contract.  Outline:
  *   - the variables are split into blocks (block[i] in 0..n_threads-1); the
  *     OpenMP thread t owns the blocks b with b % team_size == t (normally
- *     exactly block t) and repeatedly picks, inside one of its blocks, the
- *     variable with the largest |projected gradient| (greedy, Asy-GCD) or a
- *     random one (PSCD, per-block xorshift64* generator);
+ *     exactly block t) and repeatedly picks, among its own variables, the
+ *     one with the largest |projected gradient| (greedy, Asy-GCD) or a
+ *     random one (PSCD, per-thread xorshift64* generator);
  *   - one-variable Newton step delta = clip(a_i - g_i / Q_ii, 0, C_i) - a_i
  *     (eq. 4.10; Q_ii <= 0 is replaced by tau = 1e-12 as in LIBSVM);
- *   - the shared gradient g = Q a - e is updated with `omp atomic` adds
- *     (the asynchronous part), and read without locks by the other threads;
- *   - every block has its own LRU cache of Q columns (only columns of its
- *     own variables are ever needed), one contiguous allocation of at most
- *     cache_bytes / n_threads bytes;
- *   - only variables with |projected gradient| > tol are stepped (PSCD
- *     skips random picks already within tol);
- *   - a thread checks the global max |projected gradient| every
- *     |block| updates or when its own blocks have nothing left to do, and
- *     raises a shared stop flag when it is <= tol or when max_iter updates
- *     were made in total;
- *   - after the parallel phase g is recomputed exactly (column by column)
- *     and the KKT test is repeated on it; when the exact test fails (stale
- *     reads, rounding drift of the incrementally updated g) and max_iter is
- *     not reached, another phase is run (at most CK_AGCD_MAX_PHASES).
+ *   - the gradient g = Q a - e is shared as in Algorithm 14, but every
+ *     entry g_j is written by one thread only, the owner of variable j
+ *     ("owner computes"): a step (i, delta) is published once in a
+ *     lock-free log (a ring buffer), and every thread applies the logged
+ *     steps, in log order, to the entries of g it owns,
+ *     g[S_t] += delta * Q[S_t, i].  This replaces the per-entry atomic adds
+ *     of Algorithm 14 (see "Deviation" below);
+ *   - every thread keeps its own LRU cache of the slices Q[S_t, i] it needs
+ *     (one contiguous allocation, budget proportional to |S_t|), so a
+ *     kernel column is computed by all threads together, each its own
+ *     slice, in parallel;
+ *   - a thread stops when its own variables satisfy the KKT conditions
+ *     within tol and it has applied every logged step; the solve ends when
+ *     all threads are in that state at the same log position (then no
+ *     thread can make another step), or after max_iter steps.
+ *
+ * Deviation from Algorithm 14 (atomic adds on one shared g): with the
+ * atomic version every step costs n atomic read-modify-writes (a locked
+ * compare-and-swap loop per entry on x86) on cache lines that bounce
+ * between the cores; measured here it made 2 threads no faster than 1.
+ * Owner-computes performs the same updates with plain vectorised stores on
+ * thread-private memory.  The iteration is still asynchronous: a thread
+ * selects with the steps it has applied so far, i.e. with a gradient that
+ * may miss up to CK_AGCD_LOG steps of the others -- the bounded-delay
+ * inconsistent read that the convergence analysis of Asy-GCD (Theorem 4.1)
+ * assumes.  At the end every thread has applied every step, so g is
+ * Q a - e up to rounding, with no stale entries.
  */
-#include "cakernels.h"
+#include "ck_internal.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -43,30 +55,27 @@
 #endif
 
 #define CK_AGCD_TAU 1e-12
-#define CK_AGCD_MAX_PHASES 16
+#define CK_AGCD_LOG 4096 /* log capacity (power of two): the maximal delay */
+
+/* values of the shared stop flag */
+#define CK_AGCD_RUN 0
+#define CK_AGCD_DONE 1    /* every thread optimal and up to date */
+#define CK_AGCD_MAXITER 2 /* max_iter steps claimed                */
+#define CK_AGCD_ERROR 3   /* a thread failed (status in err)        */
 
 /* ======================================================================== */
-/* Per-block LRU cache of Q columns                                         */
+/* Per-thread LRU cache of slices Q[S_t, i]                                 */
 /* ======================================================================== */
 
 typedef struct {
-    const double *X;
-    const double *y;
-    const double *sqnorm; /* |x_i|^2 (RBF only, else NULL) */
-    int64_t n, d;
-    int kind;
-    double gamma, coef0, degree;
-} ck_agcd_problem;
-
-typedef struct {
-    int64_t m;          /* number of variables of the block               */
-    int64_t capacity;   /* columns held (1 <= capacity <= m), 0 if m == 0  */
-    double *mem;        /* capacity * n doubles, contiguous               */
-    int64_t *slot_col;  /* slot -> local column index, -1 when free       */
-    int64_t *col_slot;  /* local column -> slot, -1 when not cached       */
+    int64_t m;          /* slice length |S_t|                              */
+    int64_t capacity;   /* slices held (>= 1), 0 when m == 0               */
+    double *mem;        /* capacity * m doubles, contiguous                */
+    int64_t *slot_col;  /* slot -> variable, -1 when free                  */
+    int64_t *col_slot;  /* variable (0..n) -> slot, -1 when not cached     */
     int64_t *prev, *next;
-    int64_t head, tail; /* head: most recently used                       */
-    int64_t n_used;     /* slots used so far                              */
+    int64_t head, tail; /* head: most recently used                        */
+    int64_t n_used;     /* slots used so far                               */
 } ck_agcd_cache;
 
 static void ck_agcd_cache_free(ck_agcd_cache *c)
@@ -76,14 +85,14 @@ static void ck_agcd_cache_free(ck_agcd_cache *c)
     free(c->col_slot);
     free(c->prev);
     free(c->next);
-    c->mem = NULL;
-    c->slot_col = c->col_slot = c->prev = c->next = NULL;
+    memset(c, 0, sizeof *c);
 }
 
-/* Allocate a cache of at most `capacity` columns of n doubles for a block
- * of m variables; the capacity is halved while the allocation fails. */
-static ck_status ck_agcd_cache_init(ck_agcd_cache *c, int64_t m, int64_t n,
-                                    int64_t capacity)
+/* A cache of `capacity` slices of m doubles for n variables; with
+ * `flexible` (an unlimited budget) the capacity is halved while the
+ * allocation fails, else a failure is CK_ERR_NOMEM. */
+static ck_status ck_agcd_cache_init(ck_agcd_cache *c, int64_t n, int64_t m,
+                                    int64_t capacity, int flexible)
 {
     int64_t s;
     memset(c, 0, sizeof *c);
@@ -91,32 +100,30 @@ static ck_status ck_agcd_cache_init(ck_agcd_cache *c, int64_t m, int64_t n,
     c->head = c->tail = -1;
     if (m == 0)
         return CK_OK;
-    if (capacity > m)
-        capacity = m;
+    if (capacity > n)
+        capacity = n;
     if (capacity < 1)
         capacity = 1;
     for (;;) {
-        c->mem = (double *)malloc((size_t)capacity * (size_t)n *
+        c->mem = (double *)malloc((size_t)capacity * (size_t)m *
                                   sizeof(double));
-        if (c->mem != NULL)
+        if (c->mem != NULL || !flexible || capacity == 1)
             break;
-        if (capacity == 1)
-            return CK_ERR_NOMEM;
         capacity /= 2;
     }
     c->capacity = capacity;
     c->slot_col = (int64_t *)malloc((size_t)capacity * sizeof(int64_t));
     c->prev = (int64_t *)malloc((size_t)capacity * sizeof(int64_t));
     c->next = (int64_t *)malloc((size_t)capacity * sizeof(int64_t));
-    c->col_slot = (int64_t *)malloc((size_t)m * sizeof(int64_t));
-    if (c->slot_col == NULL || c->prev == NULL || c->next == NULL ||
-        c->col_slot == NULL) {
+    c->col_slot = (int64_t *)malloc((size_t)n * sizeof(int64_t));
+    if (c->mem == NULL || c->slot_col == NULL || c->prev == NULL ||
+        c->next == NULL || c->col_slot == NULL) {
         ck_agcd_cache_free(c);
         return CK_ERR_NOMEM;
     }
     for (s = 0; s < capacity; ++s)
         c->slot_col[s] = -1;
-    for (s = 0; s < m; ++s)
+    for (s = 0; s < n; ++s)
         c->col_slot[s] = -1;
     return CK_OK;
 }
@@ -144,76 +151,96 @@ static void ck_agcd_push_front(ck_agcd_cache *c, int64_t s)
         c->tail = s;
 }
 
-/* Fill `col` with Q[:, i] (serially: the caller is one thread of a team). */
-static ck_status ck_agcd_compute(const ck_agcd_problem *p, int64_t i,
-                                 double *col)
+/* ======================================================================== */
+/* Problem and workers                                                      */
+/* ======================================================================== */
+
+typedef struct {
+    const ck_matrix *X;
+    ck_kparams kp;
+    const double *y, *sq; /* labels, |x_i|^2 (all n)                  */
+} ck_agcd_problem;
+
+/* One thread's state: its variables S_t and everything only it writes. */
+typedef struct {
+    int64_t m;            /* |S_t|                                       */
+    int64_t *rows;        /* S_t (global indices, ascending per block)   */
+    double *ry, *rsq;     /* y and |x|^2 of S_t                          */
+    double *a, *u, *qd;   /* alpha, upper bound and Q_jj of S_t          */
+    double *s1, *s2;      /* signs of the projected gradient (see scan)  */
+    double *g;            /* the owned part of the gradient              */
+    double *work;         /* n_cols zeros (CSR scratch)                  */
+    double *alpha_all;    /* alpha of all n variables, as of the cursor  */
+    /* shrinking: the active positions act[0 .. na) (na == m: none shrunk,
+     * act unused); inact and mark are scratch for the un-shrinking */
+    int64_t na, since_shrink;
+    int64_t *act, *inact;
+    char *mark;
+    int unshrunk;
+    ck_agcd_cache cache;
+    uint64_t rng;
+} ck_agcd_worker;
+
+static void ck_agcd_worker_free(ck_agcd_worker *w)
 {
-    const int64_t n = p->n, d = p->d;
-    const double *xi = p->X + i * d;
-    const double yi = p->y[i];
-    int64_t j;
-    ck_status st;
-    for (j = 0; j < n; ++j) {
-        const double *xj = p->X + j * d;
-        double s = 0.0;
-        int64_t k;
-        for (k = 0; k < d; ++k)
-            s += xi[k] * xj[k];
-        col[j] = s;
-    }
-    st = ck_kernel_from_gram(col, 1, n, n,
-                             p->sqnorm != NULL ? p->sqnorm + i : NULL,
-                             p->sqnorm, p->kind, p->gamma, p->coef0,
-                             p->degree, 1);
-    if (st != CK_OK)
-        return st;
-    for (j = 0; j < n; ++j)
-        col[j] *= yi * p->y[j];
-    return CK_OK;
+    free(w->rows);
+    free(w->ry);
+    free(w->rsq);
+    free(w->a);
+    free(w->u);
+    free(w->qd);
+    free(w->s1);
+    free(w->s2);
+    free(w->g);
+    free(w->work);
+    free(w->alpha_all);
+    free(w->act);
+    free(w->inact);
+    free(w->mark);
+    ck_agcd_cache_free(&w->cache);
+    memset(w, 0, sizeof *w);
 }
 
-/* Column i (local index li in its block) of Q, from the block's cache or
- * computed, evicting the least recently used column.  The pointer is valid
- * until the next call on the same cache. */
-static ck_status ck_agcd_get(ck_agcd_cache *c, const ck_agcd_problem *p,
-                             int64_t i, int64_t li, const double **out)
+/* The slice Q[S_t, i], from the thread's cache or computed (evicting the
+ * least recently used slice).  Slices are always complete, also while
+ * variables are shrunk: computing only the active entries made every
+ * un-shrinking recompute the support vectors' slices, which cost more than
+ * it saved (ijcnn1, one thread: 19.8 s against 17.5 s).  Valid until the
+ * next call. */
+static ck_status ck_agcd_slice(ck_agcd_worker *w, const ck_agcd_problem *p,
+                               int64_t i, const double **out)
 {
-    int64_t s = c->col_slot[li];
+    ck_agcd_cache *c = &w->cache;
+    int64_t s = c->col_slot[i];
     ck_status st;
     if (s >= 0) {
-        ck_agcd_unlink(c, s);
-        ck_agcd_push_front(c, s);
-        *out = c->mem + s * p->n;
+        if (c->head != s) {
+            ck_agcd_unlink(c, s);
+            ck_agcd_push_front(c, s);
+        }
+        *out = c->mem + s * c->m;
         return CK_OK;
     }
     if (c->n_used < c->capacity) {
         s = c->n_used++;
     } else {
         s = c->tail;
-        if (s < 0)
-            return CK_ERR_INTERNAL;
         ck_agcd_unlink(c, s);
-        if (c->slot_col[s] >= 0)
-            c->col_slot[c->slot_col[s]] = -1;
+        c->col_slot[c->slot_col[s]] = -1;
         c->slot_col[s] = -1;
     }
-    st = ck_agcd_compute(p, i, c->mem + s * p->n);
-    if (st != CK_OK) {
-        ck_agcd_push_front(c, s); /* free slot, still linked */
-        return st;
-    }
-    c->slot_col[s] = li;
-    c->col_slot[li] = s;
     ck_agcd_push_front(c, s);
-    *out = c->mem + s * p->n;
+    st = ck_q_row(p->X, &p->kp, i, p->y[i], p->sq[i], w->rows, w->ry, w->rsq,
+                  w->m, c->mem + s * c->m, w->work);
+    if (st != CK_OK)
+        return st; /* the slot stays free (slot_col -1) */
+    c->slot_col[s] = i;
+    c->col_slot[i] = s;
+    *out = c->mem + s * c->m;
     return CK_OK;
 }
 
-/* ======================================================================== */
-/* Helpers                                                                  */
-/* ======================================================================== */
-
-/* Projected gradient of variable i (0 when the KKT conditions hold). */
+/* Projected gradient of a variable (0 when its KKT conditions hold). */
 static double ck_agcd_pg(double a, double g, double u)
 {
     if (a <= 0.0)
@@ -221,6 +248,197 @@ static double ck_agcd_pg(double a, double g, double u)
     if (a >= u)
         return g > 0.0 ? g : 0.0;
     return g;
+}
+
+/* |projected gradient| = max(s1 * g, s2 * g, 0) with signs that depend on
+ * where alpha is: (s1, s2) = (-1, -1) at 0 (only g < 0 violates), (1, 1)
+ * at the upper bound (only g > 0), (1, -1) in between (|g|).  The worker
+ * keeps the two signs of each of its variables, so the scan is three
+ * loads, two multiplications by +-1 (exact) and two maxima per variable. */
+static void ck_agcd_signs(double a, double u, double *s1, double *s2)
+{
+    if (a <= 0.0) {
+        *s1 = -1.0;
+        *s2 = -1.0;
+    } else if (a >= u) {
+        *s1 = 1.0;
+        *s2 = 1.0;
+    } else {
+        *s1 = 1.0;
+        *s2 = -1.0;
+    }
+}
+
+#define CK_AGCD_CHUNK 512
+
+/* The two O(|S_t|) loops of every step (scan and axpy) are compiled for
+ * AVX-512F, AVX2 and the baseline ISA and picked at load time (GCC/Clang
+ * function multi-versioning on x86-64 ELF).  Same operations in the same
+ * order (no FMA contraction, see setup.py): identical results. */
+#if !defined(CK_NO_SIMD_DISPATCH) && defined(__x86_64__) &&                \
+    defined(__ELF__) && !defined(__clang__) && defined(__GNUC__) &&        \
+    __GNUC__ >= 6
+#define CK_AGCD_CLONES                                                     \
+    __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define CK_AGCD_CLONES
+#endif
+
+/* Largest |projected gradient| of the worker's variables, and the first
+ * place where it occurs (-1 when all are 0); NaN when a gradient entry is
+ * NaN or infinite.  One vectorised pass of chunk maxima, then a rescan of
+ * the best chunk only. */
+CK_AGCD_CLONES
+static double ck_agcd_scan_all(const ck_agcd_worker *w, int64_t *where)
+{
+    const double *restrict g = w->g, *restrict s1 = w->s1,
+                           *restrict s2 = w->s2;
+    const int64_t m = w->m;
+    double best = 0.0, nan_check = 0.0;
+    int64_t c0, j, best_c = -1;
+    for (c0 = 0; c0 < m; c0 += CK_AGCD_CHUNK) {
+        const int64_t c1 = c0 + CK_AGCD_CHUNK < m ? c0 + CK_AGCD_CHUNK : m;
+        double cm = 0.0;
+#if defined(_OPENMP) || defined(CK_OPENMP_SIMD)
+#pragma omp simd reduction(max : cm) reduction(+ : nan_check)
+#endif
+        for (j = c0; j < c1; ++j) {
+            const double v1 = s1[j] * g[j], v2 = s2[j] * g[j];
+            const double v = v1 > v2 ? v1 : v2;
+            cm = v > cm ? v : cm;
+            nan_check += g[j];
+        }
+        if (cm > best) {
+            best = cm;
+            best_c = c0;
+        }
+    }
+    *where = -1;
+    if (nan_check - nan_check != 0.0) /* NaN or inf somewhere */
+        return NAN;
+    if (best_c >= 0) {
+        const int64_t c1 = best_c + CK_AGCD_CHUNK < m ? best_c + CK_AGCD_CHUNK
+                                                      : m;
+        for (j = best_c; j < c1; ++j) {
+            const double v1 = s1[j] * g[j], v2 = s2[j] * g[j];
+            if ((v1 > v2 ? v1 : v2) == best) {
+                *where = j;
+                break;
+            }
+        }
+    }
+    return best;
+}
+
+/* ck_agcd_scan_all over the active positions only (variables shrunk). */
+static double ck_agcd_scan_active(const ck_agcd_worker *w, int64_t *where)
+{
+    const double *restrict g = w->g, *restrict s1 = w->s1,
+                           *restrict s2 = w->s2;
+    const int64_t *restrict act = w->act;
+    double best = 0.0, nan_check = 0.0;
+    int64_t k, arg = -1;
+    for (k = 0; k < w->na; ++k) {
+        const int64_t j = act[k];
+        const double v1 = s1[j] * g[j], v2 = s2[j] * g[j];
+        const double v = v1 > v2 ? v1 : v2;
+        if (v > best) {
+            best = v;
+            arg = j;
+        }
+        nan_check += g[j];
+    }
+    *where = arg;
+    if (nan_check - nan_check != 0.0)
+        return NAN;
+    return best;
+}
+
+/* Largest |projected gradient| over the active variables and its position
+ * (see ck_agcd_scan_all). */
+static double ck_agcd_scan(const ck_agcd_worker *w, int64_t *where)
+{
+    if (w->na == w->m)
+        return ck_agcd_scan_all(w, where);
+    return ck_agcd_scan_active(w, where);
+}
+
+CK_AGCD_CLONES
+static void ck_agcd_axpy_all(int64_t m, double delta,
+                             const double *restrict q, double *restrict g)
+{
+    int64_t j;
+    for (j = 0; j < m; ++j)
+        g[j] += delta * q[j];
+}
+
+/* g += delta * q over the active positions */
+static void ck_agcd_axpy(const ck_agcd_worker *w, double delta,
+                         const double *restrict q)
+{
+    double *restrict g = w->g;
+    int64_t k;
+    if (w->na == w->m) {
+        ck_agcd_axpy_all(w->m, delta, q, g);
+        return;
+    }
+    for (k = 0; k < w->na; ++k) {
+        const int64_t j = w->act[k];
+        g[j] += delta * q[j];
+    }
+}
+
+/* Shrinking (as LIBLINEAR's dual coordinate descent, with the current
+ * largest violation M of the active set as threshold): a variable at 0
+ * with g > M, or at its bound with g < -M, cannot become a violator soon;
+ * it leaves the active set and its gradient entry is no longer updated. */
+static void ck_agcd_shrink(ck_agcd_worker *w, double M)
+{
+    int64_t k, na = 0;
+    const int full = w->na == w->m;
+    for (k = 0; k < w->na; ++k) {
+        const int64_t j = full ? k : w->act[k];
+        if ((w->a[j] <= 0.0 && w->g[j] > M) ||
+            (w->a[j] >= w->u[j] && w->g[j] < -M))
+            continue;
+        w->act[na++] = j;
+    }
+    w->na = na;
+}
+
+/* Bring every variable back: recompute the gradient entries of the shrunk
+ * ones from alpha_all (g_j = -1 + sum_i alpha_i Q_ji), as LIBSVM's
+ * reconstruct_gradient. */
+static ck_status ck_agcd_unshrink(ck_agcd_worker *w, const ck_agcd_problem *p)
+{
+    const int64_t n = p->X->n_rows;
+    int64_t k, j, n_in = 0, i;
+    ck_status st;
+    if (w->na == w->m)
+        return CK_OK;
+    /* the positions not active */
+    memset(w->mark, 0, (size_t)w->m);
+    for (k = 0; k < w->na; ++k)
+        w->mark[w->act[k]] = 1;
+    for (j = 0; j < w->m; ++j) {
+        if (!w->mark[j]) {
+            w->inact[n_in++] = j;
+            w->g[j] = -1.0;
+        }
+    }
+    w->na = w->m;
+    for (i = 0; i < n; ++i) {
+        const double ai = w->alpha_all[i];
+        const double *q;
+        if (ai == 0.0)
+            continue;
+        st = ck_agcd_slice(w, p, i, &q);
+        if (st != CK_OK)
+            return st;
+        for (k = 0; k < n_in; ++k)
+            w->g[w->inact[k]] += ai * q[w->inact[k]];
+    }
+    return CK_OK;
 }
 
 /* An idle thread waiting for the others: give the core away (matters when
@@ -253,56 +471,376 @@ static uint64_t ck_agcd_xorshift(uint64_t *s)
     return x * 0x2545F4914F6CDD1DULL;
 }
 
-/* Exact g = Q a - e: every block adds its columns into its own row of acc
- * (n_blocks x n), then the rows are summed in block order (deterministic
- * for a given alpha). */
-static ck_status ck_agcd_exact_grad(const ck_agcd_problem *p,
-                                    ck_agcd_cache *caches, int n_blocks,
-                                    const int64_t *bstart,
-                                    const int64_t *bidx, const double *alpha,
-                                    double *acc, int team, double *g)
+/* ======================================================================== */
+/* Shared state of the asynchronous phase                                   */
+/* ======================================================================== */
+
+typedef struct {
+    int64_t i;
+    double delta, value; /* the step and the new alpha_i */
+    int64_t seq; /* == the entry's position once published */
+} ck_agcd_entry;
+
+/* per-thread counters on their own cache lines */
+typedef struct {
+    int64_t cursor;  /* log entries applied by this thread          */
+    int64_t idle_at; /* log position where it went idle, -1: busy   */
+    double viol;     /* its latest largest violation (active set)   */
+    char pad[64 - 2 * sizeof(int64_t) - sizeof(double)];
+} ck_agcd_slot;
+
+typedef struct {
+    ck_agcd_entry *log;
+    ck_agcd_slot *slots; /* one per thread of the team */
+    int64_t head;        /* log positions claimed so far */
+    int stop;
+    ck_status err;
+    int nt;
+    int64_t max_iter;
+} ck_agcd_shared;
+
+static int ck_agcd_load_stop(ck_agcd_shared *sh)
 {
-    const int64_t n = p->n;
-    ck_status st = CK_OK;
-    int b;
-    int64_t j;
+    int v;
 #ifdef _OPENMP
-#pragma omp parallel for schedule(dynamic, 1) num_threads(team)
+#pragma omp atomic read seq_cst
 #endif
-    for (b = 0; b < n_blocks; ++b) {
-        double *row = acc + (int64_t)b * n;
-        int64_t k, jj;
-        ck_status lst = CK_OK;
-        for (jj = 0; jj < n; ++jj)
-            row[jj] = 0.0;
-        for (k = bstart[b]; k < bstart[b + 1] && lst == CK_OK; ++k) {
-            const int64_t i = bidx[k];
-            const double ai = alpha[i];
-            const double *Qi;
-            if (ai == 0.0)
-                continue;
-            lst = ck_agcd_get(&caches[b], p, i, k - bstart[b], &Qi);
-            if (lst == CK_OK) {
-                for (jj = 0; jj < n; ++jj)
-                    row[jj] += ai * Qi[jj];
-            }
-        }
-        if (lst != CK_OK) {
+    v = sh->stop;
+    return v;
+}
+
+static void ck_agcd_set_stop(ck_agcd_shared *sh, int v)
+{
 #ifdef _OPENMP
-#pragma omp critical(ck_agcd_status)
+#pragma omp critical(ck_agcd_stop)
 #endif
-            st = lst;
+    {
+        /* the first reason wins, except that an error overrides */
+        if (sh->stop == CK_AGCD_RUN || v == CK_AGCD_ERROR) {
+#ifdef _OPENMP
+#pragma omp atomic write seq_cst
+#endif
+            sh->stop = v;
         }
     }
-    (void)team;
+}
+
+static void ck_agcd_fail(ck_agcd_shared *sh, ck_status st)
+{
+#ifdef _OPENMP
+#pragma omp critical(ck_agcd_stop)
+#endif
+    {
+        if (sh->err == CK_OK)
+            sh->err = st;
+    }
+    ck_agcd_set_stop(sh, CK_AGCD_ERROR);
+}
+
+static int64_t ck_agcd_load64(int64_t *p)
+{
+    int64_t v;
+#ifdef _OPENMP
+#pragma omp atomic read seq_cst
+#endif
+    v = *p;
+    return v;
+}
+
+static void ck_agcd_store64(int64_t *p, int64_t v)
+{
+#ifdef _OPENMP
+#pragma omp atomic write seq_cst
+#endif
+    *p = v;
+}
+
+/* Apply every published log entry not applied yet; returns the number
+ * applied, or -1 on error (reported in sh).  Stops at `limit` entries. */
+static int64_t ck_agcd_drain(ck_agcd_shared *sh, ck_agcd_worker *w,
+                             const ck_agcd_problem *p, int tid,
+                             int64_t limit)
+{
+    int64_t cur = sh->slots[tid].cursor, done = 0;
+    for (; cur < limit; ++cur) {
+        ck_agcd_entry *e = &sh->log[cur & (CK_AGCD_LOG - 1)];
+        int64_t seq, i;
+        double delta;
+        seq = ck_agcd_load64(&e->seq);
+        if (seq != cur)
+            break; /* not published yet */
+        i = e->i;
+        delta = e->delta;
+        if (w->m == 0) { /* a thread without variables */
+            ck_agcd_store64(&sh->slots[tid].cursor, cur + 1);
+            ++done;
+            continue;
+        }
+        w->alpha_all[i] = e->value;
+        if (delta != 0.0 && w->na > 0) {
+            const double *q;
+            ck_status st = ck_agcd_slice(w, p, i, &q);
+            if (st != CK_OK) {
+                ck_agcd_fail(sh, st);
+                return -1;
+            }
+            ck_agcd_axpy(w, delta, q);
+        }
+        ck_agcd_store64(&sh->slots[tid].cursor, cur + 1);
+        ++done;
+    }
+    return done;
+}
+
+/* Smallest cursor of the team. */
+static int64_t ck_agcd_min_cursor(ck_agcd_shared *sh)
+{
+    int64_t m = INT64_MAX;
+    int t;
+    for (t = 0; t < sh->nt; ++t) {
+        const int64_t c = ck_agcd_load64(&sh->slots[t].cursor);
+        if (c < m)
+            m = c;
+    }
+    return m;
+}
+
+/* The asynchronous loop of one thread. */
+static void ck_agcd_run(ck_agcd_shared *sh, ck_agcd_worker *w,
+                        const ck_agcd_problem *p, int tid, int greedy,
+                        int shrinking, double tol)
+{
+    const int64_t unlimited = INT64_MAX;
+    const int64_t shrink_every = w->m < 1000 ? (w->m > 0 ? w->m : 1) : 1000;
+    int64_t best_j = -1;
+    double best = INFINITY;
+    int dirty = 1; /* g or a changed since the last scan */
+
+    for (;;) {
+        const int stop = ck_agcd_load_stop(sh);
+        int64_t got, j;
+        if (stop == CK_AGCD_ERROR || stop == CK_AGCD_DONE)
+            return;
+        got = ck_agcd_drain(sh, w, p, tid,
+                            stop == CK_AGCD_MAXITER ? sh->max_iter
+                                                    : unlimited);
+        if (got < 0)
+            return;
+        if (got > 0)
+            dirty = 1;
+        if (stop == CK_AGCD_MAXITER) {
+            /* apply every step taken before the limit, then leave */
+            if (sh->slots[tid].cursor >= sh->max_iter)
+                break;
+            ck_agcd_yield(sh->nt);
+            continue;
+        }
+
+        /* ---- selection ---- */
+        if (dirty) {
+            best = ck_agcd_scan(w, &best_j);
+            dirty = 0;
+#ifdef _OPENMP
+#pragma omp atomic write
+#endif
+            sh->slots[tid].viol = best;
+        }
+        if (best != best) { /* NaN/inf gradient: give up (caller reports) */
+            ck_agcd_set_stop(sh, CK_AGCD_DONE);
+            return;
+        }
+        if (w->na < w->m &&
+            (best <= tol || (!w->unshrunk && best <= 10.0 * tol))) {
+            /* optimal (or nearly) on the active set: check them all */
+            ck_status st = ck_agcd_unshrink(w, p);
+            if (st != CK_OK) {
+                ck_agcd_fail(sh, st);
+                return;
+            }
+            if (best > tol)
+                w->unshrunk = 1;
+            dirty = 1;
+            continue;
+        }
+        j = -1;
+        if (best > tol) {
+            if (greedy) {
+                j = best_j;
+            } else {
+                const int64_t k = (int64_t)(ck_agcd_xorshift(&w->rng) %
+                                            (uint64_t)w->na);
+                const int64_t t = w->na == w->m ? k : w->act[k];
+                if (fabs(ck_agcd_pg(w->a[t], w->g[t], w->u[t])) > tol)
+                    j = t;
+            }
+        }
+
+        if (j >= 0) {
+            /* ---- one coordinate step ---- */
+            int64_t s;
+            double q, an, delta;
+            ck_agcd_entry *e;
+#ifdef _OPENMP
+#pragma omp atomic capture seq_cst
+#endif
+            s = sh->head++;
+            if (sh->max_iter > 0 && s >= sh->max_iter) {
+                ck_agcd_set_stop(sh, CK_AGCD_MAXITER);
+                continue;
+            }
+            /* wait until every thread has applied the entry that slot s
+             * overwrites (applying published entries meanwhile) */
+            while (s - CK_AGCD_LOG >= ck_agcd_min_cursor(sh)) {
+                got = ck_agcd_drain(sh, w, p, tid, s);
+                if (got < 0)
+                    return;
+                if (got > 0)
+                    dirty = 1;
+                else
+                    ck_agcd_yield(sh->nt);
+                if (ck_agcd_load_stop(sh) == CK_AGCD_ERROR)
+                    return;
+            }
+            /* the step from the gradient as it is now */
+            q = w->qd[j] > 0.0 ? w->qd[j] : CK_AGCD_TAU;
+            an = w->a[j] - w->g[j] / q;
+            an = an < 0.0 ? 0.0 : (an > w->u[j] ? w->u[j] : an);
+            delta = an - w->a[j];
+            w->a[j] = an;
+            ck_agcd_signs(an, w->u[j], &w->s1[j], &w->s2[j]);
+            e = &sh->log[s & (CK_AGCD_LOG - 1)];
+            e->i = w->rows[j];
+            e->delta = delta;
+            e->value = an;
+            ck_agcd_store64(&e->seq, s); /* publish */
+            dirty = 1;
+            if (sh->slots[tid].idle_at >= 0)
+                ck_agcd_store64(&sh->slots[tid].idle_at, -1);
+            if (shrinking && ++w->since_shrink >= shrink_every) {
+                /* threshold: the largest violation of the whole team, so
+                 * that a thread whose own block is nearly optimal does not
+                 * drop variables that the others' steps will move */
+                double M = best;
+                int t;
+                w->since_shrink = 0;
+                for (t = 0; t < sh->nt; ++t) {
+                    double v;
+#ifdef _OPENMP
+#pragma omp atomic read
+#endif
+                    v = sh->slots[t].viol;
+                    if (v > M)
+                        M = v;
+                }
+                ck_agcd_shrink(w, M);
+            }
+            continue;
+        }
+        if (best > tol)
+            continue; /* PSCD picked a variable within tol: pick again */
+
+        /* ---- nothing to do here: idle until new steps or the end ---- */
+        {
+            const int64_t cur = sh->slots[tid].cursor;
+            const int64_t h = ck_agcd_load64(&sh->head);
+            int t, all = 1;
+            if (h != cur)
+                continue; /* steps not applied yet */
+            ck_agcd_store64(&sh->slots[tid].idle_at, cur);
+            for (t = 0; t < sh->nt && all; ++t)
+                all = ck_agcd_load64(&sh->slots[t].idle_at) == cur;
+            if (all && ck_agcd_load64(&sh->head) == cur) {
+                ck_agcd_set_stop(sh, CK_AGCD_DONE);
+                return;
+            }
+            ck_agcd_yield(sh->nt);
+        }
+    }
+    /* stopped by max_iter: report the gradient of every variable */
+    {
+        ck_status st = ck_agcd_unshrink(w, p);
+        if (st != CK_OK)
+            ck_agcd_fail(sh, st);
+    }
+}
+
+/* Build the worker of thread tid (team nt): its variables are the blocks b
+ * with b % nt == tid, in block order. */
+static ck_status ck_agcd_worker_init(ck_agcd_worker *w,
+                                     const ck_agcd_problem *p,
+                                     const int64_t *bstart,
+                                     const int64_t *bidx, int T, int tid,
+                                     int nt, const double *alpha,
+                                     const double *upper, const double *QD,
+                                     int64_t capacity, int unlimited,
+                                     uint64_t seed)
+{
+    const int64_t n = p->X->n_rows;
+    int64_t m = 0, k, i;
+    int b;
+    ck_status st;
+    memset(w, 0, sizeof *w);
+    for (b = tid; b < T; b += nt)
+        m += bstart[b + 1] - bstart[b];
+    w->m = m;
+    {
+        uint64_t s0 = ck_agcd_splitmix(seed + (uint64_t)tid);
+        w->rng = s0 != 0 ? s0 : 0x9E3779B97F4A7C15ULL;
+    }
+    if (m == 0)
+        return CK_OK;
+    w->rows = (int64_t *)malloc((size_t)m * sizeof(int64_t));
+    w->ry = (double *)malloc((size_t)m * sizeof(double));
+    w->rsq = (double *)malloc((size_t)m * sizeof(double));
+    w->a = (double *)malloc((size_t)m * sizeof(double));
+    w->u = (double *)malloc((size_t)m * sizeof(double));
+    w->qd = (double *)malloc((size_t)m * sizeof(double));
+    w->g = (double *)malloc((size_t)m * sizeof(double));
+    w->s1 = (double *)malloc((size_t)m * sizeof(double));
+    w->s2 = (double *)malloc((size_t)m * sizeof(double));
+    w->alpha_all = (double *)malloc((size_t)n * sizeof(double));
+    w->act = (int64_t *)malloc((size_t)m * sizeof(int64_t));
+    w->inact = (int64_t *)malloc((size_t)m * sizeof(int64_t));
+    w->mark = (char *)malloc((size_t)m);
+    if (p->X->dense == NULL)
+        w->work = (double *)calloc((size_t)(p->X->n_cols > 0 ? p->X->n_cols
+                                                             : 1),
+                                   sizeof(double));
+    if (w->rows == NULL || w->ry == NULL || w->rsq == NULL || w->a == NULL ||
+        w->u == NULL || w->qd == NULL || w->g == NULL || w->s1 == NULL ||
+        w->s2 == NULL || w->alpha_all == NULL || w->act == NULL ||
+        w->inact == NULL || w->mark == NULL ||
+        (p->X->dense == NULL && w->work == NULL))
+        return CK_ERR_NOMEM;
+    m = 0;
+    for (b = tid; b < T; b += nt) {
+        for (k = bstart[b]; k < bstart[b + 1]; ++k) {
+            const int64_t r = bidx[k];
+            w->rows[m] = r;
+            w->ry[m] = p->y[r];
+            w->rsq[m] = p->sq[r];
+            w->a[m] = alpha[r];
+            w->u[m] = upper[r];
+            w->qd[m] = QD[r];
+            w->g[m] = -1.0;
+            ck_agcd_signs(w->a[m], w->u[m], &w->s1[m], &w->s2[m]);
+            ++m;
+        }
+    }
+    memcpy(w->alpha_all, alpha, (size_t)n * sizeof(double));
+    w->na = m;
+    st = ck_agcd_cache_init(&w->cache, n, m, capacity, unlimited);
     if (st != CK_OK)
         return st;
-    for (j = 0; j < n; ++j)
-        g[j] = -1.0;
-    for (b = 0; b < n_blocks; ++b) {
-        const double *row = acc + (int64_t)b * n;
-        for (j = 0; j < n; ++j)
-            g[j] += row[j];
+    /* the owned part of the gradient of a warm start, in variable order */
+    for (i = 0; i < n; ++i) {
+        if (alpha[i] != 0.0) {
+            const double *q;
+            st = ck_agcd_slice(w, p, i, &q);
+            if (st != CK_OK)
+                return st;
+            ck_agcd_axpy_all(m, alpha[i], q, w->g);
+        }
     }
     return CK_OK;
 }
@@ -311,42 +849,46 @@ static ck_status ck_agcd_exact_grad(const ck_agcd_problem *p,
 /* Solver                                                                   */
 /* ======================================================================== */
 
-ck_status ck_asygcd_solve(const double *X, int64_t n, int64_t d,
-                          const double *y, const double *upper, int kind,
-                          double gamma, double coef0, double degree,
+ck_status ck_asygcd_solve(const ck_matrix *X, const double *y,
+                          const double *upper, int kind, double gamma,
+                          double coef0, double degree, double shift,
                           const int64_t *block, int n_threads, int greedy,
-                          uint64_t seed, double tol, int64_t max_iter,
-                          double cache_bytes, double *alpha, double *grad,
-                          double *objective, int64_t *n_updates,
-                          int *converged)
+                          int shrinking, uint64_t seed, double tol,
+                          int64_t max_iter, double cache_bytes,
+                          double *alpha, double *grad, double *objective,
+                          int64_t *n_updates, int *converged)
 {
     ck_agcd_problem prob;
-    ck_agcd_cache *caches = NULL;
-    double *QD = NULL, *sq = NULL, *acc = NULL, *a2 = NULL;
+    ck_agcd_shared sh;
+    ck_agcd_worker *workers = NULL;
+    double *QD = NULL, *sq = NULL, *a2 = NULL;
     int64_t *bstart = NULL, *bidx = NULL, *fill = NULL;
-    uint64_t *rng = NULL; /* one xorshift64* state per block */
     ck_status st = CK_OK;
-    int64_t i, total = 0, started = 0;
-    double col_bytes, budget, maxpg = INFINITY;
-    int T, team, b, phase, hit_max = 0;
+    int64_t i, n, capacity;
+    double col_bytes;
+    int T, team, b, t;
 
     /* ---- validation ---- */
     if (X == NULL || y == NULL || upper == NULL || block == NULL ||
         alpha == NULL || grad == NULL || objective == NULL ||
         n_updates == NULL || converged == NULL)
         return CK_ERR_ARG;
-    if (n < 1 || d < 0)
-        return CK_ERR_ARG;
-    if (d > 0 && n > INT64_MAX / d)
+    st = ck_matrix_check(X);
+    if (st != CK_OK)
+        return st;
+    n = X->n_rows;
+    if (n < 1)
         return CK_ERR_ARG;
     if ((uint64_t)n > (uint64_t)(SIZE_MAX / sizeof(double)) / (uint64_t)n)
         return CK_ERR_ARG; /* n x n doubles must be addressable */
-    if (kind < CK_KERNEL_LINEAR || kind > CK_KERNEL_SIGMOID)
-        return CK_ERR_UNKNOWN_KERNEL;
-    if (!isfinite(gamma) || !isfinite(coef0) || !isfinite(degree))
-        return CK_ERR_ARG;
-    if (kind == CK_KERNEL_POLY && degree < 0.0)
-        return CK_ERR_ARG;
+    prob.kp.kind = kind;
+    prob.kp.gamma = gamma;
+    prob.kp.coef0 = coef0;
+    prob.kp.degree = degree;
+    prob.kp.shift = shift;
+    st = ck_kparams_check(&prob.kp);
+    if (st != CK_OK)
+        return st;
     if (!(tol > 0.0) || !isfinite(tol))
         return CK_ERR_ARG;
     if (!(cache_bytes > 0.0))
@@ -363,9 +905,12 @@ ck_status ck_asygcd_solve(const double *X, int64_t n, int64_t d,
             return CK_ERR_ARG;
     }
     col_bytes = (double)n * (double)sizeof(double);
-    budget = cache_bytes / (double)T;
-    if (budget < col_bytes)
+    if (cache_bytes < col_bytes)
         return CK_ERR_ARG;
+    /* every thread caches the same number of slices of its variables, so
+     * the slices of `capacity` whole columns fit in cache_bytes */
+    capacity = cache_bytes >= (double)n * col_bytes
+                   ? n : (int64_t)(cache_bytes / col_bytes);
 
     /* ---- warm start: clip tiny violations, reject the rest ---- */
     a2 = (double *)malloc((size_t)n * sizeof(double));
@@ -380,54 +925,31 @@ ck_status ck_asygcd_solve(const double *X, int64_t n, int64_t d,
         a2[i] = a < 0.0 ? 0.0 : (a > u ? u : a);
     }
 
+    memset(&sh, 0, sizeof sh);
     QD = (double *)malloc((size_t)n * sizeof(double));
     sq = (double *)malloc((size_t)n * sizeof(double));
     bstart = (int64_t *)calloc((size_t)T + 1, sizeof(int64_t));
     bidx = (int64_t *)malloc((size_t)n * sizeof(int64_t));
     fill = (int64_t *)calloc((size_t)T, sizeof(int64_t));
-    caches = (ck_agcd_cache *)calloc((size_t)T, sizeof(ck_agcd_cache));
-    rng = (uint64_t *)calloc((size_t)T, sizeof(uint64_t));
-    if (rng == NULL || QD == NULL || sq == NULL || bstart == NULL ||
-        bidx == NULL || fill == NULL || caches == NULL) {
+    workers = (ck_agcd_worker *)calloc((size_t)T, sizeof(ck_agcd_worker));
+    sh.log = (ck_agcd_entry *)malloc(CK_AGCD_LOG * sizeof(ck_agcd_entry));
+    sh.slots = (ck_agcd_slot *)calloc((size_t)T, sizeof(ck_agcd_slot));
+    if (QD == NULL || sq == NULL || bstart == NULL || bidx == NULL ||
+        fill == NULL || workers == NULL || sh.log == NULL ||
+        sh.slots == NULL) {
         st = CK_ERR_NOMEM;
         goto cleanup;
     }
+    for (i = 0; i < CK_AGCD_LOG; ++i)
+        sh.log[i].seq = -1;
 
-    /* squared norms with the same loop as the column dot products, so that
-     * the diagonal equals the cached columns' diagonal bit for bit */
-    for (i = 0; i < n; ++i) {
-        const double *xi = X + i * d;
-        double s = 0.0;
-        int64_t k;
-        for (k = 0; k < d; ++k)
-            s += xi[k] * xi[k];
-        sq[i] = s;
-        QD[i] = s;
-    }
-    if (kind == CK_KERNEL_RBF) {
-        for (i = 0; i < n; ++i)
-            QD[i] = 1.0;
-    } else {
-        st = ck_kernel_from_gram(QD, n, 1, 1, NULL, NULL, kind, gamma, coef0,
-                                 degree, 1);
-        if (st != CK_OK)
-            goto cleanup;
-        for (i = 0; i < n; ++i) {
-            if (!isfinite(QD[i])) { /* e.g. an overflowing poly kernel */
-                st = CK_ERR_ARG;
-                goto cleanup;
-            }
-        }
-    }
+    ck_matrix_sqnorms(X, sq);
+    st = ck_kernel_diag(&prob.kp, sq, n, QD);
+    if (st != CK_OK)
+        goto cleanup;
     prob.X = X;
     prob.y = y;
-    prob.sqnorm = kind == CK_KERNEL_RBF ? sq : NULL;
-    prob.n = n;
-    prob.d = d;
-    prob.kind = kind;
-    prob.gamma = gamma;
-    prob.coef0 = coef0;
-    prob.degree = degree;
+    prob.sq = sq;
 
     /* ---- blocks: counting sort of the indices by block ---- */
     for (i = 0; i < n; ++i)
@@ -439,284 +961,86 @@ ck_status ck_asygcd_solve(const double *X, int64_t n, int64_t d,
         bidx[bstart[bb] + fill[bb]++] = i;
     }
 
-    /* ---- per-block caches (budget / col_bytes columns each) ---- */
-    {
-        const double cols = floor(budget / col_bytes);
-        const int64_t capacity = cols >= (double)n ? n : (int64_t)cols;
-        for (b = 0; b < T; ++b) {
-            st = ck_agcd_cache_init(&caches[b], bstart[b + 1] - bstart[b], n,
-                                    capacity);
-            if (st != CK_OK)
-                goto cleanup;
-        }
-    }
-    acc = (double *)malloc((size_t)T * (size_t)n * sizeof(double));
-    if (acc == NULL) {
-        st = CK_ERR_NOMEM;
-        goto cleanup;
-    }
 #ifdef _OPENMP
     team = T;
 #else
     team = 1;
 #endif
+    sh.max_iter = max_iter;
+    sh.err = CK_OK;
+    sh.stop = CK_AGCD_RUN;
+    sh.nt = team;
 
-    memcpy(alpha, a2, (size_t)n * sizeof(double));
-    st = ck_agcd_exact_grad(&prob, caches, T, bstart, bidx, alpha, acc, team,
-                            grad);
-    if (st != CK_OK)
+#ifdef _OPENMP
+#pragma omp parallel num_threads(team)
+#endif
+    {
+        int tid = 0, nt = 1;
+        ck_status lst;
+#ifdef _OPENMP
+        tid = omp_get_thread_num();
+        nt = omp_get_num_threads();
+#pragma omp single
+        sh.nt = nt; /* implicit barrier: every thread sees the team size */
+#endif
+        /* each thread allocates and first-touches its own memory */
+        lst = ck_agcd_worker_init(&workers[tid], &prob, bstart, bidx, T, tid,
+                                  nt, a2, upper, QD, capacity,
+                                  isinf(cache_bytes), seed);
+        if (lst != CK_OK)
+            ck_agcd_fail(&sh, lst);
+        sh.slots[tid].idle_at = -1;
+        sh.slots[tid].cursor = 0;
+#ifdef _OPENMP
+#pragma omp barrier
+#endif
+        if (ck_agcd_load_stop(&sh) == CK_AGCD_RUN)
+            ck_agcd_run(&sh, &workers[tid], &prob, tid, greedy, shrinking,
+                        tol);
+    }
+    if (sh.err != CK_OK) {
+        st = sh.err;
         goto cleanup;
+    }
 
-    for (phase = 0;; ++phase) {
-        /* exact KKT test */
-        maxpg = 0.0;
+    /* ---- gather alpha and g ---- */
+    for (t = 0; t < sh.nt; ++t) {
+        const ck_agcd_worker *w = &workers[t];
+        int64_t k;
+        for (k = 0; k < w->m; ++k) {
+            alpha[w->rows[k]] = w->a[k];
+            grad[w->rows[k]] = w->g[k];
+        }
+    }
+    {
+        double obj = 0.0, maxpg = 0.0;
+        int64_t total = sh.head;
         for (i = 0; i < n; ++i) {
             const double v = fabs(ck_agcd_pg(alpha[i], grad[i], upper[i]));
             if (!(v <= maxpg))
                 maxpg = v; /* NaN wins */
-        }
-        if (maxpg <= tol || hit_max || phase >= CK_AGCD_MAX_PHASES ||
-            (max_iter > 0 && total >= max_iter))
-            break;
-
-        /* ---- asynchronous phase ---- */
-        {
-            int stop = 0;
-            int64_t finished = total; /* updates whose g writes are done */
-            ck_status pst = CK_OK;
-            double *g = grad;
-            started = total;          /* updates claimed (= total)       */
-#ifdef _OPENMP
-#pragma omp parallel num_threads(team)
-#endif
-            {
-                int tid = 0, nt = 1, n_owned, k = 0, idle = 0, my_stop, ob;
-                int64_t since_check = 0, check_every = 1, last_seen = -1;
-                ck_status lst = CK_OK;
-#ifdef _OPENMP
-                tid = omp_get_thread_num();
-                nt = omp_get_num_threads();
-#endif
-                n_owned = tid < T ? (T - 1 - tid) / nt + 1 : 0;
-                for (ob = 0; ob < n_owned; ++ob) {
-                    const int bb = tid + ob * nt;
-                    const int64_t m = bstart[bb + 1] - bstart[bb];
-                    uint64_t s0 = ck_agcd_splitmix(
-                        seed + (uint64_t)bb +
-                        0x632BE59BD9B4E019ULL * (uint64_t)phase);
-                    rng[bb] = s0 != 0 ? s0 : 0x9E3779B97F4A7C15ULL;
-                    if (m > check_every)
-                        check_every = m;
-                }
-
-                while (n_owned > 0) {
-                    int bb;
-                    int64_t m, li = -1;
-#ifdef _OPENMP
-#pragma omp atomic read
-#endif
-                    my_stop = stop;
-                    if (my_stop)
-                        break;
-                    if (idle >= n_owned) {
-                        /* nothing to do in our blocks: global check, unless
-                         * no update finished since the last one */
-                        int64_t fin;
-#ifdef _OPENMP
-#pragma omp atomic read seq_cst
-#endif
-                        fin = finished;
-                        if (fin == last_seen) {
-                            ck_agcd_yield(nt);
-                            continue;
-                        }
-                        last_seen = fin; /* scans below see at least this */
-                    }
-                    ob = k;
-                    k = (k + 1) % n_owned;
-                    bb = tid + ob * nt;
-                    m = bstart[bb + 1] - bstart[bb];
-                    if (m > 0) {
-                        const int64_t *idx = bidx + bstart[bb];
-                        double best = tol;
-                        if (greedy) {
-                            int64_t t;
-                            for (t = 0; t < m; ++t) {
-                                const int64_t j = idx[t];
-                                double gj, v;
-#ifdef _OPENMP
-#pragma omp atomic read
-#endif
-                                gj = g[j];
-                                v = fabs(ck_agcd_pg(alpha[j], gj, upper[j]));
-                                if (v > best) {
-                                    best = v;
-                                    li = t;
-                                }
-                            }
-                        } else {
-                            /* PSCD: a random coordinate; those already
-                             * within tol are skipped (no update) */
-                            const int64_t t = (int64_t)(
-                                ck_agcd_xorshift(&rng[bb]) % (uint64_t)m);
-                            const int64_t j = idx[t];
-                            double gj;
-#ifdef _OPENMP
-#pragma omp atomic read
-#endif
-                            gj = g[j];
-                            if (fabs(ck_agcd_pg(alpha[j], gj, upper[j])) > best)
-                                li = t;
-                            ++since_check; /* a pick, even a skipped one */
-                        }
-                    }
-                    if (li >= 0) {
-                        const int64_t ii = bidx[bstart[bb] + li];
-                        const double ai = alpha[ii], ui = upper[ii];
-                        const double q = QD[ii] > 0.0 ? QD[ii] : CK_AGCD_TAU;
-                        double gi, an, delta;
-                        int64_t mine;
-                        /* claim one update of the global budget */
-#ifdef _OPENMP
-#pragma omp atomic capture seq_cst
-#endif
-                        mine = started++;
-                        if (max_iter > 0 && mine >= max_iter) {
-#ifdef _OPENMP
-#pragma omp atomic write
-#endif
-                            stop = 1;
-                            break;
-                        }
-#ifdef _OPENMP
-#pragma omp atomic read
-#endif
-                        gi = g[ii];
-                        an = ai - gi / q;
-                        an = an < 0.0 ? 0.0 : (an > ui ? ui : an);
-                        delta = an - ai;
-                        if (delta != 0.0) {
-                            const double *Qi;
-                            int64_t j;
-                            lst = ck_agcd_get(&caches[bb], &prob, ii, li, &Qi);
-                            if (lst != CK_OK) {
-#ifdef _OPENMP
-#pragma omp critical(ck_agcd_status)
-#endif
-                                pst = lst;
-#ifdef _OPENMP
-#pragma omp atomic write
-#endif
-                                stop = 1;
-                                break;
-                            }
-#ifdef _OPENMP
-#pragma omp atomic write
-#endif
-                            alpha[ii] = an;
-                            if (nt > 1) {
-                                for (j = 0; j < n; ++j) {
-                                    const double v = delta * Qi[j];
-#ifdef _OPENMP
-#pragma omp atomic
-#endif
-                                    g[j] += v;
-                                }
-                            } else {
-                                for (j = 0; j < n; ++j)
-                                    g[j] += delta * Qi[j];
-                            }
-                        }
-#ifdef _OPENMP
-#pragma omp atomic seq_cst
-#endif
-                        ++finished;
-                        if (greedy)
-                            ++since_check;
-                        idle = 0;
-                    } else if (greedy || m == 0) {
-                        ++idle;
-                    }
-                    if (idle >= n_owned || since_check >= check_every) {
-                        /* global check of max |projected gradient|, valid
-                         * only on a quiet snapshot: every update started
-                         * before the scan ended had finished before it
-                         * began */
-                        double gmax = 0.0;
-                        int64_t j, f0, s1;
-                        since_check = 0;
-#ifdef _OPENMP
-#pragma omp atomic read seq_cst
-#endif
-                        f0 = finished;
-                        for (j = 0; j < n; ++j) {
-                            double gj, aj, v;
-#ifdef _OPENMP
-#pragma omp atomic read
-#endif
-                            gj = g[j];
-#ifdef _OPENMP
-#pragma omp atomic read
-#endif
-                            aj = alpha[j];
-                            v = fabs(ck_agcd_pg(aj, gj, upper[j]));
-                            if (!(v <= gmax))
-                                gmax = v;
-                        }
-#ifdef _OPENMP
-#pragma omp atomic read seq_cst
-#endif
-                        s1 = started;
-                        if ((gmax <= tol && s1 == f0) || isnan(gmax)) {
-#ifdef _OPENMP
-#pragma omp atomic write
-#endif
-                            stop = 1;
-                        }
-                        if (idle > n_owned)
-                            idle = n_owned; /* stay idle until a change */
-                    }
-                }
-            }
-            if (pst != CK_OK) {
-                st = pst;
-                goto cleanup;
-            }
-            total = started;
-            if (max_iter > 0 && total > max_iter) {
-                total = max_iter; /* the over-claims were not performed */
-                hit_max = 1;
-            }
-        }
-        /* ---- exact gradient after the phase ---- */
-        st = ck_agcd_exact_grad(&prob, caches, T, bstart, bidx, alpha, acc,
-                                team, grad);
-        if (st != CK_OK)
-            goto cleanup;
-    }
-
-    {
-        double obj = 0.0;
-        for (i = 0; i < n; ++i)
             obj += alpha[i] * (grad[i] - 1.0);
+        }
+        if (max_iter > 0 && total > max_iter)
+            total = max_iter; /* the over-claims were not performed */
         *objective = 0.5 * obj;
+        *n_updates = total;
+        *converged = maxpg <= tol;
     }
-    *n_updates = total;
-    *converged = maxpg <= tol;
 
 cleanup:
-    if (caches != NULL) {
-        for (b = 0; b < T; ++b)
-            ck_agcd_cache_free(&caches[b]);
+    if (workers != NULL) {
+        for (t = 0; t < T; ++t)
+            ck_agcd_worker_free(&workers[t]);
     }
-    free(caches);
+    free(workers);
+    free(sh.log);
+    free(sh.slots);
     free(QD);
     free(sq);
-    free(acc);
     free(a2);
     free(bstart);
     free(bidx);
     free(fill);
-    free(rng);
     return st;
 }

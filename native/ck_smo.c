@@ -26,7 +26,7 @@
  *   - rho as in LIBSVM's calculate_rho (mean of y_i G_i over free vectors,
  *     else the midpoint of the feasible interval).
  */
-#include "cakernels.h"
+#include "ck_internal.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -47,12 +47,13 @@
 /* shrunk only cost the active part.                                        */
 
 typedef struct {
-    const double *const *xrow; /* position -> row of X (permuted)          */
+    const ck_matrix *X;
+    ck_kparams kp;
+    const int64_t *perm;       /* position -> row of X                      */
     const double *y;           /* permuted labels                          */
-    const double *sqnorm;      /* permuted |x_i|^2 (RBF only, else NULL)   */
-    int64_t n, d;
-    int kind;
-    double gamma, coef0, degree;
+    const double *sq;          /* permuted |x_i|^2                         */
+    double *work;              /* n_cols zeros (CSR scratch), else NULL    */
+    int64_t n;
 
     int64_t capacity;  /* max. number of columns held                   */
     int64_t n_alloc;   /* slots allocated so far (<= capacity)          */
@@ -139,63 +140,15 @@ static void ck_lru_push_back(ck_qcache *c, int64_t s)
         c->head = s;
 }
 
-/* Fill col[start .. len) with Q[start .. len, i]. */
+/* Fill col[start .. len) with Q[start .. len, i] (single-threaded on
+ * purpose: a parallel region per column (two per iteration) cost more than
+ * it saved, and with the 'threads' backend it oversubscribed the cores). */
 static ck_status ck_qcache_compute(const ck_qcache *c, int64_t i, double *col,
                                    int64_t start, int64_t len)
 {
-    const int64_t d = c->d;
-    const double *xi = c->xrow[i];
-    const double *const *xrow = c->xrow;
-    const double *y = c->y;
-    const double yi = c->y[i];
-    int64_t j;
-    ck_status st;
-    const int64_t n_blocks = (len - start + 3) / 4;
-    int64_t b;
-    /* single-threaded on purpose: a parallel region per column (two per
-     * iteration) cost more than it saved, and with the 'threads' backend it
-     * oversubscribed the cores (2-thread columns were 4-8x slower) */
-    for (b = 0; b < n_blocks; ++b) {
-        /* four rows at a time: four independent dependency chains, each
-         * summed in the order k = 0 .. d-1 (the values do not depend on
-         * the blocking) */
-        const int64_t j0 = start + 4 * b;
-        int64_t k;
-        if (j0 + 4 <= len) {
-            const double *x0 = xrow[j0], *x1 = xrow[j0 + 1];
-            const double *x2 = xrow[j0 + 2], *x3 = xrow[j0 + 3];
-            double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
-            for (k = 0; k < d; ++k) {
-                const double v = xi[k];
-                s0 += v * x0[k];
-                s1 += v * x1[k];
-                s2 += v * x2[k];
-                s3 += v * x3[k];
-            }
-            col[j0] = s0;
-            col[j0 + 1] = s1;
-            col[j0 + 2] = s2;
-            col[j0 + 3] = s3;
-        } else {
-            int64_t jr;
-            for (jr = j0; jr < len; ++jr) {
-                const double *xj = xrow[jr];
-                double s = 0.0;
-                for (k = 0; k < d; ++k)
-                    s += xi[k] * xj[k];
-                col[jr] = s;
-            }
-        }
-    }
-    st = ck_kernel_from_gram(col + start, 1, len - start, len - start,
-                             c->sqnorm != NULL ? c->sqnorm + i : NULL,
-                             c->sqnorm != NULL ? c->sqnorm + start : NULL,
-                             c->kind, c->gamma, c->coef0, c->degree, 1);
-    if (st != CK_OK)
-        return st;
-    for (j = start; j < len; ++j)
-        col[j] *= yi * y[j];
-    return CK_OK;
+    return ck_q_row(c->X, &c->kp, c->perm[i], c->y[i], c->sq[i],
+                    c->perm + start, c->y + start, c->sq + start, len - start,
+                    col + start, c->work);
 }
 
 /* The first len entries of column i of Q, from the cache or computed
@@ -353,7 +306,6 @@ typedef struct {
     double tol;
     double *y, *upper, *alpha, *G, *G_bar, *QD, *sq;
     int64_t *perm;
-    const double **xrow;
     int64_t *pairs, n_pairs; /* transpositions of the current shrinking */
     ck_qcache cache;
 } ck_smo_state;
@@ -372,7 +324,6 @@ static void ck_smo_swap(ck_smo_state *s, int64_t a, int64_t b)
     CK_SWAP(double, s->QD[a], s->QD[b]);
     CK_SWAP(double, s->sq[a], s->sq[b]);
     CK_SWAP(int64_t, s->perm[a], s->perm[b]);
-    CK_SWAP(const double *, s->xrow[a], s->xrow[b]);
     ck_qcache_swap_labels(&s->cache, a, b);
     s->pairs[2 * s->n_pairs] = a < b ? a : b;
     s->pairs[2 * s->n_pairs + 1] = a < b ? b : a;
@@ -598,7 +549,7 @@ static ck_status ck_smo_select(ck_smo_state *s, int64_t *out_i,
     return CK_OK;
 }
 
-ck_status ck_smo_solve(const double *X, int64_t n, int64_t d, const double *y,
+ck_status ck_smo_solve(const ck_matrix *X, const double *y,
                        const double *upper, int kind, double gamma,
                        double coef0, double degree, double tol,
                        int64_t max_iter, double cache_bytes, double *alpha,
@@ -608,8 +559,9 @@ ck_status ck_smo_solve(const double *X, int64_t n, int64_t d, const double *y,
     ck_smo_state S;
     ck_smo_state *s = &S;
     ck_status st = CK_OK;
-    int64_t i, capacity, iter = 0, counter;
+    int64_t i, n, capacity, iter = 0, counter;
     double col_bytes;
+    ck_kparams kp;
     int done = 0, unshrunk = 0;
 
     /* ---- validation ---- */
@@ -617,18 +569,22 @@ ck_status ck_smo_solve(const double *X, int64_t n, int64_t d, const double *y,
         rho == NULL || objective == NULL || n_iter == NULL ||
         converged == NULL)
         return CK_ERR_ARG;
-    if (n < 1 || d < 0)
-        return CK_ERR_ARG;
-    if (d > 0 && n > INT64_MAX / d)
+    st = ck_matrix_check(X);
+    if (st != CK_OK)
+        return st;
+    n = X->n_rows;
+    if (n < 1)
         return CK_ERR_ARG;
     if ((uint64_t)n > (uint64_t)(SIZE_MAX / (2 * sizeof(double))))
         return CK_ERR_ARG;
-    if (kind < CK_KERNEL_LINEAR || kind > CK_KERNEL_SIGMOID)
-        return CK_ERR_UNKNOWN_KERNEL;
-    if (!isfinite(gamma) || !isfinite(coef0) || !isfinite(degree))
-        return CK_ERR_ARG;
-    if (kind == CK_KERNEL_POLY && degree < 0.0)
-        return CK_ERR_ARG;
+    kp.kind = kind;
+    kp.gamma = gamma;
+    kp.coef0 = coef0;
+    kp.degree = degree;
+    kp.shift = 0.0;
+    st = ck_kparams_check(&kp);
+    if (st != CK_OK)
+        return st;
     if (!(tol > 0.0) || !isfinite(tol))
         return CK_ERR_ARG;
     if (!(cache_bytes > 0.0)) /* NaN too; +inf means unlimited */
@@ -661,11 +617,14 @@ ck_status ck_smo_solve(const double *X, int64_t n, int64_t d, const double *y,
     s->QD = (double *)malloc((size_t)n * sizeof(double));
     s->sq = (double *)malloc((size_t)n * sizeof(double));
     s->perm = (int64_t *)malloc((size_t)n * sizeof(int64_t));
-    s->xrow = (const double **)malloc((size_t)n * sizeof(double *));
+    if (X->dense == NULL)
+        s->cache.work = (double *)calloc(
+            (size_t)(X->n_cols > 0 ? X->n_cols : 1), sizeof(double));
     s->pairs = (int64_t *)malloc((size_t)n * 2 * sizeof(int64_t));
     if (s->y == NULL || s->upper == NULL || s->alpha == NULL ||
         s->G == NULL || s->G_bar == NULL || s->QD == NULL || s->sq == NULL ||
-        s->perm == NULL || s->xrow == NULL || s->pairs == NULL) {
+        s->perm == NULL || s->pairs == NULL ||
+        (X->dense == NULL && s->cache.work == NULL)) {
         st = CK_ERR_NOMEM;
         goto cleanup;
     }
@@ -678,42 +637,22 @@ ck_status ck_smo_solve(const double *X, int64_t n, int64_t d, const double *y,
 
     memcpy(s->y, y, (size_t)n * sizeof(double));
     memcpy(s->upper, upper, (size_t)n * sizeof(double));
-    for (i = 0; i < n; ++i) {
+    for (i = 0; i < n; ++i)
         s->perm[i] = i;
-        s->xrow[i] = X + i * d;
-    }
 
-    /* squared norms with the same loop as the column dot products, so that
-     * the RBF diagonal is exactly exp(0) = 1 */
-    for (i = 0; i < n; ++i) {
-        const double *xi = X + i * d;
-        double sum = 0.0;
-        int64_t k;
-        for (k = 0; k < d; ++k)
-            sum += xi[k] * xi[k];
-        s->sq[i] = sum;
-        s->QD[i] = sum;
-    }
-    if (kind == CK_KERNEL_RBF) {
-        for (i = 0; i < n; ++i)
-            s->QD[i] = 1.0;
-    } else {
-        /* diagonal K(x_i, x_i) = transform of <x_i, x_i>, an n x 1 block */
-        st = ck_kernel_from_gram(s->QD, n, 1, 1, NULL, NULL, kind, gamma,
-                                 coef0, degree, 0);
-        if (st != CK_OK)
-            goto cleanup;
-    }
+    /* squared norms with the same sums as the kernel rows, so that the RBF
+     * diagonal is exactly exp(0) = 1 */
+    ck_matrix_sqnorms(X, s->sq);
+    st = ck_kernel_diag(&kp, s->sq, n, s->QD);
+    if (st != CK_OK)
+        goto cleanup;
 
-    s->cache.xrow = s->xrow;
+    s->cache.X = X;
+    s->cache.kp = kp;
+    s->cache.perm = s->perm;
     s->cache.y = s->y;
-    s->cache.sqnorm = kind == CK_KERNEL_RBF ? s->sq : NULL;
+    s->cache.sq = s->sq;
     s->cache.n = n;
-    s->cache.d = d;
-    s->cache.kind = kind;
-    s->cache.gamma = gamma;
-    s->cache.coef0 = coef0;
-    s->cache.degree = degree;
     st = ck_qcache_init(&s->cache, capacity);
     if (st != CK_OK)
         goto cleanup;
@@ -926,7 +865,7 @@ cleanup:
     free(s->QD);
     free(s->sq);
     free(s->perm);
-    free(s->xrow);
+    free(s->cache.work);
     free(s->pairs);
     return st;
 }

@@ -117,7 +117,7 @@ def test_one_column_cache_matches_unlimited():
     n = 300
     upper = np.full(n, 1.0)
     block = variable_blocks(X, 2, random_state=0)
-    one_col = 2 * n * 8 / 2**20  # exactly one column per thread
+    one_col = n * 8 / 2**20  # one column in total: each thread its slice
     a1, f1, _, c1, g1 = solve(X, y, upper, block, n_threads=2, cache_mb=one_col)
     a2, f2, _, c2, g2 = solve(X, y, upper, block, n_threads=2,
                               cache_mb=np.inf)
@@ -358,3 +358,173 @@ def test_warnings_clean():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         asygcd_fit(X, y, 1.0, n_threads=2, random_state=0)
+
+
+# --------------------------------------------------------------------------
+# CSR input, shrinking, the regularised intercept (kernel shift)
+# --------------------------------------------------------------------------
+
+
+def sparse_data(n=250, d=12, seed=4):
+    X, y = data(n, d, seed)
+    rng = np.random.default_rng(seed)
+    X[rng.random(X.shape) < 0.6] = 0.0  # ~60% zeros, some empty rows
+    X[:3] = 0.0
+    return X, y
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "linear", "poly", "sigmoid"])
+@pytest.mark.parametrize("shrinking", [False, True])
+def test_csr_equals_dense_bit_for_bit(kernel, shrinking):
+    import scipy.sparse as sp
+
+    X, y = sparse_data()
+    kw = dict(kernel=kernel, gamma=0.3, coef0=0.5, degree=2, n_threads=1,
+              shrinking=shrinking, random_state=0)
+    rd = asygcd_fit(X, y, 2.0, **kw)
+    rs = asygcd_fit(sp.csr_matrix(X), y, 2.0, **kw)
+    np.testing.assert_array_equal(rs["alpha"], rd["alpha"])
+    np.testing.assert_array_equal(rs["grad"], rd["grad"])
+    assert rs["objective"] == rd["objective"] and rs["n_updates"] == rd["n_updates"]
+
+
+def test_csr_two_threads_and_unsorted_input():
+    import scipy.sparse as sp
+
+    X, y = sparse_data()
+    Xs = sp.csr_matrix(X)
+    # the same matrix with unsorted column indices and a duplicate entry
+    coo = Xs.tocoo()
+    order = np.random.default_rng(0).permutation(coo.nnz)
+    rows = np.r_[coo.row[order], 5]
+    cols = np.r_[coo.col[order], 0]
+    vals = np.r_[coo.data[order], 0.0]
+    messy = sp.csr_matrix((vals, (rows, cols)), shape=X.shape)
+    messy.has_sorted_indices = False
+    before = messy.copy()
+    rd = asygcd_fit(X, y, 2.0, gamma=0.3, n_threads=1, random_state=0)
+    r2 = asygcd_fit(messy, y, 2.0, gamma=0.3, n_threads=2, random_state=0)
+    assert r2["objective"] == pytest.approx(rd["objective"], rel=1e-3)
+    assert_kkt(r2["alpha"], r2["grad"], np.full(len(y), 2.0), 1e-3)
+    # the caller's matrix is untouched
+    np.testing.assert_array_equal(messy.indices, before.indices)
+    np.testing.assert_array_equal(messy.data, before.data)
+
+
+def test_bad_csr_native():
+    X, y = sparse_data(20, 4)
+    import scipy.sparse as sp
+
+    S = sp.csr_matrix(X)
+    good = (S.data, S.indices.astype(np.int64), S.indptr.astype(np.int64), 4)
+    args = dict(y=y, upper=np.ones(20), block=np.zeros(20, dtype=np.int64), kind=1,
+                gamma=0.5, coef0=0.0, degree=3.0, n_threads=1, greedy=True, seed=0,
+                tol=1e-3, max_iter=-1, cache_size_mb=1.0)
+    _native.asygcd_solve(good, alpha=np.zeros(20), **args)
+    ind = good[1].copy()
+    r = np.flatnonzero(np.diff(good[2]) >= 2)[0]
+    lo = good[2][r]
+    ind[lo], ind[lo + 1] = ind[lo + 1], ind[lo]  # unsorted within a row
+    vals_nan = good[0].copy()
+    vals_nan[0] = np.nan
+    for bad in [(good[0], ind, good[2], 4),
+                (good[0], good[1], good[2], 2),            # index >= n_cols
+                (vals_nan, good[1], good[2], 4),
+                (good[0][:-1].copy(), good[1], good[2], 4),  # lengths differ
+                (good[0], good[1].astype(np.int32), good[2], 4),
+                (good[0], good[1], good[2], -1),
+                (good[0], good[1]),
+                "not a matrix"]:
+        with pytest.raises(ValueError):
+            _native.asygcd_solve(bad, alpha=np.zeros(20), **args)
+
+
+def test_shrinking_reaches_the_same_optimum():
+    X, y = data(200, 5, seed=6)
+    u = np.full(200, 5.0)
+    Q = q_matrix(X, y)
+    a_ref, f_ref = reference_solution(Q, u)
+    for n_threads in (1, 2):
+        for shrinking in (False, True):
+            r = asygcd_fit(X, y, 5.0, gamma=0.5, tol=1e-4, n_threads=n_threads,
+                           shrinking=shrinking, random_state=0)
+            assert r["converged"]
+            assert r["objective"] == pytest.approx(f_ref, rel=1e-5)
+            # grad is Q a - 1 for every variable, shrunk or not
+            np.testing.assert_allclose(r["grad"], Q @ r["alpha"] - 1.0, atol=1e-9)
+            assert_kkt(r["alpha"], r["grad"], u, 1e-4)
+
+
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_intercept_is_the_shifted_kernel(n_threads):
+    """fit_intercept solves the dual with K + s^2 (a constant feature s)."""
+    X, y = data(150, 4, seed=7)
+    y[:110] = -1.0  # imbalanced, so that an intercept matters
+    s = 1.5
+    u = np.full(150, 3.0)
+    Q = (y[:, None] * y[None, :]) * (pairwise_kernels(X, metric="rbf", gamma=0.5) + s * s)
+    a_ref, f_ref = reference_solution(Q, u)
+    r = asygcd_fit(X, y, 3.0, gamma=0.5, tol=1e-5, n_threads=n_threads,
+                   fit_intercept=True, intercept_scaling=s, random_state=0)
+    assert r["objective"] == pytest.approx(f_ref, rel=1e-6)
+    np.testing.assert_allclose(r["alpha"], a_ref, atol=1e-3)
+    assert r["intercept"] == pytest.approx(s * s * np.dot(r["alpha"], y))
+    # linear kernel: exactly the no-bias problem on [X, s]
+    r_lin = asygcd_fit(X, y, 3.0, kernel="linear", tol=1e-6, n_threads=1,
+                       fit_intercept=True, intercept_scaling=s, random_state=0)
+    r_aug = asygcd_fit(np.c_[X, np.full(150, s)], y, 3.0, kernel="linear", tol=1e-6,
+                       n_threads=1, random_state=0)
+    assert r_lin["objective"] == pytest.approx(r_aug["objective"], rel=1e-7)
+    assert asygcd_fit(X, y, 3.0, gamma=0.5, random_state=0)["intercept"] == 0.0
+    with pytest.raises(ValueError, match="intercept_scaling"):
+        asygcd_fit(X, y, 3.0, fit_intercept=True, intercept_scaling=0.0)
+    with pytest.raises(ValueError, match="shrinking"):
+        asygcd_fit(X, y, 3.0, shrinking="yes")
+    with pytest.raises(ValueError, match="shift"):
+        _native.asygcd_solve(X, y, u, np.zeros(150, dtype=np.int64), np.zeros(150), 1,
+                             0.5, 0.0, 3.0, 1, True, 0, 1e-3, -1, 10.0, shift=-1.0)
+
+
+def test_cache_smaller_than_a_column_is_a_clear_error():
+    X, y = data(300, 5)
+    too_small = 0.99 * 300 * 8 / 2**20
+    with pytest.raises(ValueError, match="too small"):
+        asygcd_fit(X, y, 1.0, cache_size=too_small)
+    # one column is enough, for any number of threads
+    asygcd_fit(X, y, 1.0, cache_size=300 * 8 / 2**20, n_threads=2, random_state=0)
+
+
+MEMORY_SCRIPT = """
+import resource, sys
+import numpy as np
+resource.setrlimit(resource.RLIMIT_AS, (1_500_000_000, 1_500_000_000))
+import cakernels._native as nat
+n = 12_000
+rng = np.random.default_rng(0)
+X = rng.standard_normal((n, 3))
+y = np.where(rng.random(n) < 0.5, -1.0, 1.0)
+try:
+    # 12,000 columns of 12,000 doubles = 1.15 GB of cache on top of the
+    # interpreter: beyond the 1.5 GB address-space limit
+    nat.asygcd_solve(X, y, np.ones(n), np.zeros(n, dtype=np.int64), np.zeros(n), 1,
+                     1.0, 0.0, 3.0, 1, True, 0, 1e-3, 10, 1100.0)
+except MemoryError as exc:
+    print("MemoryError:", exc)
+    sys.exit(0)
+print("no error")
+sys.exit(1)
+"""
+
+
+def test_out_of_memory_is_memory_error():
+    import os
+    import subprocess
+    import sys
+
+    if "asan" in os.environ.get("LD_PRELOAD", ""):
+        pytest.skip("AddressSanitizer reserves terabytes of address space: "
+                    "an address-space limit cannot be used under it")
+    out = subprocess.run([sys.executable, "-c", MEMORY_SCRIPT], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "MemoryError" in out.stdout

@@ -83,8 +83,6 @@ def test_bad_input(binary):
     X, y, _, _ = binary
     with pytest.raises(ValueError, match="number of classes"):
         AsyGCDSVC().fit(X, np.zeros(len(y)))
-    with pytest.raises(TypeError, match="[Ss]parse"):
-        AsyGCDSVC().fit(sp.csr_matrix(X), y)
     Xn = X.copy()
     Xn[0, 0] = np.nan
     with pytest.raises(ValueError, match="NaN"):
@@ -103,3 +101,42 @@ def test_partitioned_with_asygcd(solver, multiclass):
     assert clf.score(Xt, yt) >= ref.score(Xt, yt) - 0.05
     t = CASVC(n_partitions=2, solver=solver, backend="threads", n_jobs=2, random_state=0).fit(X, y)
     assert t.score(Xt, yt) > 0.8
+
+
+def test_sparse_equals_dense(binary):
+    X, y, Xt, yt = binary
+    X = X.copy()
+    X[np.abs(X) < 0.7] = 0.0
+    kw = dict(C=3.0, n_threads=1, random_state=0)
+    dense = AsyGCDSVC(**kw).fit(X, y)
+    sparse = AsyGCDSVC(**kw).fit(sp.csr_matrix(X), y)
+    np.testing.assert_array_equal(sparse.support_, dense.support_)
+    np.testing.assert_allclose(sparse.decision_function(Xt), dense.decision_function(Xt),
+                               rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(sparse.decision_function(sp.csr_matrix(Xt)),
+                               dense.decision_function(Xt), rtol=1e-12, atol=1e-12)
+    two = AsyGCDSVC(C=3.0, n_threads=2, random_state=0).fit(sp.csr_matrix(X), y)
+    assert np.mean(two.predict(Xt) == dense.predict(Xt)) >= 0.97
+
+
+def test_fit_intercept(binary):
+    X, y, Xt, yt = binary
+    y = y.copy()
+    y[np.flatnonzero(y == 1)[:120]] = 0  # imbalanced
+    clf = AsyGCDSVC(C=2.0, fit_intercept=True, intercept_scaling=2.0, n_threads=1,
+                    random_state=0).fit(X, y)
+    m = clf.model_
+    K = np.exp(-clf.gamma_ * ((Xt[:, None] - m.support_vectors_[None]) ** 2).sum(-1))
+    coef = m.dual_coef_[0]
+    np.testing.assert_allclose(clf.decision_function(Xt), K @ coef + 4.0 * coef.sum(),
+                               rtol=1e-10, atol=1e-10)
+    assert clf.intercept_[0] == pytest.approx(4.0 * coef.sum())
+    assert AsyGCDSVC(n_threads=1, random_state=0).fit(X, y).intercept_[0] == 0.0
+
+
+def test_cache_too_small_through_the_estimator(binary):
+    X, y, _, _ = binary
+    with pytest.raises(ValueError, match="too small"):
+        AsyGCDSVC(cache_size=1e-4).fit(X, y)
+    with pytest.raises(ValueError, match="too small"):
+        CASVC(n_partitions=2, solver="smo", cache_size=1e-4).fit(X, y)

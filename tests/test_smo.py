@@ -473,3 +473,24 @@ def test_property_feasible_and_kkt(problem):
                                 abs=1e-9 * max(1.0, upper.max()) ** 2)
     # the objective never exceeds that of the start point (0)
     assert obj <= 1e-12
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "linear", "poly", "sigmoid"])
+def test_csr_equals_dense_bit_for_bit(kernel):
+    import scipy.sparse as sp
+
+    X, y = make_classification(n_samples=250, n_features=12, n_informative=5,
+                               random_state=3)
+    y = 2.0 * y - 1.0
+    X[np.random.default_rng(0).random(X.shape) < 0.6] = 0.0
+    X[:2] = 0.0
+    kw = dict(kernel=kernel, gamma=0.2, coef0=0.5, degree=2, cache_size=0.01)
+    rd = smo_fit(X, y, 3.0, **kw)
+    rs = smo_fit(sp.csr_matrix(X), y, 3.0, **kw)
+    np.testing.assert_array_equal(rs["alpha"], rd["alpha"])
+    assert rs["intercept"] == rd["intercept"] and rs["n_iter"] == rd["n_iter"]
+    assert rs["objective"] == rd["objective"]
+    ref = SVC(C=3.0, kernel=kernel, gamma=0.2, coef0=0.5, degree=2).fit(X, y)
+    assert rs["objective"] == pytest.approx(
+        dual_objective(kernel_matrix(X, X, kernel, 0.2, 2, 0.5), y, svc_alpha(ref, 250)),
+        rel=1e-3)

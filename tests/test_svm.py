@@ -313,7 +313,19 @@ def test_smo_partitioned_close_to_libsvm(cls, multiclass):
     np.testing.assert_array_equal(t.predict(Xt), a.predict(Xt))
 
 
-def test_smo_rejects_sparse_input(binary):
-    X, y, _, _ = binary
-    with pytest.raises(ValueError, match="dense input"):
-        CASVC(n_partitions=2, solver="smo").fit(sp.csr_matrix(X), y)
+@pytest.mark.parametrize("solver", ["smo", "asygcd"])
+def test_native_solvers_take_sparse_input(binary, solver):
+    X, y, Xt, _ = binary
+    X = X.copy()
+    X[np.abs(X) < 0.5] = 0.0
+    kw = dict(n_partitions=2, solver=solver, random_state=0)
+    dense = CASVC(**kw).fit(X, y)
+    sparse = CASVC(**kw).fit(sp.csr_matrix(X), y)
+    if solver == "smo":  # single-threaded: the same solution, bit for bit
+        for ms, md in zip(sparse.estimators_, dense.estimators_):
+            np.testing.assert_array_equal(ms.dual_coef_, md.dual_coef_)
+            np.testing.assert_array_equal(ms.intercept_, md.intercept_)
+        np.testing.assert_allclose(sparse.decision_function(Xt),
+                                   dense.decision_function(Xt), rtol=1e-12, atol=1e-12)
+    else:
+        assert np.mean(sparse.predict(Xt) == dense.predict(Xt)) >= 0.97

@@ -1,0 +1,185 @@
+/*
+ * ck_rows.c -- rows of the kernel matrix for the solvers, on dense or CSR
+ * training data (ck_matrix).  Plain C99; no Python.h.
+ *
+ * Dense dot products run four rows at a time (four independent dependency
+ * chains, each summed in the order k = 0 .. d-1, so the values do not
+ * depend on the blocking).  CSR rows scatter x_i into a dense scratch
+ * vector once and then gather along each row's stored entries, again in
+ * increasing column order: the products skipped are exact zeros, so CSR and
+ * dense give the same bits.
+ */
+#include "ck_internal.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+ck_status ck_matrix_check(const ck_matrix *X)
+{
+    int64_t i;
+    if (X == NULL || X->n_rows < 0 || X->n_cols < 0)
+        return CK_ERR_ARG;
+    if (X->n_cols > 0 && X->n_rows > INT64_MAX / X->n_cols)
+        return CK_ERR_ARG;
+    if (X->dense != NULL) {
+        const int64_t nd = X->n_rows * X->n_cols;
+        for (i = 0; i < nd; ++i) {
+            if (!isfinite(X->dense[i]))
+                return CK_ERR_ARG;
+        }
+        return CK_OK;
+    }
+    if (X->indptr == NULL || X->indptr[0] != 0)
+        return CK_ERR_ARG;
+    if (X->indptr[X->n_rows] > 0 && (X->indices == NULL || X->values == NULL))
+        return CK_ERR_ARG;
+    for (i = 0; i < X->n_rows; ++i) {
+        const int64_t lo = X->indptr[i], hi = X->indptr[i + 1];
+        int64_t k, last = -1;
+        if (hi < lo)
+            return CK_ERR_ARG;
+        for (k = lo; k < hi; ++k) {
+            const int64_t c = X->indices[k];
+            if (c <= last || c >= X->n_cols || !isfinite(X->values[k]))
+                return CK_ERR_ARG;
+            last = c;
+        }
+    }
+    return CK_OK;
+}
+
+ck_status ck_kparams_check(const ck_kparams *kp)
+{
+    if (kp->kind < CK_KERNEL_LINEAR || kp->kind > CK_KERNEL_SIGMOID)
+        return CK_ERR_UNKNOWN_KERNEL;
+    if (!isfinite(kp->gamma) || !isfinite(kp->coef0) ||
+        !isfinite(kp->degree) || !(kp->shift >= 0.0) || !isfinite(kp->shift))
+        return CK_ERR_ARG;
+    if (kp->kind == CK_KERNEL_POLY && kp->degree < 0.0)
+        return CK_ERR_ARG;
+    return CK_OK;
+}
+
+void ck_matrix_sqnorms(const ck_matrix *X, double *out)
+{
+    const int64_t n = X->n_rows, d = X->n_cols;
+    int64_t i, k;
+    for (i = 0; i < n; ++i) {
+        double s = 0.0;
+        if (X->dense != NULL) {
+            const double *xi = X->dense + i * d;
+            for (k = 0; k < d; ++k)
+                s += xi[k] * xi[k];
+        } else {
+            for (k = X->indptr[i]; k < X->indptr[i + 1]; ++k)
+                s += X->values[k] * X->values[k];
+        }
+        out[i] = s;
+    }
+}
+
+ck_status ck_kernel_diag(const ck_kparams *kp, const double *sq, int64_t n,
+                         double *out)
+{
+    int64_t i;
+    ck_status st;
+    if (kp->kind == CK_KERNEL_RBF) {
+        for (i = 0; i < n; ++i)
+            out[i] = 1.0 + kp->shift;
+        return CK_OK;
+    }
+    for (i = 0; i < n; ++i)
+        out[i] = sq[i];
+    /* K(x_i, x_i) = transform of <x_i, x_i>, an n x 1 block */
+    st = ck_kernel_from_gram(out, n, 1, 1, NULL, NULL, kp->kind, kp->gamma,
+                             kp->coef0, kp->degree, 1);
+    if (st != CK_OK)
+        return st;
+    for (i = 0; i < n; ++i) {
+        out[i] += kp->shift;
+        if (!isfinite(out[i]))
+            return CK_ERR_ARG;
+    }
+    return CK_OK;
+}
+
+/* out[j] = <x_i, x_rows[j]> for dense X */
+static void ck_dots_dense(const double *X, int64_t d, int64_t i,
+                          const int64_t *rows, int64_t len, double *out)
+{
+    const double *xi = X + i * d;
+    int64_t j = 0, k;
+    for (; j + 4 <= len; j += 4) {
+        const double *x0 = X + rows[j] * d, *x1 = X + rows[j + 1] * d;
+        const double *x2 = X + rows[j + 2] * d, *x3 = X + rows[j + 3] * d;
+        double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+        for (k = 0; k < d; ++k) {
+            const double v = xi[k];
+            s0 += v * x0[k];
+            s1 += v * x1[k];
+            s2 += v * x2[k];
+            s3 += v * x3[k];
+        }
+        out[j] = s0;
+        out[j + 1] = s1;
+        out[j + 2] = s2;
+        out[j + 3] = s3;
+    }
+    for (; j < len; ++j) {
+        const double *xj = X + rows[j] * d;
+        double s = 0.0;
+        for (k = 0; k < d; ++k)
+            s += xi[k] * xj[k];
+        out[j] = s;
+    }
+}
+
+/* out[j] = <x_i, x_rows[j]> for CSR X; work: n_cols zeros in and out */
+static void ck_dots_csr(const ck_matrix *X, int64_t i, const int64_t *rows,
+                        int64_t len, double *out, double *work)
+{
+    const int64_t *indptr = X->indptr, *ind = X->indices;
+    const double *val = X->values;
+    int64_t j, k;
+    for (k = indptr[i]; k < indptr[i + 1]; ++k)
+        work[ind[k]] = val[k];
+    for (j = 0; j < len; ++j) {
+        const int64_t r = rows[j];
+        double s = 0.0;
+        for (k = indptr[r]; k < indptr[r + 1]; ++k)
+            s += work[ind[k]] * val[k];
+        out[j] = s;
+    }
+    for (k = indptr[i]; k < indptr[i + 1]; ++k)
+        work[ind[k]] = 0.0;
+}
+
+ck_status ck_q_row(const ck_matrix *X, const ck_kparams *kp, int64_t i,
+                   double yi, double sqi, const int64_t *rows,
+                   const double *row_y, const double *row_sq, int64_t len,
+                   double *out, double *work)
+{
+    int64_t j;
+    ck_status st;
+    if (len <= 0)
+        return CK_OK;
+    if (X->dense != NULL)
+        ck_dots_dense(X->dense, X->n_cols, i, rows, len, out);
+    else
+        ck_dots_csr(X, i, rows, len, out, work);
+    st = ck_kernel_from_gram(out, 1, len, len,
+                             kp->kind == CK_KERNEL_RBF ? &sqi : NULL,
+                             kp->kind == CK_KERNEL_RBF ? row_sq : NULL,
+                             kp->kind, kp->gamma, kp->coef0, kp->degree, 1);
+    if (st != CK_OK)
+        return st;
+    if (kp->shift != 0.0) {
+        for (j = 0; j < len; ++j)
+            out[j] = (out[j] + kp->shift) * (yi * row_y[j]);
+    } else {
+        for (j = 0; j < len; ++j)
+            out[j] *= yi * row_y[j];
+    }
+    return CK_OK;
+}
