@@ -155,9 +155,14 @@ def main(argv=None):
         goal_rows.append([f"{name} fit speedup vs SVC{incl}", f">= {sp_goal:.0f}x",
                           span(sps, lambda v: f"{v:.1f}x"),
                           common.pass_miss(all(s >= sp_goal for s in sps))])
+        n_ok = sum(a >= acc_goal for a in accs)
+        mean_ok = float(np.mean(accs)) >= acc_goal
         goal_rows.append([f"{name} test accuracy", f">= {100 * acc_goal:.1f}%",
-                          span(accs, lambda v: f"{100 * v:.2f}%"),
-                          common.pass_miss(all(a >= acc_goal for a in accs))])
+                          span(accs, lambda v: f"{100 * v:.2f}%")
+                          + (f" (mean {100 * np.mean(accs):.2f}%, {n_ok} of {len(accs)} seeds)"
+                             if len(accs) > 1 else ""),
+                          "PASS" if n_ok == len(accs) else
+                          ("MISS (mean PASS)" if mean_ok else "MISS")])
     for name in ("CASVC", "BKMSVC"):
         r = totals[name]
         tot = r["fit"] + r["predict"]
@@ -169,7 +174,8 @@ def main(argv=None):
             goal_rows.append([f"{name} threads fit+predict < sklearnex fit+predict",
                               "n/a", f"{tot:.2f} s", "n/a (sklearnex missing)"])
     rep.table("Goals (informational)", ["goal", "target", "measured", "status"], goal_rows,
-              note=(f"over seeds {args.seeds}: PASS only if every seed meets the goal."
+              note=(f"over seeds {args.seeds}: PASS only if every seed meets the goal; "
+                    "'MISS (mean PASS)' when the mean over the seeds does."
                     + (" QUICK run: subsets, goals refer to the full data." if args.quick
                        else "")))
     rep.line(f"\nload avg at end: {common.load_avg()}")

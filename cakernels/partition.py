@@ -525,8 +525,10 @@ class FCFSPartitioner(_BasePartitioner):
         Number of partitions P.
     recompute_centers : bool, default=True
         Replace the random centres by the means of the partitions (lines
-        16-22 of Algorithm 3, optional in the reference). The means route new
-        samples much better than P single samples do.
+        16-22 of Algorithm 3, optional in the reference, which notes that it
+        does not necessarily help). Which is better depends on the data: on
+        ijcnn1 (16 partitions, 30 seeds) routing by the picked samples was
+        0.36 points more accurate on average (see benchmarks/README.md).
     random_state : int, RandomState instance or None, default=None
         Seed of the choice of centres.
 

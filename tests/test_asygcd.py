@@ -516,15 +516,21 @@ sys.exit(1)
 """
 
 
-def test_out_of_memory_is_memory_error():
+def test_out_of_memory_is_memory_error(tmp_path):
     import os
     import subprocess
     import sys
 
+    import cakernels
+
     if "asan" in os.environ.get("LD_PRELOAD", ""):
         pytest.skip("AddressSanitizer reserves terabytes of address space: "
                     "an address-space limit cannot be used under it")
+    # the child imports the very cakernels under test (installed or built in place)
+    env = dict(os.environ)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(cakernels.__file__)))
+    env["PYTHONPATH"] = os.pathsep.join([root] + [p for p in [env.get("PYTHONPATH")] if p])
     out = subprocess.run([sys.executable, "-c", MEMORY_SCRIPT], capture_output=True,
-                         text=True, timeout=120)
+                         text=True, timeout=120, cwd=tmp_path, env=env)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "MemoryError" in out.stdout
