@@ -1,14 +1,13 @@
-"""Native SMO and Asy-GCD against scikit-learn's SVC (LIBSVM), one binary problem.
+"""Native SMO against scikit-learn's SVC (LIBSVM), one binary problem.
 
-First measurements for the native-solver issue: on ijcnn1 (C=32, gamma=2,
-tol=1e-3) and a second dataset (a9a is sparse, so covtype.5000 from the local
-copies, C=8, gamma=2 -- dense, 54 features), fit time, iterations, dual
-objective and test accuracy of
+On ijcnn1 (C=32, gamma=2, tol=1e-3) and covtype.5000 from the local copies
+(C=8, gamma=2 -- dense, 54 features), fit time, iterations and test accuracy
+of
 
 * ``SVC`` (LIBSVM, shrinking on, cache 200 MB),
-* ``smo_fit`` (this package's SMO, same problem, same cache),
-* ``AsyGCDSVC`` with 1 and 2 threads (the dual without bias: a different model,
-  compared by test accuracy and time).
+* ``smo_fit`` (this package's SMO, same problem, same cache).
+
+Asy-GCD has its own script, ``bench_asygcd.py``.
 
 All on one BLAS thread. Goals of the issue printed next to the ratios:
 native SMO at most 1.0x SVC's fit time with the same accuracy (within 0.1%).
@@ -23,7 +22,6 @@ import numpy as np
 from sklearn.svm import SVC
 from threadpoolctl import threadpool_limits
 
-from cakernels import AsyGCDSVC
 from cakernels._kernels import kernel_dot
 from cakernels._smo import smo_fit
 from cakernels.datasets import load_dataset
@@ -68,16 +66,8 @@ def main():
             goals.append((f"{name}: SMO accuracy within 0.1%",
                           f"{100 * (acc_smo - acc_svc):+.3f} pts",
                           common.pass_miss(abs(acc_smo - acc_svc) <= 0.001)))
-            for threads in (1, 2):
-                clf, t = common.timed(AsyGCDSVC(C=C, gamma=gamma, n_threads=threads,
-                                                random_state=0).fit, X, y_pm)
-                rows.append((name, f"AsyGCDSVC {threads} thread(s) (no bias)", f"{t:.2f}",
-                             int(clf.n_iter_.sum()), f"{100 * clf.score(Xt, yt_pm):.2f}%",
-                             f"{t / t_svc:.2f}x"))
     rep.table("fit on one binary problem", ["dataset", "solver", "fit s", "iterations",
-                                            "test acc", "time vs SVC"], rows,
-              note="Asy-GCD solves the dual without bias (another model); iterations are "
-                   "coordinate updates there, SMO steps otherwise.")
+                                            "test acc", "time vs SVC"], rows)
     rep.table("goals (informational)", ["goal", "measured", "status"], goals)
     rep.line(f"\nload average at end: {common.load_avg()}")
     rep.write(args.out)

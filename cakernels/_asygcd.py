@@ -39,6 +39,7 @@ import scipy.sparse as sp
 from sklearn.cluster import KMeans
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
+from threadpoolctl import threadpool_limits
 
 from . import _native
 from ._smo import check_dual_problem, native_matrix
@@ -186,13 +187,16 @@ def asygcd_fit(X, y, C, *, sample_weight=None, kernel="rbf", gamma="scale",
     seed = int(rng.randint(np.iinfo(np.int32).max))
     ak = np.ascontiguousarray(alpha[keep])
     yk = np.ascontiguousarray(y[keep])
-    objective, n_updates, converged, grad_k = _native.asygcd_solve(
-        native_matrix(Xk), yk, np.ascontiguousarray(upper[keep]),
-        block, ak, _KIND[kernel], float(g), float(coef0), float(degree),
-        n_threads, selection == "greedy", seed, float(tol), int(max_iter),
-        float(cache_size),
-        shrinking=(n_threads == 1) if shrinking == "auto" else bool(shrinking),
-        shift=shift)
+    # the solver uses no BLAS: keep BLAS threads (e.g. still spinning after
+    # the K-means above) off the cores its OpenMP threads run on
+    with threadpool_limits(limits=1, user_api="blas"):
+        objective, n_updates, converged, grad_k = _native.asygcd_solve(
+            native_matrix(Xk), yk, np.ascontiguousarray(upper[keep]),
+            block, ak, _KIND[kernel], float(g), float(coef0), float(degree),
+            n_threads, selection == "greedy", seed, float(tol), int(max_iter),
+            float(cache_size),
+            shrinking=(n_threads == 1) if shrinking == "auto" else bool(shrinking),
+            shift=shift)
     alpha = np.zeros(X.shape[0])
     alpha[keep] = ak
     grad = np.zeros(X.shape[0])
