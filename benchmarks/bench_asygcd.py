@@ -20,15 +20,15 @@ dual is the lowest objective seen in any run of it.
 
 Printed, with PASS/MISS for the goals of the native-solver issue:
 
-* Asy-GCD on 2 threads against 1 thread, time to converge (same settings:
-  ``shrinking=False`` on both; and with the defaults, ``shrinking='auto'``,
-  which shrinks on 1 thread only) -- goal >= 1.8x;
+* Asy-GCD on 2 threads against 1 thread, time to converge (the defaults on
+  both; and against the faster-on-ijcnn1 ``shrinking=True`` on 1 thread) --
+  goal >= 1.8x;
 * Asy-GCD against PSCD (2 threads): time to a dual objective within 1e-3
   relative of f* (Figure 4.3) -- goal >= 2x;
 * time to reach the reference's final test accuracy minus 0.1 points, for
   SVC, sklearnex SVC and Asy-GCD on 2 threads (goal: Asy-GCD first);
-* peak memory of an Asy-GCD fit (a fresh process) against the data, the cache
-  budget and O(n) vectors.
+* peak memory of an Asy-GCD fit (a fresh process, ``--mem-cache`` MB of
+  cache) against the data, the cache budget and O(n) vectors.
 
 Figure 4.1 (objective gap and test accuracy against time, 1 and 2 threads,
 PSCD and the references) is saved as ``asygcd_<dataset>.png`` (``--png-dir``).
@@ -68,8 +68,9 @@ def load(name, home, quick):
     if name == "ijcnn1":  # dense, 22 features
         X = X.toarray() if sp.issparse(X) else np.asarray(X)
         Xt = Xt.toarray() if sp.issparse(Xt) else np.asarray(Xt)
-    else:  # keep CSR: the native solver's sparse path
-        X, Xt = sp.csr_matrix(X), sp.csr_matrix(Xt)
+    else:  # keep CSR: the native solver's sparse path (int32 indices for LIBSVM)
+        X, Xt = (sp.csr_matrix((A.data, A.indices.astype(np.int32), A.indptr.astype(np.int32)),
+                               shape=A.shape) for A in (sp.csr_matrix(X), sp.csr_matrix(Xt)))
     return X, np.where(y > 0, 1, -1), Xt, np.where(yt > 0, 1, -1)
 
 
@@ -129,15 +130,18 @@ sub = dict(n_samples=8000, random_state=0) if quick else {}
 X, y = load_dataset(name, data_home=home, return_X_y=True, **sub)
 X = (X.toarray() if sp.issparse(X) else np.asarray(X)) if name == "ijcnn1" else sp.csr_matrix(X)
 nbytes = X.nbytes if not sp.issparse(X) else X.data.nbytes + X.indices.nbytes + X.indptr.nbytes
-def rss():
+def status(key):
     with open("/proc/self/status") as fh:
         for line in fh:
-            if line.startswith("VmHWM:"):
+            if line.startswith(key):
                 return int(line.split()[1]) * 1024
-before = rss()
 C, gamma = float(sys.argv[6]), float(sys.argv[7])
+# warm-up on 300 samples: one-time runtime set-up (OpenMP and BLAS thread
+# buffers, lazy imports) is not the fit's memory
+AsyGCDSVC(C=C, gamma=gamma, n_threads=2, random_state=0).fit(X[:300], y[:300])
+before = status("VmRSS:")
 AsyGCDSVC(C=C, gamma=gamma, n_threads=2, cache_size=cache, random_state=0).fit(X, y)
-print(json.dumps(dict(before=before, after=rss(), data=nbytes, n=X.shape[0])))
+print(json.dumps(dict(before=before, after=status("VmHWM:"), data=nbytes, n=X.shape[0])))
 """
 
 
@@ -160,7 +164,7 @@ def plot(name, series, f_star, png_dir):
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
     for label, pts in series.items():
         t = [p["t"] for p in pts]
-        if pts[0]["obj"] is not None:
+        if pts[0]["obj"] is not None and "intercept" not in label:  # K + 1: another f*
             gap = [max((p["obj"] - f_star) / abs(f_star), 1e-9) for p in pts]
             ax1.loglog(t, gap, "o-", label=label, ms=3)
         ax2.semilogx(t, [100 * p["acc"] for p in pts], "o-", label=label, ms=3)
@@ -169,6 +173,11 @@ def plot(name, series, f_star, png_dir):
     ax2.set(xlabel="time (s)", ylabel="test accuracy (%)", title=f"{name}: test accuracy")
     accs = [100 * p["acc"] for pts in series.values() for p in pts]
     ax2.set_ylim(max(min(accs), max(accs) - 4), max(accs) + 0.3)
+    from matplotlib.ticker import NullFormatter, ScalarFormatter
+
+    for ax in (ax1, ax2):  # plain seconds on the log time axis
+        ax.xaxis.set_major_formatter(ScalarFormatter())
+        ax.xaxis.set_minor_formatter(NullFormatter())
     ax1.legend(fontsize=8)
     ax2.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
@@ -182,6 +191,10 @@ def main(argv=None):
     ap = common.add_common_args(argparse.ArgumentParser(description=__doc__.split("\n\n")[0]))
     ap.add_argument("--datasets", nargs="+", default=["ijcnn1", "a9a"], choices=sorted(PARAMS))
     ap.add_argument("--cache", type=float, default=2000.0, help="kernel cache of every solver, MB")
+    ap.add_argument("--mem-cache", type=float, default=100.0,
+                    help="cache budget (MB) of the peak-memory run (default 100)")
+    ap.add_argument("--memory-only", action="store_true",
+                    help="only the peak-memory check (a fit per dataset, ~1 min)")
     ap.add_argument("--png-dir", default=str(common.REPO_ROOT / "benchmarks"),
                     help="where the figures go (default: benchmarks/)")
     args = ap.parse_args(argv)
@@ -203,6 +216,10 @@ def main(argv=None):
         rep.line(f"\n#### {name}: train {X.shape}, test {Xt.shape}"
                  f"{' (CSR)' if sp.issparse(X) else ''}{' QUICK subset' if args.quick else ''}")
 
+        if args.memory_only:
+            memory_table(rep, goals, name, home, args, P)
+            continue
+
         def agcd(threads, **kw):
             return lambda it: AsyGCDSVC(**P, tol=TOL, cache_size=args.cache, n_threads=threads,
                                         max_iter=it, random_state=0, **kw)
@@ -210,10 +227,10 @@ def main(argv=None):
         runs = {}
         # ---- time to converge: 1 vs 2 threads (same settings, and defaults)
         print(f"\n[{name}] converged fits", flush=True)
-        for label, make in [("Asy-GCD 1 thread, no shrinking", agcd(1, shrinking=False)),
-                            ("Asy-GCD 2 threads, no shrinking", agcd(2, shrinking=False)),
-                            ("Asy-GCD 1 thread (default: shrinking)", agcd(1)),
-                            ("Asy-GCD 2 threads (default)", agcd(2)),
+        for label, make in [("Asy-GCD 1 thread", agcd(1)),
+                            ("Asy-GCD 2 threads", agcd(2)),
+                            ("Asy-GCD 1 thread, shrinking", agcd(1, shrinking=True)),
+                            ("Asy-GCD 2 threads (again)", agcd(2)),
                             ("Asy-GCD 2 threads, fit_intercept", agcd(2, fit_intercept=True))]:
             print(f"   {label}", flush=True)
             runs[label] = converged_run(make, X, y, Xt, yt)
@@ -222,15 +239,18 @@ def main(argv=None):
         first = max(1000, n // 10)
         series = {}
         print(f"\n[{name}] progress curves", flush=True)
-        for label, make in [("Asy-GCD 1 thread", agcd(1)), ("Asy-GCD 2 threads", agcd(2))]:
+        for label, make in [("Asy-GCD 1 thread, shrinking", agcd(1, shrinking=True)),
+                            ("Asy-GCD 2 threads", agcd(2))]:
             print(f"   {label}", flush=True)
             series[label] = curve(make, X, y, Xt, yt, first)
         f_star = min([p["obj"] for pts in series.values() for p in pts]
                      + [r["obj"] for k, r in runs.items() if "intercept" not in k])
         near = lambda p: p["obj"] is not None and (p["obj"] - f_star) / abs(f_star) <= 1e-3  # noqa: E731
         print("   PSCD 2 threads", flush=True)
+        cap = 10 * runs["Asy-GCD 2 threads (again)"]["t"]  # PSCD may crawl: bound it
         series["PSCD 2 threads"] = curve(agcd(2, selection="random"), X, y, Xt, yt, first,
-                                         stop_when=near, max_points=18)
+                                         stop_when=lambda p: near(p) or p["t"] > cap,
+                                         max_points=18)
         print("   Asy-GCD 2 threads, fit_intercept", flush=True)
         series["Asy-GCD 2 thr, intercept"] = curve(agcd(2, fit_intercept=True), X, y, Xt, yt,
                                                    first)
@@ -260,14 +280,13 @@ def main(argv=None):
                                                   "test acc", "dual objective"], rows,
                   note="Asy-GCD iterations are coordinate updates (all threads); SVC's are "
                        "SMO steps. fit_intercept solves K + 1 (another objective).")
-        s_same = (runs["Asy-GCD 1 thread, no shrinking"]["t"]
-                  / runs["Asy-GCD 2 threads, no shrinking"]["t"])
-        s_def = (runs["Asy-GCD 1 thread (default: shrinking)"]["t"]
-                 / runs["Asy-GCD 2 threads (default)"]["t"])
-        goals.append([f"{name}: 2 vs 1 thread, same settings (no shrinking)", ">= 1.8x",
-                      f"{s_same:.2f}x", common.pass_miss(s_same >= 1.8)])
-        goals.append([f"{name}: 2 vs 1 thread, defaults (1 thread shrinks)", ">= 1.8x",
-                      f"{s_def:.2f}x", common.pass_miss(s_def >= 1.8)])
+        t2 = [runs["Asy-GCD 2 threads"]["t"], runs["Asy-GCD 2 threads (again)"]["t"]]
+        s_same = runs["Asy-GCD 1 thread"]["t"] / max(t2)
+        s_shr = runs["Asy-GCD 1 thread, shrinking"]["t"] / max(t2)
+        goals.append([f"{name}: 2 vs 1 thread (defaults; slower of two 2-thread runs)",
+                      ">= 1.8x", f"{s_same:.2f}x", common.pass_miss(s_same >= 1.8)])
+        goals.append([f"{name}: 2 threads vs 1 thread with shrinking", ">= 1.8x",
+                      f"{s_shr:.2f}x", common.pass_miss(s_shr >= 1.8)])
         t_g = first_time(series["Asy-GCD 2 threads"], near)
         t_p = first_time(series["PSCD 2 threads"], near)
         last = series["PSCD 2 threads"][-1]["t"]
@@ -294,18 +313,7 @@ def main(argv=None):
                   ["reference", "target", "ref s", "ours", "ours s", "ref / ours"], trows,
                   note="Times of the first curve point at or above the target (every point is "
                        "a complete fit with an iteration limit).")
-        mem = peak_memory(name, home, args.cache, args.quick, P["C"], P["gamma"])
-        grow = mem["after"] - mem["before"]
-        allowed = mem["data"] + args.cache * 2**20 + 2 * 24 * 8 * mem["n"]
-        rep.table(f"{name}: peak memory of an Asy-GCD fit (2 threads, fresh process)",
-                  ["data MB", "cache budget MB", "O(n) allowance MB", "peak RSS growth MB"],
-                  [[f"{mem['data'] / 2**20:.1f}", f"{args.cache:g}",
-                    f"{2 * 24 * 8 * mem['n'] / 2**20:.1f}", f"{grow / 2**20:.1f}"]],
-                  note="Allowance: 24 float64 vectors of n per thread (alpha, gradient, "
-                       "bounds, index maps, the K-means blocks). Peak RSS from VmHWM.")
-        goals.append([f"{name}: peak memory within data + cache + O(n)",
-                      f"<= {allowed / 2**20:.0f} MB", f"{grow / 2**20:.1f} MB",
-                      common.pass_miss(grow <= allowed)])
+        memory_table(rep, goals, name, home, args, P)
         png = plot(name, series, f_star, args.png_dir)
         if png:
             rep.line(f"\nfigure: {png}")
@@ -314,6 +322,28 @@ def main(argv=None):
               ["goal", "target", "measured", "status"], goals)
     rep.line(f"\nload average at end: {common.load_avg()}")
     rep.write(args.out)
+
+
+def memory_table(rep, goals, name, home, args, P):
+    """Peak memory of an Asy-GCD fit in a fresh process: a table and a goal row."""
+    mem = peak_memory(name, home, args.mem_cache, args.quick, P["C"], P["gamma"])
+    grow = mem["after"] - mem["before"]
+    allowed = 2 * mem["data"] + args.mem_cache * 2**20 + 2 * 24 * 8 * mem["n"]
+    rep.table(f"{name}: peak memory of an Asy-GCD fit (2 threads, fresh process)",
+              ["data MB", "cache budget MB", "O(n) allowance MB", "peak RSS growth MB",
+               "limit MB"],
+              [[f"{mem['data'] / 2**20:.1f}", f"{args.mem_cache:g}",
+                f"{2 * 24 * 8 * mem['n'] / 2**20:.1f}", f"{grow / 2**20:.1f}",
+                f"{allowed / 2**20:.1f}"]],
+              note="Limit: the data twice (the caller's and one converted copy: float64, "
+                   "int64 CSR indices), the cache budget, and 24 float64 vectors of n per "
+                   "thread (alpha, gradient, bounds, index maps, the K-means blocks). Peak "
+                   "from VmHWM, after a warm-up fit on 300 samples (runtime set-up).")
+    goals.append([f"{name}: peak memory within data + cache + O(n)",
+                  f"<= {allowed / 2**20:.0f} MB", f"{grow / 2**20:.1f} MB",
+                  common.pass_miss(grow <= allowed)])
+
+
 
 
 if __name__ == "__main__":

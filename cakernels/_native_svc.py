@@ -118,7 +118,9 @@ class NativeKernelSVC:
             else:  # one-vs-one: +1 for the pair's second class, SVC's binary sign
                 members = np.flatnonzero((y == self.classes_[i]) | (y == self.classes_[j]))
                 y_pm = np.where(y[members] == self.classes_[j], 1.0, -1.0)
-            model, it, sv = self._solve(X[members], y_pm, weight[members])
+            # all rows (binary, one-vs-rest): no copy of X
+            Xm = X if members.size == X.shape[0] else X[members]
+            model, it, sv = self._solve(Xm, y_pm, weight[members])
             self.models_.append(model)
             n_iter.append(it)
             support.update(members[sv].tolist())

@@ -619,12 +619,13 @@ class AsyGCDSVC(ClassifierMixin, BaseEstimator):
         OpenMP threads (None: the OpenMP default, every core).
     selection : {'greedy', 'random'}, default='greedy'
         Asy-GCD or PSCD.
-    shrinking : bool or 'auto', default='auto'
+    shrinking : bool, default=False
         Let every thread drop variables stuck at a bound from its active set
         (LIBLINEAR's rule, the gradient of all variables rebuilt before the
-        final test). 'auto': only when a problem runs on one thread, where
-        it roughly halves the time; with two threads it made more steps and
-        was slower (ijcnn1, see ``benchmarks/README.md``).
+        final test). Measured (``benchmarks/README.md``): on one thread it
+        helps when the cache holds the support vectors' kernel columns
+        (ijcnn1: 1.8x faster) and hurts when it does not (a9a: 2.1x slower);
+        with two threads it made more steps and was slower.
     fit_intercept : bool, default=False
         Add a regularised intercept, as LIBLINEAR does: the kernel becomes
         ``K(x, x') + intercept_scaling**2`` (the inputs extended by a
@@ -680,7 +681,7 @@ class AsyGCDSVC(ClassifierMixin, BaseEstimator):
         "multi_class": [StrOptions({"ovo", "ovr"})],
         "n_threads": [Interval(numbers.Integral, 1, None, closed="left"), None],
         "selection": [StrOptions({"greedy", "random"})],
-        "shrinking": ["boolean", StrOptions({"auto"})],
+        "shrinking": ["boolean"],
         "fit_intercept": ["boolean"],
         "intercept_scaling": [Interval(numbers.Real, 0, None, closed="neither")],
         "random_state": ["random_state"],
@@ -688,7 +689,7 @@ class AsyGCDSVC(ClassifierMixin, BaseEstimator):
 
     def __init__(self, C=1.0, *, kernel="rbf", degree=3, gamma="scale", coef0=0.0, tol=1e-3,
                  max_iter=-1, cache_size=200, class_weight=None, multi_class="ovo",
-                 n_threads=None, selection="greedy", shrinking="auto", fit_intercept=False,
+                 n_threads=None, selection="greedy", shrinking=False, fit_intercept=False,
                  intercept_scaling=1.0, random_state=None):
         self.C = C
         self.kernel = kernel

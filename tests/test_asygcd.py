@@ -479,7 +479,7 @@ def test_intercept_is_the_shifted_kernel(n_threads):
     with pytest.raises(ValueError, match="intercept_scaling"):
         asygcd_fit(X, y, 3.0, fit_intercept=True, intercept_scaling=0.0)
     with pytest.raises(ValueError, match="shrinking"):
-        asygcd_fit(X, y, 3.0, shrinking="yes")
+        asygcd_fit(X, y, 3.0, shrinking="auto")
     with pytest.raises(ValueError, match="shift"):
         _native.asygcd_solve(X, y, u, np.zeros(150, dtype=np.int64), np.zeros(150), 1,
                              0.5, 0.0, 3.0, 1, True, 0, 1e-3, -1, 10.0, shift=-1.0)
