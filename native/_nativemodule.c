@@ -71,11 +71,13 @@ static void ck_reraise_as_value_error(const char *msg)
 #endif
 }
 
-/* 1 when a buffer format string denotes a native-endian C double. */
-static int ck_format_is_double(const char *fmt)
+/* The type code of a buffer format string without its byte-order prefix,
+ * or NULL when there is no format (unsigned bytes) or the prefix asks for
+ * the non-native byte order. */
+static const char *ck_format_code(const char *fmt)
 {
     if (fmt == NULL) /* no format requested/provided means unsigned bytes */
-        return 0;
+        return NULL;
     if (fmt[0] == '@' || fmt[0] == '=')
         ++fmt;
 #if PY_BIG_ENDIAN
@@ -85,7 +87,14 @@ static int ck_format_is_double(const char *fmt)
     else if (fmt[0] == '<')
         ++fmt;
 #endif
-    return fmt[0] == 'd' && fmt[1] == '\0';
+    return fmt;
+}
+
+/* 1 when a buffer format string denotes a native-endian C double. */
+static int ck_format_is_double(const char *fmt)
+{
+    fmt = ck_format_code(fmt);
+    return fmt != NULL && fmt[0] == 'd' && fmt[1] == '\0';
 }
 
 static int ck_ranges_overlap(const void *a, Py_ssize_t a_len, const void *b,
@@ -440,18 +449,8 @@ static int ck_get_vector(PyObject *obj, Py_buffer *view, Py_ssize_t n,
  * (the caller checks itemsize == 8). */
 static int ck_format_is_int(const char *fmt)
 {
-    if (fmt == NULL)
-        return 0;
-    if (fmt[0] == '@' || fmt[0] == '=')
-        ++fmt;
-#if PY_BIG_ENDIAN
-    else if (fmt[0] == '>' || fmt[0] == '!')
-        ++fmt;
-#else
-    else if (fmt[0] == '<')
-        ++fmt;
-#endif
-    return (fmt[0] == 'q' || fmt[0] == 'l') && fmt[1] == '\0';
+    fmt = ck_format_code(fmt);
+    return fmt != NULL && (fmt[0] == 'q' || fmt[0] == 'l') && fmt[1] == '\0';
 }
 
 

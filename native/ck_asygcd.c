@@ -19,9 +19,16 @@
  *     g[S_t] += delta * Q[S_t, i].  This replaces the per-entry atomic adds
  *     of Algorithm 14 (see "Deviation" below);
  *   - every thread keeps its own LRU cache of the slices Q[S_t, i] it needs
- *     (one contiguous allocation, budget proportional to |S_t|), so a
- *     kernel column is computed by all threads together, each its own
- *     slice, in parallel;
+ *     (one contiguous allocation; every thread holds the same number of
+ *     slices, so the budget splits in proportion to |S_t|), so a kernel
+ *     column is computed by all threads together, each its own slice, in
+ *     parallel;
+ *   - the per-step O(|S_t|) loops (the greedy scan, on two +-1 sign arrays
+ *     so that it vectorises, and the gradient axpy) are compiled for
+ *     AVX-512F / AVX2 / baseline and picked at load time;
+ *   - optional shrinking (LIBLINEAR's rule on the thread's own variables,
+ *     gradient rebuilt from alpha before the thread may stop) and an
+ *     optional kernel shift (Q + shift * y y^T: a regularised intercept);
  *   - a thread stops when its own variables satisfy the KKT conditions
  *     within tol and it has applied every logged step; the solve ends when
  *     all threads are in that state at the same log position (then no
