@@ -45,9 +45,9 @@ def check_dual_problem(X, y, C, *, kernel, tol, sample_weight=None, class_weight
 
     Returns ``(X, y, upper, keep, alpha)``: C-contiguous float64 data (or a
     float64 CSR matrix for sparse input), labels in {-1, +1}, per-sample
-    upper bounds ``C * class weight * sample_weight``, the mask of samples with a positive bound (the others
-    are left out, their alpha is 0, as in scikit-learn) and the warm start
-    (zeros by default).
+    upper bounds ``C * class weight * sample_weight``, the mask of samples
+    with a positive bound (the others are left out, their alpha is 0, as in
+    scikit-learn) and the warm start (zeros by default).
     """
     if sp.issparse(X):
         X = sp.csr_matrix(X, dtype=np.float64)
