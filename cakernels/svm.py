@@ -66,6 +66,21 @@ _SVM_CONSTRAINTS = {
 }
 
 
+def _validate_training_data(est, X, y):
+    """Validated float64 (dense or int32-indexed CSR) ``X`` and labels ``y`` of a
+    classifier's ``fit``; sets ``est.classes_`` (at least two classes)."""
+    X, y = validate_data(est, X, y, accept_sparse="csr", dtype=np.float64, order="C")
+    X = _int32_indices(X)
+    check_classification_targets(y)
+    est.classes_ = np.unique(y)
+    if est.classes_.size < 2:
+        raise ValueError(
+            "The number of classes has to be greater than one; got "
+            f"{est.classes_.size} class"
+        )
+    return X, y
+
+
 class PartitionedSVC(ClassifierMixin, _PartitionedEstimator):
     """Partitioned kernel SVM with a choice of partitioner.
 
@@ -230,16 +245,7 @@ class PartitionedSVC(ClassifierMixin, _PartitionedEstimator):
             Fitted estimator.
         """
         self._validate_params()
-        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64,
-                             order="C")
-        X = _int32_indices(X)
-        check_classification_targets(y)
-        self.classes_ = np.unique(y)
-        if self.classes_.size < 2:
-            raise ValueError(
-                "The number of classes has to be greater than one; got "
-                f"{self.classes_.size} class"
-            )
+        X, y = _validate_training_data(self, X, y)
         sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64,
                                              ensure_non_negative=True)
         self.gamma_ = resolve_gamma(self.gamma, X)
@@ -726,15 +732,7 @@ class AsyGCDSVC(ClassifierMixin, BaseEstimator):
         self : object
         """
         self._validate_params()
-        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, order="C")
-        X = _int32_indices(X)
-        check_classification_targets(y)
-        self.classes_ = np.unique(y)
-        if self.classes_.size < 2:
-            raise ValueError(
-                "The number of classes has to be greater than one; got "
-                f"{self.classes_.size} class"
-            )
+        X, y = _validate_training_data(self, X, y)
         weight = _check_sample_weight(sample_weight, X, dtype=np.float64,
                                       ensure_non_negative=True)
         if self.class_weight is not None:

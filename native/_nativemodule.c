@@ -595,6 +595,91 @@ fail:
     return -1;
 }
 
+/* The binary problem shared by the solvers: X (dense or CSR, at least one
+ * row), labels y of -1/+1 and upper bounds > 0 and finite, one per row. */
+typedef struct {
+    ck_matrix_arg x;
+    Py_buffer y, u;
+} ck_problem_arg;
+
+static void ck_problem_release(ck_problem_arg *p)
+{
+    PyBuffer_Release(&p->u);
+    PyBuffer_Release(&p->y);
+    ck_matrix_release(&p->x);
+}
+
+/* Acquire and check the problem; returns its number of rows (release with
+ * ck_problem_release) or -1 with ValueError set (nothing held). */
+static Py_ssize_t ck_get_problem(PyObject *x_obj, PyObject *y_obj,
+                                 PyObject *u_obj, ck_problem_arg *p)
+{
+    Py_ssize_t n, i;
+    const double *yp, *up;
+    if (ck_get_matrix(x_obj, &p->x) < 0)
+        return -1;
+    n = (Py_ssize_t)p->x.m.n_rows;
+    if (n < 1) {
+        PyErr_SetString(PyExc_ValueError, "X must have at least one row");
+        ck_matrix_release(&p->x);
+        return -1;
+    }
+    if (ck_get_vector(y_obj, &p->y, n, 0, "y") < 0) {
+        ck_matrix_release(&p->x);
+        return -1;
+    }
+    if (ck_get_vector(u_obj, &p->u, n, 0, "upper") < 0) {
+        PyBuffer_Release(&p->y);
+        ck_matrix_release(&p->x);
+        return -1;
+    }
+    yp = (const double *)p->y.buf;
+    up = (const double *)p->u.buf;
+    for (i = 0; i < n; ++i) {
+        char msg[160];
+        if (yp[i] != 1.0 && yp[i] != -1.0) {
+            PyOS_snprintf(msg, sizeof msg,
+                          "y must contain only -1 and +1 (y[%zd] = %g)", i,
+                          yp[i]);
+        } else if (!(up[i] > 0.0) || !isfinite(up[i])) {
+            PyOS_snprintf(msg, sizeof msg,
+                          "upper bounds must be positive and finite "
+                          "(upper[%zd] = %g)", i, up[i]);
+        } else {
+            continue;
+        }
+        PyErr_SetString(PyExc_ValueError, msg);
+        ck_problem_release(p);
+        return -1;
+    }
+    return n;
+}
+
+/* 1 when alpha's buffer shares memory with the problem's. */
+static int ck_problem_overlaps(const ck_problem_arg *p, const Py_buffer *a)
+{
+    return ck_matrix_overlaps(&p->x, a->buf, a->len) ||
+           ck_ranges_overlap(a->buf, a->len, p->y.buf, p->y.len) ||
+           ck_ranges_overlap(a->buf, a->len, p->u.buf, p->u.len);
+}
+
+/* ValueError unless a cache of cache_mb MiB holds `columns` columns of n
+ * float64 values; 0 when it does. */
+static int ck_check_cache(double cache_mb, Py_ssize_t n, int columns)
+{
+    const double need = (double)columns * (double)n * (double)sizeof(double);
+    char msg[240];
+    if (cache_mb * 1048576.0 >= need)
+        return 0;
+    PyOS_snprintf(msg, sizeof msg,
+                  "cache_size_mb=%g is too small: the kernel cache must hold "
+                  "at least %s of %zd float64 values (%.6g MB)",
+                  cache_mb, columns == 1 ? "one column" : "two columns", n,
+                  need / 1048576.0);
+    PyErr_SetString(PyExc_ValueError, msg);
+    return -1;
+}
+
 PyDoc_STRVAR(
     smo_solve_doc,
     "smo_solve(X, y, upper, alpha, kind, gamma, coef0, degree, tol, max_iter, "
@@ -626,14 +711,12 @@ static PyObject *py_smo_solve(PyObject *module, PyObject *args,
     int kind;
     double gamma, coef0, degree, tol, cache_mb, rho = 0.0, objective = 0.0;
     long long max_iter;
-    ck_matrix_arg xa;
-    Py_buffer yv, uv, av;
-    int held = 0; /* number of views held, in the order x, y, u, a */
-    Py_ssize_t n, i;
+    ck_problem_arg pa;
+    Py_buffer av;
+    Py_ssize_t n;
     int64_t n_iter = 0;
     int converged = 0;
     ck_status status;
-    const double *yp, *up;
 
     (void)module;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOiddddLd:smo_solve",
@@ -644,65 +727,24 @@ static PyObject *py_smo_solve(PyObject *module, PyObject *args,
     if (ck_check_solver_params(kind, gamma, coef0, degree, tol, cache_mb) < 0)
         return NULL;
 
-    /* ---- X: dense or CSR ---- */
-    if (ck_get_matrix(x_obj, &xa) < 0)
+    n = ck_get_problem(x_obj, y_obj, u_obj, &pa);
+    if (n < 0)
         return NULL;
-    held = 1;
-    n = (Py_ssize_t)xa.m.n_rows;
-    if (n < 1) {
-        PyErr_SetString(PyExc_ValueError, "X must have at least one row");
-        goto fail;
+    if (ck_get_vector(a_obj, &av, n, 1, "alpha") < 0) {
+        ck_problem_release(&pa);
+        return NULL;
     }
-    if (ck_get_vector(y_obj, &yv, n, 0, "y") < 0)
-        goto fail;
-    held = 2;
-    if (ck_get_vector(u_obj, &uv, n, 0, "upper") < 0)
-        goto fail;
-    held = 3;
-    if (ck_get_vector(a_obj, &av, n, 1, "alpha") < 0)
-        goto fail;
-    held = 4;
-    if (ck_matrix_overlaps(&xa, av.buf, av.len) ||
-        ck_ranges_overlap(av.buf, av.len, yv.buf, yv.len) ||
-        ck_ranges_overlap(av.buf, av.len, uv.buf, uv.len)) {
+    if (ck_problem_overlaps(&pa, &av)) {
         PyErr_SetString(PyExc_ValueError,
                         "alpha must not share memory with X, y or upper");
         goto fail;
     }
-    yp = (const double *)yv.buf;
-    up = (const double *)uv.buf;
-    for (i = 0; i < n; ++i) {
-        if (yp[i] != 1.0 && yp[i] != -1.0) {
-            char msg[120];
-            PyOS_snprintf(msg, sizeof msg,
-                          "y must contain only -1 and +1 (y[%zd] = %g)", i,
-                          yp[i]);
-            PyErr_SetString(PyExc_ValueError, msg);
-            goto fail;
-        }
-        if (!(up[i] > 0.0) || !isfinite(up[i])) {
-            char msg[160];
-            PyOS_snprintf(msg, sizeof msg,
-                          "upper bounds must be positive and finite "
-                          "(upper[%zd] = %g)", i, up[i]);
-            PyErr_SetString(PyExc_ValueError, msg);
-            goto fail;
-        }
-    }
-    if (cache_mb * 1048576.0 < 2.0 * (double)n * (double)sizeof(double)) {
-        char msg[200];
-        PyOS_snprintf(msg, sizeof msg,
-                      "cache_size_mb=%g is too small: the kernel cache must "
-                      "hold at least two columns of %zd float64 values "
-                      "(%.6g MB)",
-                      cache_mb, n,
-                      2.0 * (double)n * (double)sizeof(double) / 1048576.0);
-        PyErr_SetString(PyExc_ValueError, msg);
+    if (ck_check_cache(cache_mb, n, 2) < 0)
         goto fail;
-    }
 
     Py_BEGIN_ALLOW_THREADS
-    status = ck_smo_solve(&xa.m, yp, up, kind, gamma, coef0, degree, tol,
+    status = ck_smo_solve(&pa.x.m, (const double *)pa.y.buf,
+                          (const double *)pa.u.buf, kind, gamma, coef0, degree, tol,
                           (int64_t)max_iter, cache_mb * 1048576.0,
                           (double *)av.buf, &rho, &objective, &n_iter,
                           &converged);
@@ -719,20 +761,13 @@ static PyObject *py_smo_solve(PyObject *module, PyObject *args,
         goto fail;
     }
     PyBuffer_Release(&av);
-    PyBuffer_Release(&uv);
-    PyBuffer_Release(&yv);
-    ck_matrix_release(&xa);
+    ck_problem_release(&pa);
     return Py_BuildValue("ddLO", rho, objective, (long long)n_iter,
                          converged ? Py_True : Py_False);
 
 fail:
-    if (held >= 4)
-        PyBuffer_Release(&av);
-    if (held >= 3)
-        PyBuffer_Release(&uv);
-    if (held >= 2)
-        PyBuffer_Release(&yv);
-    ck_matrix_release(&xa);
+    PyBuffer_Release(&av);
+    ck_problem_release(&pa);
     return NULL;
 }
 
@@ -784,14 +819,14 @@ static PyObject *py_asygcd_solve(PyObject *module, PyObject *args,
     unsigned long long seed;
     double gamma, coef0, degree, tol, cache_mb, objective = 0.0;
     long long max_iter;
-    ck_matrix_arg xa;
-    Py_buffer yv, uv, bv, av, gv;
-    int held = 0; /* views held, in the order x, y, u, b, a */
+    ck_problem_arg pa;
+    Py_buffer bv, av, gv;
+    int held = 0; /* views held after the problem, in the order b, a */
     Py_ssize_t n, i;
     int64_t n_updates = 0;
     int converged = 0;
     ck_status status;
-    const double *yp, *up;
+    const double *up;
     const int64_t *bp;
 
     (void)module;
@@ -813,28 +848,16 @@ static PyObject *py_asygcd_solve(PyObject *module, PyObject *args,
         return PyErr_Format(PyExc_ValueError,
                             "n_threads must be >= 1, got %d", n_threads);
 
-    /* ---- X: dense or CSR ---- */
-    if (ck_get_matrix(x_obj, &xa) < 0)
+    n = ck_get_problem(x_obj, y_obj, u_obj, &pa);
+    if (n < 0)
         return NULL;
-    held = 1;
-    n = (Py_ssize_t)xa.m.n_rows;
-    if (n < 1) {
-        PyErr_SetString(PyExc_ValueError, "X must have at least one row");
-        goto fail;
-    }
-    if (ck_get_vector(y_obj, &yv, n, 0, "y") < 0)
-        goto fail;
-    held = 2;
-    if (ck_get_vector(u_obj, &uv, n, 0, "upper") < 0)
-        goto fail;
-    held = 3;
     /* ---- block: C-contiguous 1-D int64 ---- */
     if (PyObject_GetBuffer(b_obj, &bv, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
         ck_reraise_as_value_error(
             "block must be a C-contiguous 1-D int64 array");
         goto fail;
     }
-    held = 4;
+    held = 1;
     if (bv.ndim != 1 || bv.itemsize != 8 || !ck_format_is_int(bv.format) ||
         bv.shape == NULL) {
         PyErr_Format(PyExc_ValueError,
@@ -851,38 +874,19 @@ static PyObject *py_asygcd_solve(PyObject *module, PyObject *args,
     }
     if (ck_get_vector(a_obj, &av, n, 1, "alpha") < 0)
         goto fail;
-    held = 5;
-    if (ck_matrix_overlaps(&xa, av.buf, av.len) ||
-        ck_ranges_overlap(av.buf, av.len, yv.buf, yv.len) ||
-        ck_ranges_overlap(av.buf, av.len, uv.buf, uv.len) ||
+    held = 2;
+    if (ck_problem_overlaps(&pa, &av) ||
         ck_ranges_overlap(av.buf, av.len, bv.buf, bv.len)) {
         PyErr_SetString(PyExc_ValueError,
                         "alpha must not share memory with X, y, upper or "
                         "block");
         goto fail;
     }
-    yp = (const double *)yv.buf;
-    up = (const double *)uv.buf;
+    up = (const double *)pa.u.buf;
     bp = (const int64_t *)bv.buf;
     {
         const double *ap = (const double *)av.buf;
         for (i = 0; i < n; ++i) {
-            if (yp[i] != 1.0 && yp[i] != -1.0) {
-                char msg[120];
-                PyOS_snprintf(msg, sizeof msg,
-                              "y must contain only -1 and +1 (y[%zd] = %g)",
-                              i, yp[i]);
-                PyErr_SetString(PyExc_ValueError, msg);
-                goto fail;
-            }
-            if (!(up[i] > 0.0) || !isfinite(up[i])) {
-                char msg[160];
-                PyOS_snprintf(msg, sizeof msg,
-                              "upper bounds must be positive and finite "
-                              "(upper[%zd] = %g)", i, up[i]);
-                PyErr_SetString(PyExc_ValueError, msg);
-                goto fail;
-            }
             if (bp[i] < 0 || bp[i] >= n_threads) {
                 PyErr_Format(PyExc_ValueError,
                              "block ids must be in [0, n_threads=%d) "
@@ -902,17 +906,8 @@ static PyObject *py_asygcd_solve(PyObject *module, PyObject *args,
             }
         }
     }
-    if (cache_mb * 1048576.0 < (double)n * (double)sizeof(double)) {
-        char msg[240];
-        PyOS_snprintf(msg, sizeof msg,
-                      "cache_size_mb=%g is too small: the kernel cache must "
-                      "hold at least one column of %zd float64 values "
-                      "(%.6g MB)",
-                      cache_mb, n,
-                      (double)n * (double)sizeof(double) / 1048576.0);
-        PyErr_SetString(PyExc_ValueError, msg);
+    if (ck_check_cache(cache_mb, n, 1) < 0)
         goto fail;
-    }
 
     grad_obj = PyByteArray_FromStringAndSize(NULL,
                                              n * (Py_ssize_t)sizeof(double));
@@ -923,7 +918,7 @@ static PyObject *py_asygcd_solve(PyObject *module, PyObject *args,
 
     Py_BEGIN_ALLOW_THREADS
     status = ck_asygcd_solve(
-        &xa.m, yp, up, kind, gamma,
+        &pa.x.m, (const double *)pa.y.buf, up, kind, gamma,
         coef0, degree, shift, bp, n_threads, greedy, shrinking,
         (uint64_t)seed, tol,
         (int64_t)max_iter, cache_mb * 1048576.0, (double *)av.buf,
@@ -937,9 +932,7 @@ static PyObject *py_asygcd_solve(PyObject *module, PyObject *args,
     }
     PyBuffer_Release(&av);
     PyBuffer_Release(&bv);
-    PyBuffer_Release(&uv);
-    PyBuffer_Release(&yv);
-    ck_matrix_release(&xa);
+    ck_problem_release(&pa);
     {
         /* grad as a 1-D float64 memoryview (np.asarray gives an array) */
         PyObject *mv = PyMemoryView_FromObject(grad_obj), *cast, *res;
@@ -958,15 +951,11 @@ static PyObject *py_asygcd_solve(PyObject *module, PyObject *args,
 
 fail:
     Py_XDECREF(grad_obj);
-    if (held >= 5)
-        PyBuffer_Release(&av);
-    if (held >= 4)
-        PyBuffer_Release(&bv);
-    if (held >= 3)
-        PyBuffer_Release(&uv);
     if (held >= 2)
-        PyBuffer_Release(&yv);
-    ck_matrix_release(&xa);
+        PyBuffer_Release(&av);
+    if (held >= 1)
+        PyBuffer_Release(&bv);
+    ck_problem_release(&pa);
     return NULL;
 }
 

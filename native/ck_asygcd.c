@@ -80,8 +80,7 @@ typedef struct {
     double *mem;        /* capacity * m doubles, contiguous                */
     int64_t *slot_col;  /* slot -> variable, -1 when free                  */
     int64_t *col_slot;  /* variable (0..n) -> slot, -1 when not cached     */
-    int64_t *prev, *next;
-    int64_t head, tail; /* head: most recently used                        */
+    ck_lru lru;         /* LRU order of the slots                          */
     int64_t n_used;     /* slots used so far                               */
 } ck_agcd_cache;
 
@@ -90,8 +89,7 @@ static void ck_agcd_cache_free(ck_agcd_cache *c)
     free(c->mem);
     free(c->slot_col);
     free(c->col_slot);
-    free(c->prev);
-    free(c->next);
+    ck_lru_free(&c->lru);
     memset(c, 0, sizeof *c);
 }
 
@@ -104,7 +102,6 @@ static ck_status ck_agcd_cache_init(ck_agcd_cache *c, int64_t n, int64_t m,
     int64_t s;
     memset(c, 0, sizeof *c);
     c->m = m;
-    c->head = c->tail = -1;
     if (m == 0)
         return CK_OK;
     if (capacity > n)
@@ -120,11 +117,9 @@ static ck_status ck_agcd_cache_init(ck_agcd_cache *c, int64_t n, int64_t m,
     }
     c->capacity = capacity;
     c->slot_col = (int64_t *)malloc((size_t)capacity * sizeof(int64_t));
-    c->prev = (int64_t *)malloc((size_t)capacity * sizeof(int64_t));
-    c->next = (int64_t *)malloc((size_t)capacity * sizeof(int64_t));
     c->col_slot = (int64_t *)malloc((size_t)n * sizeof(int64_t));
-    if (c->mem == NULL || c->slot_col == NULL || c->prev == NULL ||
-        c->next == NULL || c->col_slot == NULL) {
+    if (ck_lru_init(&c->lru, capacity) != CK_OK || c->mem == NULL ||
+        c->slot_col == NULL || c->col_slot == NULL) {
         ck_agcd_cache_free(c);
         return CK_ERR_NOMEM;
     }
@@ -133,29 +128,6 @@ static ck_status ck_agcd_cache_init(ck_agcd_cache *c, int64_t n, int64_t m,
     for (s = 0; s < n; ++s)
         c->col_slot[s] = -1;
     return CK_OK;
-}
-
-static void ck_agcd_unlink(ck_agcd_cache *c, int64_t s)
-{
-    if (c->prev[s] >= 0)
-        c->next[c->prev[s]] = c->next[s];
-    else
-        c->head = c->next[s];
-    if (c->next[s] >= 0)
-        c->prev[c->next[s]] = c->prev[s];
-    else
-        c->tail = c->prev[s];
-}
-
-static void ck_agcd_push_front(ck_agcd_cache *c, int64_t s)
-{
-    c->prev[s] = -1;
-    c->next[s] = c->head;
-    if (c->head >= 0)
-        c->prev[c->head] = s;
-    c->head = s;
-    if (c->tail < 0)
-        c->tail = s;
 }
 
 /* ======================================================================== */
@@ -221,9 +193,9 @@ static ck_status ck_agcd_slice(ck_agcd_worker *w, const ck_agcd_problem *p,
     int64_t s = c->col_slot[i];
     ck_status st;
     if (s >= 0) {
-        if (c->head != s) {
-            ck_agcd_unlink(c, s);
-            ck_agcd_push_front(c, s);
+        if (c->lru.head != s) {
+            ck_lru_unlink(&c->lru, s);
+            ck_lru_push_front(&c->lru, s);
         }
         *out = c->mem + s * c->m;
         return CK_OK;
@@ -231,12 +203,12 @@ static ck_status ck_agcd_slice(ck_agcd_worker *w, const ck_agcd_problem *p,
     if (c->n_used < c->capacity) {
         s = c->n_used++;
     } else {
-        s = c->tail;
-        ck_agcd_unlink(c, s);
+        s = c->lru.tail;
+        ck_lru_unlink(&c->lru, s);
         c->col_slot[c->slot_col[s]] = -1;
         c->slot_col[s] = -1;
     }
-    ck_agcd_push_front(c, s);
+    ck_lru_push_front(&c->lru, s);
     st = ck_q_row(p->X, &p->kp, i, p->y[i], p->sq[i], w->rows, w->ry, w->rsq,
                   w->m, c->mem + s * c->m, w->work);
     if (st != CK_OK)
@@ -872,52 +844,33 @@ ck_status ck_asygcd_solve(const ck_matrix *X, const double *y,
     int64_t *bstart = NULL, *bidx = NULL, *fill = NULL;
     ck_status st = CK_OK;
     int64_t i, n, capacity;
-    double col_bytes;
     int T, team, b, t;
 
     /* ---- validation ---- */
-    if (X == NULL || y == NULL || upper == NULL || block == NULL ||
-        alpha == NULL || grad == NULL || objective == NULL ||
-        n_updates == NULL || converged == NULL)
+    if (X == NULL || block == NULL || alpha == NULL || grad == NULL ||
+        objective == NULL || n_updates == NULL || converged == NULL)
         return CK_ERR_ARG;
-    st = ck_matrix_check(X);
-    if (st != CK_OK)
-        return st;
-    n = X->n_rows;
-    if (n < 1)
-        return CK_ERR_ARG;
-    if ((uint64_t)n > (uint64_t)(SIZE_MAX / sizeof(double)) / (uint64_t)n)
-        return CK_ERR_ARG; /* n x n doubles must be addressable */
     prob.kp.kind = kind;
     prob.kp.gamma = gamma;
     prob.kp.coef0 = coef0;
     prob.kp.degree = degree;
     prob.kp.shift = shift;
-    st = ck_kparams_check(&prob.kp);
+    /* every thread caches the same number of slices of its variables, so
+     * the slices of `capacity` whole columns fit in cache_bytes */
+    st = ck_check_problem(X, y, upper, &prob.kp, tol, cache_bytes, 1,
+                          &capacity);
     if (st != CK_OK)
         return st;
-    if (!(tol > 0.0) || !isfinite(tol))
-        return CK_ERR_ARG;
-    if (!(cache_bytes > 0.0))
-        return CK_ERR_ARG;
+    n = X->n_rows;
+    if ((uint64_t)n > (uint64_t)(SIZE_MAX / sizeof(double)) / (uint64_t)n)
+        return CK_ERR_ARG; /* n x n doubles must be addressable */
     T = n_threads > 0 ? n_threads : ck_max_threads();
     if (T < 1)
         T = 1;
     for (i = 0; i < n; ++i) {
-        if (y[i] != 1.0 && y[i] != -1.0)
-            return CK_ERR_ARG;
-        if (!(upper[i] > 0.0) || !isfinite(upper[i]))
-            return CK_ERR_ARG;
         if (block[i] < 0 || block[i] >= T)
             return CK_ERR_ARG;
     }
-    col_bytes = (double)n * (double)sizeof(double);
-    if (cache_bytes < col_bytes)
-        return CK_ERR_ARG;
-    /* every thread caches the same number of slices of its variables, so
-     * the slices of `capacity` whole columns fit in cache_bytes */
-    capacity = cache_bytes >= (double)n * col_bytes
-                   ? n : (int64_t)(cache_bytes / col_bytes);
 
     /* ---- warm start: clip tiny violations, reject the rest ---- */
     a2 = (double *)malloc((size_t)n * sizeof(double));

@@ -5,6 +5,8 @@
 #ifndef CK_INTERNAL_H
 #define CK_INTERNAL_H
 
+#include <stdlib.h>
+
 #include "cakernels.h"
 
 /* Kernel function and its parameters (see ck_kernel_from_gram). */
@@ -17,6 +19,19 @@ typedef struct {
 /* Check a kernel kind and its parameters: CK_OK, CK_ERR_UNKNOWN_KERNEL or
  * CK_ERR_ARG (non-finite parameter, negative poly degree or shift). */
 ck_status ck_kparams_check(const ck_kparams *kp);
+
+/*
+ * Checks shared by the solvers: X well formed with finite values and at
+ * least one row, y[i] in {-1, +1}, upper[i] > 0 and finite, the kernel
+ * parameters, 0 < tol < inf, and a cache of cache_bytes (> 0; +inf:
+ * unlimited) holding at least min_columns columns of n doubles.
+ * *capacity receives the number of whole columns the budget holds (n at
+ * most).  CK_OK, CK_ERR_ARG or CK_ERR_UNKNOWN_KERNEL.
+ */
+ck_status ck_check_problem(const ck_matrix *X, const double *y,
+                           const double *upper, const ck_kparams *kp,
+                           double tol, double cache_bytes,
+                           int64_t min_columns, int64_t *capacity);
 
 /* out[i] = <x_i, x_i> for every row, summed exactly as ck_matrix_dots sums
  * <x_i, x_j>, so that RBF diagonals are exactly 1. */
@@ -41,5 +56,71 @@ ck_status ck_q_row(const ck_matrix *X, const ck_kparams *kp, int64_t i,
                    double yi, double sqi, const int64_t *rows,
                    const double *row_y, const double *row_sq, int64_t len,
                    double *out, double *work);
+
+/*
+ * Doubly linked LRU list over the slots 0 .. capacity-1 of a kernel cache
+ * (shared by the SMO and Asy-GCD caches).  head: most recently used,
+ * tail: least; -1 ends the list.
+ */
+typedef struct {
+    int64_t *prev, *next;
+    int64_t head, tail;
+} ck_lru;
+
+/* Allocate the links of `capacity` slots (none linked yet). */
+static inline ck_status ck_lru_init(ck_lru *l, int64_t capacity)
+{
+    l->head = l->tail = -1;
+    l->prev = (int64_t *)malloc((size_t)capacity * sizeof(int64_t));
+    l->next = (int64_t *)malloc((size_t)capacity * sizeof(int64_t));
+    if (l->prev == NULL || l->next == NULL) {
+        free(l->prev);
+        free(l->next);
+        l->prev = l->next = NULL;
+        return CK_ERR_NOMEM;
+    }
+    return CK_OK;
+}
+
+static inline void ck_lru_free(ck_lru *l)
+{
+    free(l->prev);
+    free(l->next);
+    l->prev = l->next = NULL;
+}
+
+static inline void ck_lru_unlink(ck_lru *l, int64_t s)
+{
+    if (l->prev[s] >= 0)
+        l->next[l->prev[s]] = l->next[s];
+    else
+        l->head = l->next[s];
+    if (l->next[s] >= 0)
+        l->prev[l->next[s]] = l->prev[s];
+    else
+        l->tail = l->prev[s];
+}
+
+static inline void ck_lru_push_front(ck_lru *l, int64_t s)
+{
+    l->prev[s] = -1;
+    l->next[s] = l->head;
+    if (l->head >= 0)
+        l->prev[l->head] = s;
+    l->head = s;
+    if (l->tail < 0)
+        l->tail = s;
+}
+
+static inline void ck_lru_push_back(ck_lru *l, int64_t s)
+{
+    l->next[s] = -1;
+    l->prev[s] = l->tail;
+    if (l->tail >= 0)
+        l->next[l->tail] = s;
+    l->tail = s;
+    if (l->head < 0)
+        l->head = s;
+}
 
 #endif /* CK_INTERNAL_H */

@@ -61,6 +61,41 @@ ck_status ck_kparams_check(const ck_kparams *kp)
     return CK_OK;
 }
 
+ck_status ck_check_problem(const ck_matrix *X, const double *y,
+                           const double *upper, const ck_kparams *kp,
+                           double tol, double cache_bytes,
+                           int64_t min_columns, int64_t *capacity)
+{
+    int64_t i, n;
+    double col_bytes;
+    ck_status st;
+    if (y == NULL || upper == NULL || capacity == NULL)
+        return CK_ERR_ARG;
+    st = ck_matrix_check(X);
+    if (st != CK_OK)
+        return st;
+    n = X->n_rows;
+    if (n < 1)
+        return CK_ERR_ARG;
+    st = ck_kparams_check(kp);
+    if (st != CK_OK)
+        return st;
+    if (!(tol > 0.0) || !isfinite(tol))
+        return CK_ERR_ARG;
+    for (i = 0; i < n; ++i) {
+        if (y[i] != 1.0 && y[i] != -1.0)
+            return CK_ERR_ARG;
+        if (!(upper[i] > 0.0) || !isfinite(upper[i]))
+            return CK_ERR_ARG;
+    }
+    col_bytes = (double)n * (double)sizeof(double);
+    if (!(cache_bytes > 0.0) || cache_bytes < (double)min_columns * col_bytes)
+        return CK_ERR_ARG; /* NaN too */
+    *capacity = cache_bytes >= (double)n * col_bytes
+                    ? n : (int64_t)(cache_bytes / col_bytes);
+    return CK_OK;
+}
+
 void ck_matrix_sqnorms(const ck_matrix *X, double *out)
 {
     const int64_t n = X->n_rows, d = X->n_cols;

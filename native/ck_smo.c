@@ -61,8 +61,7 @@ typedef struct {
     int64_t *slot_col; /* slot -> column index, -1 when free            */
     int64_t *slot_len; /* slot -> number of valid leading entries       */
     int64_t *col_slot; /* column -> slot, -1 when not cached            */
-    int64_t *prev, *next; /* doubly linked LRU list over slots          */
-    int64_t head, tail;   /* head: most recently used; tail: least      */
+    ck_lru lru;        /* LRU order of the slots                        */
 } ck_qcache;
 
 static void ck_qcache_free(ck_qcache *c)
@@ -76,10 +75,9 @@ static void ck_qcache_free(ck_qcache *c)
     free(c->slot_col);
     free(c->slot_len);
     free(c->col_slot);
-    free(c->prev);
-    free(c->next);
+    ck_lru_free(&c->lru);
     c->slot = NULL;
-    c->slot_col = c->slot_len = c->col_slot = c->prev = c->next = NULL;
+    c->slot_col = c->slot_len = c->col_slot = NULL;
 }
 
 static ck_status ck_qcache_init(ck_qcache *c, int64_t capacity)
@@ -87,15 +85,12 @@ static ck_status ck_qcache_init(ck_qcache *c, int64_t capacity)
     int64_t i;
     c->capacity = capacity;
     c->n_alloc = 0;
-    c->head = c->tail = -1;
     c->slot = (double **)calloc((size_t)capacity, sizeof(double *));
     c->slot_col = (int64_t *)malloc((size_t)capacity * sizeof(int64_t));
     c->slot_len = (int64_t *)calloc((size_t)capacity, sizeof(int64_t));
-    c->prev = (int64_t *)malloc((size_t)capacity * sizeof(int64_t));
-    c->next = (int64_t *)malloc((size_t)capacity * sizeof(int64_t));
     c->col_slot = (int64_t *)malloc((size_t)c->n * sizeof(int64_t));
-    if (c->slot == NULL || c->slot_col == NULL || c->slot_len == NULL ||
-        c->prev == NULL || c->next == NULL || c->col_slot == NULL) {
+    if (ck_lru_init(&c->lru, capacity) != CK_OK || c->slot == NULL ||
+        c->slot_col == NULL || c->slot_len == NULL || c->col_slot == NULL) {
         ck_qcache_free(c);
         return CK_ERR_NOMEM;
     }
@@ -104,40 +99,6 @@ static ck_status ck_qcache_init(ck_qcache *c, int64_t capacity)
     for (i = 0; i < capacity; ++i)
         c->slot_col[i] = -1;
     return CK_OK;
-}
-
-static void ck_lru_unlink(ck_qcache *c, int64_t s)
-{
-    if (c->prev[s] >= 0)
-        c->next[c->prev[s]] = c->next[s];
-    else
-        c->head = c->next[s];
-    if (c->next[s] >= 0)
-        c->prev[c->next[s]] = c->prev[s];
-    else
-        c->tail = c->prev[s];
-}
-
-static void ck_lru_push_front(ck_qcache *c, int64_t s)
-{
-    c->prev[s] = -1;
-    c->next[s] = c->head;
-    if (c->head >= 0)
-        c->prev[c->head] = s;
-    c->head = s;
-    if (c->tail < 0)
-        c->tail = s;
-}
-
-static void ck_lru_push_back(ck_qcache *c, int64_t s)
-{
-    c->next[s] = -1;
-    c->prev[s] = c->tail;
-    if (c->tail >= 0)
-        c->next[c->tail] = s;
-    c->tail = s;
-    if (c->head < 0)
-        c->head = s;
 }
 
 /* Fill col[start .. len) with Q[start .. len, i] (single-threaded on
@@ -163,8 +124,8 @@ static ck_status ck_qcache_get(ck_qcache *c, int64_t i, int64_t len,
     int64_t s = c->col_slot[i];
     ck_status st;
     if (s >= 0) {
-        ck_lru_unlink(c, s);
-        ck_lru_push_front(c, s);
+        ck_lru_unlink(&c->lru, s);
+        ck_lru_push_front(&c->lru, s);
         if (c->slot_len[s] < len) {
             st = ck_qcache_compute(c, i, c->slot[s], c->slot_len[s], len);
             if (st != CK_OK)
@@ -187,10 +148,10 @@ static ck_status ck_qcache_get(ck_qcache *c, int64_t i, int64_t len,
         }
     }
     if (s < 0) { /* evict the least recently used column */
-        s = c->tail;
+        s = c->lru.tail;
         if (s < 0)
             return CK_ERR_INTERNAL;
-        ck_lru_unlink(c, s);
+        ck_lru_unlink(&c->lru, s);
         if (c->slot_col[s] >= 0)
             c->col_slot[c->slot_col[s]] = -1;
         c->slot_col[s] = -1;
@@ -199,13 +160,13 @@ static ck_status ck_qcache_get(ck_qcache *c, int64_t i, int64_t len,
     st = ck_qcache_compute(c, i, c->slot[s], 0, len);
     if (st != CK_OK) {
         /* leave the slot free, least recently used */
-        ck_lru_push_back(c, s);
+        ck_lru_push_back(&c->lru, s);
         return st;
     }
     c->slot_col[s] = i;
     c->slot_len[s] = len;
     c->col_slot[i] = s;
-    ck_lru_push_front(c, s);
+    ck_lru_push_front(&c->lru, s);
     *out = c->slot[s];
     return CK_OK;
 }
@@ -247,8 +208,8 @@ static void ck_qcache_apply_swaps(ck_qcache *c, const int64_t *pairs,
                     c->col_slot[c->slot_col[s]] = -1;
                     c->slot_col[s] = -1;
                     c->slot_len[s] = 0;
-                    ck_lru_unlink(c, s);
-                    ck_lru_push_back(c, s);
+                    ck_lru_unlink(&c->lru, s);
+                    ck_lru_push_back(&c->lru, s);
                     break;
                 }
             }
@@ -560,46 +521,24 @@ ck_status ck_smo_solve(const ck_matrix *X, const double *y,
     ck_smo_state *s = &S;
     ck_status st = CK_OK;
     int64_t i, n, capacity, iter = 0, counter;
-    double col_bytes;
     ck_kparams kp;
     int done = 0, unshrunk = 0;
 
     /* ---- validation ---- */
-    if (X == NULL || y == NULL || upper == NULL || alpha == NULL ||
-        rho == NULL || objective == NULL || n_iter == NULL ||
-        converged == NULL)
-        return CK_ERR_ARG;
-    st = ck_matrix_check(X);
-    if (st != CK_OK)
-        return st;
-    n = X->n_rows;
-    if (n < 1)
-        return CK_ERR_ARG;
-    if ((uint64_t)n > (uint64_t)(SIZE_MAX / (2 * sizeof(double))))
+    if (X == NULL || alpha == NULL || rho == NULL || objective == NULL ||
+        n_iter == NULL || converged == NULL)
         return CK_ERR_ARG;
     kp.kind = kind;
     kp.gamma = gamma;
     kp.coef0 = coef0;
     kp.degree = degree;
     kp.shift = 0.0;
-    st = ck_kparams_check(&kp);
+    st = ck_check_problem(X, y, upper, &kp, tol, cache_bytes, 2, &capacity);
     if (st != CK_OK)
         return st;
-    if (!(tol > 0.0) || !isfinite(tol))
+    n = X->n_rows;
+    if ((uint64_t)n > (uint64_t)(SIZE_MAX / (2 * sizeof(double))))
         return CK_ERR_ARG;
-    if (!(cache_bytes > 0.0)) /* NaN too; +inf means unlimited */
-        return CK_ERR_ARG;
-    for (i = 0; i < n; ++i) {
-        if (y[i] != 1.0 && y[i] != -1.0)
-            return CK_ERR_ARG;
-        if (!(upper[i] > 0.0) || !isfinite(upper[i]))
-            return CK_ERR_ARG;
-    }
-    col_bytes = (double)n * (double)sizeof(double);
-    if (cache_bytes < 2.0 * col_bytes)
-        return CK_ERR_ARG;
-    capacity = cache_bytes >= (double)n * col_bytes
-                   ? n : (int64_t)(cache_bytes / col_bytes);
     if (capacity > n)
         capacity = n;
     if (capacity < 2) /* n == 1: one column is all there is */
