@@ -157,6 +157,7 @@ typedef struct {
     char *mark;
     int unshrunk;
     ck_agcd_cache cache;
+    ck_fmajor fm;         /* feature-major copy of S_t's rows, or xt NULL */
     uint64_t rng;
 } ck_agcd_worker;
 
@@ -177,6 +178,7 @@ static void ck_agcd_worker_free(ck_agcd_worker *w)
     free(w->inact);
     free(w->mark);
     ck_agcd_cache_free(&w->cache);
+    ck_fmajor_free(&w->fm);
     memset(w, 0, sizeof *w);
 }
 
@@ -209,8 +211,12 @@ static ck_status ck_agcd_slice(ck_agcd_worker *w, const ck_agcd_problem *p,
         c->slot_col[s] = -1;
     }
     ck_lru_push_front(&c->lru, s);
-    st = ck_q_row(p->X, &p->kp, i, p->y[i], p->sq[i], w->rows, w->ry, w->rsq,
-                  w->m, c->mem + s * c->m, w->work);
+    if (w->fm.xt != NULL)
+        st = ck_q_row_fmajor(p->X, &w->fm, &p->kp, i, p->y[i], p->sq[i],
+                             w->ry, w->rsq, c->mem + s * c->m);
+    else
+        st = ck_q_row(p->X, &p->kp, i, p->y[i], p->sq[i], w->rows, w->ry,
+                      w->rsq, w->m, c->mem + s * c->m, w->work);
     if (st != CK_OK)
         return st; /* the slot stays free (slot_col -1) */
     c->slot_col[s] = i;
@@ -251,17 +257,10 @@ static void ck_agcd_signs(double a, double u, double *s1, double *s2)
 #define CK_AGCD_CHUNK 512
 
 /* The two O(|S_t|) loops of every step (scan and axpy) are compiled for
- * AVX-512F, AVX2 and the baseline ISA and picked at load time (GCC/Clang
- * function multi-versioning on x86-64 ELF).  Same operations in the same
- * order (no FMA contraction, see setup.py): identical results. */
-#if !defined(CK_NO_SIMD_DISPATCH) && defined(__x86_64__) &&                \
-    defined(__ELF__) && !defined(__clang__) && defined(__GNUC__) &&        \
-    __GNUC__ >= 6
-#define CK_AGCD_CLONES                                                     \
-    __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define CK_AGCD_CLONES
-#endif
+ * AVX-512F, AVX2 and the baseline ISA and picked at load time (CK_CLONES,
+ * ck_internal.h).  Same operations in the same order (no FMA contraction,
+ * see setup.py): identical results. */
+#define CK_AGCD_CLONES CK_CLONES
 
 /* Largest |projected gradient| of the worker's variables, and the first
  * place where it occurs (-1 when all are 0); NaN when a gradient entry is
@@ -752,7 +751,7 @@ static ck_status ck_agcd_worker_init(ck_agcd_worker *w,
                                      int nt, const double *alpha,
                                      const double *upper, const double *QD,
                                      int64_t capacity, int unlimited,
-                                     uint64_t seed)
+                                     int want_fm, uint64_t seed)
 {
     const int64_t n = p->X->n_rows;
     int64_t m = 0, k, i;
@@ -808,6 +807,9 @@ static ck_status ck_agcd_worker_init(ck_agcd_worker *w,
     }
     memcpy(w->alpha_all, alpha, (size_t)n * sizeof(double));
     w->na = m;
+    /* an optimisation only: without memory for it, the rows of X serve */
+    if (want_fm && ck_fmajor_init(&w->fm, p->X, w->rows, m) != CK_OK)
+        ck_fmajor_free(&w->fm);
     st = ck_agcd_cache_init(&w->cache, n, m, capacity, unlimited);
     if (st != CK_OK)
         return st;
@@ -844,7 +846,7 @@ ck_status ck_asygcd_solve(const ck_matrix *X, const double *y,
     int64_t *bstart = NULL, *bidx = NULL, *fill = NULL;
     ck_status st = CK_OK;
     int64_t i, n, capacity;
-    int T, team, b, t;
+    int T, team, b, t, want_fm = 0;
 
     /* ---- validation ---- */
     if (X == NULL || block == NULL || alpha == NULL || grad == NULL ||
@@ -870,6 +872,24 @@ ck_status ck_asygcd_solve(const ck_matrix *X, const double *y,
     for (i = 0; i < n; ++i) {
         if (block[i] < 0 || block[i] >= T)
             return CK_ERR_ARG;
+    }
+    /* Feature-major copies of the threads' rows (ck_fmajor: kernel slices
+     * as contiguous axpys, several times faster than row-wise dot products)
+     * when they take at most a quarter of the budget; their bytes come out
+     * of the budget, so the memory used stays within cache_bytes. */
+    if (X->n_cols > 0) {
+        const double fm_bytes = (double)n * (double)X->n_cols *
+                                (double)sizeof(double);
+        if (isinf(cache_bytes)) {
+            want_fm = 1;
+        } else if (fm_bytes <= 0.25 * cache_bytes) {
+            const double cols = (cache_bytes - fm_bytes) /
+                                ((double)n * (double)sizeof(double));
+            if (cols >= 1.0) {
+                want_fm = 1;
+                capacity = cols >= (double)n ? n : (int64_t)cols;
+            }
+        }
     }
 
     /* ---- warm start: clip tiny violations, reject the rest ---- */
@@ -946,7 +966,7 @@ ck_status ck_asygcd_solve(const ck_matrix *X, const double *y,
         /* each thread allocates and first-touches its own memory */
         lst = ck_agcd_worker_init(&workers[tid], &prob, bstart, bidx, T, tid,
                                   nt, a2, upper, QD, capacity,
-                                  isinf(cache_bytes), seed);
+                                  isinf(cache_bytes), want_fm, seed);
         if (lst != CK_OK)
             ck_agcd_fail(&sh, lst);
         sh.slots[tid].idle_at = -1;

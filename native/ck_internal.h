@@ -9,6 +9,20 @@
 
 #include "cakernels.h"
 
+/* Function multi-versioning for the hot O(n) loops: compiled for
+ * AVX-512F, AVX2 and the baseline ISA and picked at load time (GCC on
+ * x86-64 ELF; elsewhere, or with CK_NO_SIMD_DISPATCH, the baseline only).
+ * The clones perform the same operations in the same order (no FMA
+ * contraction, see setup.py), so results do not depend on the CPU. */
+#if !defined(CK_NO_SIMD_DISPATCH) && defined(__x86_64__) &&                \
+    defined(__ELF__) && !defined(__clang__) && defined(__GNUC__) &&        \
+    __GNUC__ >= 6
+#define CK_CLONES                                                          \
+    __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define CK_CLONES
+#endif
+
 /* Kernel function and its parameters (see ck_kernel_from_gram). */
 typedef struct {
     int kind;
@@ -56,6 +70,32 @@ ck_status ck_q_row(const ck_matrix *X, const ck_kparams *kp, int64_t i,
                    double yi, double sqi, const int64_t *rows,
                    const double *row_y, const double *row_sq, int64_t len,
                    double *out, double *work);
+
+/*
+ * A feature-major copy of the rows `rows[0 .. m)` of X:
+ *     xt[k * m + j] = X[rows[j], k]     (zeros included, m * n_cols doubles).
+ * With it, a row of Q restricted to those rows is a sum of n_nonzero(x_i)
+ * contiguous axpys (ck_q_row_fmajor) instead of m scattered dot products:
+ * vectorised, and on sparse data it reads the copy's rows of x_i's features
+ * only.  Bit for bit equal to ck_q_row (same products, same order; the
+ * products it skips or adds are exact zeros).
+ */
+typedef struct {
+    int64_t m, d;
+    double *xt; /* NULL: not built (m or d zero) */
+} ck_fmajor;
+
+/* Build the copy (CK_ERR_NOMEM when it cannot be allocated; nothing to
+ * free then).  Single-threaded; the calling thread first-touches it. */
+ck_status ck_fmajor_init(ck_fmajor *f, const ck_matrix *X,
+                         const int64_t *rows, int64_t m);
+void ck_fmajor_free(ck_fmajor *f);
+
+/* ck_q_row for the rows of the copy f (len = f->m), no scratch needed. */
+ck_status ck_q_row_fmajor(const ck_matrix *X, const ck_fmajor *f,
+                          const ck_kparams *kp, int64_t i, double yi,
+                          double sqi, const double *row_y,
+                          const double *row_sq, double *out);
 
 /*
  * Doubly linked LRU list over the slots 0 .. capacity-1 of a kernel cache

@@ -8,12 +8,17 @@
  * vector once and then gather along each row's stored entries, again in
  * increasing column order: the products skipped are exact zeros, so CSR and
  * dense give the same bits.
+ *
+ * A feature-major copy of a row subset (ck_fmajor) turns a kernel row into
+ * one contiguous, vectorised axpy per nonzero feature of x_i; the Asy-GCD
+ * workers use it when the copy is small next to the cache budget.
  */
 #include "ck_internal.h"
 
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 ck_status ck_matrix_check(const ck_matrix *X)
 {
@@ -190,19 +195,13 @@ static void ck_dots_csr(const ck_matrix *X, int64_t i, const int64_t *rows,
         work[ind[k]] = 0.0;
 }
 
-ck_status ck_q_row(const ck_matrix *X, const ck_kparams *kp, int64_t i,
-                   double yi, double sqi, const int64_t *rows,
-                   const double *row_y, const double *row_sq, int64_t len,
-                   double *out, double *work)
+/* out[j] = yi * row_y[j] * (K + shift) from the dot products in out */
+static ck_status ck_q_finish(const ck_kparams *kp, double yi, double sqi,
+                             const double *row_y, const double *row_sq,
+                             int64_t len, double *out)
 {
     int64_t j;
     ck_status st;
-    if (len <= 0)
-        return CK_OK;
-    if (X->dense != NULL)
-        ck_dots_dense(X->dense, X->n_cols, i, rows, len, out);
-    else
-        ck_dots_csr(X, i, rows, len, out, work);
     st = ck_kernel_from_gram(out, 1, len, len,
                              kp->kind == CK_KERNEL_RBF ? &sqi : NULL,
                              kp->kind == CK_KERNEL_RBF ? row_sq : NULL,
@@ -217,4 +216,110 @@ ck_status ck_q_row(const ck_matrix *X, const ck_kparams *kp, int64_t i,
             out[j] *= yi * row_y[j];
     }
     return CK_OK;
+}
+
+ck_status ck_q_row(const ck_matrix *X, const ck_kparams *kp, int64_t i,
+                   double yi, double sqi, const int64_t *rows,
+                   const double *row_y, const double *row_sq, int64_t len,
+                   double *out, double *work)
+{
+    if (len <= 0)
+        return CK_OK;
+    if (X->dense != NULL)
+        ck_dots_dense(X->dense, X->n_cols, i, rows, len, out);
+    else
+        ck_dots_csr(X, i, rows, len, out, work);
+    return ck_q_finish(kp, yi, sqi, row_y, row_sq, len, out);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Feature-major copies                                                     */
+/* ------------------------------------------------------------------------ */
+
+ck_status ck_fmajor_init(ck_fmajor *f, const ck_matrix *X,
+                         const int64_t *rows, int64_t m)
+{
+    const int64_t d = X->n_cols;
+    int64_t j, k;
+    f->m = m;
+    f->d = d;
+    f->xt = NULL;
+    if (m <= 0 || d <= 0)
+        return CK_OK;
+    if ((uint64_t)d > (uint64_t)(SIZE_MAX / sizeof(double)) / (uint64_t)m)
+        return CK_ERR_NOMEM;
+    if (X->dense != NULL) {
+        f->xt = (double *)malloc((size_t)m * (size_t)d * sizeof(double));
+        if (f->xt == NULL)
+            return CK_ERR_NOMEM;
+        /* by blocks of rows, so that the reads stay in cache */
+        for (j = 0; j < m; j += 16) {
+            const int64_t j1 = j + 16 < m ? j + 16 : m;
+            int64_t jj;
+            for (k = 0; k < d; ++k) {
+                double *dst = f->xt + k * m;
+                for (jj = j; jj < j1; ++jj)
+                    dst[jj] = X->dense[rows[jj] * d + k];
+            }
+        }
+    } else {
+        f->xt = (double *)calloc((size_t)m * (size_t)d, sizeof(double));
+        if (f->xt == NULL)
+            return CK_ERR_NOMEM;
+        for (j = 0; j < m; ++j) {
+            const int64_t r = rows[j];
+            for (k = X->indptr[r]; k < X->indptr[r + 1]; ++k)
+                f->xt[X->indices[k] * m + j] = X->values[k];
+        }
+    }
+    return CK_OK;
+}
+
+void ck_fmajor_free(ck_fmajor *f)
+{
+    free(f->xt);
+    f->xt = NULL;
+}
+
+CK_CLONES
+static void ck_fmajor_axpy(int64_t len, double v, const double *restrict x,
+                           double *restrict out)
+{
+    int64_t j;
+    for (j = 0; j < len; ++j)
+        out[j] += v * x[j];
+}
+
+/* the output in pieces that stay in L1 while x_i's features stream by */
+#define CK_FMAJOR_CHUNK 2048
+
+ck_status ck_q_row_fmajor(const ck_matrix *X, const ck_fmajor *f,
+                          const ck_kparams *kp, int64_t i, double yi,
+                          double sqi, const double *row_y,
+                          const double *row_sq, double *out)
+{
+    const int64_t m = f->m, d = f->d;
+    int64_t c0, k;
+    if (m <= 0)
+        return CK_OK;
+    memset(out, 0, (size_t)m * sizeof(double));
+    for (c0 = 0; c0 < m; c0 += CK_FMAJOR_CHUNK) {
+        const int64_t len = c0 + CK_FMAJOR_CHUNK < m ? CK_FMAJOR_CHUNK
+                                                     : m - c0;
+        /* x_i's nonzeros in increasing feature order, as ck_q_row sums */
+        if (X->dense != NULL) {
+            const double *xi = X->dense + i * d;
+            for (k = 0; k < d; ++k) {
+                if (xi[k] != 0.0)
+                    ck_fmajor_axpy(len, xi[k], f->xt + k * m + c0, out + c0);
+            }
+        } else {
+            for (k = X->indptr[i]; k < X->indptr[i + 1]; ++k) {
+                if (X->values[k] != 0.0)
+                    ck_fmajor_axpy(len, X->values[k],
+                                   f->xt + X->indices[k] * m + c0, out + c0);
+            }
+        }
+    }
+    return ck_q_finish(kp, yi, sqi, row_y, row_sq, m, out);
 }

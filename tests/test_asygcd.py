@@ -388,6 +388,32 @@ def test_csr_equals_dense_bit_for_bit(kernel, shrinking):
     assert rs["objective"] == rd["objective"] and rs["n_updates"] == rd["n_updates"]
 
 
+@pytest.mark.parametrize("kernel", ["rbf", "linear", "poly", "sigmoid"])
+@pytest.mark.parametrize("sparse", [False, True])
+def test_feature_major_slices_equal_row_slices(kernel, sparse):
+    # A budget of a few columns computes the kernel slices row by row; an
+    # unlimited one from feature-major copies of the threads' rows (ck_fmajor).
+    # Same products in the same order: the serial solutions agree bit for bit.
+    import scipy.sparse as sp
+
+    X, y = sparse_data()
+    Xin = sp.csr_matrix(X) if sparse else X
+    kw = dict(kernel=kernel, gamma=0.3, coef0=0.5, degree=2, n_threads=1,
+              random_state=0)
+    few_columns = 3 * X.shape[0] * 8 / 2**20  # copy (12 columns' worth) excluded
+    rr = asygcd_fit(Xin, y, 2.0, cache_size=few_columns, **kw)
+    rf = asygcd_fit(Xin, y, 2.0, cache_size=np.inf, **kw)
+    np.testing.assert_array_equal(rf["alpha"], rr["alpha"])
+    np.testing.assert_array_equal(rf["grad"], rr["grad"])
+    assert rf["n_updates"] == rr["n_updates"]
+    if kernel == "sigmoid":
+        return  # not PSD: other threads counts may end in other stationary points
+    # two threads, each its own copy: still the serial optimum
+    r2 = asygcd_fit(Xin, y, 2.0, **{**kw, "n_threads": 2}, cache_size=np.inf)
+    assert r2["converged"]
+    assert r2["objective"] == pytest.approx(rr["objective"], rel=1e-3)
+
+
 def test_csr_two_threads_and_unsorted_input():
     import scipy.sparse as sp
 
