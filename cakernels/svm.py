@@ -616,7 +616,10 @@ class AsyGCDSVC(ClassifierMixin, BaseEstimator):
         Limit on the total number of coordinate updates of each binary
         problem (-1: none); reaching it raises a ConvergenceWarning.
     cache_size : float, default=200
-        Kernel-column cache in MB, split evenly between the threads.
+        Kernel-column cache in MB, split evenly between the threads. Up to a
+        quarter of it may hold a feature-major copy of ``X`` (when
+        ``8 * n_samples * n_features`` bytes fit there), which makes kernel
+        columns several times cheaper to compute.
     class_weight : dict or 'balanced', default=None
         Per-class multipliers of C.
     multi_class : {'ovo', 'ovr'}, default='ovo'

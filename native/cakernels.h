@@ -233,7 +233,12 @@ ck_status ck_smo_solve(const ck_matrix *X, const double *y,
  * floor(cache_bytes / (8 n)), so the cache holds at most cache_bytes
  * (+inf: all columns, or as many as can be allocated); a cache that cannot
  * be allocated is CK_ERR_NOMEM.  Less than one column (8 n bytes) is
- * CK_ERR_ARG.
+ * CK_ERR_ARG.  When a feature-major copy of X (8 n n_cols bytes, zeros
+ * included) takes at most a quarter of cache_bytes (always with +inf), each
+ * thread computes its slices from a copy of its own rows -- one contiguous
+ * axpy per nonzero feature of x_i -- and the copy's bytes come out of the
+ * budget (floor((cache_bytes - 8 n n_cols) / (8 n)) slices); the slices
+ * are bit for bit the same either way.
  *
  * shrinking != 0: every 1000 steps (or |S_t|) a thread drops from its
  * active set the variables at a bound whose gradient points out of the box

@@ -82,13 +82,26 @@ ck_status ck_q_row(const ck_matrix *X, const ck_kparams *kp, int64_t i,
  */
 typedef struct {
     int64_t m, d;
-    double *xt; /* NULL: not built (m or d zero) */
+    double *xt; /* the copy in double, or NULL                            */
+    float *xf;  /* or in float, when every value of X is a float exactly  */
 } ck_fmajor;
 
-/* Build the copy (CK_ERR_NOMEM when it cannot be allocated; nothing to
- * free then).  Single-threaded; the calling thread first-touches it. */
+/* 1 when every stored value of X converts to float and back unchanged
+ * (binary or small-integer features, say): a float copy is then exact. */
+int ck_matrix_float_exact(const ck_matrix *X);
+
+/* Build the copy, in float when use_float (the caller checked
+ * ck_matrix_float_exact), else in double; nothing is built when m or
+ * n_cols is 0 (ck_fmajor_built is then 0).  CK_ERR_NOMEM when it cannot be
+ * allocated (nothing to free then).  Single-threaded; the calling thread
+ * first-touches it. */
 ck_status ck_fmajor_init(ck_fmajor *f, const ck_matrix *X,
-                         const int64_t *rows, int64_t m);
+                         const int64_t *rows, int64_t m, int use_float);
+
+static inline int ck_fmajor_built(const ck_fmajor *f)
+{
+    return f->xt != NULL || f->xf != NULL;
+}
 void ck_fmajor_free(ck_fmajor *f);
 
 /* ck_q_row for the rows of the copy f (len = f->m), no scratch needed. */

@@ -236,40 +236,67 @@ ck_status ck_q_row(const ck_matrix *X, const ck_kparams *kp, int64_t i,
 /* Feature-major copies                                                     */
 /* ------------------------------------------------------------------------ */
 
+int ck_matrix_float_exact(const ck_matrix *X)
+{
+    const double *v = X->dense != NULL ? X->dense : X->values;
+    const int64_t len = X->dense != NULL ? X->n_rows * X->n_cols
+                                         : X->indptr[X->n_rows];
+    int64_t k;
+    for (k = 0; k < len; ++k) {
+        if ((double)(float)v[k] != v[k])
+            return 0;
+    }
+    return 1;
+}
+
+/* element k * m + j of the copy */
+static void ck_fmajor_set(ck_fmajor *f, int64_t pos, double v)
+{
+    if (f->xf != NULL)
+        f->xf[pos] = (float)v;
+    else
+        f->xt[pos] = v;
+}
+
 ck_status ck_fmajor_init(ck_fmajor *f, const ck_matrix *X,
-                         const int64_t *rows, int64_t m)
+                         const int64_t *rows, int64_t m, int use_float)
 {
     const int64_t d = X->n_cols;
+    const size_t esize = use_float ? sizeof(float) : sizeof(double);
     int64_t j, k;
+    void *mem;
     f->m = m;
     f->d = d;
     f->xt = NULL;
+    f->xf = NULL;
     if (m <= 0 || d <= 0)
         return CK_OK;
-    if ((uint64_t)d > (uint64_t)(SIZE_MAX / sizeof(double)) / (uint64_t)m)
+    if ((uint64_t)d > (uint64_t)(SIZE_MAX / esize) / (uint64_t)m)
         return CK_ERR_NOMEM;
+    /* dense: every element is written; CSR: zeros first */
+    mem = X->dense != NULL ? malloc((size_t)m * (size_t)d * esize)
+                           : calloc((size_t)m * (size_t)d, esize);
+    if (mem == NULL)
+        return CK_ERR_NOMEM;
+    if (use_float)
+        f->xf = (float *)mem;
+    else
+        f->xt = (double *)mem;
     if (X->dense != NULL) {
-        f->xt = (double *)malloc((size_t)m * (size_t)d * sizeof(double));
-        if (f->xt == NULL)
-            return CK_ERR_NOMEM;
         /* by blocks of rows, so that the reads stay in cache */
         for (j = 0; j < m; j += 16) {
             const int64_t j1 = j + 16 < m ? j + 16 : m;
             int64_t jj;
             for (k = 0; k < d; ++k) {
-                double *dst = f->xt + k * m;
                 for (jj = j; jj < j1; ++jj)
-                    dst[jj] = X->dense[rows[jj] * d + k];
+                    ck_fmajor_set(f, k * m + jj, X->dense[rows[jj] * d + k]);
             }
         }
     } else {
-        f->xt = (double *)calloc((size_t)m * (size_t)d, sizeof(double));
-        if (f->xt == NULL)
-            return CK_ERR_NOMEM;
         for (j = 0; j < m; ++j) {
             const int64_t r = rows[j];
             for (k = X->indptr[r]; k < X->indptr[r + 1]; ++k)
-                f->xt[X->indices[k] * m + j] = X->values[k];
+                ck_fmajor_set(f, X->indices[k] * m + j, X->values[k]);
         }
     }
     return CK_OK;
@@ -278,7 +305,9 @@ ck_status ck_fmajor_init(ck_fmajor *f, const ck_matrix *X,
 void ck_fmajor_free(ck_fmajor *f)
 {
     free(f->xt);
+    free(f->xf);
     f->xt = NULL;
+    f->xf = NULL;
 }
 
 CK_CLONES
@@ -288,6 +317,26 @@ static void ck_fmajor_axpy(int64_t len, double v, const double *restrict x,
     int64_t j;
     for (j = 0; j < len; ++j)
         out[j] += v * x[j];
+}
+
+/* the same with an exact float copy: (double)x[j] is the original value */
+CK_CLONES
+static void ck_fmajor_axpy_f(int64_t len, double v, const float *restrict x,
+                             double *restrict out)
+{
+    int64_t j;
+    for (j = 0; j < len; ++j)
+        out[j] += v * (double)x[j];
+}
+
+/* out[c0 .. c0+len) += v * (row k of the copy) */
+static void ck_fmajor_add(const ck_fmajor *f, int64_t k, int64_t c0,
+                          int64_t len, double v, double *out)
+{
+    if (f->xf != NULL)
+        ck_fmajor_axpy_f(len, v, f->xf + k * f->m + c0, out + c0);
+    else
+        ck_fmajor_axpy(len, v, f->xt + k * f->m + c0, out + c0);
 }
 
 /* the output in pieces that stay in L1 while x_i's features stream by */
@@ -311,13 +360,13 @@ ck_status ck_q_row_fmajor(const ck_matrix *X, const ck_fmajor *f,
             const double *xi = X->dense + i * d;
             for (k = 0; k < d; ++k) {
                 if (xi[k] != 0.0)
-                    ck_fmajor_axpy(len, xi[k], f->xt + k * m + c0, out + c0);
+                    ck_fmajor_add(f, k, c0, len, xi[k], out);
             }
         } else {
             for (k = X->indptr[i]; k < X->indptr[i + 1]; ++k) {
                 if (X->values[k] != 0.0)
-                    ck_fmajor_axpy(len, X->values[k],
-                                   f->xt + X->indices[k] * m + c0, out + c0);
+                    ck_fmajor_add(f, X->indices[k], c0, len, X->values[k],
+                                  out);
             }
         }
     }

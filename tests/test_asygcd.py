@@ -390,13 +390,17 @@ def test_csr_equals_dense_bit_for_bit(kernel, shrinking):
 
 @pytest.mark.parametrize("kernel", ["rbf", "linear", "poly", "sigmoid"])
 @pytest.mark.parametrize("sparse", [False, True])
-def test_feature_major_slices_equal_row_slices(kernel, sparse):
+@pytest.mark.parametrize("float_exact", [False, True])
+def test_feature_major_slices_equal_row_slices(kernel, sparse, float_exact):
     # A budget of a few columns computes the kernel slices row by row; an
-    # unlimited one from feature-major copies of the threads' rows (ck_fmajor).
+    # unlimited one from feature-major copies of the threads' rows (ck_fmajor),
+    # kept in float when every value is a float exactly (multiples of 1/8).
     # Same products in the same order: the serial solutions agree bit for bit.
     import scipy.sparse as sp
 
     X, y = sparse_data()
+    if float_exact:
+        X = np.round(X * 8) / 8
     Xin = sp.csr_matrix(X) if sparse else X
     kw = dict(kernel=kernel, gamma=0.3, coef0=0.5, degree=2, n_threads=1,
               random_state=0)
