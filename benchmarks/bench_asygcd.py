@@ -35,7 +35,7 @@ PSCD and the references) is saved as ``asygcd_<dataset>.png`` (``--png-dir``).
 
     python benchmarks/bench_asygcd.py [--quick] [--datasets ijcnn1 a9a] [--out FILE]
 
-Full run: about 15 minutes on 2 cores.
+Full run: about 30 minutes on 2 cores.
 """
 
 import argparse

@@ -16,12 +16,17 @@ kernel values.  Deviation from Algorithm 14: instead of atomic adds of every
 step to one shared gradient, each step is published once in a lock-free log
 and every thread applies it to the gradient entries of its own variables
 ("owner computes"); see ``native/ck_asygcd.c`` for why (atomic adds made
-two threads no faster than one here) and why it is still Asy-GCD.
+two threads no faster than one here) and why it is still Asy-GCD.  Second
+deviation: a greedy thread steps only while its largest violation is at
+least half of the team's largest (each thread publishes its own); on a
+strongly coupled kernel (a9a) one block often holds all the large
+violations, and letting the other thread step on its small ones made two
+threads need up to 1.7x the updates of serial GCD (now about the same).
 
 Two options go beyond the printed algorithm: ``shrinking`` (LIBLINEAR-style
 removal of bounded variables, rebuilt before the final test; off by default:
 measured, it helps one thread when the cache holds the support vectors'
-columns -- ijcnn1 1.8x faster -- and hurts otherwise: a9a 2.1x slower, and
+columns -- ijcnn1 2x faster -- and hurts otherwise: a9a 2.1x slower, and
 with two threads it made more steps) and ``fit_intercept``, the
 regularised bias of LIBLINEAR: the kernel becomes ``K + intercept_scaling**2``
 (the inputs extended by a constant feature), which restores the accuracy of

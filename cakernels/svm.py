@@ -595,8 +595,10 @@ class AsyGCDSVC(ClassifierMixin, BaseEstimator):
     Deviation: a step is not added to one shared gradient with atomic adds
     but published once in a lock-free log, and every thread applies it to
     the gradient entries of its own variables (owner computes; with atomic
-    adds two threads were no faster than one, see ``native/ck_asygcd.c``).
-    With
+    adds two threads were no faster than one, see ``native/ck_asygcd.c``),
+    and a thread steps only while its largest violation is at least half of
+    the team's largest (else, on strongly coupled kernels, half of the steps
+    went to small violations in the other block). With
     ``selection='random'`` it is PSCD (asynchronous stochastic coordinate
     descent, the chapter's baseline); with one thread and greedy selection it
     is serial GCD (Algorithm 13).
@@ -633,7 +635,7 @@ class AsyGCDSVC(ClassifierMixin, BaseEstimator):
         (LIBLINEAR's rule, the gradient of all variables rebuilt before the
         final test). Measured (``benchmarks/README.md``): on one thread it
         helps when the cache holds the support vectors' kernel columns
-        (ijcnn1: 1.8x faster) and hurts when it does not (a9a: 2.1x slower);
+        (ijcnn1: 2x faster) and hurts when it does not (a9a: 2.1x slower);
         with two threads it made more steps and was slower.
     fit_intercept : bool, default=False
         Add a regularised intercept, as LIBLINEAR does: the kernel becomes

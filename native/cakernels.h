@@ -225,9 +225,13 @@ ck_status ck_smo_solve(const ck_matrix *X, const double *y,
  * one (greedy == 0: PSCD, xorshift64* seeded from seed + thread), takes the
  * one-variable Newton step clip(a_i - g_i / Q_ii, 0, upper[i]) - a_i
  * (Q_ii <= 0 replaced by 1e-12) and publishes it in a lock-free log of at
- * most 4096 pending steps; every thread applies the logged steps to the
- * gradient entries of its own variables (owner computes -- the deviation
- * from the atomic adds of Algorithm 14 is explained in ck_asygcd.c).  Each
+ * most 4096 pending steps.  A greedy thread steps only while its largest
+ * violation is at least half of the largest one the team has published
+ * (a deviation from Algorithm 14, explained in ck_asygcd.c: the thread
+ * holding the largest always steps).  Every thread applies the logged
+ * steps to the gradient entries of its own variables (owner computes --
+ * the deviation from the atomic adds of Algorithm 14 is explained in
+ * ck_asygcd.c), its own steps at once.  Each
  * thread caches the slices Q[S_t, i] it needs in its own LRU cache, one
  * contiguous allocation; all threads hold the same number of slices,
  * floor(cache_bytes / (8 n)), so the cache holds at most cache_bytes

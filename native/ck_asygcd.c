@@ -60,9 +60,10 @@
  * whatever the others' violations; on a strongly coupled kernel (a9a,
  * gamma = 0.05: K >= 0.25 everywhere) one block then often holds all the
  * large violations, and half of the steps went to the other block's small
- * ones: 2 threads needed 1.3-2x the serial updates (and a fit took 6 s
- * where the rule takes 4 s, fewer updates than serial GCD).  The thread
- * with the largest violation always qualifies, so the team never stalls.
+ * ones (a9a, 2 threads, even with every step consistent: 75-108k updates
+ * and 5.4-6.1 s; with the rule 42-61k updates and 3.9-4.8 s, where serial
+ * GCD makes 63.6k; rho = 0.8 was no better on ijcnn1).  The thread with
+ * the largest violation always qualifies, so the team never stalls.
  */
 #include "ck_internal.h"
 
@@ -737,9 +738,8 @@ static void ck_agcd_run(ck_agcd_shared *sh, ck_agcd_worker *w,
             /* Apply the own step at once, not in log order: an earlier
              * entry still in flight (its thread preempted between claiming
              * and publishing) would otherwise hold it back, and the next
-             * scan would step variable j again from the same gradient --
-             * overshooting by a whole step each time (measured: objectives
-             * rising by half their value on a9a under load). */
+             * scan would step variable j again from the same gradient,
+             * overshooting by a whole step each time. */
             w->alpha_all[w->rows[j]] = an;
             if (delta != 0.0) {
                 const double *qj;

@@ -15,6 +15,7 @@
  */
 #include "ck_internal.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -243,7 +244,8 @@ int ck_matrix_float_exact(const ck_matrix *X)
                                          : X->indptr[X->n_rows];
     int64_t k;
     for (k = 0; k < len; ++k) {
-        if ((double)(float)v[k] != v[k])
+        /* out of float's range the conversion is undefined: test first */
+        if (!(fabs(v[k]) <= (double)FLT_MAX) || (double)(float)v[k] != v[k])
             return 0;
     }
     return 1;

@@ -112,6 +112,28 @@ def test_threads_reach_serial_objective(n_threads):
                                                rel=1e-9)
 
 
+@pytest.mark.parametrize("n_threads", [2, 3])
+def test_threads_on_a_strongly_coupled_kernel(n_threads):
+    # Small gamma (every kernel value >= ~0.5) and every point twice, the two
+    # copies in different blocks: the hardest case for asynchronous steps
+    # (simultaneous steps on coupled or identical variables overshoot) and
+    # for per-block greedy selection.  Still the serial optimum and KKT.
+    X, y = data(150, 4, seed=6)
+    X, y = np.vstack([X, X]), np.concatenate([y, y])
+    n = X.shape[0]
+    block = np.arange(n) % n_threads  # copies i and i + 150 split up
+    upper = np.full(n, 1.0)
+    _, f1, _, c1, _ = solve(X, y, upper, np.zeros(n), gamma=0.02)
+    for _ in range(3):  # asynchronous: a few runs
+        at, ft, _, ct, gt = solve(X, y, upper, block, gamma=0.02,
+                                  n_threads=n_threads)
+        assert c1 and ct
+        assert ft == pytest.approx(f1, rel=1e-3)
+        assert_kkt(at, gt, upper, 1e-3)
+        Q = q_matrix(X, y, gamma=0.02)
+        np.testing.assert_allclose(gt, Q @ at - 1.0, atol=1e-9)
+
+
 def test_one_column_cache_matches_unlimited():
     X, y = data(300, 5, seed=2)
     n = 300
