@@ -606,6 +606,24 @@ static int64_t ck_agcd_min_cursor(ck_agcd_shared *sh)
     return m;
 }
 
+/* The largest violation the team has published, and `own` (the caller's
+ * latest, perhaps not published yet). */
+static double ck_agcd_team_viol(ck_agcd_shared *sh, double own)
+{
+    double M = own;
+    int t;
+    for (t = 0; t < sh->nt; ++t) {
+        double v;
+#ifdef _OPENMP
+#pragma omp atomic read
+#endif
+        v = sh->slots[t].viol;
+        if (v > M)
+            M = v;
+    }
+    return M;
+}
+
 /* The asynchronous loop of one thread. */
 static void ck_agcd_run(ck_agcd_shared *sh, ck_agcd_worker *w,
                         const ck_agcd_problem *p, int tid, int greedy,
@@ -671,18 +689,7 @@ static void ck_agcd_run(ck_agcd_shared *sh, ck_agcd_worker *w,
             if (greedy) {
                 /* step only with a violation of at least CK_AGCD_RHO times
                  * the team's largest (see "Deviations" above) */
-                double M = best;
-                int t;
-                for (t = 0; t < sh->nt; ++t) {
-                    double v;
-#ifdef _OPENMP
-#pragma omp atomic read
-#endif
-                    v = sh->slots[t].viol;
-                    if (v > M)
-                        M = v;
-                }
-                if (!(best >= CK_AGCD_RHO * M)) {
+                if (!(best >= CK_AGCD_RHO * ck_agcd_team_viol(sh, best))) {
                     ck_agcd_yield(sh->nt);
                     continue; /* apply the others' steps meanwhile */
                 }
@@ -757,19 +764,8 @@ static void ck_agcd_run(ck_agcd_shared *sh, ck_agcd_worker *w,
                 /* threshold: the largest violation of the whole team, so
                  * that a thread whose own block is nearly optimal does not
                  * drop variables that the others' steps will move */
-                double M = best;
-                int t;
                 w->since_shrink = 0;
-                for (t = 0; t < sh->nt; ++t) {
-                    double v;
-#ifdef _OPENMP
-#pragma omp atomic read
-#endif
-                    v = sh->slots[t].viol;
-                    if (v > M)
-                        M = v;
-                }
-                ck_agcd_shrink(w, M);
+                ck_agcd_shrink(w, ck_agcd_team_viol(sh, best));
             }
             continue;
         }
