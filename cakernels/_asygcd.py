@@ -135,10 +135,11 @@ def asygcd_fit(X, y, C, *, sample_weight=None, kernel="rbf", gamma="scale",
         Total kernel cache in MiB (at least one column of ``8 * n_samples``
         bytes); every thread caches the part of the columns over its own
         variables.  ``np.inf`` for unlimited.  When a dense feature-major
-        copy of ``X`` (``8 * n_samples * n_features`` bytes) takes at most a
-        quarter of it, the copy is made and taken out of the budget: kernel
-        columns then cost one vectorised pass per nonzero feature (2-5x
-        faster on a9a-like sparse data), with bit-identical values.
+        copy of ``X`` (``8 * n_samples * n_features`` bytes, half that when
+        every value is a float exactly) takes at most a quarter of it, the
+        copy is made and taken out of the budget: kernel columns then cost
+        one vectorised pass per nonzero feature (about 3x faster per column
+        on a9a, CSR), with bit-identical values.
     n_threads : int, optional
         Number of threads (= blocks); ``cakernels._native.max_threads()``
         when None.

@@ -620,8 +620,9 @@ class AsyGCDSVC(ClassifierMixin, BaseEstimator):
     cache_size : float, default=200
         Kernel-column cache in MB, split evenly between the threads. Up to a
         quarter of it may hold a feature-major copy of ``X`` (when
-        ``8 * n_samples * n_features`` bytes fit there), which makes kernel
-        columns several times cheaper to compute.
+        ``8 * n_samples * n_features`` bytes, or 4 when every value is a
+        float exactly, fit there), which makes kernel columns several times
+        cheaper to compute (bit-identical values).
     class_weight : dict or 'balanced', default=None
         Per-class multipliers of C.
     multi_class : {'ovo', 'ovr'}, default='ovo'
