@@ -239,7 +239,7 @@ def main(argv=None):
         first = max(1000, n // 10)
         series = {}
         print(f"\n[{name}] progress curves", flush=True)
-        for label, make in [("Asy-GCD 1 thread, shrinking", agcd(1, shrinking=True)),
+        for label, make in [("Asy-GCD 1 thread", agcd(1)),
                             ("Asy-GCD 2 threads", agcd(2))]:
             print(f"   {label}", flush=True)
             series[label] = curve(make, X, y, Xt, yt, first)
