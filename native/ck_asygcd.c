@@ -554,6 +554,25 @@ static void ck_agcd_store64(int64_t *p, int64_t v)
     *p = v;
 }
 
+/* Apply the step alpha_i += delta (new value `value`) to the thread's copy
+ * of alpha and its gradient entries; 0, or -1 on error (reported in sh). */
+static int ck_agcd_apply(ck_agcd_shared *sh, ck_agcd_worker *w,
+                         const ck_agcd_problem *p, int64_t i, double delta,
+                         double value)
+{
+    w->alpha_all[i] = value;
+    if (delta != 0.0 && w->na > 0) {
+        const double *q;
+        ck_status st = ck_agcd_slice(w, p, i, &q);
+        if (st != CK_OK) {
+            ck_agcd_fail(sh, st);
+            return -1;
+        }
+        ck_agcd_axpy(w, delta, q);
+    }
+    return 0;
+}
+
 /* Apply every published log entry not applied yet; returns the number
  * applied, or -1 on error (reported in sh).  Stops at `limit` entries. */
 static int64_t ck_agcd_drain(ck_agcd_shared *sh, ck_agcd_worker *w,
@@ -563,30 +582,14 @@ static int64_t ck_agcd_drain(ck_agcd_shared *sh, ck_agcd_worker *w,
     int64_t cur = sh->slots[tid].cursor, done = 0;
     for (; cur < limit; ++cur) {
         ck_agcd_entry *e = &sh->log[cur & (CK_AGCD_LOG - 1)];
-        int64_t seq, i;
-        double delta;
-        seq = ck_agcd_load64(&e->seq);
+        const int64_t seq = ck_agcd_load64(&e->seq);
         if (seq != cur)
             break; /* not published yet */
-        i = e->i;
-        delta = e->delta;
-        if (w->m == 0 || e->owner == tid) {
-            /* a thread without variables, or its own step (applied when
-             * it was taken) */
-            ck_agcd_store64(&sh->slots[tid].cursor, cur + 1);
-            ++done;
-            continue;
-        }
-        w->alpha_all[i] = e->value;
-        if (delta != 0.0 && w->na > 0) {
-            const double *q;
-            ck_status st = ck_agcd_slice(w, p, i, &q);
-            if (st != CK_OK) {
-                ck_agcd_fail(sh, st);
-                return -1;
-            }
-            ck_agcd_axpy(w, delta, q);
-        }
+        /* skipped: a thread without variables, or its own step (applied
+         * when it was taken) */
+        if (w->m > 0 && e->owner != tid &&
+            ck_agcd_apply(sh, w, p, e->i, e->delta, e->value) != 0)
+            return -1;
         ck_agcd_store64(&sh->slots[tid].cursor, cur + 1);
         ++done;
     }
@@ -747,16 +750,8 @@ static void ck_agcd_run(ck_agcd_shared *sh, ck_agcd_worker *w,
              * and publishing) would otherwise hold it back, and the next
              * scan would step variable j again from the same gradient,
              * overshooting by a whole step each time. */
-            w->alpha_all[w->rows[j]] = an;
-            if (delta != 0.0) {
-                const double *qj;
-                ck_status st = ck_agcd_slice(w, p, w->rows[j], &qj);
-                if (st != CK_OK) {
-                    ck_agcd_fail(sh, st);
-                    return;
-                }
-                ck_agcd_axpy(w, delta, qj);
-            }
+            if (ck_agcd_apply(sh, w, p, w->rows[j], delta, an) != 0)
+                return;
             dirty = 1;
             if (sh->slots[tid].idle_at >= 0)
                 ck_agcd_store64(&sh->slots[tid].idle_at, -1);
