@@ -34,6 +34,7 @@ CAKERNELS_SANITIZE=1
 Typical development build: ``python setup.py build_ext --inplace``.
 """
 
+import hashlib
 import os
 import shutil
 import sys
@@ -80,6 +81,29 @@ SANITIZE_ARGS = [
     "-g",
     "-O1",
 ]
+
+
+NATIVE_SOURCES = [
+    "native/ck_kernel.c",
+    "native/ck_linalg.c",
+    "native/ck_rows.c",
+    "native/ck_smo.c",
+    "native/ck_asygcd.c",
+    "native/_nativemodule.c",
+]
+NATIVE_HEADERS = ["native/cakernels.h", "native/ck_internal.h"]
+
+
+def native_source_hash(root="."):
+    """sha256 over the C sources and headers (the same function as
+    ``cakernels._native_loader.source_hash``): compiled into the module so
+    that a source tree can tell whether an installed module matches it."""
+    h = hashlib.sha256()
+    for rel in sorted(NATIVE_SOURCES + NATIVE_HEADERS):
+        with open(os.path.join(root, rel), "rb") as fh:
+            data = fh.read().replace(b"\r\n", b"\n")
+        h.update(rel.encode() + b"\0" + data + b"\0")
+    return h.hexdigest()
 
 
 def _env_flag(name):
@@ -132,7 +156,7 @@ class BuildExt(build_ext):
                 compile_args += flags[0]
                 link_args += flags[1]
 
-        macros = []
+        macros = [("CK_SOURCE_HASH", '"%s"' % native_source_hash())]
         if not msvc and not any("-fopenmp" == f for f in compile_args):
             # without OpenMP threads, still honour the `omp simd` reductions
             # of the solvers (GCC/Clang; no runtime library involved)
@@ -164,16 +188,9 @@ setup(
     ext_modules=[
         Extension(
             "cakernels._native",
-            sources=[
-                "native/ck_kernel.c",
-                "native/ck_linalg.c",
-                "native/ck_rows.c",
-                "native/ck_smo.c",
-                "native/ck_asygcd.c",
-                "native/_nativemodule.c",
-            ],
+            sources=NATIVE_SOURCES,
             include_dirs=["native"],
-            depends=["native/cakernels.h", "native/ck_internal.h"],
+            depends=NATIVE_HEADERS,
         )
     ],
     cmdclass={"build_ext": BuildExt},

@@ -3,51 +3,61 @@
 Partitioned kernel SVM classifiers and kernel ridge regressors with the
 scikit-learn API: split the training set, solve every part independently
 (no communication), combine. See the README for which estimator to use when.
+
+The public names are imported on first use (PEP 562), so that ``import
+cakernels`` and the command line start without loading NumPy, SciPy and
+scikit-learn; ``from cakernels import CASVC`` works as usual.
 """
 
-from ._version import __version__
-from .kernel_ridge import (
-    BKRR,
-    BKRR2,
-    DCKRR,
-    KKRR,
-    KKRR2,
-    PartitionedKernelRidge,
-    oracle_predict,
-    oracle_score,
-)
-from .partition import (
-    BKMPartitioner,
-    FCFSPartitioner,
-    KBalancePartitioner,
-    KMeansPartitioner,
-    RandomPartitioner,
-)
-from .svm import BKMSVC, CASVC, CPSVC, FCFSSVC, AsyGCDSVC, PartitionedSVC
+import importlib as _importlib
+from pathlib import Path as _Path
 
-__all__ = [
-    "__version__",
-    "CASVC",
-    "FCFSSVC",
-    "BKMSVC",
-    "CPSVC",
-    "PartitionedSVC",
-    "AsyGCDSVC",
-    "DCKRR",
-    "KKRR",
-    "KKRR2",
-    "BKRR",
-    "BKRR2",
-    "PartitionedKernelRidge",
-    "oracle_predict",
-    "oracle_score",
-    "RandomPartitioner",
-    "KMeansPartitioner",
-    "KBalancePartitioner",
-    "FCFSPartitioner",
-    "BKMPartitioner",
-    "show_config",
-]
+from ._native_loader import ensure_native as _ensure_native
+from ._version import __version__
+
+# a source tree without a built module uses the installed one (or says what to run)
+_ensure_native(_Path(__file__).resolve().parent)
+
+#: public name -> submodule that defines it
+_EXPORTS = {
+    "CASVC": "svm",
+    "FCFSSVC": "svm",
+    "BKMSVC": "svm",
+    "CPSVC": "svm",
+    "PartitionedSVC": "svm",
+    "AsyGCDSVC": "svm",
+    "DCKRR": "kernel_ridge",
+    "KKRR": "kernel_ridge",
+    "KKRR2": "kernel_ridge",
+    "BKRR": "kernel_ridge",
+    "BKRR2": "kernel_ridge",
+    "PartitionedKernelRidge": "kernel_ridge",
+    "oracle_predict": "kernel_ridge",
+    "oracle_score": "kernel_ridge",
+    "RandomPartitioner": "partition",
+    "KMeansPartitioner": "partition",
+    "KBalancePartitioner": "partition",
+    "FCFSPartitioner": "partition",
+    "BKMPartitioner": "partition",
+}
+_SUBMODULES = ("datasets", "kernel_ridge", "partition", "svm")
+
+__all__ = ["__version__", *_EXPORTS, "show_config"]
+
+
+def __getattr__(name):
+    if name in _EXPORTS:
+        value = getattr(_importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+    elif name in _SUBMODULES:
+        value = _importlib.import_module(f".{name}", __name__)
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__) | set(_SUBMODULES))
 
 
 def show_config():

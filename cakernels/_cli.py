@@ -298,23 +298,22 @@ def _make_estimator(method, p, n_train):
     return est
 
 
-def _warn_large_cholesky(method, n):
-    """Point at the OpenBLAS workaround before a Cholesky that may crash (nothing is changed)."""
-    if method != "krr" or n < 16000 or os.environ.get("OPENBLAS_CORETYPE"):
-        return
-    try:
-        from threadpoolctl import threadpool_info
+def _large_cholesky_guard(method, n):
+    """Context for fitting ``method`` on ``n`` samples: scikit-learn's KernelRidge on
+    16,000 or more samples gets one BLAS thread when the loaded OpenBLAS uses its
+    SkylakeX kernels, which crash in multi-threaded Cholesky factorizations of that
+    size (the package's own KRR guards its factorizations itself, see ``_blas``)."""
+    from ._blas import LARGE_CHOLESKY, cholesky_guard, risky_openblas
 
-        risky = any(d.get("internal_api") == "openblas"
-                    and str(d.get("architecture", "")).lower() == "skylakex"
-                    and (d.get("num_threads") or 1) >= 2 for d in threadpool_info())
-    except Exception:  # pragma: no cover - threadpoolctl failure: no hint
-        risky = False
-    if risky:
-        print(f"{PROG}: warning: KernelRidge on {_fmt_int(n)} samples runs a Cholesky of that "
-              "size, which may crash OpenBLAS' SkylakeX kernels with 2 or more threads; if it "
-              "does, rerun with OPENBLAS_CORETYPE=Haswell", file=sys.stderr)
+    if method != "krr" or n < LARGE_CHOLESKY:
+        return contextlib.nullcontext()
+    if risky_openblas():
+        print(f"{PROG}: note: KernelRidge on {_fmt_int(n)} samples factors its kernel matrix "
+              "with one BLAS thread: OpenBLAS' SkylakeX kernels crash in multi-threaded "
+              "Cholesky factorizations of 16,000 or more rows (start with "
+              "OPENBLAS_CORETYPE=Haswell to keep every thread)", file=sys.stderr)
         sys.stderr.flush()
+    return cholesky_guard(n)
 
 
 def _estimator_params(args):
@@ -386,6 +385,7 @@ def _cmd_info(args):
         ("OpenMP", f"yes, {info['omp_max_threads']} threads" if info["openmp"]
          else "no (native module built without OpenMP)"),
         ("CPU cores", str(info["cpu_count"])),
+        ("native module", info["native_module"]),
     ]
     blas = info["blas"] or ["none found by threadpoolctl"]
     rows += [("BLAS" if i == 0 else "", b) for i, b in enumerate(blas)]
@@ -443,9 +443,9 @@ def _cmd_fit(args):
 
         model = Pipeline([("standardscaler", StandardScaler(with_mean=not sparse)),
                           (method, est)])
-    _warn_large_cholesky(method, X.shape[0])
     t0 = time.perf_counter()
-    model.fit(X, y)
+    with _large_cholesky_guard(method, X.shape[0]):
+        model.fit(X, y)
     fit_seconds = time.perf_counter() - t0
     import sklearn
 
@@ -727,8 +727,6 @@ class _Table:
 
 
 def _cmd_bench(args):
-    import numpy as np
-
     data = _bench_data(args)
     task = data["task"]
     methods = _bench_methods(args, task)
@@ -775,6 +773,46 @@ def _cmd_bench(args):
           f"backend={params['backend'] or 'serial'}"
           + (f" n_jobs={params['n_jobs']}" if params["n_jobs"] is not None else "")
           + f"; random_state={params['random_state']}")
+    if _HASWELL_SET_FOR_BENCH:
+        print("note: OpenBLAS runs its Haswell kernels in this run (OPENBLAS_CORETYPE=Haswell, "
+              "set by cakernels bench: its SkylakeX kernels crash in multi-threaded Cholesky "
+              "factorizations of 16,000 or more rows); every method uses the same BLAS")
+    from ._blas import LARGE_CHOLESKY, risky_openblas
+
+    one_blas_thread = "krr" in run and n_train >= LARGE_CHOLESKY and risky_openblas()
+    if one_blas_thread:
+        print("note: every fit runs with one BLAS thread: OpenBLAS' SkylakeX kernels crash in "
+              "multi-threaded Cholesky factorizations of 16,000 or more rows (start with "
+              "OPENBLAS_CORETYPE=Haswell to use every thread)")
+    with _one_blas_thread() if one_blas_thread else contextlib.nullcontext():
+        _bench_warm_up(run, params, n_train, Xtr, ytr, Xte)
+        return _bench_table(task, run, methods, baseline, params, n_train, Xtr, ytr, Xte, yte)
+
+
+def _one_blas_thread():
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(limits=1, user_api="blas")
+
+
+def _bench_warm_up(run, params, n_train, Xtr, ytr, Xte):
+    """Pay one-off start-up costs (imports, thread pools, first calls into BLAS and the
+    native module) on a small subsample of every method, before anything is timed."""
+    import numpy as np
+
+    n_warm = min(n_train, max(200, 25 * int(params["n_partitions"])))
+    warm = np.random.RandomState(SPLIT_SEED).choice(n_train, n_warm, replace=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for m in run:
+            with contextlib.suppress(Exception):  # e.g. too few samples for a partition
+                _make_estimator(m, params, n_warm).fit(Xtr[warm], ytr[warm]).predict(Xte[:50])
+
+
+def _bench_table(task, run, methods, baseline, params, n_train, Xtr, ytr, Xte, yte):
+    """Fit and time every method of ``run`` and print the table (see ``_cmd_bench``)."""
+    import numpy as np
+
     table = _Table(task)
     base_fit = None
     notes, oracles = [], []
@@ -790,7 +828,6 @@ def _cmd_bench(args):
             table.header()
             header_done = True
         est = _make_estimator(m, params, n_train)
-        _warn_large_cholesky(m, n_train)
         t0 = time.perf_counter()
         est.fit(Xtr, ytr)
         fit_s = time.perf_counter() - t0
@@ -907,11 +944,12 @@ datasets:
                n x n kernel needs more than 8 GiB.
   FILE         a LIBSVM file, with a fixed random 80/20 split.
 
-note: scikit-learn's KernelRidge on >= 16,000 samples (a Cholesky of that size) may crash
-OpenBLAS' SkylakeX kernels when OpenBLAS runs 2 threads; starting with the environment
-variable OPENBLAS_CORETYPE=Haswell avoids it. When it is unset and OpenBLAS reports
-SkylakeX kernels, `cakernels bench` restarts itself with OPENBLAS_CORETYPE=Haswell, so
-that both sides of the comparison use the same (working) BLAS kernels.
+note: OpenBLAS' SkylakeX kernels crash in multi-threaded Cholesky factorizations of
+16,000 or more rows (scikit-learn's KernelRidge on that many samples). When a run may
+fit KernelRidge and OPENBLAS_CORETYPE is unset, bench sets OPENBLAS_CORETYPE=Haswell
+for its own process on CPUs with AVX-512 (before NumPy loads, nothing is restarted), so
+that every method runs the same, working BLAS kernels, and says so.
+Every method is warmed up on a small subsample before it is timed.
 Timings are wall-clock seconds of one run; other load on the machine changes them."""
 
 
@@ -991,37 +1029,28 @@ def build_parser():
     return parser
 
 
-def _skylakex_openblas():
-    from threadpoolctl import threadpool_info
-
-    return any(d.get("internal_api") == "openblas"
-               and str(d.get("architecture", "")).lower() == "skylakex"
-               for d in threadpool_info())
+#: set when ``cakernels bench`` chose OpenBLAS' Haswell kernels for its own process
+_HASWELL_SET_FOR_BENCH = False
 
 
-def _restart_bench_with_haswell_kernels():
-    """Re-run this ``bench`` process with OPENBLAS_CORETYPE=Haswell when it is unset.
+def _bench_may_factor_large(args):
+    """Whether a ``bench`` run may fit scikit-learn's KernelRidge (a Cholesky of up to
+    16,000 or more rows), decided from the command line alone (before NumPy loads)."""
+    from ._dataset_registry import record
 
-    The OpenBLAS of the numpy/scipy wheels can segfault in a multi-threaded Cholesky of
-    16,000 or more rows with its SkylakeX kernels; the variable is read when OpenBLAS
-    loads, so the process has to start again. Only the real command line does this
-    (``main()`` without arguments), never a test calling ``main(argv)``.
-    """
-    if os.environ.get("OPENBLAS_CORETYPE") or os.environ.get("CAKERNELS_NO_RESTART"):
-        return
+    if args.methods and not any(m.strip().lower() in ("krr",) + KRR_METHODS
+                                + tuple(ORACLE_METHODS)
+                                for item in args.methods for m in item.split(",")):
+        return False
+    spec = "demo" if args.demo else args.dataset
+    if spec is None or spec.lower() in DEMO_NAMES:
+        return False  # ijcnn1 (classification) or a small demo
+    if Path(spec).expanduser().exists():
+        return True  # a file: regression is possible
     try:
-        risky = _skylakex_openblas()
-    except Exception:  # pragma: no cover - threadpoolctl failure: leave it alone
-        return
-    if not risky:
-        return
-    print(f"{PROG}: note: restarting with OPENBLAS_CORETYPE=Haswell (OpenBLAS' SkylakeX "
-          "kernels can crash in large multi-threaded Cholesky factorizations)",
-          file=sys.stderr)
-    sys.stderr.flush()
-    sys.stdout.flush()
-    env = dict(os.environ, OPENBLAS_CORETYPE="Haswell", CAKERNELS_NO_RESTART="1")
-    os.execve(sys.executable, [sys.executable, "-m", "cakernels", *sys.argv[1:]], env)
+        return record(spec.partition(":")[0])["task"] == "regression"
+    except (ValueError, TypeError):
+        return False  # an unknown name: bench reports the error
 
 
 def main(argv=None):
@@ -1032,8 +1061,12 @@ def main(argv=None):
     except SystemExit as exc:  # --help, --version, usage errors
         code = exc.code
         return code if isinstance(code, int) else (0 if code is None else 2)
-    if argv is None and args.command == "bench":
-        _restart_bench_with_haswell_kernels()
+    if argv is None and args.command == "bench" and _bench_may_factor_large(args):
+        # the real command line (never a test calling main(argv)), before NumPy loads
+        from ._blas import prefer_haswell_kernels
+
+        global _HASWELL_SET_FOR_BENCH
+        _HASWELL_SET_FOR_BENCH = prefer_haswell_kernels()
     debug = getattr(args, "debug", False)
     try:
         with warnings.catch_warnings():

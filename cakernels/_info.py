@@ -13,7 +13,8 @@ def build_info():
     Keys: ``cakernels``, ``python``, ``platform``, ``numpy``, ``scipy``,
     ``scikit-learn``, ``openmp`` (compiled into the native module),
     ``omp_max_threads``, ``cpu_count``, ``blas`` (from threadpoolctl),
-    ``mpi4py`` (installed version or None).
+    ``mpi4py`` (installed version or None), ``native_module`` (the file of the
+    compiled module in use).
     """
     import numpy
     import scipy
@@ -49,4 +50,5 @@ def build_info():
         "cpu_count": cpu_count(),
         "blas": blas,
         "mpi4py": mpi,
+        "native_module": _native.__file__,
     }

@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import bz2
 import copy
-import difflib
-import functools
 import gzip
 import hashlib
 import io
@@ -35,6 +33,9 @@ from urllib.parse import urlsplit
 import numpy as np
 import scipy.sparse as sp
 from sklearn.utils import Bunch, check_random_state
+
+from ._dataset_registry import record as _record
+from ._dataset_registry import registry as _registry
 
 __all__ = [
     "ENV_VAR",
@@ -82,42 +83,6 @@ class ChecksumMismatchError(OSError):
 
 
 # --------------------------------------------------------------------------- registry
-
-
-@functools.lru_cache(maxsize=1)
-def _registry() -> dict:
-    """Read the registry once: package data when installed, else the source tree."""
-    text = None
-    try:
-        from importlib.resources import files
-
-        text = (files("cakernels._registry") / "registry.json").read_text(encoding="utf-8")
-    except (ModuleNotFoundError, FileNotFoundError, NotADirectoryError, OSError):
-        pass
-    if text is None:
-        path = Path(__file__).resolve().parent.parent / "datasets" / "registry.json"
-        text = path.read_text(encoding="utf-8")
-    data = json.loads(text)
-    records = {rec["name"]: rec for rec in data["datasets"]}
-    index = {}
-    for rec in data["datasets"]:
-        for key in [rec["name"], *rec.get("aliases", [])]:
-            index[key.lower()] = rec["name"]
-    return {"records": records, "index": index}
-
-
-def _record(name) -> dict:
-    if not isinstance(name, str):
-        raise TypeError(f"dataset name must be a str, got {type(name).__name__}")
-    reg = _registry()
-    key = reg["index"].get(name.lower())
-    if key is None:
-        close = difflib.get_close_matches(name.lower(), list(reg["index"]), n=3)
-        hint = f" Did you mean {', '.join(repr(reg['index'][c]) for c in close)}?" if close else ""
-        raise ValueError(
-            f"unknown dataset {name!r}.{hint} See cakernels.datasets.list_datasets() for the names."
-        )
-    return reg["records"][key]
 
 
 def list_datasets() -> list[str]:

@@ -32,6 +32,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import _native
 from ._backends import cpu_count, effective_n_jobs
+from ._blas import cholesky_guard
 from ._base import _PartitionedEstimator
 from ._kernels import KERNELS, kernel_block, kernel_dot, row_sq_norms, sigma_to_gamma
 
@@ -76,19 +77,8 @@ def solve_krr(K, y, reg, rebuild=None):
     K.flat[:: m + 1] += reg
     anorm = float(linalg.lapack.dlange("1", K.T))  # 1-norm, no temporary copy
     try:
-        # LAPACK dpotrf on K's own buffer (K is symmetric, so its C-order
-        # buffer is the same matrix in Fortran order), with the GIL released
-        # so that the 'threads' backend factors partitions concurrently;
-        # SciPy's cho_factor would hold the GIL. L ends up in K.T's lower
-        # triangle, the layout cho_solve((K.T, True), ...) expects.
-        info = _native.cholesky_inplace(K, _DPOTRF)
-        if info != 0:
-            raise linalg.LinAlgError(f"{info}-th leading minor is not positive definite")
-        c = K.T
-        rcond, info = linalg.lapack.dpocon(c, anorm, uplo="L")
-        if info != 0 or not rcond > np.finfo(np.float64).eps:
-            raise linalg.LinAlgError(f"reciprocal condition number {rcond:.3g}")
-        return linalg.cho_solve((c, True), y, overwrite_b=False, check_finite=False)
+        with cholesky_guard(m):  # one BLAS thread where OpenBLAS would crash (_blas)
+            return _cholesky_solve(K, y, anorm)
     except linalg.LinAlgError as exc:
         warnings.warn(
             f"kernel matrix + lam*m*I is not numerically positive definite ({exc}); "
@@ -99,6 +89,24 @@ def solve_krr(K, y, reg, rebuild=None):
         K = backup if rebuild is None else rebuild()
         K.flat[:: m + 1] += reg
         return linalg.lstsq(K, y, check_finite=False, lapack_driver="gelsd")[0]
+
+
+def _cholesky_solve(K, y, anorm):
+    """``K^-1 y`` by an in-place Cholesky of the regularised ``K``; LinAlgError when
+    it is not numerically positive definite."""
+    # LAPACK dpotrf on K's own buffer (K is symmetric, so its C-order buffer is
+    # the same matrix in Fortran order), with the GIL released so that the
+    # 'threads' backend factors partitions concurrently; SciPy's cho_factor would
+    # hold the GIL. L ends up in K.T's lower triangle, the layout
+    # cho_solve((K.T, True), ...) expects.
+    info = _native.cholesky_inplace(K, _DPOTRF)
+    if info != 0:
+        raise linalg.LinAlgError(f"{info}-th leading minor is not positive definite")
+    c = K.T
+    rcond, info = linalg.lapack.dpocon(c, anorm, uplo="L")
+    if info != 0 or not rcond > np.finfo(np.float64).eps:
+        raise linalg.LinAlgError(f"reciprocal condition number {rcond:.3g}")
+    return linalg.cho_solve((c, True), y, overwrite_b=False, check_finite=False)
 
 
 #: SciPy's LAPACK dpotrf (the Cython capsule), called by the native module

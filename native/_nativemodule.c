@@ -974,8 +974,15 @@ static PyMethodDef ck_methods[] = {
      METH_VARARGS | METH_KEYWORDS, asygcd_solve_doc},
     {NULL, NULL, 0, NULL}};
 
+#ifndef CK_SOURCE_HASH
+#define CK_SOURCE_HASH "unknown"
+#endif
+
 static int ck_exec(PyObject *module)
 {
+    /* sha256 of the C sources this module was built from (setup.py) */
+    if (PyModule_AddStringConstant(module, "SOURCE_HASH", CK_SOURCE_HASH) < 0)
+        return -1;
     if (PyModule_AddIntConstant(module, "KERNEL_LINEAR", CK_KERNEL_LINEAR) < 0 ||
         PyModule_AddIntConstant(module, "KERNEL_RBF", CK_KERNEL_RBF) < 0 ||
         PyModule_AddIntConstant(module, "KERNEL_POLY", CK_KERNEL_POLY) < 0 ||
@@ -998,7 +1005,8 @@ static PyModuleDef_Slot ck_slots[] = {
 
 PyDoc_STRVAR(module_doc,
              "Native core of cakernels (C, optionally OpenMP).\n\n"
-             "KERNEL_* constants give the `kind` codes of kernel_from_gram.");
+             "KERNEL_* constants give the `kind` codes of kernel_from_gram;\n"
+             "SOURCE_HASH is the sha256 of the C sources it was built from.");
 
 static struct PyModuleDef ck_module = {
     PyModuleDef_HEAD_INIT,

@@ -23,3 +23,66 @@ def data_home():
             pytest.fail(msg)
         pytest.skip(msg)
     return home
+
+
+def _package_parent():
+    """The folder holding the ``cakernels`` package under test (site-packages when
+    installed, the repository root when built in place)."""
+    import cakernels
+
+    return str(Path(cakernels.__file__).resolve().parent.parent)
+
+
+def run_process(argv, *, cwd=None, env=None, timeout=300, package_path=True, stdin=None):
+    """Run ``argv`` in a new session and return the CompletedProcess (text mode).
+
+    ``package_path`` puts the package under test first on PYTHONPATH, so that a
+    child interpreter imports the same cakernels as the tests (whichever way it is
+    installed). On timeout the whole process group is killed and the test fails.
+    """
+    import signal
+    import subprocess
+
+    full_env = dict(os.environ if env is None else env)
+    if package_path:
+        full_env["PYTHONPATH"] = os.pathsep.join(
+            [_package_parent()] + [p for p in [full_env.get("PYTHONPATH")] if p])
+    proc = subprocess.Popen([str(a) for a in argv], cwd=cwd, env=full_env, text=True,
+                            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(stdin, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        pytest.fail(f"{argv} did not finish within {timeout} s\n{out}\n{err}")
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
+def cakernels_executable():
+    """The ``cakernels`` console script of this environment (next to the interpreter)."""
+    import sys
+
+    exe = Path(sys.executable).with_name("cakernels")
+    if not exe.exists():
+        pytest.fail(f"the cakernels executable is not installed next to {sys.executable}")
+    return exe
+
+
+@pytest.fixture
+def cakernels_cli(tmp_path):
+    """``cakernels_cli(*args, cwd=..., env=...)`` runs the real ``cakernels`` executable
+    in a subprocess (the installed console script, importing the package under test)."""
+
+    def run(*args, cwd=None, env=None, timeout=300, **kwargs):
+        return run_process([cakernels_executable(), *args], cwd=cwd or tmp_path, env=env,
+                           timeout=timeout, **kwargs)
+
+    return run
+
+
+@pytest.fixture
+def spawn():
+    """``spawn(argv, cwd=..., env=..., package_path=True)``: :func:`run_process`."""
+    return run_process

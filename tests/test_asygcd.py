@@ -551,15 +551,15 @@ import resource, sys
 import numpy as np
 resource.setrlimit(resource.RLIMIT_AS, (1_500_000_000, 1_500_000_000))
 import cakernels._native as nat
-n = 12_000
+n = 16_000
 rng = np.random.default_rng(0)
 X = rng.standard_normal((n, 3))
 y = np.where(rng.random(n) < 0.5, -1.0, 1.0)
 try:
-    # 12,000 columns of 12,000 doubles = 1.15 GB of cache on top of the
-    # interpreter: beyond the 1.5 GB address-space limit
+    # 16,000 columns of 16,000 doubles = 2.05 GB of cache: beyond the 1.5 GB
+    # address-space limit whatever the interpreter has loaded
     nat.asygcd_solve(X, y, np.ones(n), np.zeros(n, dtype=np.int64), np.zeros(n), 1,
-                     1.0, 0.0, 3.0, 1, True, 0, 1e-3, 10, 1100.0)
+                     1.0, 0.0, 3.0, 1, True, 0, 1e-3, 10, 2100.0)
 except MemoryError as exc:
     print("MemoryError:", exc)
     sys.exit(0)

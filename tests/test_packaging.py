@@ -1,0 +1,184 @@
+"""First contact: the package imports from a source tree, the main job needs no
+restart, and large Cholesky factorizations do not crash OpenBLAS."""
+
+import os
+import platform
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+import cakernels
+from cakernels import _blas, _native
+from cakernels._native_loader import source_hash
+
+REPO = Path(__file__).resolve().parent.parent
+
+QUICK = """
+from sklearn.datasets import make_classification
+from cakernels import CASVC
+import cakernels._native as native
+X, y = make_classification(n_samples=200, random_state=0)
+print(CASVC(n_partitions=2, random_state=0).fit(X, y).score(X, y) > 0.8, native.__file__)
+"""
+
+
+def _source_copy(tmp_path):
+    """A source tree (package, C sources, setup.py, registry) with no compiled module,
+    and beside it an 'installed' folder holding only the compiled module under test."""
+    src = tmp_path / "src"
+    shutil.copytree(REPO / "cakernels", src / "cakernels",
+                    ignore=shutil.ignore_patterns("*.so", "*.pyd", "__pycache__"))
+    shutil.copytree(REPO / "native", src / "native")
+    shutil.copytree(REPO / "datasets", src / "datasets")
+    shutil.copy(REPO / "setup.py", src / "setup.py")
+    site = tmp_path / "site" / "cakernels"
+    site.mkdir(parents=True)
+    shutil.copy(_native.__file__, site / Path(_native.__file__).name)
+    return src, site.parent
+
+
+def test_compiled_module_matches_the_c_sources():
+    # setup.py compiles the same hash in; this fails when the file lists of setup.py and
+    # cakernels/_native_loader.py disagree, or when the module under test is stale
+    assert _native.SOURCE_HASH == source_hash(REPO)
+
+
+def test_source_tree_uses_the_installed_compiled_module(tmp_path, spawn):
+    src, site = _source_copy(tmp_path)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), cakernels_site()]))
+    out = spawn([sys.executable, "-c", QUICK], cwd=src, env=env, package_path=False)
+    assert out.returncode == 0, out.stderr
+    ok, native_file = out.stdout.split()
+    assert ok == "True"
+    assert Path(native_file).parent == site / "cakernels"
+
+
+def test_stale_installed_module_is_a_clear_error(tmp_path, spawn):
+    src, site = _source_copy(tmp_path)
+    with open(src / "native" / "ck_smo.c", "a") as fh:
+        fh.write("/* edited after the build */\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), cakernels_site()]))
+    out = spawn([sys.executable, "-c", "import cakernels"], cwd=src, env=env,
+                package_path=False)
+    assert out.returncode == 1
+    last = out.stderr.strip().splitlines()[-1]
+    assert last.startswith("ImportError: cakernels is imported from the source folder")
+    assert "does not match its C sources" in last and "pip install ." in last
+    assert "partially initialized" not in out.stderr
+
+
+def test_source_tree_without_any_build_is_a_clear_error(tmp_path, spawn):
+    src, _ = _source_copy(tmp_path)
+    # -S: no site-packages, so no installed cakernels anywhere
+    out = spawn([sys.executable, "-S", "-c", "import cakernels"], cwd=src,
+                env=dict(os.environ, PYTHONPATH=""), package_path=False)
+    assert out.returncode == 1
+    last = out.stderr.strip().splitlines()[-1]
+    assert "no compiled native module" in last and "no installed cakernels was found" in last
+    assert "python setup.py build_ext --inplace" in last and "pip install ." in last
+    assert "partially initialized" not in out.stderr
+
+
+def cakernels_site():
+    """sys.path entries of this interpreter (NumPy, scikit-learn) for a child
+    that must not see the package under test."""
+    return os.pathsep.join(p for p in sys.path if p and "site-packages" in p)
+
+
+def test_import_is_light_and_lazy(spawn):
+    code = ("import sys, cakernels; assert 'numpy' not in sys.modules; "
+            "from cakernels import CASVC, oracle_score; import cakernels.partition; "
+            "assert 'CASVC' in dir(cakernels) and 'datasets' in dir(cakernels); "
+            "print(CASVC.__module__, cakernels.datasets.__name__)")
+    out = spawn([sys.executable, "-c", code])
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["cakernels.svm", "cakernels.datasets"]
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        cakernels.nope  # noqa: B018
+
+
+def test_python_m_cakernels_from_the_repository_root(spawn):
+    # what a newcomer runs: the source folder cakernels/ shadows the installed package
+    out = spawn([sys.executable, "-m", "cakernels", "info"], cwd=REPO, package_path=False)
+    assert out.returncode == 0, out.stderr
+    assert "native module" in out.stdout
+
+
+def test_main_job_runs_from_the_repository_root(cakernels_cli):
+    out = cakernels_cli("bench", "demo", cwd=REPO, package_path=False, timeout=600)
+    assert out.returncode == 0, out.stderr
+    assert "BKMSVC" in out.stdout and "restart" not in out.stderr
+
+
+# --------------------------------------------------------------------------- OpenBLAS
+
+
+def test_prefer_haswell_kernels_only_when_unset_and_avx512(monkeypatch):
+    monkeypatch.setattr(platform, "machine", lambda: "x86_64")
+    avx512 = {"avx2", "fma", "avx512f"}
+    import numpy  # noqa: F401  (once NumPy is loaded the variable is never changed)
+
+    assert not _blas.prefer_haswell_kernels({}, avx512)
+    monkeypatch.delitem(sys.modules, "numpy")
+    monkeypatch.delitem(sys.modules, "scipy", raising=False)
+    env = {}
+    assert _blas.prefer_haswell_kernels(env, avx512) and env == {"OPENBLAS_CORETYPE": "Haswell"}
+    env = {"OPENBLAS_CORETYPE": "SkylakeX"}
+    assert not _blas.prefer_haswell_kernels(env, avx512) and env["OPENBLAS_CORETYPE"] == "SkylakeX"
+    env = {}
+    assert not _blas.prefer_haswell_kernels(env, {"avx2", "fma"}) and env == {}
+
+
+@pytest.mark.parametrize("argv,expected", [
+    (["bench"], False),                          # ijcnn1: classification
+    (["bench", "demo"], False),
+    (["bench", "--demo"], False),
+    (["bench", "a9a"], False),
+    (["bench", "cadata"], True),
+    (["bench", "cadata", "--methods", "bkrr2"], True),
+    (["bench", "cadata", "--methods", "casvc"], False),
+    (["bench", "unknown-name"], False),
+])
+def test_bench_decides_the_blas_kernels_from_its_arguments(argv, expected):
+    from cakernels._cli import _bench_may_factor_large, build_parser
+
+    assert _bench_may_factor_large(build_parser().parse_args(argv)) is expected
+
+
+def _avx512():
+    return platform.machine() == "x86_64" and {"avx512f", "avx2", "fma"} <= _blas._cpu_flags()
+
+
+def test_bench_sets_haswell_kernels_for_its_own_process(cakernels_cli, tmp_path):
+    import numpy as np
+    from sklearn.datasets import dump_svmlight_file
+
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}
+    out = cakernels_cli("bench", "demo_regression", "--methods", "bkrr2", "krr", env=env)
+    assert out.returncode == 0, out.stderr
+    assert "Haswell" not in out.stdout  # a demo never factors a large matrix
+    # a LIBSVM file may hold a regression problem: bench may run KernelRidge on it
+    rng = np.random.RandomState(0)
+    X = rng.randn(300, 4)
+    dump_svmlight_file(X, X[:, 0] + 0.1 * rng.randn(300), str(tmp_path / "reg.svm"))
+    out = cakernels_cli("bench", tmp_path / "reg.svm", "--methods", "bkrr2", "krr", env=env)
+    assert out.returncode == 0, out.stderr
+    assert ("OPENBLAS_CORETYPE=Haswell" in out.stdout) is _avx512()
+
+
+@pytest.mark.slow
+def test_large_cholesky_does_not_crash_skylakex_openblas(spawn):
+    """The crash this guards against: OpenBLAS' SkylakeX kernels segfault in a
+    two-thread Cholesky of 16,000 rows. The child forces those kernels (the only way
+    to meet them on a machine whose OpenBLAS would pick others)."""
+    if not _avx512():
+        pytest.skip("the SkylakeX kernels need a CPU with AVX-512")
+    code = ("import numpy as np; from cakernels import BKRR2; "
+            "rng = np.random.RandomState(0); X = rng.randn(16000, 3); y = X[:, 0]; "
+            "print(BKRR2(n_partitions=1, sigma=2.0, lam=1e-3).fit(X, y).score(X[:50], y[:50]))")
+    env = dict(os.environ, OPENBLAS_CORETYPE="SkylakeX", OPENBLAS_NUM_THREADS="2")
+    out = spawn([sys.executable, "-c", code], env=env, timeout=900)
+    assert out.returncode == 0, f"exit {out.returncode}: {out.stderr}"
+    assert float(out.stdout) > 0.9
