@@ -1,11 +1,26 @@
-"""The notebooks in notebooks/ run top to bottom (their code cells, offline)."""
+"""The notebooks in notebooks/ are valid nbformat documents and run top to bottom
+(their code cells, offline)."""
 
 import json
+import warnings
 from pathlib import Path
 
 import pytest
 
 NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("*.ipynb"))
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
+def test_notebook_is_valid(path):
+    import nbformat  # a test dependency
+
+    with warnings.catch_warnings():
+        # e.g. MissingIDFieldWarning: cells without ids are invalid since nbformat 4.5
+        warnings.simplefilter("error")
+        nb = nbformat.read(path, as_version=4)
+        nbformat.validate(nb)
+    ids = [cell["id"] for cell in nb.cells]
+    assert len(set(ids)) == len(ids)
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
