@@ -1,0 +1,189 @@
+"""ScaLAPACK's distributed Cholesky (``pdpotrf``/``pdpotrs``) through ctypes.
+
+The exact distributed KRR baseline (:class:`cakernels.kernel_ridge.DKRR`,
+Table 3.3 of the reference) stores the m x m kernel matrix block-cyclically
+on a 2-D process grid and solves it with ScaLAPACK. The ScaLAPACK and BLACS
+used are Intel MKL's, from the ``mkl`` wheel of the package registry
+(``pip install "cakernels[scalapack]"``): its BLACS is built for the MPICH ABI
+(``libmkl_blacs_intelmpi``; MPICH and Intel MPI share it) and for Open MPI
+(``libmkl_blacs_openmpi``), so it runs with the MPI that mpi4py uses. MKL's
+libraries do not name their dependencies, so the MPI library and MKL's
+layers are loaded with ``RTLD_GLOBAL`` first, in dependency order. MKL runs
+its sequential layer: ScaLAPACK's parallelism is one rank per core.
+"""
+
+import ctypes
+import functools
+import glob
+import os
+import sys
+
+import numpy as np
+
+_HINT = ('DKRR under MPI needs ScaLAPACK: pip install "cakernels[scalapack]" (Intel MKL\'s '
+         'wheel, with ScaLAPACK and BLACS for MPICH and Open MPI)')
+_I = ctypes.c_int
+
+
+def _loaded_library(fragment):
+    """Path of an already loaded shared library whose name contains ``fragment``."""
+    try:
+        with open("/proc/self/maps", encoding="ascii", errors="replace") as fh:
+            for line in fh:
+                path = line.split()[-1] if len(line.split()) >= 6 else ""
+                if fragment in os.path.basename(path):
+                    return path
+    except OSError:  # pragma: no cover - not Linux
+        pass
+    return None
+
+
+def _mkl_dirs():
+    dirs = [os.path.join(sys.prefix, "lib")]
+    dirs += [os.path.join(p, "..", "..", "..", "lib") for p in sys.path if "site-packages" in p]
+    dirs += os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep)
+    return [d for d in dict.fromkeys(os.path.abspath(d) for d in dirs if d) if os.path.isdir(d)]
+
+
+def _find(name):
+    for d in _mkl_dirs():
+        hits = sorted(glob.glob(os.path.join(d, name + "*")))
+        if hits:
+            return hits[0]
+    return None
+
+
+@functools.lru_cache(maxsize=1)
+def load():
+    """Load MKL's ScaLAPACK and BLACS for the MPI library in use (mpi4py's).
+
+    Returns
+    -------
+    libs : types.SimpleNamespace
+        ``scalapack`` and ``blacs`` (ctypes libraries) and ``mpi_abi``
+        (``'mpich'`` or ``'openmpi'``).
+
+    Raises
+    ------
+    ImportError
+        When mpi4py, MKL's ScaLAPACK or a matching BLACS is missing.
+    """
+    import types
+
+    try:
+        from mpi4py import MPI
+    except ImportError as exc:
+        raise ImportError(f"{_HINT} ({exc})") from None
+    version = MPI.Get_library_version()
+    if "Open MPI" in version:
+        abi, blacs_name = "openmpi", "libmkl_blacs_openmpi_lp64.so"
+    else:  # MPICH, Intel MPI, MVAPICH: the MPICH ABI
+        abi, blacs_name = "mpich", "libmkl_blacs_intelmpi_lp64.so"
+    mode = os.RTLD_GLOBAL | os.RTLD_LAZY
+    mpi_lib = _loaded_library("libmpi.so") or _find("libmpi.so")
+    if mpi_lib is None:
+        raise ImportError(f"{_HINT} (the MPI library that mpi4py loaded was not found)")
+    names = ["libmkl_core.so", "libmkl_sequential.so", "libmkl_intel_lp64.so", blacs_name,
+             "libmkl_scalapack_lp64.so"]
+    paths = [_find(n) for n in names]
+    missing = [n for n, p in zip(names, paths) if p is None]
+    if missing:
+        raise ImportError(f"{_HINT} (not found: {', '.join(missing)}; looked in "
+                          f"{', '.join(_mkl_dirs())})")
+    try:
+        ctypes.CDLL(mpi_lib, mode=mode)  # MKL's BLACS resolves MPI symbols globally
+        handles = [ctypes.CDLL(p, mode=mode) for p in paths]
+    except OSError as exc:
+        raise ImportError(f"{_HINT} ({exc})") from None
+    return types.SimpleNamespace(scalapack=handles[-1], blacs=handles[3], mpi_abi=abi,
+                                 paths=[mpi_lib] + paths)
+
+
+def grid_shape(n_ranks):
+    """The most square process grid ``nprow x npcol = n_ranks`` with ``nprow <= npcol``."""
+    nprow = int(np.sqrt(n_ranks))
+    while n_ranks % nprow:
+        nprow -= 1
+    return nprow, n_ranks // nprow
+
+
+def local_indices(n, nb, iproc, nprocs):
+    """Global indices of the rows (or columns) a process owns in a block-cyclic
+    distribution of ``n`` rows in blocks of ``nb`` over ``nprocs`` processes."""
+    blocks = np.arange(iproc, (n + nb - 1) // nb, nprocs)
+    if blocks.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    idx = (blocks[:, None] * nb + np.arange(nb)[None, :]).ravel()
+    return idx[idx < n].astype(np.int64)
+
+
+class Grid:
+    """A BLACS process grid over an mpi4py communicator (a context manager)."""
+
+    def __init__(self, mpi_comm):
+        from mpi4py import MPI
+
+        self.libs = load()
+        self.nprow, self.npcol = grid_shape(mpi_comm.Get_size())
+        handle = MPI._handleof(mpi_comm)
+        arg = ctypes.c_int(handle) if self.libs.mpi_abi == "mpich" else ctypes.c_void_p(handle)
+        blacs = self.libs.blacs
+        self._system = blacs.Csys2blacs_handle(arg)
+        self.ctxt = _I(self._system)
+        blacs.Cblacs_gridinit(ctypes.byref(self.ctxt), b"R", self.nprow, self.npcol)
+        r, c, pr, pc = _I(), _I(), _I(), _I()
+        blacs.Cblacs_gridinfo(self.ctxt, ctypes.byref(r), ctypes.byref(c), ctypes.byref(pr),
+                              ctypes.byref(pc))
+        self.myrow, self.mycol = pr.value, pc.value
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.libs.blacs.Cblacs_gridexit(self.ctxt)
+        self.libs.blacs.Cfree_blacs_system_handle(self._system)
+        return False
+
+    def rows(self, n, nb):
+        return local_indices(n, nb, self.myrow, self.nprow)
+
+    def cols(self, n, nb):
+        return local_indices(n, nb, self.mycol, self.npcol)
+
+    def descriptor(self, m, n, nb, lld):
+        desc = (_I * 9)()
+        info = _I()
+        self.libs.scalapack.descinit_(desc, _ref(m), _ref(n), _ref(nb), _ref(nb), _ref(0),
+                                      _ref(0), ctypes.byref(self.ctxt), _ref(max(1, lld)),
+                                      ctypes.byref(info))
+        if info.value != 0:  # pragma: no cover - arguments are checked above
+            raise ValueError(f"descinit failed with info={info.value}")
+        return desc
+
+
+def _ref(v):
+    return ctypes.byref(_I(int(v)))
+
+
+def cholesky_solve(grid, A_local, B_local, n, nrhs, nb):
+    """Solve ``A X = B`` for a symmetric positive definite ``A`` (n x n), both
+    distributed block-cyclically (blocks of ``nb``) on ``grid``.
+
+    ``A_local`` (Fortran order, this process's block) is overwritten by its
+    Cholesky factor and ``B_local`` by the solution. Returns ScaLAPACK's
+    ``info`` (0 on success, i > 0 when the leading minor of order i is not
+    positive definite); it is the same on every process.
+    """
+    sl = grid.libs.scalapack
+    mloc = A_local.shape[0]
+    desca = grid.descriptor(n, n, nb, mloc)
+    descb = grid.descriptor(n, nrhs, nb, mloc)
+    info = _I()
+    sl.pdpotrf_(b"L", _ref(n), A_local.ctypes.data_as(ctypes.c_void_p), _ref(1), _ref(1),
+                desca, ctypes.byref(info), ctypes.c_size_t(1))
+    if info.value != 0:
+        return info.value
+    sl.pdpotrs_(b"L", _ref(n), _ref(nrhs), A_local.ctypes.data_as(ctypes.c_void_p), _ref(1),
+                _ref(1), desca, B_local.ctypes.data_as(ctypes.c_void_p), _ref(1), _ref(1),
+                descb, ctypes.byref(info), ctypes.c_size_t(1))
+    return info.value

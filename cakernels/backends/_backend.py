@@ -1,0 +1,366 @@
+"""The backends: where the independent per-partition solves run, how data moves,
+and how many threads every local solve may use.
+
+A backend object is configuration only (it is a hyper-parameter of the
+estimators, so it is cloned, compared and pickled with them). A fit opens a
+:class:`Session` on it, which owns for the length of the fit:
+
+* the communicator (:class:`~cakernels.backends._comm.Communicator`, or the
+  one-process :class:`~cakernels.backends._comm.SelfCommunicator`) and its
+  communication counters;
+* placement: which rank solves which partition (:meth:`Session.place`);
+* the thread budget: ``workers x threads`` never exceeds the cores this
+  process may use; BLAS is limited once around the parallel region, and every
+  local solve is handed its share (``Session.threads``) for its OpenMP threads;
+* running the local tasks (:meth:`Session.map`), serially or on threads.
+"""
+
+import contextlib
+import os
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from ._comm import Communicator, SelfCommunicator
+
+BACKEND_NAMES = ("serial", "threads", "mpi")
+
+_MPI_HINT = ('backend="mpi" needs mpi4py and an MPI library: install them with '
+             'pip install "cakernels[mpi]" (the MPICH wheel and mpi4py, no system '
+             'packages needed)')
+
+
+def cpu_count():
+    """Cores this process may use: its CPU affinity, capped by a cgroup CPU quota."""
+    try:
+        n = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - non-Linux
+        n = os.cpu_count() or 1
+    quota = _cgroup_cpu_limit()
+    if quota is not None:
+        n = min(n, quota)
+    return max(1, n)
+
+
+def _cgroup_cpu_limit():
+    """Whole cores allowed by a cgroup v2 (cpu.max) or v1 (cfs quota) limit, or None."""
+    try:
+        with open("/sys/fs/cgroup/cpu.max", encoding="ascii") as fh:
+            quota, period = fh.read().split()[:2]
+        if quota != "max":
+            return max(1, int(float(quota) / float(period)))
+        return None
+    except (OSError, ValueError):
+        pass
+    try:
+        with open("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", encoding="ascii") as fh:
+            quota = int(fh.read())
+        with open("/sys/fs/cgroup/cpu/cpu.cfs_period_us", encoding="ascii") as fh:
+            period = int(fh.read())
+        if quota > 0 and period > 0:
+            return max(1, quota // period)
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def effective_n_jobs(n_jobs, n_cpu=None):
+    """Workers for ``n_jobs`` as in scikit-learn: None = every core, negative
+    values count back from it (-1 = all cores)."""
+    n_cpu = cpu_count() if n_cpu is None else n_cpu
+    if n_jobs is None:
+        return n_cpu
+    n_jobs = int(n_jobs)
+    if n_jobs == 0:
+        raise ValueError("n_jobs == 0 has no meaning; use None, a positive or a negative int")
+    if n_jobs < 0:
+        return max(1, n_cpu + 1 + n_jobs)
+    return n_jobs
+
+
+def lpt_placement(costs, n_ranks):
+    """Owner rank of every task: longest processing time first (largest cost to
+    the least loaded rank, ties to the lowest rank). Equal costs give every
+    rank ``floor`` or ``ceil`` of ``len(costs) / n_ranks`` tasks."""
+    costs = np.asarray(costs, dtype=np.float64)
+    owners = np.empty(costs.size, dtype=np.int64)
+    load = np.zeros(n_ranks)
+    count = np.zeros(n_ranks, dtype=np.int64)
+    for j in np.argsort(-costs, kind="stable"):
+        r = int(np.lexsort((np.arange(n_ranks), count, load))[0])
+        owners[j] = r
+        load[r] += costs[j]
+        count[r] += 1
+    return owners
+
+
+def _progress(iterable, total, verbose, desc):
+    """Wrap ``iterable`` in a tqdm progress bar when ``verbose`` (and tqdm is there)."""
+    if not verbose:
+        return iterable
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:  # plain log lines without tqdm
+        def _log():
+            for i, item in enumerate(iterable, 1):
+                print(f"[cakernels] {desc}: {i}/{total}", file=sys.stderr)
+                yield item
+        return _log()
+    return tqdm(iterable, total=total, desc=desc, leave=False, file=sys.stderr)
+
+
+class Backend:
+    """Base class of the backends (configuration; a fit opens a :class:`Session`)."""
+
+    name = "serial"
+    sharded = False
+
+    def session(self, n_jobs=None, verbose=False):
+        """Open a :class:`Session` for one fit or prediction."""
+        return Session(self, SelfCommunicator(), n_workers=1, threads=cpu_count(),
+                       verbose=verbose, limit_blas=False)
+
+    def __repr__(self):
+        return f"{type(self).__name__}()"
+
+    def __eq__(self, other):
+        return type(self) is type(other) and self.__dict__ == other.__dict__
+
+    def __hash__(self):
+        return hash(type(self))
+
+
+class SerialBackend(Backend):
+    """Solve the partitions one after another in this thread (the reference).
+
+    Every local solve may use every core of the process (OpenMP solvers get
+    ``cpu_count()`` threads; BLAS keeps its own setting).
+
+    Examples
+    --------
+    >>> from cakernels.backends import SerialBackend
+    >>> with SerialBackend().session() as s:
+    ...     s.map(lambda t: t * t, [1, 2, 3])
+    [1, 4, 9]
+    """
+
+    name = "serial"
+
+
+class ThreadsBackend(Backend):
+    """Solve the partitions on a pool of threads of this process.
+
+    The solvers (LIBSVM through scikit-learn, LAPACK, the native kernels and
+    solvers) release the GIL, so partitions really run concurrently. The
+    thread budget is ``workers x threads per worker <= cores``: BLAS is
+    limited once around the pool, and the OpenMP solvers get the same share.
+
+    Parameters
+    ----------
+    n_jobs : int, default=None
+        Worker threads (None: every core; negative values count back from it).
+
+    Examples
+    --------
+    >>> from cakernels.backends import ThreadsBackend
+    >>> with ThreadsBackend(n_jobs=2).session() as s:
+    ...     s.map(lambda t: t + 1, [1, 2, 3])
+    [2, 3, 4]
+    """
+
+    name = "threads"
+
+    def __init__(self, n_jobs=None):
+        self.n_jobs = n_jobs
+
+    def __repr__(self):
+        return f"ThreadsBackend(n_jobs={self.n_jobs!r})"
+
+    def session(self, n_jobs=None, verbose=False):
+        n_cpu = cpu_count()
+        workers = effective_n_jobs(self.n_jobs if n_jobs is None else n_jobs, n_cpu)
+        return Session(self, SelfCommunicator(), n_workers=workers,
+                       threads=max(1, n_cpu // workers), verbose=verbose, limit_blas=True)
+
+
+class MPIBackend(Backend):
+    """Distributed training under ``mpiexec``: partitions spread over MPI ranks.
+
+    SPMD: every rank runs the same script and calls ``fit`` with the same
+    parameters. Each rank solves the partitions placed on it, one after
+    another, with OpenMP/BLAS threads defaulting to the cores of that rank
+    (the process's cores shared by the ranks of its node, or its CPU binding).
+    After ``fit`` every rank holds the same complete model.
+
+    Parameters
+    ----------
+    comm : mpi4py.MPI.Comm, default=None
+        The communicator (None: ``MPI.COMM_WORLD``), e.g. a sub-communicator
+        from ``COMM_WORLD.Split``.
+    sharded : bool, default=False
+        ``False`` (root mode, the reference's casvm1): rank 0's ``X, y`` are
+        used (other ranks may pass the same arrays or ``None``); rank 0
+        partitions and scatters the partitions. ``True`` (sharded mode,
+        casvm2): every rank passes only its own rows (for example from
+        :func:`cakernels.datasets.load_svmlight_shard`); the partitioners run
+        distributed and one all-to-all moves every sample to the rank of its
+        partition (random partitions move nothing).
+
+    Notes
+    -----
+    mpi4py is imported when a fit starts; without it an ``ImportError``
+    names the install extra (``pip install "cakernels[mpi]"``). Launch with
+    the environment's own ``mpiexec`` and ``python -m mpi4py`` so that an
+    exception on one rank ends every rank::
+
+        mpiexec -n 4 python -m mpi4py train.py
+
+    The backend object holds no MPI state: it pickles and clones with its
+    estimator (a pickled ``comm`` other than ``COMM_WORLD`` is not kept).
+
+    Examples
+    --------
+    >>> from cakernels.backends import MPIBackend
+    >>> MPIBackend(sharded=True)
+    MPIBackend(comm=None, sharded=True)
+    """
+
+    name = "mpi"
+
+    def __init__(self, comm=None, sharded=False):
+        self.comm = comm
+        self.sharded = sharded
+
+    def __repr__(self):
+        comm = None if self.comm is None else "<comm>"
+        return f"MPIBackend(comm={comm}, sharded={self.sharded!r})"
+
+    def __eq__(self, other):
+        return (type(self) is type(other) and self.comm is other.comm
+                and self.sharded == other.sharded)
+
+    def __hash__(self):
+        return hash((type(self), self.sharded))
+
+    def __deepcopy__(self, memo):
+        # a communicator is a handle to shared MPI state: never copied
+        return MPIBackend(comm=self.comm, sharded=self.sharded)
+
+    def __getstate__(self):
+        return {"comm": None, "sharded": self.sharded}
+
+    def mpi_comm(self):
+        """The mpi4py communicator (imports mpi4py; ImportError names the extra)."""
+        try:
+            from mpi4py import MPI
+        except ImportError as exc:
+            raise ImportError(f"{_MPI_HINT} ({exc})") from None
+        return MPI.COMM_WORLD if self.comm is None else self.comm
+
+    def session(self, n_jobs=None, verbose=False):
+        comm = Communicator(self.mpi_comm())
+        return Session(self, comm, n_workers=1, threads=_cores_of_rank(comm.comm),
+                       verbose=verbose and comm.rank == 0, limit_blas=True)
+
+
+def _cores_of_rank(mpi_comm):
+    """Cores of this rank: the process's cores shared among the ranks of its node,
+    unless a CPU binding already gives it fewer than the node has."""
+    n = cpu_count()
+    if n < (os.cpu_count() or n):  # bound by affinity or a quota: its own cores
+        return n
+    from mpi4py import MPI
+
+    node = mpi_comm.Split_type(MPI.COMM_TYPE_SHARED)
+    try:
+        return max(1, n // node.Get_size())
+    finally:
+        node.Free()
+
+
+def get_backend(backend, n_jobs=None):
+    """Resolve a backend given by name (``'serial'``, ``'threads'``, ``'mpi'``) or
+    instance. ``n_jobs`` configures ``'threads'``."""
+    if isinstance(backend, Backend):
+        return backend
+    if backend == "serial":
+        return SerialBackend()
+    if backend == "threads":
+        return ThreadsBackend(n_jobs=n_jobs)
+    if backend == "mpi":
+        return MPIBackend()
+    raise ValueError(f"backend must be one of {BACKEND_NAMES} or a Backend instance, "
+                     f"got {backend!r}")
+
+
+class Session:
+    """A backend at work for one fit: communicator, counters, placement, threads.
+
+    Attributes
+    ----------
+    backend : Backend
+    comm : communicator
+        Counted; ``comm.rank`` and ``comm.size`` (1 without MPI).
+    n_workers : int
+        Local solves run concurrently in this process.
+    threads : int
+        OpenMP/BLAS threads for every local solve.
+    """
+
+    def __init__(self, backend, comm, *, n_workers, threads, verbose, limit_blas):
+        self.backend = backend
+        self.comm = comm
+        self.n_workers = int(n_workers)
+        self.threads = int(threads)
+        self.verbose = verbose
+        self._limit_blas = limit_blas
+        self._stack = None
+
+    @property
+    def rank(self):
+        return self.comm.rank
+
+    @property
+    def size(self):
+        return self.comm.size
+
+    @property
+    def is_root(self):
+        return self.comm.rank == 0
+
+    @property
+    def sharded(self):
+        return bool(getattr(self.backend, "sharded", False))
+
+    def __enter__(self):
+        self._stack = contextlib.ExitStack()
+        if self._limit_blas:
+            from threadpoolctl import threadpool_limits
+
+            # once, around the whole parallel region: workers never change it
+            self._stack.enter_context(threadpool_limits(limits=self.threads, user_api="blas"))
+        return self
+
+    def __exit__(self, *exc):
+        stack, self._stack = self._stack, None
+        return stack.__exit__(*exc) if stack is not None else False
+
+    def place(self, costs):
+        """Owner rank of every partition (LPT on ``costs``; all on rank 0 without MPI)."""
+        return lpt_placement(costs, self.size)
+
+    def map(self, func, tasks, desc="partitions"):
+        """``[func(t) for t in tasks]`` on this process's workers, in task order."""
+        tasks = list(tasks)
+        workers = min(self.n_workers, max(len(tasks), 1))
+        if workers <= 1:
+            return [func(t) for t in _progress(tasks, len(tasks), self.verbose, desc)]
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            return list(_progress(pool.map(func, tasks), len(tasks), self.verbose, desc))
+
+    def comm_report(self):
+        """Every rank's communication summary (collective under MPI)."""
+        from ._comm import comm_report
+
+        return comm_report(self.comm.allgather(self.comm.counter.summary()))

@@ -1,0 +1,374 @@
+"""One communicator wrapper through which every message of the package goes.
+
+:class:`Communicator` wraps an mpi4py communicator; :class:`SelfCommunicator` is
+the same interface for one process without MPI, so that the distributed
+algorithms keep their maths in one function with serial defaults (rank 0 of
+1). Every call counts what this rank sends in a :class:`CommCounter`, by phase
+and by operation, so that no estimator counts by hand.
+
+What is counted (the volume each rank injects, as the reference's Tables 2.6
+and 2.7 count it: every datum once, when it leaves its rank):
+
+=====================  ===========================================================
+operation              bytes and messages counted on a rank
+=====================  ===========================================================
+Send                   the buffer, 1 message
+Bcast, bcast_obj       the root: the buffer (or its pickle) once, 1 message
+Scatterv               the root: the chunks for other ranks, 1 message per non-empty chunk
+Gatherv                every rank but the root: its chunk, 1 message if non-empty
+Allgatherv, allgather  every rank: its chunk (or pickle) once, 1 message if non-empty
+Allreduce, allreduce   every rank: its buffer once, 1 message
+Alltoallv              every rank: the chunks for other ranks, 1 message per non-empty
+Barrier, Recv          nothing
+=====================  ===========================================================
+
+The shapes and dtypes that buffer calls exchange before their payload are
+counted too, under the operation ``metadata`` (so that ``by_op`` shows every
+payload exactly and the totals include everything). Nothing is counted on a communicator of one process. NumPy arrays travel
+with the buffer (upper-case) calls; only small Python objects are pickled.
+"""
+
+import contextlib
+import pickle
+
+import numpy as np
+
+#: the phases of a fit and of a prediction, in the order they happen
+PHASES = ("setup", "partitioning", "redistribution", "training", "model_gather", "prediction")
+
+
+class CommCounter:
+    """Bytes and messages this rank sent, by phase and by operation."""
+
+    def __init__(self):
+        self.current = "setup"
+        self.table = {}  # (phase, op) -> [bytes, messages, calls]
+
+    @contextlib.contextmanager
+    def phase(self, name):
+        """Count the calls made inside the block under phase ``name``."""
+        if name not in PHASES:
+            raise ValueError(f"unknown phase {name!r}; expected one of {PHASES}")
+        previous, self.current = self.current, name
+        try:
+            yield self
+        finally:
+            self.current = previous
+
+    def record(self, op, nbytes, messages):
+        row = self.table.setdefault((self.current, op), [0, 0, 0])
+        row[0] += int(nbytes)
+        row[1] += int(messages)
+        row[2] += 1
+
+    def summary(self):
+        """``{'bytes', 'messages', 'by_phase', 'by_op'}`` of this rank (plain dicts)."""
+        by_phase = {p: {"bytes": 0, "messages": 0} for p in PHASES}
+        by_op = {}
+        total_b = total_m = 0
+        for (phase, op), (b, m, calls) in sorted(self.table.items()):
+            by_phase[phase]["bytes"] += b
+            by_phase[phase]["messages"] += m
+            o = by_op.setdefault(op, {"bytes": 0, "messages": 0, "calls": 0})
+            o["bytes"] += b
+            o["messages"] += m
+            o["calls"] += calls
+            total_b += b
+            total_m += m
+        return {"bytes": total_b, "messages": total_m, "by_phase": by_phase, "by_op": by_op}
+
+
+def comm_report(rank_summaries):
+    """``fit_stats_['comm']``: every rank's summary, their sum and the totals."""
+    total = {"bytes": 0, "messages": 0, "by_phase": {p: {"bytes": 0, "messages": 0}
+                                                      for p in PHASES}, "by_op": {}}
+    for s in rank_summaries:
+        total["bytes"] += s["bytes"]
+        total["messages"] += s["messages"]
+        for p, v in s["by_phase"].items():
+            total["by_phase"][p]["bytes"] += v["bytes"]
+            total["by_phase"][p]["messages"] += v["messages"]
+        for op, v in s["by_op"].items():
+            t = total["by_op"].setdefault(op, {"bytes": 0, "messages": 0, "calls": 0})
+            for k in t:
+                t[k] += v[k]
+    return {"n_ranks": len(rank_summaries), "ranks": list(rank_summaries), "total": total}
+
+
+def _as_array(a, dtype=None):
+    return np.ascontiguousarray(a if dtype is None else np.asarray(a, dtype=dtype))
+
+
+class _BaseCommunicator:
+    """Shared logic; subclasses provide the transport."""
+
+    rank = 0
+    size = 1
+
+    def __init__(self):
+        self.counter = CommCounter()
+
+    def phase(self, name):
+        return self.counter.phase(name)
+
+    def _count(self, op, nbytes, messages):
+        if self.size > 1:
+            self.counter.record(op, nbytes, messages)
+
+    # ------------------------------------------------------------- agreement
+    def agree(self, error):
+        """Collective error check: ``error`` is this rank's message or None.
+
+        When any rank has an error, every rank raises the same ``ValueError``
+        (the lowest failing rank's message, naming the rank when there are
+        several), so that an SPMD job ends cleanly on every rank.
+        """
+        errors = self.allgather(error)
+        bad = [(r, e) for r, e in enumerate(errors) if e is not None]
+        if bad:
+            rank, msg = bad[0]
+            prefix = f"rank {rank}: " if self.size > 1 else ""
+            raise ValueError(prefix + str(msg))
+
+    def run_collectively(self, func, *args, **kwargs):
+        """Call ``func`` on this rank; if it raises on any rank, every rank raises.
+
+        The failing rank re-raises its own exception; the others raise a
+        ``RuntimeError`` naming it, so that no rank waits forever in the next
+        collective call.
+        """
+        try:
+            result = func(*args, **kwargs)
+            failure = None
+        except Exception as exc:  # re-raised below, on every rank
+            result, failure = exc, f"{type(exc).__name__}: {exc}"
+        failures = self.allgather(failure)
+        bad = [(r, f) for r, f in enumerate(failures) if f is not None]
+        if bad:
+            if failure is not None:
+                raise result
+            rank, msg = bad[0]
+            raise RuntimeError(f"rank {rank} failed: {msg}")
+        return result
+
+
+class SelfCommunicator(_BaseCommunicator):
+    """The communicator of one process, without MPI (nothing is counted)."""
+
+    def Bcast(self, arr, root=0):
+        return arr
+
+    def bcast_obj(self, obj, root=0):
+        return obj
+
+    def allgather(self, obj):
+        return [obj]
+
+    def Allgatherv(self, arr):
+        return [np.asarray(arr)]
+
+    def Scatterv(self, chunks, root=0):
+        return chunks[0]
+
+    def Gatherv(self, arr, root=0):
+        return [np.asarray(arr)]
+
+    def Allreduce(self, arr, op="sum"):
+        return np.array(arr, copy=True)
+
+    def allreduce(self, value, op="sum"):
+        arr = np.asarray(value)
+        return arr.copy() if arr.ndim else arr.item()
+
+    def Alltoallv(self, chunks):
+        return [np.asarray(chunks[0])]
+
+    def Send(self, arr, dest, tag=0):  # pragma: no cover - one process has no peer
+        raise RuntimeError("a one-process communicator has no other rank to send to")
+
+    def Recv(self, source, tag=0):  # pragma: no cover
+        raise RuntimeError("a one-process communicator has no other rank to receive from")
+
+    def Barrier(self):
+        return None
+
+
+_MPI_OPS = {"sum": "SUM", "max": "MAX", "min": "MIN"}
+
+
+class Communicator(_BaseCommunicator):
+    """A counted wrapper of an mpi4py communicator.
+
+    Parameters
+    ----------
+    comm : mpi4py.MPI.Comm
+        Any intra-communicator (``COMM_WORLD`` or a sub-communicator).
+    """
+
+    def __init__(self, comm):
+        super().__init__()
+        from mpi4py import MPI
+
+        self._MPI = MPI
+        self.comm = comm
+        self.rank = comm.Get_rank()
+        self.size = comm.Get_size()
+
+    # ------------------------------------------------------------- objects
+    def bcast_obj(self, obj, root=0):
+        data = pickle.dumps(obj, protocol=5) if self.rank == root else None
+        if self.rank == root:
+            self._count("bcast", len(data), 1)
+        data = self.comm.bcast(data, root=root)
+        return obj if self.rank == root else pickle.loads(data)
+
+    def allgather(self, obj):
+        data = pickle.dumps(obj, protocol=5)
+        self._count("allgather", len(data), 1)
+        return [pickle.loads(d) for d in self.comm.allgather(data)]
+
+    def allreduce(self, value, op="sum"):
+        """Reduce a number or an array over the ranks (returned on every rank)."""
+        arr = np.asarray(value)
+        out = self.Allreduce(np.atleast_1d(arr), op)
+        return out.reshape(arr.shape) if arr.ndim else out[0].item()
+
+    # ------------------------------------------------------------- metadata
+    def _bcast_meta(self, obj, root):
+        data = pickle.dumps(obj, protocol=5) if self.rank == root else None
+        if self.rank == root:
+            self._count("metadata", len(data), 1)
+        return pickle.loads(self.comm.bcast(data, root=root))
+
+    def _gather_meta(self, obj, root):
+        data = pickle.dumps(obj, protocol=5)
+        if self.rank != root:
+            self._count("metadata", len(data), 1)
+        out = self.comm.gather(data, root=root)
+        return None if out is None else [pickle.loads(d) for d in out]
+
+    def _allgather_meta(self, obj):
+        data = pickle.dumps(obj, protocol=5)
+        self._count("metadata", len(data), 1)
+        return [pickle.loads(d) for d in self.comm.allgather(data)]
+
+    # ------------------------------------------------------------- buffers
+    def _mpi_op(self, op):
+        return getattr(self._MPI, _MPI_OPS[op])
+
+    def Bcast(self, arr, root=0):
+        """Broadcast an array from ``root``; other ranks may pass None (shape and
+        dtype travel first)."""
+        meta = self._bcast_meta((arr.shape, arr.dtype.str) if self.rank == root else None,
+                                root)
+        if self.rank == root:
+            buf = _as_array(arr)
+            self._count("Bcast", buf.nbytes, 1)
+        else:
+            buf = np.empty(meta[0], dtype=np.dtype(meta[1]))
+        self.comm.Bcast(buf, root=root)
+        return buf
+
+    def Allreduce(self, arr, op="sum"):
+        buf = _as_array(arr)
+        out = np.empty_like(buf)
+        self._count("Allreduce", buf.nbytes, 1)
+        self.comm.Allreduce(buf, out, op=self._mpi_op(op))
+        return out
+
+    def Allgatherv(self, arr):
+        """Every rank's array (same dtype and trailing shape), in rank order."""
+        buf = _as_array(arr)
+        sizes = self._allgather_meta((buf.shape, buf.dtype.str))
+        self._count("Allgatherv", buf.nbytes, int(buf.nbytes > 0))
+        counts = np.array([int(np.prod(s)) for s, _ in sizes], dtype=np.int64)
+        dtype = np.dtype(sizes[0][1])
+        out = np.empty(int(counts.sum()), dtype=dtype)
+        displs = np.concatenate([[0], np.cumsum(counts)[:-1]])
+        self.comm.Allgatherv(buf.ravel(), [out, counts, displs, self._MPI._typedict[dtype.char]])
+        return [out[d:d + c].reshape(s) for (s, _), d, c in zip(sizes, displs, counts)]
+
+    def Scatterv(self, chunks, root=0):
+        """Rank ``root`` sends ``chunks[r]`` (arrays of one dtype) to every rank
+        ``r``; every rank returns its own chunk. Other ranks pass None."""
+        if self.rank == root:
+            chunks = [_as_array(c) for c in chunks]
+            meta = [(c.shape, c.dtype.str) for c in chunks]
+            others = [c.nbytes for r, c in enumerate(chunks) if r != root]
+            self._count("Scatterv", sum(others), sum(1 for b in others if b > 0))
+        else:
+            meta = None
+        meta = self._bcast_meta(meta, root)
+        shape, dt = meta[self.rank]
+        dtype = np.dtype(dt)
+        out = np.empty(shape, dtype=dtype)
+        mpitype = self._MPI._typedict[dtype.char]
+        if self.rank == root:
+            counts = np.array([int(np.prod(s)) for s, _ in meta], dtype=np.int64)
+            displs = np.concatenate([[0], np.cumsum(counts)[:-1]])
+            send = np.concatenate([c.ravel() for c in chunks]) if chunks else np.empty(0, dtype)
+            self.comm.Scatterv([send, counts, displs, mpitype], out.reshape(-1), root=root)
+        else:
+            self.comm.Scatterv(None, out.reshape(-1), root=root)
+        return out
+
+    def Gatherv(self, arr, root=0):
+        """Rank ``root`` receives every rank's array (a list in rank order);
+        other ranks return None."""
+        buf = _as_array(arr)
+        meta = self._gather_meta((buf.shape, buf.dtype.str), root)
+        if self.rank != root:
+            self._count("Gatherv", buf.nbytes, int(buf.nbytes > 0))
+            self.comm.Gatherv(buf.ravel(), None, root=root)
+            return None
+        dtype = np.dtype(meta[0][1])
+        counts = np.array([int(np.prod(s)) for s, _ in meta], dtype=np.int64)
+        displs = np.concatenate([[0], np.cumsum(counts)[:-1]])
+        out = np.empty(int(counts.sum()), dtype=dtype)
+        self.comm.Gatherv(buf.ravel(), [out, counts, displs, self._MPI._typedict[dtype.char]],
+                          root=root)
+        return [out[d:d + c].reshape(s) for (s, _), d, c in zip(meta, displs, counts)]
+
+    def Alltoallv(self, chunks):
+        """Every rank sends ``chunks[r]`` to rank ``r`` (arrays of one dtype and
+        trailing shape on every rank); returns the chunks received, by source."""
+        chunks = [_as_array(c) for c in chunks]
+        if len(chunks) != self.size:
+            raise ValueError(f"Alltoallv needs {self.size} chunks, got {len(chunks)}")
+        dtype = chunks[0].dtype
+        tail = chunks[0].shape[1:]
+        send_counts = np.array([c.size for c in chunks], dtype=np.int64)
+        # counts and shapes first: one small all-to-all of integers
+        recv_counts = np.empty(self.size, dtype=np.int64)
+        self._count("metadata", 8 * (self.size - 1), self.size - 1)
+        self.comm.Alltoall(send_counts, recv_counts)
+        others = [c.nbytes for r, c in enumerate(chunks) if r != self.rank]
+        self._count("Alltoallv", sum(others), sum(1 for b in others if b > 0))
+        sdispl = np.concatenate([[0], np.cumsum(send_counts)[:-1]])
+        rdispl = np.concatenate([[0], np.cumsum(recv_counts)[:-1]])
+        send = np.concatenate([c.ravel() for c in chunks]) if chunks else np.empty(0, dtype)
+        recv = np.empty(int(recv_counts.sum()), dtype=dtype)
+        mpitype = self._MPI._typedict[dtype.char]
+        self.comm.Alltoallv([send, send_counts, sdispl, mpitype],
+                            [recv, recv_counts, rdispl, mpitype])
+        return [recv[d:d + c].reshape((-1,) + tail) for d, c in zip(rdispl, recv_counts)]
+
+    def Send(self, arr, dest, tag=0):
+        buf = _as_array(arr)
+        header = pickle.dumps((buf.shape, buf.dtype.str), protocol=5)
+        self._count("metadata", len(header), 1)
+        self.comm.send(header, dest=dest, tag=tag)
+        self._count("Send", buf.nbytes, 1)
+        self.comm.Send(buf, dest=dest, tag=tag)
+
+    def Recv(self, source, tag=0):
+        shape, dt = pickle.loads(self.comm.recv(source=source, tag=tag))
+        buf = np.empty(shape, dtype=np.dtype(dt))
+        self.comm.Recv(buf, source=source, tag=tag)
+        return buf
+
+    def Barrier(self):
+        self.comm.Barrier()
+
+    def Abort(self, code=1):
+        self.comm.Abort(code)
