@@ -21,9 +21,11 @@ from pathlib import Path
 
 PROG = "cakernels"
 
-#: marker and version of the model files written by ``cakernels fit``
+#: marker and version of the model files written by ``cakernels fit``; version 2 adds the
+#: metadata ``index_base`` (the feature-index base of the training file, which the
+#: prediction files are read with)
 MODEL_FORMAT = "cakernels-model"
-MODEL_FORMAT_VERSION = 1
+MODEL_FORMAT_VERSION = 2
 
 SVM_METHODS = ("casvc", "fcfssvc", "bkmsvc", "cpsvc")
 KRR_METHODS = ("dckrr", "kkrr", "kkrr2", "bkrr", "bkrr2")
@@ -31,6 +33,11 @@ ORACLE_METHODS = {"bkrr3": "bkrr2", "kkrr3": "kkrr2"}  # oracle row -> model it 
 METHODS = SVM_METHODS + ("svc",) + KRR_METHODS + ("krr",)
 CLASSIFICATION_METHODS = SVM_METHODS + ("svc",)
 REGRESSION_METHODS = KRR_METHODS + ("krr",)
+TASKS = ("classification", "regression")
+#: the method ``fit`` trains when neither --method nor its options choose one
+DEFAULT_METHOD = {"classification": "casvc", "regression": "bkrr2"}
+#: whole-number targets with at most this many distinct values are class labels
+MAX_CLASS_CODES = 20
 
 #: memory budget of the scikit-learn KernelRidge baseline in ``bench`` (its n x n kernel)
 KRR_MEMORY_BUDGET = 8 * 2**30
@@ -66,6 +73,14 @@ def _show_warning(message, category, filename, lineno, file=None, line=None):
           file=sys.stderr if file is None else file)
 
 
+def _note(text):
+    print(f"{PROG}: note: {text}", file=sys.stderr)
+
+
+def _warn(text):
+    print(f"{PROG}: warning: {text}", file=sys.stderr)
+
+
 def _task_of_method(method):
     return "classification" if method in CLASSIFICATION_METHODS else "regression"
 
@@ -74,11 +89,53 @@ def _task_of_registry(task):
     return "regression" if task == "regression" else "classification"
 
 
-def _infer_task(y):
-    from sklearn.utils.multiclass import type_of_target
+def _fmt_value(v):
+    """A target value as a user wrote it: ``-1``, ``46``, ``0.5``."""
+    v = float(v)
+    return str(int(v)) if v.is_integer() else repr(v)
 
-    kind = type_of_target(y)
-    return "regression" if kind.startswith("continuous") else "classification"
+
+def _value_list(values, limit=6):
+    shown = ", ".join(_fmt_value(v) for v in values[:limit])
+    return shown + (", ..." if len(values) > limit else "")
+
+
+def _whole_numbers(values):
+    import numpy as np
+
+    return bool(np.all(np.isfinite(values)) and np.all(values == np.round(values)))
+
+
+def _infer_task(y):
+    """``(task, reason)``: does a LIBSVM file hold class labels or regression targets?
+
+    Class labels are whole numbers that take 2 distinct values, at most
+    ``MAX_CLASS_CODES`` of them, or form the contiguous class codes ``0..K`` or
+    ``1..K`` with at most half as many values as samples (letter, sector, aloi).
+    Anything else is a regression target: real values, or whole numbers with many
+    distinct values and gaps (cpusmall, cadata, abalone) or a range that class codes
+    do not take (years 1922..2011). ``reason`` completes "its targets take ...".
+    """
+    import numpy as np
+
+    y = np.asarray(y, dtype=np.float64)
+    values = np.unique(y)
+    k = values.size
+    count = f"its targets take {_fmt_int(k)} distinct value{'' if k == 1 else 's'}"
+    if not _whole_numbers(values):
+        return "regression", f"{count}, not all whole numbers"
+    if k <= MAX_CLASS_CODES:
+        return "classification", f"{count} ({_value_list(values)})"
+    lo, hi = float(values[0]), float(values[-1])
+    if hi - lo + 1 != k:
+        why = "not a contiguous range of class codes"
+    elif lo not in (0.0, 1.0):
+        why = f"the range {_fmt_value(lo)}..{_fmt_value(hi)}, which class codes do not take"
+    elif 2 * k > y.size:
+        why = f"{_fmt_value(lo)}..{_fmt_value(hi)}, too many for class codes of {_fmt_int(y.size)} samples"
+    else:
+        return "classification", f"{count}, the class codes {_fmt_value(lo)}..{_fmt_value(hi)}"
+    return "regression", f"{count} (whole numbers, {why})"
 
 
 def _umask():
@@ -87,14 +144,20 @@ def _umask():
     return mask
 
 
-def _atomic_write(path, write, binary):
-    """Write ``path`` through a temporary file in the same folder and ``os.replace``."""
+def _check_output(path):
+    """The output ``path`` as a Path, or a CLIError when it cannot be written there."""
     path = Path(path).expanduser()
-    folder = path.parent
     if path.is_dir():
         raise CLIError(f"cannot write {path}: it is a directory")
-    if not folder.is_dir():
-        raise CLIError(f"cannot write {path}: the folder {folder} does not exist")
+    if not path.parent.is_dir():
+        raise CLIError(f"cannot write {path}: the folder {path.parent} does not exist")
+    return path
+
+
+def _atomic_write(path, write, binary):
+    """Write ``path`` through a temporary file in the same folder and ``os.replace``."""
+    path = _check_output(path)
+    folder = path.parent
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
     except OSError as exc:
@@ -124,13 +187,17 @@ def _fmt_int(n):
 class _Data:
     """Loaded samples and what is known about them."""
 
-    def __init__(self, X, y, label, task, kind, name=None):
+    def __init__(self, X, y, label, task, kind, name=None, *, reason=None, index_base=None,
+                 read=None):
         self.X = X
         self.y = y
         self.label = label      # for messages
         self.task = task        # 'classification' or 'regression'
         self.kind = kind        # 'file', 'registry' or 'demo'
         self.name = name        # registry / demo name
+        self.reason = reason    # why a file's task was inferred ("its targets take ...")
+        self.index_base = index_base  # 0 or 1 for LIBSVM data, None when it has none
+        self.read = read        # a file: what the reader found (see datasets._parse_svmlight)
 
 
 def _load_demo(name):
@@ -170,20 +237,38 @@ def _int32_indices(X):
     return narrow(X.tocsr()) if sp.issparse(X) else X
 
 
-def _load_data(spec, *, split, download=True):
+def _registry_index_base(info, filenames):
+    """1 when a registry dataset was read from LIBSVM files (one-based, as every file on
+    the LIBSVM site), None when from tables (their columns have no index base)."""
+    from .datasets import get_data_home
+
+    home = get_data_home()
+    tables = {os.path.normcase(str(home / loc["path"])) for loc in info["local"]
+              if not loc["format"].startswith("libsvm")}
+    files = [filenames] if isinstance(filenames, str) else list(filenames)
+    return None if any(os.path.normcase(str(f)) in tables for f in files) else 1
+
+
+def _load_data(spec, *, split, download=True, index_base=None):
     """Load DATA: a LIBSVM file (if the path exists), ``demo``, or a registry name[:subset].
 
     ``split`` is the default subset of a registry dataset: ``'train'``, or ``'test'``
     (falls back to the train split, with a note, when there is no official test split).
+    ``index_base`` reads a LIBSVM file with that feature-index base (entries with index
+    0 in a file read one-based are dropped and counted in ``data.read``); None decides
+    it from the file (zero-based when index 0 occurs in it).
     """
-    from .datasets import load_dataset, load_svmlight
+    from .datasets import _parse_svmlight, load_dataset
 
     path = Path(spec).expanduser()
     if path.exists():
         if path.is_dir():
             raise CLIError(f"{spec}: is a directory, not a LIBSVM file")
-        X, y = load_svmlight(path)
-        return _Data(_int32_indices(X), y, str(path), _infer_task(y), "file")
+        zero_based = "auto" if index_base is None else index_base == 0
+        read = _parse_svmlight(path, zero_based=zero_based, index_0="drop")
+        task, reason = _infer_task(read.y)
+        return _Data(_int32_indices(read.X), read.y, str(path), task, "file", reason=reason,
+                     index_base=read.index_base, read=read)
     if spec.lower() in DEMO_NAMES:
         return _load_demo(DEMO_NAMES[spec.lower()])
     info, subset = _registry_info(spec)
@@ -193,12 +278,13 @@ def _load_data(spec, *, split, download=True):
             print(f"{PROG}: note: {info['name']} has no official test split; using its train split",
                   file=sys.stderr)
             subset = "train"
-    X, y = load_dataset(info["name"], subset=subset, download_if_missing=download, return_X_y=True)
-    return _Data(_int32_indices(X), y, f"{info['name']} ({subset})",
-                 _task_of_registry(info["task"]), "registry", info["name"])
+    bunch = load_dataset(info["name"], subset=subset, download_if_missing=download)
+    return _Data(_int32_indices(bunch.data), bunch.target, f"{info['name']} ({subset})",
+                 _task_of_registry(info["task"]), "registry", info["name"],
+                 index_base=_registry_index_base(info, bunch.filename))
 
 
-def _match_features(data, n_features):
+def _match_features(data, n_features, index_base=None):
     """Give a prediction set the model's feature count (LIBSVM files may end early)."""
     import numpy as np
     import scipy.sparse as sp
@@ -206,6 +292,13 @@ def _match_features(data, n_features):
     d = data.X.shape[1]
     if d == n_features:
         return data.X
+    if (d == n_features + 1 and data.kind == "file" and index_base == 0
+            and not data.read.uses_index_0):
+        raise CLIError(
+            f"{data.label} uses feature index {n_features} but never index 0: it looks "
+            f"one-based, but the model was trained on a zero-based file (features 0.."
+            f"{n_features - 1}); write it zero-based like the training file"
+        )
     if d > n_features:
         raise CLIError(
             f"{data.label} has {d} features but the model was trained on {n_features}; "
@@ -235,6 +328,80 @@ _FLAG = {"C": "--C", "gamma": "--gamma", "sigma": "--sigma", "lam": "--lam",
 
 def _verb(items):
     return "applies" if len(items) == 1 else "apply"
+
+
+def _flags(names):
+    return "/".join(_FLAG[n] for n in names)
+
+
+def _options_task(args):
+    """``(task, names)`` chosen by the estimator options given: --sigma/--lam are kernel
+    ridge options (regression), --C/--gamma SVM options (classification); ``(None, [])``
+    when neither kind is given. Both kinds at once are an error."""
+    krr, svm = _given(args, "sigma", "lam"), _given(args, "C", "gamma")
+    if krr and svm:
+        raise CLIError(f"{_flags(svm)} (SVM) and {_flags(krr)} (kernel ridge) cannot be combined: "
+                       "give the options of one kind of method (they choose the kind when "
+                       "no method is given)")
+    if krr:
+        return "regression", krr
+    if svm:
+        return "classification", svm
+    return None, []
+
+
+#: (what a task's options choose, how to choose the other task) in ``fit`` and ``bench``
+_CHOICES = {
+    "fit": {"classification": ("an SVM (casvc)", "an SVM --method", "train a classifier"),
+            "regression": ("kernel ridge regression (bkrr2)", "a kernel ridge --method",
+                           "fit a regressor")},
+    "bench": {"classification": ("the SVM methods", "SVM --methods", "compare classifiers"),
+              "regression": ("the kernel ridge methods", "kernel ridge --methods",
+                             "compare regressors")},
+}
+
+
+def _choose_task(data, args, command, methods=()):
+    """The task when no single --method fixes it: --task; a registry dataset's or a
+    demo's own task; for a LIBSVM file, the kind of the --methods given, then of the
+    options given (--sigma/--lam or --C/--gamma), then the task inferred from its
+    targets. For a file, one stderr note says what was inferred and why."""
+    if args.task is not None:
+        return args.task
+    if data.kind != "file":
+        return data.task  # known: options of the other kind are rejected by _check_options
+    kinds = {_task_of_method(m) if m in METHODS else "regression" for m in methods}
+    if len(kinds) == 1:
+        return kinds.pop()
+    option_task, given = _options_task(args)
+    choices = _CHOICES[command]
+    if option_task is not None and option_task != data.task:
+        if option_task == "classification":  # continuous targets: one error, no note
+            _check_class_labels(data.label, data.y, f"chosen by {_flags(given)}", command)
+        _note(f"{data.label}: {_flags(given)} {'chooses' if len(given) == 1 else 'choose'} "
+              f"{choices[option_task][0]}, although {data.task} was inferred: {data.reason}")
+        return option_task
+    other = "regression" if data.task == "classification" else "classification"
+    hint = ""
+    if other == "regression" or _whole_numbers(data.y):  # real values cannot be class labels
+        hint = f"; use --task {other} (or {choices[other][1]}) to {choices[other][2]}"
+    _note(f"{data.label}: {data.task} inferred: {data.reason}{hint}")
+    return data.task
+
+
+def _check_class_labels(label, y, chooser, command="fit"):
+    """A classifier needs class labels: continuous targets are one clear error (instead
+    of scikit-learn's "Unknown label type")."""
+    import numpy as np
+
+    values = np.unique(np.asarray(y, dtype=np.float64))
+    if _whole_numbers(values):
+        return
+    how = ("--method bkrr2, or --sigma/--lam without --method" if command == "fit" else
+           "the default methods of bench for these targets, or --methods bkrr2")
+    raise CLIError(f"cannot train a classifier ({chooser}) on {label}: its targets are continuous "
+                   f"({_fmt_int(values.size)} distinct values, not all whole numbers) and a "
+                   f"classifier needs class labels; kernel ridge regression fits them (e.g. {how})")
 
 
 def _check_options(methods, task, args):
@@ -421,18 +588,42 @@ def _cmd_fit(args):
     params = _estimator_params(args)
     method = args.method
     if method is not None:
-        _check_options([method], _task_of_method(method), args)
+        task = _task_of_method(method)
+        if args.task is not None and args.task != task:
+            raise CLIError(f"--method {method} is for {task}, but --task {args.task} was given")
+        _check_options([method], task, args)
         if method in ("svc", "krr") and args.n_partitions is not None:
             raise CLIError(f"--n-partitions does not apply to --method {method} "
                            "(the scikit-learn baseline has no partitions)")
         _make_estimator(method, params, 1)  # validate parameters before loading data
+    else:
+        option_task, _ = _options_task(args)  # both kinds: an error before loading the data
+        if args.task is not None:
+            _check_options([DEFAULT_METHOD[args.task]], args.task, args)
+        # bad values fail before the data is loaded (and before any note on it)
+        for candidate in [args.task or option_task] if (args.task or option_task) else TASKS:
+            _make_estimator(DEFAULT_METHOD[candidate], params, 1)
+    _check_output(args.output)  # before spending time on the data and the fit
     data = _load_data(args.data, split="train")
     if method is None:
-        method = "casvc" if data.task == "classification" else "bkrr2"
-        _check_options([method], data.task, args)
-        chosen = f" (default for {data.task}; choose with --method)"
+        task = _choose_task(data, args, "fit")
+        method = DEFAULT_METHOD[task]
+        _check_options([method], task, args)
+        chosen = f" (default for {task}; choose with --method)"
+        chooser = ("--task classification" if args.task is not None else
+                   f"chosen by {_flags(_given(args, 'C', 'gamma'))}"
+                   if _given(args, "C", "gamma") else f"{method}, the default")
     else:
         chosen = ""
+        chooser = f"--method {method}"
+    if task == "classification":
+        _check_class_labels(data.label, data.y, chooser)
+    if data.kind == "file" and data.index_base == 0:
+        n0, n = data.read.rows_with_index_0, data.X.shape[0]
+        _note(f"{data.label}: read zero-based (feature indices from 0): index 0 occurs in "
+              f"{_fmt_int(n0)} of {_fmt_int(n)} rows; the model reads prediction files "
+              "zero-based too (if the file is one-based, as LIBSVM files are, remove its 0: "
+              "entries: they shift every feature by one)")
     X, y = data.X, data.y
     est = _make_estimator(method, params, X.shape[0])
     sparse = sp.issparse(X)
@@ -457,6 +648,8 @@ def _cmd_fit(args):
         "sklearn_version": sklearn.__version__,
         "n_features": int(X.shape[1]),
         "n_samples": int(X.shape[0]),
+        # how LIBSVM prediction files are read: 0 or 1, None (tables, demos) decides per file
+        "index_base": data.index_base,
         "sparse_input": bool(sparse),
         "standardization": ({"scaler": "StandardScaler", "with_mean": not sparse}
                             if args.standardize else None),
@@ -505,14 +698,76 @@ def _prediction_lines(pred, task):
 
 
 def _predict_data(args):
+    """The model and DATA read as the model's training data was: a LIBSVM file with the
+    training file's index base (models without ``index_base`` decide it per file)."""
     model, meta = _load_model(args.model)
-    data = _load_data(args.data, split="test")
-    X = _match_features(data, int(meta["n_features"]))
+    base = meta.get("index_base")
+    data = _load_data(args.data, split="test", index_base=base)
+    n_features = int(meta["n_features"])
+    dropped = data.read.dropped_index_0 if data.read is not None else 0
+    if dropped:
+        rows = data.X.shape[0]
+        _warn(f"{data.label}: feature index 0 occurs in {_fmt_int(dropped)} of {_fmt_int(rows)} "
+              f"rows, but the model was trained on a one-based file (features 1..{n_features}): "
+              f"{'that entry was' if dropped == 1 else f'those {_fmt_int(dropped)} entries were'} "
+              "dropped (if this file is zero-based, every feature is shifted by one for this "
+              "model)")
+    X = _match_features(data, n_features, base)
     return model, meta, data, X
+
+
+def _label_desc(values):
+    k = len(values)
+    return _value_list(values) if k <= 6 else f"{_fmt_int(k)} distinct values: {_value_list(values)}"
+
+
+def _check_labels(model, meta, data, command):
+    """A classifier's DATA with labels that are not classes of the model. ``evaluate``
+    refuses data none of whose labels is a class (its accuracy would be 0) or whose
+    labels are as many as the classes but not the same (coded differently: 0/1 or 1/2
+    for -1/+1, 0..9 for 1..10), and warns when only some labels are unseen; ``predict``
+    (which ignores the labels) warns in every case."""
+    import numpy as np
+
+    if meta.get("task") != "classification":
+        return
+    classes = meta.get("classes")
+    if classes is None:
+        classes = getattr(model, "classes_", None)
+    if classes is None:
+        return
+    classes = np.unique(np.asarray(classes, dtype=np.float64))
+    y = np.asarray(data.y, dtype=np.float64)
+    unseen = ~np.isin(y, classes)
+    n_unseen = int(np.count_nonzero(unseen))
+    if not n_unseen:
+        return
+    labels, new = np.unique(y), np.unique(y[unseen])
+    counts = f"{_fmt_int(n_unseen)} of {_fmt_int(y.size)} samples"
+    if n_unseen == y.size:
+        msg = (f"{data.label}: none of its labels ({_label_desc(labels)}) is a class of the "
+               f"model ({_label_desc(classes)})")
+        wrong = "every sample would count as wrong"
+    elif labels.size == classes.size:
+        msg = (f"{data.label}: its labels ({_label_desc(labels)}) are not the classes of the "
+               f"model ({_label_desc(classes)}): {counts} have labels it never saw "
+               f"({_label_desc(new)})")
+        wrong = "those would all count as wrong"
+    else:
+        _warn(f"{data.label}: {counts} have labels the model never saw ({_label_desc(new)}; its "
+              f"classes: {_label_desc(classes)})"
+              + (": they count as errors in the accuracy" if command == "evaluate"
+                 else "; predict ignores the labels"))
+        return
+    if command == "evaluate":
+        raise CLIError(f"{msg}; {wrong} (labels coded differently, e.g. "
+                       "0/1 for -1/+1, or not the data the model was trained for?)")
+    _warn(f"{msg}; predict ignores the labels, but check that this is the right file")
 
 
 def _cmd_predict(args):
     model, meta, data, X = _predict_data(args)
+    _check_labels(model, meta, data, "predict")
     pred = model.predict(X)
     text = "\n".join(_prediction_lines(pred, meta.get("task"))) + "\n"
     if args.output in (None, "-"):
@@ -527,6 +782,7 @@ def _cmd_evaluate(args):
     import numpy as np
 
     model, meta, data, X = _predict_data(args)
+    _check_labels(model, meta, data, "evaluate")
     t0 = time.perf_counter()
     pred = model.predict(X)
     seconds = time.perf_counter() - t0
@@ -607,23 +863,29 @@ def _bench_data(args):
     rng = np.random.RandomState(SPLIT_SEED)
     out = {"standardize_X": False, "standardize_y": False, "n_partitions": 8,
            "C": None, "gamma": None, "note": fallback}
+    given = _given_methods(args)
+    if not given:
+        _options_task(args)  # both kinds of options: an error before the data is loaded
     path = Path(spec).expanduser()
     if path.exists() and not path.is_dir():
         data = _load_data(spec, split="train")
-        out.update(name=str(path), task=data.task, desc=f"{path} (fixed random 80/20 split)")
+        task = _choose_task(data, args, "bench", given or ())
+        out.update(name=str(path), task=task, desc=f"{path} (fixed random 80/20 split)")
+        _check_options(_bench_methods(args, task), task, args)
         Xtr, ytr, Xte, yte = _split(data.X, data.y, 0.8, args.max_train, args.max_test)
-        out["standardize_X"] = data.task == "regression"
+        out["standardize_X"] = task == "regression"
     elif spec.lower() in DEMO_NAMES:
         data = _load_demo(DEMO_NAMES[spec.lower()])
-        out.update(name=data.name, task=data.task, desc=f"{data.label}, fixed random 70/30 split",
-                   n_partitions=4, standardize_X=True)
+        out.update(name=data.name, task=args.task or data.task,
+                   desc=f"{data.label}, fixed random 70/30 split", n_partitions=4,
+                   standardize_X=True)
         Xtr, ytr, Xte, yte = _split(data.X, data.y, 0.7, args.max_train, args.max_test)
     else:
         info, subset = _registry_info(spec)
         if subset is not None:
             raise CLIError(f"bench takes a dataset name without a subset, got {spec!r}")
         name = info["name"]
-        task = _task_of_registry(info["task"])
+        task = args.task or _task_of_registry(info["task"])
         out.update(name=name, task=task)
         if name == "ijcnn1":
             out.update(n_partitions=16, C=32.0, gamma=2.0)
@@ -651,6 +913,12 @@ def _bench_data(args):
                 max_train = 16000
             Xtr, ytr, Xte, yte = _split(X, y, 0.8, max_train, args.max_test)
             out["desc"] = f"{name}, fixed random split (no official test split)"
+    if out["task"] == "classification":
+        svm = _given(args, "C", "gamma")
+        chooser = ("--task classification" if args.task is not None else
+                   f"--methods {' '.join(given)}" if given else
+                   f"chosen by {_flags(svm)}" if svm else "the default methods")
+        _check_class_labels(out["name"], np.concatenate([ytr, yte]), chooser, "bench")
     if out["standardize_X"]:
         from sklearn.preprocessing import StandardScaler
 
@@ -663,21 +931,29 @@ def _bench_data(args):
     return out
 
 
+def _given_methods(args):
+    """The --methods of ``bench`` (validated names, in order), or None."""
+    if not args.methods:
+        return None
+    methods = []
+    for item in args.methods:
+        for m in item.split(","):
+            m = m.strip().lower()
+            if m and m not in methods:
+                methods.append(m)
+    known = set(METHODS) | set(ORACLE_METHODS)
+    bad = [m for m in methods if m not in known]
+    if bad:
+        raise CLIError(f"unknown method {bad[0]!r} (choose from {', '.join(METHODS)}, "
+                       f"{', '.join(ORACLE_METHODS)})")
+    if not methods:
+        raise CLIError("--methods is empty")
+    return methods
+
+
 def _bench_methods(args, task):
-    if args.methods:
-        methods = []
-        for item in args.methods:
-            for m in item.split(","):
-                m = m.strip().lower()
-                if m and m not in methods:
-                    methods.append(m)
-        known = set(METHODS) | set(ORACLE_METHODS)
-        bad = [m for m in methods if m not in known]
-        if bad:
-            raise CLIError(f"unknown method {bad[0]!r} (choose from {', '.join(METHODS)}, "
-                           f"{', '.join(ORACLE_METHODS)})")
-        if not methods:
-            raise CLIError("--methods is empty")
+    methods = _given_methods(args)
+    if methods:
         for m in methods:
             if m in ORACLE_METHODS and task != "regression":
                 raise CLIError(f"{m} is an oracle bound of kernel ridge regression, "
@@ -903,8 +1179,18 @@ def _add_estimator_options(parser, *, bench=False):
     if not bench:
         g.add_argument("--method", choices=METHODS, type=str.lower,
                        help="partitioned estimator, or the scikit-learn baseline svc (SVC) / "
-                            "krr (KernelRidge); default: casvc for classification labels, bkrr2 "
-                            "for continuous targets")
+                            "krr (KernelRidge); default: casvc for classification, bkrr2 for "
+                            "regression (see --task); for a LIBSVM file, --C/--gamma choose "
+                            "casvc and --sigma/--lam bkrr2")
+    g.add_argument("--task", choices=TASKS, type=str.lower,
+                   help="classification or regression. Default: "
+                        + ("" if bench else "the --method's; otherwise ")
+                        + "a registry dataset's or demo's own task; for a LIBSVM file, the kind "
+                        + ("of the --methods or options given" if bench else "of options given")
+                        + " (--C/--gamma: SVM, --sigma/--lam: kernel ridge), else inferred "
+                          "from its targets (classification for whole numbers with at most "
+                          f"{MAX_CLASS_CODES} distinct values or forming the class codes 0..K "
+                          "or 1..K, regression otherwise; a note on stderr says which and why)")
     g.add_argument("--n-partitions", "-p", type=int, metavar="P",
                    help="number of partitions" + (" (default: 16 for ijcnn1, 4 for the demo, "
                                                   "8 otherwise)" if bench else " (default 8)"))

@@ -239,29 +239,128 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def _read_svmlight(path: Path, n_features=None):
-    """Read a (possibly compressed) LIBSVM file; errors become one-line ValueErrors."""
+class _LastLine:
+    """A binary line iterator that remembers the last line it gave (for a stream that
+    cannot be re-read: does the decompressed file end with a newline?)."""
+
+    def __init__(self, fh):
+        self._fh = fh
+        self.last = b""
+
+    def read(self, *args):  # scikit-learn's reader takes objects with a ``read``
+        return self._fh.read(*args)
+
+    def __iter__(self):
+        for line in self._fh:
+            self.last = line
+            yield line
+
+
+def _load_raw_svmlight(path: Path):
+    """``(X, y, last_byte)``: the file parsed with its indices as written (column ``i``
+    holds index ``i``) and the last byte of its (decompressed) content."""
     from sklearn.datasets import load_svmlight_file
 
+    kwargs = {"dtype": np.float64, "zero_based": True}
+    if path.suffix.lower() not in (".bz2", ".xz", ".gz"):
+        X, y = load_svmlight_file(str(path), **kwargs)
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            if fh.tell() == 0:
+                return X, y, b""
+            fh.seek(-1, os.SEEK_END)
+            return X, y, fh.read(1)
+    if path.stat().st_size <= _IN_MEMORY_MAX:
+        # sklearn's line reader is slow on decompressing file objects: decompress first
+        with _open_binary(path) as fh:
+            content = fh.read()
+        X, y = load_svmlight_file(io.BytesIO(content), **kwargs)
+        return X, y, content[-1:]
+    with _open_binary(path) as fh:
+        lines = _LastLine(fh)
+        X, y = load_svmlight_file(lines, **kwargs)
+    return X, y, lines.last[-1:]
+
+
+def _check_zero_based(zero_based):
+    if zero_based == "auto" or isinstance(zero_based, (bool, np.bool_)):
+        return zero_based if zero_based == "auto" else bool(zero_based)
+    raise ValueError(f"zero_based must be 'auto', True or False, got {zero_based!r}")
+
+
+def _parse_svmlight(path: Path, n_features=None, zero_based="auto", index_0="error",
+                    _stacklevel=3):
+    """Read a (possibly compressed) LIBSVM file; errors become one-line ValueErrors.
+
+    ``zero_based``: ``"auto"`` reads the file zero-based when feature index 0 occurs
+    anywhere in it and one-based otherwise (as scikit-learn decides);
+    ``True``/``False`` force the base. In a file read one-based, entries with index 0
+    cannot be placed: ``index_0="error"`` raises, ``"drop"`` drops them (and counts
+    them). Warns (``UserWarning``) when the file does not end with a newline.
+
+    Returns a Bunch: ``X`` (CSR, float64), ``y`` (float64), ``index_base`` (0 or 1),
+    ``rows_with_index_0`` (rows that use index 0; a row holds each index at most
+    once), ``dropped_index_0`` (entries dropped) and ``uses_index_0``.
+    """
     try:
-        if path.suffix.lower() not in (".bz2", ".xz", ".gz"):
-            X, y = load_svmlight_file(str(path), n_features=n_features, dtype=np.float64)
-        elif path.stat().st_size <= _IN_MEMORY_MAX:
-            # sklearn's line reader is slow on decompressing file objects: decompress first
-            with _open_binary(path) as fh:
-                raw = io.BytesIO(fh.read())
-            X, y = load_svmlight_file(raw, n_features=n_features, dtype=np.float64)
-            del raw
-        else:
-            with _open_binary(path) as fh:
-                X, y = load_svmlight_file(fh, n_features=n_features, dtype=np.float64)
+        X, y, last = _load_raw_svmlight(path)
     except (ValueError, EOFError, OSError, lzma.LZMAError, UnicodeDecodeError) as exc:
         if isinstance(exc, FileNotFoundError):
             raise
         raise ValueError(f"{path}: could not load it as a LIBSVM/svmlight file: {_one_line(exc)}") from None
-    if X.shape[0] == 0:
+    n_rows = X.shape[0]
+    if n_rows == 0:
         raise ValueError(f"{path}: the file is empty (no samples)")
-    return X, np.asarray(y, dtype=np.float64)
+    if last not in (b"", b"\n"):
+        import warnings
+
+        warnings.warn(
+            f"{path}: the last line has no newline at its end, so the file may be cut off "
+            f"(read {n_rows:,} rows; the last one may be incomplete)",
+            UserWarning, stacklevel=_stacklevel,
+        )
+    X = X.tocsr()
+    data, indices, indptr = X.data, X.indices, X.indptr
+    at_0 = indices == 0  # indices are sorted and unique per row: index 0 comes first
+    n_index_0 = int(np.count_nonzero(at_0))
+    if zero_based == "auto":
+        base = 0 if n_index_0 else 1
+    else:
+        base = 0 if zero_based else 1
+    dropped = 0
+    if base == 1:
+        if n_index_0:
+            if index_0 != "drop":
+                first = int(np.searchsorted(indptr, np.flatnonzero(at_0)[0], side="right"))
+                raise ValueError(
+                    f"{path}: feature index 0 occurs in {n_index_0:,} rows (the first is row "
+                    f"{first:,}), but the file is read one-based (indices from 1): pass "
+                    "zero_based=True or 'auto' to read it zero-based"
+                )
+            keep = ~at_0
+            removed = np.concatenate([[0], np.cumsum(at_0)])
+            data, indices, indptr = data[keep], indices[keep], indptr - removed[indptr]
+            dropped = n_index_0
+        indices -= 1  # the raw matrix is not used any more
+    max_index = int(indices.max()) if indices.size else -1  # a column number
+    width = max(max_index + 1, 1)
+    if n_features is not None:
+        if width > n_features:
+            raise ValueError(
+                f"{path}: the file has {width} features (largest index {max_index + base}, "
+                f"read {'zero' if base == 0 else 'one'}-based), more than n_features={n_features}"
+            )
+        width = n_features
+    X = type(X)((data, indices, indptr), shape=(n_rows, width))
+    return Bunch(X=X, y=np.asarray(y, dtype=np.float64), index_base=base,
+                 rows_with_index_0=n_index_0, dropped_index_0=dropped,
+                 uses_index_0=n_index_0 > 0)
+
+
+def _read_svmlight(path: Path, n_features=None, zero_based="auto"):
+    """Read a (possibly compressed) LIBSVM file; errors become one-line ValueErrors."""
+    read = _parse_svmlight(path, n_features=n_features, zero_based=zero_based, _stacklevel=5)
+    return read.X, read.y
 
 
 def _read_delimited(path: Path, fmt: str, target_column=None):
@@ -314,10 +413,20 @@ def _apply_label_map(y, label_map, path):
     return np.array([mapping[float(v)] for v in values], dtype=np.float64)[inverse].ravel()
 
 
-def load_svmlight(path, n_features=None):
+def load_svmlight(path, n_features=None, *, zero_based="auto"):
     """Load a user file in LIBSVM/svmlight format.
 
     Compressed files (``.gz``, ``.bz2``, ``.xz``) are read directly.
+
+    Feature indices in LIBSVM files start at 1 (the LIBSVM convention, followed by
+    every file on the LIBSVM site), but zero-based files exist too (scikit-learn's
+    :func:`~sklearn.datasets.dump_svmlight_file` writes them by default) and the two
+    kinds do not identify themselves.  With ``zero_based="auto"`` (scikit-learn's
+    heuristic) a file is read zero-based when index 0 occurs anywhere in it: one
+    stray ``0:`` entry in a one-based file therefore shifts every feature by one.
+    Pass ``zero_based=False`` for a file that is known to be one-based (then an index 0
+    is an error) and use the same base for a training file and the files predicted
+    with its model.
 
     Parameters
     ----------
@@ -325,7 +434,11 @@ def load_svmlight(path, n_features=None):
         The file.
     n_features : int, default=None
         Number of features; pass it so that a train and a test file agree.  By default
-        it is the largest feature index in the file.
+        it is the largest feature index in the file (plus one when zero-based).
+    zero_based : {"auto", True, False}, default="auto"
+        Whether the feature indices start at 0 (``True``) or 1 (``False``; column
+        ``j`` of ``X`` holds index ``j + 1``).  ``"auto"``: zero-based if index 0
+        occurs in the file, one-based otherwise.
 
     Returns
     -------
@@ -337,8 +450,18 @@ def load_svmlight(path, n_features=None):
     FileNotFoundError
         If the file does not exist.
     ValueError
-        If the file is empty or malformed, or has more features than ``n_features``
-        (a one-line message naming the file).
+        If the file is empty or malformed, has more features than ``n_features``, or
+        uses index 0 with ``zero_based=False`` (a one-line message naming the file).
+
+    Warns
+    -----
+    UserWarning
+        If the file does not end with a newline: it may have been cut off (the
+        message names the file and the number of rows read).
+
+    See Also
+    --------
+    sklearn.datasets.load_svmlight_file : The reader this wraps.
 
     Examples
     --------
@@ -350,8 +473,13 @@ def load_svmlight(path, n_features=None):
     >>> X, y = load_svmlight(path, n_features=4)
     >>> X.shape, y.tolist()
     ((2, 4), [1.0, -1.0])
+    >>> X.toarray()[0].tolist()  # index 1 is column 0
+    [0.5, 0.0, 1.0, 0.0]
+    >>> load_svmlight(path, zero_based=True)[0].toarray()[0].tolist()
+    [0.0, 0.5, 0.0, 1.0]
     """
     path = Path(os.fspath(path)).expanduser()
+    zero_based = _check_zero_based(zero_based)
     if not path.is_file():
         raise FileNotFoundError(f"no such file: {path}")
     if path.stat().st_size == 0:
@@ -360,8 +488,8 @@ def load_svmlight(path, n_features=None):
         if isinstance(n_features, bool) or not isinstance(n_features, numbers.Integral) or n_features < 1:
             raise ValueError(f"n_features must be a positive int or None, got {n_features!r}")
         n_features = int(n_features)
-    X, y = _read_svmlight(path, n_features=n_features)
-    return X.tocsr(), y
+    read = _parse_svmlight(path, n_features=n_features, zero_based=zero_based)
+    return read.X.tocsr(), read.y
 
 
 # --------------------------------------------------------------------------- file lookup

@@ -203,7 +203,6 @@ def test_errors_are_one_line(capsys, tmp_path, clf_files, reg_files):
         (["predict", missing, clf_files / "test.svm"], ["no such model file"]),
         (["fit", clf_files / "train.svm", "-o", model, "--C", "-1"], ["'C' parameter", "CASVC"]),
         (["fit", clf_files / "train.svm", "-o", model, "-p", "0"], ["n_partitions"]),
-        (["fit", clf_files / "train.svm", "-o", model, "-p", "500"], ["n_partitions=500"]),
         (["fit", reg_files / "train.svm", "-o", model, "--method", "krr", "--sigma", "0"],
          ["--sigma must be > 0"]),
         (["fit", reg_files / "train.svm", "-o", model, "--method", "dckrr", "--C", "3"],
@@ -218,6 +217,11 @@ def test_errors_are_one_line(capsys, tmp_path, clf_files, reg_files):
     for argv, needles in cases:
         code, out, err = run(capsys, *argv)
         assert_one_line_error(code, err, *needles)
+    # an error found by the fit itself follows the note on the task inferred from the file
+    code, out, err = run(capsys, "fit", clf_files / "train.svm", "-o", model, "-p", "500")
+    note, error = err.strip().splitlines()
+    assert note.startswith("cakernels: note: ") and "classification inferred" in note
+    assert_one_line_error(code, error, "n_partitions=500")
     assert not model.exists()
 
 
@@ -329,3 +333,280 @@ def test_module_entry_point_error(tmp_path):
     assert res.returncode == 2 and res.stdout == ""
     expected = f"cakernels: error: no such model file: {tmp_path / 'm.pkl'}"
     assert res.stderr.strip().splitlines() == [expected]
+
+
+# ----------------------------------------------- data as users mean it (the real executable)
+
+# cpusmall's targets: 56 whole numbers, 0, 1, 2 and most of 46..99 (not a range of class codes)
+CPU_LIKE = np.r_[0, 1, 2, np.setdiff1d(np.arange(46, 100), [47])]
+
+
+def lines(text):
+    return text.strip().splitlines()
+
+
+def metadata(model):
+    with open(model, "rb") as fh:
+        return pickle.load(fh)
+
+
+def relabel(src, dst, new_label):
+    """Copy a LIBSVM file with its labels replaced by ``new_label(i, label)``."""
+    out = []
+    for i, line in enumerate(src.read_text().splitlines()):
+        label, rest = line.split(" ", 1)
+        out.append(f"{new_label(i, label)} {rest}\n")
+    dst.write_text("".join(out))
+    return dst
+
+
+def with_stray_index_0(src, dst, row):
+    """Copy a one-based LIBSVM file with an extra ``0:1`` entry in one row."""
+    text = src.read_text().splitlines(keepends=True)
+    label, rest = text[row].split(" ", 1)
+    text[row] = f"{label} 0:1 {rest}"
+    dst.write_text("".join(text))
+    return dst
+
+
+@pytest.fixture(scope="module")
+def whole_files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("whole")
+    rng = np.random.RandomState(0)
+    X = rng.randn(224, 4)
+    y = rng.permutation(np.resize(CPU_LIKE, 224)).astype(float)
+    dump_svmlight_file(X, y, str(d / "cpu_like.svm"), zero_based=False)
+    return d
+
+
+@pytest.mark.parametrize("values, n, task, reason", [
+    (CPU_LIKE, 8192, "regression",  # cpusmall
+     "its targets take 56 distinct values (whole numbers, not a contiguous range of class codes)"),
+    (np.arange(15000, 500001, 125), 20640, "regression", "3,881 distinct values (whole numbers"),
+    (np.setdiff1d(np.arange(1, 30), [28]), 4177, "regression",  # abalone rings, as LIBSVM lists it
+     "its targets take 28 distinct values (whole numbers, not a contiguous range"),
+    (np.arange(1, 27), 15000, "classification", "26 distinct values, the class codes 1..26"),  # letter
+    (np.arange(1, 1001), 108000, "classification", "the class codes 1..1000"),  # aloi
+    (np.arange(0, 10), 60000, "classification", "10 distinct values (0, 1, 2, 3, 4, 5, ...)"),
+    (np.array([1, 2, 3, 5, 6, 7]), 214, "classification", "6 distinct values (1, 2, 3, 5, 6, 7)"),
+    (np.array([-1, 1]), 100, "classification", "its targets take 2 distinct values (-1, 1)"),
+    (np.array([0, 1]), 100, "classification", "2 distinct values (0, 1)"),
+    (np.arange(1922, 2012), 5000, "regression",  # years: a range class codes do not take
+     "90 distinct values (whole numbers, the range 1922..2011, which class codes do not take)"),
+    (np.arange(1, 41), 60, "regression", "too many for class codes of 60 samples"),
+    (np.array([0.5, 1.5]), 100, "regression", "2 distinct values, not all whole numbers"),
+    (np.linspace(0, 1, 300), 300, "regression", "300 distinct values, not all whole numbers"),
+])
+def test_infer_task(values, n, task, reason):
+    from cakernels._cli import _infer_task
+
+    y = np.random.RandomState(0).permutation(np.resize(values, n)).astype(float)
+    got_task, got_reason = _infer_task(y)
+    assert got_task == task and reason in got_reason, got_reason
+
+
+def test_fit_infers_regression_for_many_whole_number_targets(cakernels_cli, tmp_path,
+                                                             whole_files):
+    data, model = whole_files / "cpu_like.svm", tmp_path / "m.pkl"
+    res = cakernels_cli("fit", data, "-o", model, "-p", "2")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.startswith("BKRR2 (default for regression; choose with --method)")
+    assert lines(res.stderr) == [(
+        f"cakernels: note: {data}: regression inferred: its targets take 56 distinct values "
+        "(whole numbers, not a contiguous range of class codes); use --task classification (or "
+        "an SVM --method) to train a classifier")]
+    assert metadata(model)["metadata"]["task"] == "regression"
+    # --task overrides the inference (and says nothing)
+    res = cakernels_cli("fit", data, "-o", model, "-p", "2", "--task", "classification")
+    assert res.returncode == 0 and res.stderr == ""
+    assert res.stdout.startswith("CASVC (default for classification")
+    assert metadata(model)["metadata"]["classes"] == CPU_LIKE.tolist()
+
+
+def test_kernel_ridge_options_choose_kernel_ridge(cakernels_cli, tmp_path, clf_files, reg_files):
+    from cakernels import BKRR2
+    from cakernels.datasets import load_svmlight
+
+    train, model = clf_files / "train.svm", tmp_path / "m.pkl"
+    res = cakernels_cli("fit", train, "-o", model, "-p", "2", "--sigma", "2", "--lam", "1e-3")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.startswith("BKRR2 (default for regression")
+    assert lines(res.stderr) == [(
+        f"cakernels: note: {train}: --sigma/--lam choose kernel ridge regression (bkrr2), although "
+        "classification was inferred: its targets take 2 distinct values (-1, 1)")]
+    est = metadata(model)["estimator"]
+    X, y = load_svmlight(train)
+    Xt, _ = load_svmlight(clf_files / "test.svm", n_features=6)
+    ref = BKRR2(n_partitions=2, sigma=2.0, lam=1e-3, random_state=0).fit(X, y)
+    np.testing.assert_array_equal(est.predict(Xt), ref.predict(Xt))
+    # SVM options on continuous targets: one clear error, not scikit-learn's "Unknown label type"
+    res = cakernels_cli("fit", reg_files / "train.svm", "-o", tmp_path / "svm.pkl", "--C", "2")
+    assert_one_line_error(res.returncode, res.stderr, "cannot train a classifier (chosen by --C)",
+                          "targets are continuous (120 distinct values, not all whole numbers)",
+                          "--method bkrr2")
+    assert not (tmp_path / "svm.pkl").exists()
+
+
+def test_option_and_task_errors(capsys, tmp_path, clf_files, reg_files):
+    model = tmp_path / "m.pkl"
+    cases = [
+        (["fit", clf_files / "train.svm", "-o", model, "--C", "2", "--sigma", "1"],
+         ["--C (SVM) and --sigma (kernel ridge) cannot be combined"]),
+        (["fit", reg_files / "train.svm", "-o", model, "--method", "casvc"],
+         ["cannot train a classifier (--method casvc)", "continuous"]),
+        (["fit", reg_files / "train.svm", "-o", model, "--task", "classification"],
+         ["cannot train a classifier (--task classification)", "continuous"]),
+        (["fit", reg_files / "train.svm", "-o", model, "--task", "regression", "--method", "cpsvc"],
+         ["--method cpsvc is for classification, but --task regression was given"]),
+        (["fit", clf_files / "train.svm", "-o", model, "--task", "classification", "--lam", "1"],
+         ["--lam applies to kernel ridge methods"]),
+        # a dataset whose task is known keeps it: options of the other kind are an error
+        (["fit", "demo", "-o", model, "--sigma", "2"], ["--sigma applies to kernel ridge methods"]),
+        (["bench", reg_files / "train.svm", "--methods", "casvc"],
+         ["cannot train a classifier (--methods casvc)", "--methods bkrr2"]),
+        (["bench", reg_files / "train.svm", "--gamma", "2"], ["(chosen by --gamma)"]),
+        (["bench", "demo", "--C", "1", "--lam", "1"], ["cannot be combined"]),
+    ]
+    for argv, needles in cases:
+        code, _, err = run(capsys, *argv)
+        assert_one_line_error(code, err, *needles)
+        assert "Unknown label type" not in err
+    assert not model.exists()
+
+
+def test_evaluate_refuses_labels_the_model_never_saw(cakernels_cli, tmp_path, clf_files,
+                                                    reg_files):
+    from cakernels.datasets import load_svmlight
+
+    model, test = tmp_path / "m.pkl", clf_files / "test.svm"
+    assert cakernels_cli("fit", clf_files / "train.svm", "-o", model, "-p", "2").returncode == 0
+    est = metadata(model)["estimator"]
+    assert metadata(model)["metadata"]["classes"] == [-1.0, 1.0]
+    Xt, yt = load_svmlight(test, n_features=6)
+    pred = est.predict(Xt)
+
+    # a regression file: no label is a class of the model
+    res = cakernels_cli("evaluate", model, reg_files / "test.svm")
+    assert_one_line_error(res.returncode, res.stderr, "none of its labels (40 distinct values: ",
+                          "is a class of the model (-1, 1)", "every sample would count as wrong")
+    assert res.stdout == ""
+    # the same samples with the labels coded 0/1: label 1 is shared, but 0 was never seen
+    zero_one = relabel(test, tmp_path / "01.svm", lambda i, lab: "0" if lab == "-1" else "1")
+    n_zero = int(np.sum(yt == -1))
+    res = cakernels_cli("evaluate", model, zero_one)
+    assert_one_line_error(res.returncode, res.stderr,
+                          "its labels (0, 1) are not the classes of the model (-1, 1): "
+                          f"{n_zero} of 40 samples have labels it never saw (0)", "0/1 for -1/+1")
+    # a few unseen labels: a warning with the counts; they count as errors
+    some = relabel(test, tmp_path / "some.svm", lambda i, lab: "7" if i < 3 else lab)
+    res = cakernels_cli("evaluate", model, some)
+    assert res.returncode == 0
+    assert lines(res.stderr) == [(
+        f"cakernels: warning: {some}: 3 of 40 samples have labels the model never saw (7; its "
+        "classes: -1, 1): they count as errors in the accuracy")]
+    y_some = np.where(np.arange(40) < 3, 7, yt)
+    acc = float(res.stdout.split("accuracy:")[1].split()[0])
+    assert acc == pytest.approx(np.mean(pred == y_some), abs=5e-5)
+    # predict ignores the labels: the same predictions, and a warning
+    res = cakernels_cli("predict", model, zero_one)
+    assert res.returncode == 0
+    assert res.stdout.split() == [str(int(p)) for p in pred]
+    (warning,) = lines(res.stderr)
+    assert warning.startswith(f"cakernels: warning: {zero_one}: its labels (0, 1) are not the "
+                              "classes of the model (-1, 1)")
+    assert "predict ignores the labels" in warning
+
+
+def test_a_stray_index_0_is_dropped_for_a_one_based_model(cakernels_cli, capsys, tmp_path,
+                                                          clf_files):
+    from cakernels.datasets import load_svmlight
+
+    model = tmp_path / "m.pkl"
+    assert cakernels_cli("fit", clf_files / "train.svm", "-o", model, "-p", "2").returncode == 0
+    payload = metadata(model)
+    assert payload["format_version"] == 2 and payload["metadata"]["index_base"] == 1
+    est = payload["estimator"]
+    # short.svm ends at feature 5: read zero-based (as one 0: entry used to make it), every
+    # feature moves one column up and still fits the model's 6 features
+    short = clf_files / "short.svm"
+    stray = with_stray_index_0(short, tmp_path / "stray.svm", row=4)
+    clean_X, y = load_svmlight(short, n_features=6, zero_based=False)
+    shifted_X, _ = load_svmlight(stray, n_features=6, zero_based="auto")
+    clean, shifted = est.predict(clean_X), est.predict(shifted_X)
+    assert np.any(clean != shifted)  # what a file-wide guess does to every row
+
+    res = cakernels_cli("evaluate", model, stray)
+    assert res.returncode == 0, res.stderr
+    assert lines(res.stderr) == [(
+        f"cakernels: warning: {stray}: feature index 0 occurs in 1 of 40 rows, but the model was "
+        "trained on a one-based file (features 1..6): that entry was dropped (if this file is "
+        "zero-based, every feature is shifted by one for this model)")]
+    acc = float(res.stdout.split("accuracy:")[1].split()[0])
+    assert acc == pytest.approx(np.mean(clean == y), abs=5e-5)
+
+    # a model file without index_base (format 1, before it was recorded) decides per file
+    payload["format_version"] = 1
+    del payload["metadata"]["index_base"]
+    old = tmp_path / "old.pkl"
+    old.write_bytes(pickle.dumps(payload))
+    code, out, err = run(capsys, "predict", old, stray)
+    assert code == 0 and "index 0" not in err
+    assert out.split() == [str(int(p)) for p in shifted]
+
+
+def test_a_zero_based_training_file(cakernels_cli, capsys, tmp_path, clf_files):
+    from cakernels.datasets import load_svmlight
+
+    X, y = load_svmlight(clf_files / "train.svm")
+    Xt, yt = load_svmlight(clf_files / "test.svm", n_features=6)
+    train0, test0 = tmp_path / "train0.svm", tmp_path / "test0.svm"
+    dump_svmlight_file(X, y, str(train0), zero_based=True)
+    dump_svmlight_file(Xt, yt, str(test0), zero_based=True)
+    model = tmp_path / "m.pkl"
+    res = cakernels_cli("fit", train0, "-o", model, "-p", "2")
+    assert res.returncode == 0, res.stderr
+    rows = int(np.sum(X[:, 0].toarray() != 0))
+    assert lines(res.stderr)[1] == (
+        f"cakernels: note: {train0}: read zero-based (feature indices from 0): index 0 occurs in "
+        f"{rows} of 120 rows; the model reads prediction files zero-based too (if the file is "
+        "one-based, as LIBSVM files are, remove its 0: entries: they shift every feature by one)")
+    assert metadata(model)["metadata"]["index_base"] == 0
+    # a one-based file for this model: it uses index 6 and never 0
+    res = cakernels_cli("evaluate", model, clf_files / "test.svm")
+    assert_one_line_error(res.returncode, res.stderr, "uses feature index 6 but never index 0",
+                          "looks one-based", "zero-based file (features 0..5)")
+    # the zero-based test file is read as the training file was
+    code, out, err = run(capsys, "predict", model, test0)
+    assert code == 0 and err == ""
+    assert out.split() == [str(int(p)) for p in metadata(model)["estimator"].predict(Xt)]
+
+
+def test_a_file_cut_off_mid_way_warns(cakernels_cli, tmp_path, clf_files):
+    full = (clf_files / "train.svm").read_text().splitlines(keepends=True)
+    partial = " ".join(full[50].split()[:3])  # a row cut after its second feature
+    cut = tmp_path / "cut.svm"
+    cut.write_text("".join(full[:50]) + partial)
+    res = cakernels_cli("fit", cut, "-o", tmp_path / "m.pkl", "-p", "2")
+    assert res.returncode == 0, res.stderr
+    assert (f"cakernels: warning: {cut}: the last line has no newline at its end, so the file "
+            "may be cut off (read 51 rows; the last one may be incomplete) (UserWarning)"
+            in lines(res.stderr))
+    assert metadata(tmp_path / "m.pkl")["metadata"]["n_samples"] == 51
+
+
+def test_bench_on_a_file_says_what_it_inferred(cakernels_cli, clf_files, whole_files):
+    data = whole_files / "cpu_like.svm"
+    res = cakernels_cli("bench", data, "-p", "2", "--methods", "bkrr2", "krr", "--max-test", "20")
+    assert res.returncode == 0, res.stderr
+    assert "regression" in res.stdout and "\nBKRR2 " in res.stdout
+    # --methods choose the task: no inference to report
+    assert "note" not in res.stderr
+    res = cakernels_cli("bench", data, "-p", "2", "--max-test", "20")
+    assert res.returncode == 0, res.stderr
+    assert (f"cakernels: note: {data}: regression inferred: its targets take 56 distinct values "
+            "(whole numbers, not a contiguous range of class codes); use --task classification "
+            "(or SVM --methods) to compare classifiers") in lines(res.stderr)
+    assert "\nDCKRR " in res.stdout and "\nKernelRidge " in res.stdout
+    res = cakernels_cli("bench", clf_files / "train.svm", "-p", "2", "--task", "regression")
+    assert res.returncode == 0, res.stderr
+    assert "6 features, regression" in res.stdout and "note" not in res.stderr

@@ -393,3 +393,100 @@ def test_load_demo():
 def test_docstring_examples_run_offline():
     result = doctest.testmod(cds, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     assert result.failed == 0 and result.attempted > 5
+
+
+# --------------------------------------------------------------------------- index base
+
+
+BASES = "+1 1:0.5 3:1\n-1 2:2 4:-1\n+1 3:4\n"  # one-based: never uses index 0
+ZERO = "+1 0:7 1:0.5 3:1\n-1 2:2 4:-1\n+1 0:1 3:4\n"  # index 0 in two rows
+
+
+@pytest.mark.parametrize("text", [BASES, ZERO])
+@pytest.mark.parametrize("zero_based", ["auto", True, False])
+def test_load_svmlight_index_base_matches_scikit_learn(tmp_path, text, zero_based):
+    from sklearn.datasets import load_svmlight_file
+
+    path = tmp_path / "f.svm"
+    path.write_text(text)
+    if zero_based is False and text == ZERO:
+        with pytest.raises(ValueError) as err:
+            cds.load_svmlight(path, zero_based=False)
+        msg = str(err.value)
+        assert str(path) in msg and "index 0 occurs in 2 rows" in msg and "row 1" in msg
+        assert "\n" not in msg
+        return
+    X, y = cds.load_svmlight(path, zero_based=zero_based)
+    Xr, yr = load_svmlight_file(str(path), zero_based=zero_based)
+    assert X.shape == Xr.shape and X.dtype == np.float64 and X.format == "csr"
+    np.testing.assert_array_equal(X.toarray(), Xr.toarray())
+    np.testing.assert_array_equal(y, yr)
+
+
+def test_load_svmlight_index_base_columns(tmp_path):
+    path = tmp_path / "f.svm"
+    path.write_text(BASES)
+    # one-based: index j is column j - 1; zero-based: index j is column j
+    assert cds.load_svmlight(path)[0].toarray()[1].tolist() == [0, 2, 0, -1]
+    assert cds.load_svmlight(path, zero_based=True)[0].toarray()[1].tolist() == [0, 0, 2, 0, -1]
+    assert cds.load_svmlight(path, n_features=6)[0].shape == (3, 6)
+    with pytest.raises(ValueError, match="f.svm.*5 features.*largest index 4.*n_features=4"):
+        cds.load_svmlight(path, zero_based=True, n_features=4)
+    for bad in ("yes", 1, None):
+        with pytest.raises(ValueError, match="zero_based must be 'auto', True or False"):
+            cds.load_svmlight(path, zero_based=bad)
+
+
+def test_parse_svmlight_drops_index_0_in_a_one_based_read(tmp_path):
+    path = tmp_path / "f.svm"
+    path.write_text(ZERO)
+    read = cds._parse_svmlight(path, zero_based=False, index_0="drop")
+    assert read.index_base == 1 and read.dropped_index_0 == 2 and read.rows_with_index_0 == 2
+    # the same as the file without its 0: entries, read one-based
+    clean = tmp_path / "clean.svm"
+    clean.write_text(BASES)
+    np.testing.assert_array_equal(read.X.toarray(), cds.load_svmlight(clean)[0].toarray())
+    auto = cds._parse_svmlight(path)
+    assert auto.index_base == 0 and auto.uses_index_0 and auto.dropped_index_0 == 0
+    assert auto.X.shape == (3, 5)
+    one = cds._parse_svmlight(clean)
+    assert one.index_base == 1 and not one.uses_index_0
+
+
+def _write(path, data: bytes):
+    import bz2
+    import gzip
+    import lzma
+
+    opener = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}.get(path.suffix, open)
+    with opener(path, "wb") as fh:
+        fh.write(data)
+    return path
+
+
+@pytest.mark.parametrize("suffix, streamed", [
+    ("", False), (".gz", False), (".bz2", False), (".xz", False),
+    # compressed files larger than _IN_MEMORY_MAX are parsed as a stream
+    (".gz", True), (".bz2", True), (".xz", True),
+])
+def test_load_svmlight_warns_when_the_last_line_has_no_newline(tmp_path, monkeypatch, suffix,
+                                                               streamed):
+    import warnings
+
+    if streamed:
+        monkeypatch.setattr(cds, "_IN_MEMORY_MAX", 0)
+    whole = _write(tmp_path / f"whole.svm{suffix}", BASES.encode())
+    cut = _write(tmp_path / f"cut.svm{suffix}", BASES.encode()[:-4])  # "+1 3:4\n" -> "+1 3"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        X, y = cds.load_svmlight(whole)
+    assert X.shape == (3, 4)
+    with pytest.warns(UserWarning) as record:
+        Xc, yc = cds.load_svmlight(cut)
+    assert len(record) == 1
+    msg = str(record[0].message)
+    assert str(cut) in msg and "no newline" in msg and "cut off" in msg and "3 rows" in msg
+    assert record[0].filename == __file__  # points at the caller
+    # the rows before the cut are read as they are
+    np.testing.assert_array_equal(Xc[:2].toarray(), X[:2].toarray())
+    assert yc.tolist() == y.tolist()
