@@ -379,6 +379,12 @@ class RandomPartitioner(_BasePartitioner):
         Number of partitions.
     fit_seconds_ : float
         Time spent partitioning.
+    n_features_in_ : int
+        Number of features seen during fit.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of features seen during fit, when ``X`` is a DataFrame with
+        string column names; ``assign`` then checks them as scikit-learn's
+        ``predict`` does.
 
     See Also
     --------
@@ -389,6 +395,13 @@ class RandomPartitioner(_BasePartitioner):
     Algorithm 5 of the reference (casvm2) assumes the data arrive already
     split across nodes; this partitioner produces that split. Every partition
     gets a contiguous chunk of one random permutation.
+
+    The partition is the same, bit for bit, for dense input and for CSR input
+    with 32- or 64-bit indices holding the same values, as long as
+    ``8 * n_samples * n_features`` bytes fit :data:`DENSE_BUDGET_BYTES`
+    (1 GiB): CSR input is then densified for the fit. Above it CSR and dense
+    input can give different partitions (see "Storage format" in
+    :mod:`cakernels.partition`).
 
     Examples
     --------
@@ -454,6 +467,13 @@ class KMeansPartitioner(_BasePartitioner):
     4 and 7); we use scikit-learn's K-means (k-means++ by default), which
     converges to better clusters in fewer iterations. K-means partitions are
     not balanced (Figures 2.4 and 3.6).
+
+    The partition is the same, bit for bit, for dense input and for CSR input
+    with 32- or 64-bit indices holding the same values, as long as
+    ``8 * n_samples * n_features`` bytes fit :data:`DENSE_BUDGET_BYTES`
+    (1 GiB): CSR input is then densified for the fit. Above it CSR and dense
+    input can give different partitions (see "Storage format" in
+    :mod:`cakernels.partition`).
 
     Examples
     --------
@@ -569,6 +589,15 @@ class KBalancePartitioner(_KMeansBasedBalanced):
     labels_, centers_, sizes_, n_partitions_, fit_seconds_, n_iter_, inertia_
         See :class:`KMeansPartitioner`.
 
+    Notes
+    -----
+    The partition is the same, bit for bit, for dense input and for CSR input
+    with 32- or 64-bit indices holding the same values, as long as
+    ``8 * n_samples * n_features`` bytes fit :data:`DENSE_BUDGET_BYTES`
+    (1 GiB): CSR input is then densified for the fit. Above it CSR and dense
+    input can give different partitions (see "Storage format" in
+    :mod:`cakernels.partition`).
+
     Examples
     --------
     >>> import numpy as np
@@ -628,6 +657,15 @@ class FCFSPartitioner(_BasePartitioner):
         See :class:`RandomPartitioner`.
     initial_centers_ : ndarray of shape (n_partitions, n_features)
         The randomly picked samples used as centres during the assignment.
+
+    Notes
+    -----
+    The partition is the same, bit for bit, for dense input and for CSR input
+    with 32- or 64-bit indices holding the same values, as long as
+    ``8 * n_samples * n_features`` bytes fit :data:`DENSE_BUDGET_BYTES`
+    (1 GiB): CSR input is then densified for the fit. Above it CSR and dense
+    input can give different partitions (see "Storage format" in
+    :mod:`cakernels.partition`).
 
     Examples
     --------
@@ -694,6 +732,13 @@ class BKMPartitioner(_KMeansBasedBalanced):
     When m is not divisible by P, ``m mod P`` partitions keep (or receive)
     ``ceil(m/P)`` samples, first come first served, in the order the clusters
     are processed.
+
+    The partition is the same, bit for bit, for dense input and for CSR input
+    with 32- or 64-bit indices holding the same values, as long as
+    ``8 * n_samples * n_features`` bytes fit :data:`DENSE_BUDGET_BYTES`
+    (1 GiB): CSR input is then densified for the fit. Above it CSR and dense
+    input can give different partitions (see "Storage format" in
+    :mod:`cakernels.partition`).
 
     Examples
     --------

@@ -238,26 +238,6 @@ def test_balanced_on_larger_data():
 # --------------------------------------------------------------------------
 # storage format: the same data give the same partition, bit for bit
 # --------------------------------------------------------------------------
-def _svmlight_csr(X):
-    """``X`` as :func:`sklearn.datasets.load_svmlight_file` returns it (int64 indices)."""
-    import io
-
-    from sklearn.datasets import load_svmlight_file
-
-    # written with repr (17 significant digits, unlike dump_svmlight_file's
-    # 16) so that the values read back are exactly those of X
-    lines = ["0 " + " ".join(f"{j + 1}:{float(row[j])!r}" for j in np.flatnonzero(row))
-             for row in X]
-    Z = load_svmlight_file(io.BytesIO("\n".join(lines).encode()), n_features=X.shape[1])[0]
-    assert Z.indices.dtype == np.int64 and Z.indptr.dtype == np.int64
-    assert np.array_equal(Z.toarray(), X)
-    return Z
-
-
-def _formats(X):
-    return {"dense": X, "csr32": sp.csr_matrix(X), "csr64": _svmlight_csr(X)}
-
-
 def _sparse_data(m, n, seed, kind="gauss"):
     """Sparse-ish data: non-round values, where every rounding shows in the
     centres, or 0/1 values (one-hot like mushrooms), where many distances tie
@@ -273,7 +253,7 @@ def _sparse_data(m, n, seed, kind="gauss"):
 PARTITIONER_CONFIGS = [
     RandomPartitioner,
     KMeansPartitioner,
-    lambda P, **kw: KMeansPartitioner(P, method="minibatch", **kw),
+    lambda P, **kw: KMeansPartitioner(P, method="minibatch", max_iter=10, **kw),
     KBalancePartitioner,
     lambda P, **kw: KBalancePartitioner(P, assign_order="regret", **kw),
     lambda P, **kw: KBalancePartitioner(P, recompute_centers=False, **kw),
@@ -304,11 +284,12 @@ def _assert_same_state(a, b, what):
 @pytest.mark.parametrize("seed", [0, 1, 2])
 @pytest.mark.parametrize("m,n,P,kind", [(103, 12, 7, "gauss"), (240, 30, 4, "gauss"),
                                         (301, 20, 4, "binary")])
-def test_partition_independent_of_storage_format(make, seed, m, n, P, kind):
+def test_partition_independent_of_storage_format(make, seed, m, n, P, kind,
+                                                 storage_formats):
     X = _sparse_data(m, n, seed, kind)
-    tests = _formats(_sparse_data(57, n, seed + 100, kind))
+    tests = storage_formats(_sparse_data(57, n, seed + 100, kind))
     states = {name: _fitted_state(make(P, random_state=seed).fit(Xf), tests)
-              for name, Xf in _formats(X).items()}
+              for name, Xf in storage_formats(X).items()}
     for name in ("csr32", "csr64"):
         _assert_same_state(states["dense"], states[name], name)
     # and assign() of new data does not depend on the new data's format
@@ -318,7 +299,7 @@ def test_partition_independent_of_storage_format(make, seed, m, n, P, kind):
 
 
 @pytest.mark.parametrize("make", PARTITIONER_CONFIGS, ids=CONFIG_IDS)
-def test_assign_blocks_are_the_same_for_every_format(make, monkeypatch):
+def test_assign_blocks_are_the_same_for_every_format(make, monkeypatch, storage_formats):
     # blocks of 7 rows (the last one of 1 row, a matrix-vector product):
     # every format is split into the same dense blocks
     from cakernels import partition
@@ -328,7 +309,7 @@ def test_assign_blocks_are_the_same_for_every_format(make, monkeypatch):
     part = make(5, random_state=0).fit(X)
     whole = part.assign(T)
     monkeypatch.setattr(partition, "ASSIGN_BLOCK_ROWS", 7)
-    got = {name: part.assign(Tf) for name, Tf in _formats(T).items()}
+    got = {name: part.assign(Tf) for name, Tf in storage_formats(T).items()}
     for name in ("csr32", "csr64"):
         np.testing.assert_array_equal(got["dense"], got[name])
     np.testing.assert_array_equal(got["dense"], whole)  # argmin, robust to the blocks
@@ -362,12 +343,13 @@ def test_dense_partitioning_budget():
 
 
 @pytest.mark.parametrize("make", PARTITIONER_CONFIGS, ids=CONFIG_IDS)
-def test_csr_above_the_budget_stays_csr_and_takes_64_bit_indices(make, monkeypatch):
+def test_csr_above_the_budget_stays_csr_and_takes_64_bit_indices(make, monkeypatch,
+                                                                 storage_formats):
     from cakernels import partition
 
     monkeypatch.setattr(partition, "DENSE_BUDGET_BYTES", 1000)  # 8 * 103 * 12 > 1000
     X = _sparse_data(103, 12, 7)
-    X64 = _svmlight_csr(X)
+    X64 = storage_formats(X)["csr64"]
     before = (X64.data.copy(), X64.indices.copy(), X64.indptr.copy())
     densified = []
     real_toarray = sp.csr_matrix.toarray
@@ -406,7 +388,7 @@ def test_kmeans_on_csr_too_large_for_32_bit_indices_is_a_clear_error(cls):
         cls(n_partitions=2, random_state=0).fit(X)
 
 
-def test_variable_blocks_independent_of_storage_format():
+def test_variable_blocks_independent_of_storage_format(storage_formats):
     from cakernels._asygcd import variable_blocks
 
     for kind in ("gauss", "binary"):
@@ -414,6 +396,6 @@ def test_variable_blocks_independent_of_storage_format():
         for seed in range(3):
             for n_threads in (3, 4):
                 blocks = {name: variable_blocks(Xf, n_threads, seed)
-                          for name, Xf in _formats(X).items()}
+                          for name, Xf in storage_formats(X).items()}
                 np.testing.assert_array_equal(blocks["dense"], blocks["csr32"])
                 np.testing.assert_array_equal(blocks["dense"], blocks["csr64"])
