@@ -53,8 +53,8 @@ def run(name, X, y, T, repeat, report):
         for path, b in (("dense", budget), ("csr", 0)):
             partition.DENSE_BUDGET_BYTES = b
             try:
-                part, t_fit = best_of(repeat, lambda: make().fit(X))
-                _, t_assign = best_of(repeat, lambda: part.assign(T))
+                part, t_fit = best_of(repeat, lambda make=make: make().fit(X))
+                _, t_assign = best_of(repeat, lambda part=part: part.assign(T))
             finally:
                 partition.DENSE_BUDGET_BYTES = budget
             res[path] = (part, t_fit, t_assign)
@@ -75,7 +75,8 @@ def run(name, X, y, T, repeat, report):
              "same partition); K-means on CSR rounds differently.")
     _, t_svc = _common.timed(lambda: BKMSVC(P, C=1.0, gamma=0.05, random_state=0).fit(X, y))
     report.line(f"\nBKMSVC fit on this CSR data (dense path): {t_svc:.2f} s; the dense "
-                f"path's extra BKM partitioning time is {100 * extra / t_svc:.1f}% of it")
+                f"path's extra BKM partitioning time, {extra:+.3f} s, is "
+                f"{100 * extra / t_svc:+.1f}% of it")
 
 
 def main():
@@ -88,7 +89,8 @@ def main():
     home = _common.data_home(args.data_home)
     with threadpool_limits(1):
         for name in args.datasets:
-            kw = dict(data_home=home, return_X_y=True, dense=False, download_if_missing=False)
+            kw = {"data_home": home, "return_X_y": True, "dense": False,
+                  "download_if_missing": False}
             if name == "wide":
                 import scipy.sparse as sp
 

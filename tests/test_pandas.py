@@ -4,6 +4,7 @@ errors), also inside a Pipeline that passes DataFrames."""
 
 import re
 import warnings
+from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -103,7 +104,7 @@ def _outcome(est, call):
         warnings.simplefilter("always")
         try:
             call()
-        except Exception as exc:  # compared with scikit-learn's below
+        except Exception as exc:  # noqa: BLE001 (compared with scikit-learn's)
             return ("raise", type(exc), str(exc).replace(name, "EST"))
     rec = [w for w in rec if "feature names" in str(w.message)]
     if rec:
@@ -130,8 +131,8 @@ def test_feature_names_behave_as_in_scikit_learn(est, data):
     ref = _reference(est)
     for what, (A, B) in _scenarios(X, T).items():
         ours, theirs = clone(est).fit(A, y), clone(ref).fit(A, y)
-        got = _outcome(ours, lambda: getattr(ours, _method(ours))(B))
-        expected = _outcome(theirs, lambda: theirs.predict(B))
+        got = _outcome(ours, partial(getattr(ours, _method(ours)), B))
+        expected = _outcome(theirs, partial(theirs.predict, B))
         assert got == expected, what
         if isinstance(A, pd.DataFrame):
             assert isinstance(ours.feature_names_in_, np.ndarray)
@@ -173,7 +174,7 @@ def test_dataframe_gives_the_model_of_the_array(est, data):
 
 
 def test_oracle_score_takes_dataframes(data):
-    X, score, T = data
+    X, score, _ = data
     y = score + np.sin(score)
     df = pd.DataFrame(X, columns=COLUMNS)
     model = BKRR2(n_partitions=3, sigma=3.0, random_state=0).fit(df, pd.Series(y))

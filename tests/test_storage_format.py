@@ -106,8 +106,8 @@ def test_same_partitions_and_model_for_every_storage_format(est, kind, storage_f
             assert np.array_equal(ref[key], state[key]), (name, key)  # bit for bit
     tests = storage_formats(T)
     ref_pred = fits["dense"].predict(T)
-    for fit_name, model in fits.items():
-        for test_name, Tf in tests.items():
+    for model in fits.values():
+        for Tf in tests.values():
             pred = model.predict(Tf)
             if is_classifier(est):
                 # the local SVMs compute CSR kernels with other rounding
@@ -131,7 +131,7 @@ def test_gamma_scale_is_resolved_as_svc_does(storage_formats, solver):
     fits = {name: BKMSVC(n_partitions=3, solver=solver, random_state=0).fit(Xf, y)
             for name, Xf in storage_formats(X).items()}
     formats = storage_formats(X)
-    for name, Xf in formats.items():
+    for name in formats:
         # (SVC itself refuses 64-bit indices: its reference is the int32 copy)
         ref = formats["dense"] if name == "dense" else formats["csr32"]
         assert fits[name].gamma_ == SVC().fit(ref, y)._gamma
