@@ -35,7 +35,10 @@ the SVM with bias on imbalanced data such as ijcnn1.
 :func:`variable_blocks` builds the blocks as section 4.4 ("Variable
 Partitioning") suggests: K-means centres on a subsample, every variable to
 its nearest centre, then balanced to equal sizes so that threads get equal
-work.
+work. Like the partitioners of :mod:`cakernels.partition`, it computes on
+dense float64 data whenever the dense copy fits
+:data:`~cakernels.partition.DENSE_BUDGET_BYTES`, so that CSR input and its
+dense copy give the same blocks.
 """
 
 import warnings
@@ -50,7 +53,12 @@ from threadpoolctl import threadpool_limits
 from . import _native
 from ._smo import check_dual_problem, native_matrix
 from ._kernels import _KIND, resolve_gamma
-from .partition import _Capacity, greedy_capacity_assign, squared_distances
+from .partition import (
+    _Capacity,
+    dense_partitioning,
+    greedy_capacity_assign,
+    squared_distances,
+)
 
 __all__ = ["asygcd_fit", "variable_blocks"]
 
@@ -61,7 +69,10 @@ def variable_blocks(X, n_threads, random_state=None):
     K-means (``n_threads`` centres) runs on a random subsample of at most
     ``20 * n_threads * 50`` rows; every row then goes, in data order, to its
     nearest centre that still has room, so every block gets
-    ``floor(n / n_threads)`` or ``ceil(n / n_threads)`` variables.
+    ``floor(n / n_threads)`` or ``ceil(n / n_threads)`` variables. CSR input
+    is densified for this (a transient copy) when its dense copy fits
+    :data:`~cakernels.partition.DENSE_BUDGET_BYTES`, so that it gives the
+    blocks of its dense copy.
 
     Parameters
     ----------
@@ -87,6 +98,8 @@ def variable_blocks(X, n_threads, random_state=None):
     if n <= n_threads:
         # fewer variables than threads: one variable per block, some empty
         return rng.permutation(n_threads)[:n].astype(np.int64)
+    if sp.issparse(X) and dense_partitioning(*X.shape):
+        X = X.toarray()  # the blocks of the dense copy (as the partitioners do)
     n_sub = min(n, 20 * n_threads * 50)
     sub = rng.choice(n, n_sub, replace=False) if n_sub < n else np.arange(n)
     km = KMeans(n_clusters=n_threads, n_init=1,

@@ -18,23 +18,7 @@ from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ._backends import BACKENDS, effective_n_jobs, run_tasks
-from .partition import make_partitioner
-
-
-def _int32_indices(X):
-    """CSR with 32-bit indices (what LIBSVM takes), sharing the values.
-
-    ``load_svmlight_file`` and large ``scipy.sparse`` products give int64
-    indices; they are narrowed here (the caller's matrix is not modified).
-    """
-    if not sp.issparse(X) or (X.indices.dtype == np.int32 and X.indptr.dtype == np.int32):
-        return X
-    if X.nnz > np.iinfo(np.int32).max or X.shape[1] > np.iinfo(np.int32).max:
-        raise ValueError(
-            "sparse input with more than 2**31 - 1 non-zeros or columns is not supported"
-        )
-    return sp.csr_matrix((X.data, X.indices.astype(np.int32), X.indptr.astype(np.int32)),
-                         shape=X.shape)
+from .partition import _int32_indices, make_partitioner  # noqa: F401 (re-exported)
 
 
 def _group_by(labels, n_groups):

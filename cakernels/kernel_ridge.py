@@ -183,6 +183,11 @@ class PartitionedKernelRidge(RegressorMixin, _PartitionedEstimator):
         sample carries a coefficient), ``comm_bytes``, ``comm_messages``...
     n_features_in_ : int
         Number of features seen during fit.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of features seen during fit. Defined only when ``X`` has
+        feature names that are all strings (a pandas DataFrame); ``predict``
+        then warns on input without names and refuses other names, as
+        scikit-learn's estimators do.
 
     See Also
     --------

@@ -23,6 +23,22 @@ every sample to its nearest open centre until the next centre fills, closes
 that centre and re-routes only the samples that had chosen it. That costs
 O(m P) work per closed centre, vectorised, instead of a Python loop over
 samples (or the O(m) scan per move that Algorithm 4's pseudo-code suggests).
+
+Storage format
+--------------
+The same data give the same partition whether it is stored dense or as CSR
+(with 32- or 64-bit indices, as :func:`sklearn.datasets.load_svmlight_file`
+returns), bit for bit, as long as its dense copy fits
+:data:`DENSE_BUDGET_BYTES`: the choice depends on the shape only
+(:func:`dense_partitioning`). Every computation of a partitioner (K-means,
+distances, capacity assignment, means) then runs on C-contiguous float64
+data, CSR input being densified for the fit (a transient copy), and
+``assign`` densifies CSR rows one block at a time. Above the budget CSR
+input stays CSR and dense input stays dense (a CSR copy of large dense data
+would cost more memory than it saves): K-means and the distances then round
+differently for the two formats, so the partitions, and the models built on
+them, can differ. K-means takes CSR with 32-bit indices only; 64-bit indices
+are narrowed on a copy of the index arrays when the matrix allows it.
 """
 
 import numbers
@@ -39,6 +55,8 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from ._kernels import row_sq_norms
 
 __all__ = [
+    "DENSE_BUDGET_BYTES",
+    "dense_partitioning",
     "RandomPartitioner",
     "KMeansPartitioner",
     "KBalancePartitioner",
@@ -47,6 +65,53 @@ __all__ = [
     "make_partitioner",
     "PARTITIONERS",
 ]
+
+
+#: Largest dense copy of the training data, ``8 * n_samples * n_features``
+#: bytes, for which the partitioners compute on dense float64 data whatever
+#: the storage of ``X`` (1 GiB). A CSR training set of that shape is densified
+#: for the fit (scikit-learn's dense K-means then takes its own centred copy,
+#: so the peak is about twice this), which is small next to the 8 m^2 bytes of
+#: one kernel-ridge partition of m > 12,000 samples; every LIBSVM benchmark set
+#: used here that is stored sparse (a9a 32 MB, mushrooms 7 MB, webspam's
+#: unigrams 0.7 GB dense) fits, while truly high-dimensional sparse data
+#: (rcv1, news20, webspam trigrams: tens of GB dense) stays CSR.
+DENSE_BUDGET_BYTES = 2**30
+
+#: rows per block of :func:`nearest_center`
+ASSIGN_BLOCK_ROWS = 65536
+
+
+def dense_partitioning(n_samples, n_features):
+    """Whether the partitioners compute on dense data for data of this shape.
+
+    True when the dense float64 copy, ``8 * n_samples * n_features`` bytes,
+    fits :data:`DENSE_BUDGET_BYTES`; the partition then does not depend on
+    the storage format of ``X``.
+    """
+    return 8 * int(n_samples) * int(n_features) <= DENSE_BUDGET_BYTES
+
+
+def _int32_indices(X, purpose=None):
+    """CSR with 32-bit indices (what LIBSVM and scikit-learn's K-means take),
+    sharing the values.
+
+    ``load_svmlight_file`` and large ``scipy.sparse`` products give int64
+    indices; they are narrowed here on a copy of the index arrays (the
+    caller's matrix is not modified). ``purpose`` names the step that needs
+    32-bit indices in the error raised when they cannot hold the matrix.
+    """
+    if not sp.issparse(X) or (X.indices.dtype == np.int32 and X.indptr.dtype == np.int32):
+        return X
+    limit = np.iinfo(np.int32).max
+    if X.nnz > limit or X.shape[1] > limit:
+        what = "sparse input" if purpose is None else f"{purpose}: sparse input"
+        raise ValueError(
+            f"{what} with more than 2**31 - 1 non-zeros or columns is not supported "
+            f"(this one has {X.nnz} non-zeros and {X.shape[1]} columns)"
+        )
+    return sp.csr_matrix((X.data, X.indices.astype(np.int32), X.indptr.astype(np.int32)),
+                         shape=X.shape)
 
 
 # ----------------------------------------------------------------------------
@@ -68,17 +133,23 @@ def squared_distances(X, centers, X_sq_norms=None):
     return D
 
 
-def nearest_center(X, centers, *, block_rows=65536):
+def nearest_center(X, centers, *, block_rows=ASSIGN_BLOCK_ROWS, densify=False):
     """Index of the nearest centre (Euclidean) of every row of ``X``.
 
-    Ties go to the lowest centre index. Rows are processed in blocks to bound
-    memory.
+    Ties go to the lowest centre index. Rows are processed in blocks of
+    ``block_rows`` to bound memory. With ``densify`` every block is computed
+    on a C-contiguous dense float64 copy (CSR blocks densified one at a
+    time), so that the result does not depend on how ``X`` is stored; the
+    blocks, hence the rounding, depend on ``block_rows`` and ``len(X)``.
     """
     n = X.shape[0]
     out = np.empty(n, dtype=np.intp)
     for start in range(0, n, block_rows):
         stop = min(start + block_rows, n)
-        out[start:stop] = np.argmin(squared_distances(X[start:stop], centers), axis=1)
+        Xb = X[start:stop]
+        if densify:
+            Xb = Xb.toarray() if sp.issparse(Xb) else np.ascontiguousarray(Xb)
+        out[start:stop] = np.argmin(squared_distances(Xb, centers), axis=1)
     return out
 
 
@@ -221,7 +292,9 @@ class _BasePartitioner(BaseEstimator):
         ----------
         X : {array-like, sparse matrix} of shape (n_samples, n_features)
             Training samples. Sparse input must be CSR (other formats are
-            converted).
+            converted); the result does not depend on the storage format
+            while ``8 * n_samples * n_features`` bytes fit
+            :data:`DENSE_BUDGET_BYTES` (see :func:`dense_partitioning`).
         y : None
             Ignored.
 
@@ -231,10 +304,15 @@ class _BasePartitioner(BaseEstimator):
             Fitted partitioner.
         """
         self._validate_params()
-        X = validate_data(self, X, accept_sparse="csr", dtype=np.float64)
+        X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, order="C")
         _check_n_partitions(self.n_partitions, X.shape[0])
         rng = check_random_state(self.random_state)
         t0 = time.perf_counter()
+        # the storage-independent path (see "Storage format" in the module
+        # docstring): dense float64 whenever the dense copy fits the budget
+        self._dense_partitioning = dense_partitioning(*X.shape)
+        if self._dense_partitioning and sp.issparse(X):
+            X = X.toarray()
         labels, centers = self._partition(X, rng)
         n_parts = centers.shape[0]
         self.labels_ = np.asarray(labels, dtype=np.intp)
@@ -250,6 +328,9 @@ class _BasePartitioner(BaseEstimator):
         Parameters
         ----------
         X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Samples, dense or CSR. When the partition was computed on dense
+            data (see :func:`dense_partitioning`) CSR rows are densified one
+            block at a time and the result does not depend on the format.
 
         Returns
         -------
@@ -258,7 +339,13 @@ class _BasePartitioner(BaseEstimator):
         """
         check_is_fitted(self)
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
-        return nearest_center(X, self.centers_)
+        if not getattr(self, "_dense_partitioning", False):
+            return nearest_center(X, self.centers_)
+        # dense blocks of at most DENSE_BUDGET_BYTES, the same blocks for
+        # every storage format (dense input up to 2048 features keeps the
+        # default blocks)
+        rows = min(ASSIGN_BLOCK_ROWS, max(1, DENSE_BUDGET_BYTES // (8 * X.shape[1])))
+        return nearest_center(X, self.centers_, block_rows=rows, densify=True)
 
     def fit_assign(self, X, y=None):
         """Fit and return ``labels_`` (the training partition, not ``assign(X)``)."""
@@ -292,6 +379,12 @@ class RandomPartitioner(_BasePartitioner):
         Number of partitions.
     fit_seconds_ : float
         Time spent partitioning.
+    n_features_in_ : int
+        Number of features seen during fit.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of features seen during fit, when ``X`` is a DataFrame with
+        string column names; ``assign`` then checks them as scikit-learn's
+        ``predict`` does.
 
     See Also
     --------
@@ -302,6 +395,13 @@ class RandomPartitioner(_BasePartitioner):
     Algorithm 5 of the reference (casvm2) assumes the data arrive already
     split across nodes; this partitioner produces that split. Every partition
     gets a contiguous chunk of one random permutation.
+
+    The partition is the same, bit for bit, for dense input and for CSR input
+    with 32- or 64-bit indices holding the same values, as long as
+    ``8 * n_samples * n_features`` bytes fit :data:`DENSE_BUDGET_BYTES`
+    (1 GiB): CSR input is then densified for the fit. Above it CSR and dense
+    input can give different partitions (see "Storage format" in
+    :mod:`cakernels.partition`).
 
     Examples
     --------
@@ -368,6 +468,13 @@ class KMeansPartitioner(_BasePartitioner):
     converges to better clusters in fewer iterations. K-means partitions are
     not balanced (Figures 2.4 and 3.6).
 
+    The partition is the same, bit for bit, for dense input and for CSR input
+    with 32- or 64-bit indices holding the same values, as long as
+    ``8 * n_samples * n_features`` bytes fit :data:`DENSE_BUDGET_BYTES`
+    (1 GiB): CSR input is then densified for the fit. Above it CSR and dense
+    input can give different partitions (see "Storage format" in
+    :mod:`cakernels.partition`).
+
     Examples
     --------
     >>> import numpy as np
@@ -400,6 +507,9 @@ class KMeansPartitioner(_BasePartitioner):
         self.random_state = random_state
 
     def _kmeans(self, X, rng):
+        # scikit-learn's K-means takes CSR with 32-bit indices only (CSR
+        # reaches it above DENSE_BUDGET_BYTES only)
+        X = _int32_indices(X, purpose=f"{type(self).__name__} (scikit-learn's K-means)")
         seed = rng.randint(np.iinfo(np.int32).max)
         if self.method == "minibatch":
             km = MiniBatchKMeans(n_clusters=self.n_partitions, init=self.init,
@@ -479,6 +589,15 @@ class KBalancePartitioner(_KMeansBasedBalanced):
     labels_, centers_, sizes_, n_partitions_, fit_seconds_, n_iter_, inertia_
         See :class:`KMeansPartitioner`.
 
+    Notes
+    -----
+    The partition is the same, bit for bit, for dense input and for CSR input
+    with 32- or 64-bit indices holding the same values, as long as
+    ``8 * n_samples * n_features`` bytes fit :data:`DENSE_BUDGET_BYTES`
+    (1 GiB): CSR input is then densified for the fit. Above it CSR and dense
+    input can give different partitions (see "Storage format" in
+    :mod:`cakernels.partition`).
+
     Examples
     --------
     >>> import numpy as np
@@ -538,6 +657,15 @@ class FCFSPartitioner(_BasePartitioner):
         See :class:`RandomPartitioner`.
     initial_centers_ : ndarray of shape (n_partitions, n_features)
         The randomly picked samples used as centres during the assignment.
+
+    Notes
+    -----
+    The partition is the same, bit for bit, for dense input and for CSR input
+    with 32- or 64-bit indices holding the same values, as long as
+    ``8 * n_samples * n_features`` bytes fit :data:`DENSE_BUDGET_BYTES`
+    (1 GiB): CSR input is then densified for the fit. Above it CSR and dense
+    input can give different partitions (see "Storage format" in
+    :mod:`cakernels.partition`).
 
     Examples
     --------
@@ -604,6 +732,13 @@ class BKMPartitioner(_KMeansBasedBalanced):
     When m is not divisible by P, ``m mod P`` partitions keep (or receive)
     ``ceil(m/P)`` samples, first come first served, in the order the clusters
     are processed.
+
+    The partition is the same, bit for bit, for dense input and for CSR input
+    with 32- or 64-bit indices holding the same values, as long as
+    ``8 * n_samples * n_features`` bytes fit :data:`DENSE_BUDGET_BYTES`
+    (1 GiB): CSR input is then densified for the fit. Above it CSR and dense
+    input can give different partitions (see "Storage format" in
+    :mod:`cakernels.partition`).
 
     Examples
     --------

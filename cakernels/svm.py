@@ -166,6 +166,11 @@ class PartitionedSVC(ClassifierMixin, _PartitionedEstimator):
         problems; 0 for a single-class partition).
     n_features_in_ : int
         Number of features seen during fit.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of features seen during fit. Defined only when ``X`` has
+        feature names that are all strings (a pandas DataFrame); ``predict``
+        then warns on input without names and refuses other names, as
+        scikit-learn's estimators do.
 
     See Also
     --------
@@ -664,6 +669,9 @@ class AsyGCDSVC(ClassifierMixin, BaseEstimator):
         Dual objective ``0.5 a^T Q a - sum(a)`` reached by every binary
         problem.
     n_features_in_ : int
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of features seen during fit (a DataFrame with string column
+        names only).
 
     See Also
     --------

@@ -86,3 +86,35 @@ def cakernels_cli(tmp_path):
 def spawn():
     """``spawn(argv, cwd=..., env=..., package_path=True)``: :func:`run_process`."""
     return run_process
+
+
+def _svmlight_csr(X):
+    """``X`` as :func:`sklearn.datasets.load_svmlight_file` returns it: CSR with
+    int64 indices, read back from the LIBSVM text format with exactly the values
+    of ``X`` (written with 17 significant digits; ``dump_svmlight_file`` writes 16)."""
+    import io
+
+    import numpy as np
+    from sklearn.datasets import load_svmlight_file
+
+    X = np.asarray(X, dtype=np.float64)
+    lines = ["0 " + " ".join(f"{j + 1}:{float(row[j])!r}" for j in np.flatnonzero(row))
+             for row in X]
+    Z = load_svmlight_file(io.BytesIO("\n".join(lines).encode()), n_features=X.shape[1])[0]
+    assert Z.indices.dtype == np.int64 and Z.indptr.dtype == np.int64
+    assert np.array_equal(Z.toarray(), X)
+    return Z
+
+
+def _storage_formats(X):
+    import scipy.sparse as sp
+
+    return {"dense": X, "csr32": sp.csr_matrix(X), "csr64": _svmlight_csr(X)}
+
+
+@pytest.fixture(scope="session")
+def storage_formats():
+    """``storage_formats(X)``: ``{'dense': X, 'csr32': CSR with 32-bit indices,
+    'csr64': CSR with 64-bit indices as load_svmlight_file returns}``, all holding
+    exactly the values of the dense ``X``."""
+    return _storage_formats

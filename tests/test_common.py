@@ -1,6 +1,15 @@
 """scikit-learn's estimator checks over every public estimator and partitioner."""
 
-from sklearn.utils.estimator_checks import parametrize_with_checks
+import os
+import re
+import sys
+from pathlib import Path
+
+import pytest
+from sklearn.utils.estimator_checks import (
+    check_dataframe_column_names_consistency,
+    parametrize_with_checks,
+)
 
 from cakernels import (
     AsyGCDSVC,
@@ -84,3 +93,26 @@ def _expected_failed_checks(estimator):
 @parametrize_with_checks(ESTIMATORS, expected_failed_checks=_expected_failed_checks)
 def test_sklearn_compatible(estimator, check):
     check(estimator)
+
+
+@pytest.mark.parametrize("estimator", ESTIMATORS, ids=lambda e: type(e).__name__)
+def test_dataframe_column_names_consistency(estimator):
+    # not among the checks parametrize_with_checks yields: feature_names_in_
+    # and the errors on other column names, as in scikit-learn's estimators
+    # (partitioners have no predict; tests/test_pandas.py checks assign)
+    check_dataframe_column_names_consistency(type(estimator).__name__, estimator)
+
+
+def test_array_api_checks_run_with_scipy_array_api(spawn):
+    # The checks check_array_api_input(array_namespace=numpy) above are skipped
+    # unless SCIPY_ARRAY_API=1 is set before SciPy is imported (they need no
+    # array-api-strict); run them in a child interpreter that sets it.
+    if os.environ.get("SCIPY_ARRAY_API"):
+        pytest.skip("SCIPY_ARRAY_API is set: the checks above ran in this process")
+    env = dict(os.environ, SCIPY_ARRAY_API="1")
+    proc = spawn([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                  str(Path(__file__)), "-k", "check_array_api_input"],
+                 cwd=Path(__file__).parent.parent, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert re.search(rf"\b{len(ESTIMATORS)} passed\b", proc.stdout), proc.stdout
+    assert "skipped" not in proc.stdout, proc.stdout

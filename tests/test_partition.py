@@ -233,3 +233,169 @@ def test_balanced_on_larger_data():
     X = np.random.RandomState(0).randn(20000, 8)
     part = KBalancePartitioner(n_partitions=16, random_state=0).fit(X)
     assert set(part.sizes_.tolist()) == {1250}
+
+
+# --------------------------------------------------------------------------
+# storage format: the same data give the same partition, bit for bit
+# --------------------------------------------------------------------------
+def _sparse_data(m, n, seed, kind="gauss"):
+    """Sparse-ish data: non-round values, where every rounding shows in the
+    centres, or 0/1 values (one-hot like mushrooms), where many distances tie
+    and the rounding of CSR products used to flip the labels."""
+    rng = np.random.RandomState(seed)
+    if kind == "binary":
+        return (rng.rand(m, n) < 0.3).astype(np.float64)
+    X = rng.randn(m, n) * (rng.rand(m, n) < 0.35)
+    X[:, 0] += 3.0 * (np.arange(m) % 3)  # some cluster structure
+    return X
+
+
+PARTITIONER_CONFIGS = [
+    RandomPartitioner,
+    KMeansPartitioner,
+    lambda P, **kw: KMeansPartitioner(P, method="minibatch", max_iter=10, **kw),
+    KBalancePartitioner,
+    lambda P, **kw: KBalancePartitioner(P, assign_order="regret", **kw),
+    lambda P, **kw: KBalancePartitioner(P, recompute_centers=False, **kw),
+    FCFSPartitioner,
+    lambda P, **kw: FCFSPartitioner(P, recompute_centers=False, **kw),
+    BKMPartitioner,
+]
+CONFIG_IDS = ["random", "kmeans", "kmeans-minibatch", "kbalance", "kbalance-regret",
+              "kbalance-kmeans-centres", "fcfs", "fcfs-picked-centres", "bkm"]
+
+
+def _fitted_state(part, tests):
+    state = {"labels_": part.labels_, "centers_": part.centers_, "sizes_": part.sizes_,
+             "n_partitions_": np.array(part.n_partitions_)}
+    for name, T in tests.items():
+        state[f"assign({name})"] = part.assign(T)
+    return state
+
+
+def _assert_same_state(a, b, what):
+    for key in a:
+        assert a[key].dtype == b[key].dtype, (what, key)
+        # bit for bit: array_equal on float64 is exact equality
+        assert np.array_equal(a[key], b[key]), (what, key)
+
+
+@pytest.mark.parametrize("make", PARTITIONER_CONFIGS, ids=CONFIG_IDS)
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("m,n,P,kind", [(103, 12, 7, "gauss"), (240, 30, 4, "gauss"),
+                                        (301, 20, 4, "binary")])
+def test_partition_independent_of_storage_format(make, seed, m, n, P, kind,
+                                                 storage_formats):
+    X = _sparse_data(m, n, seed, kind)
+    tests = storage_formats(_sparse_data(57, n, seed + 100, kind))
+    states = {name: _fitted_state(make(P, random_state=seed).fit(Xf), tests)
+              for name, Xf in storage_formats(X).items()}
+    for name in ("csr32", "csr64"):
+        _assert_same_state(states["dense"], states[name], name)
+    # and assign() of new data does not depend on the new data's format
+    for name in ("csr32", "csr64"):
+        np.testing.assert_array_equal(states["dense"]["assign(dense)"],
+                                      states["dense"][f"assign({name})"])
+
+
+@pytest.mark.parametrize("make", PARTITIONER_CONFIGS, ids=CONFIG_IDS)
+def test_assign_blocks_are_the_same_for_every_format(make, monkeypatch, storage_formats):
+    # blocks of 7 rows (the last one of 1 row, a matrix-vector product):
+    # every format is split into the same dense blocks
+    from cakernels import partition
+
+    X = _sparse_data(120, 9, 3)
+    T = _sparse_data(71, 9, 4)
+    part = make(5, random_state=0).fit(X)
+    whole = part.assign(T)
+    monkeypatch.setattr(partition, "ASSIGN_BLOCK_ROWS", 7)
+    got = {name: part.assign(Tf) for name, Tf in storage_formats(T).items()}
+    for name in ("csr32", "csr64"):
+        np.testing.assert_array_equal(got["dense"], got[name])
+    np.testing.assert_array_equal(got["dense"], whole)  # argmin, robust to the blocks
+    brute = np.argmin(((T[:, None, :] - part.centers_[None]) ** 2).sum(axis=2), axis=1)
+    np.testing.assert_array_equal(got["dense"], brute)
+
+
+def test_dense_input_is_never_copied_to_csr_or_changed_by_the_budget(monkeypatch):
+    # dense input computes on the same dense data whatever the budget
+    from cakernels import partition
+
+    X = _sparse_data(150, 10, 5)
+    T = _sparse_data(40, 10, 6)
+    below = {i: _fitted_state(make(4, random_state=0).fit(X), {"T": T})
+             for i, make in enumerate(PARTITIONER_CONFIGS)}
+    monkeypatch.setattr(partition, "DENSE_BUDGET_BYTES", 0)
+    assert not partition.dense_partitioning(150, 10)
+    for i, make in enumerate(PARTITIONER_CONFIGS):
+        _assert_same_state(below[i], _fitted_state(make(4, random_state=0).fit(X), {"T": T}),
+                           CONFIG_IDS[i])
+
+
+def test_dense_partitioning_budget():
+    from cakernels.partition import DENSE_BUDGET_BYTES, dense_partitioning
+
+    assert DENSE_BUDGET_BYTES == 2**30
+    assert dense_partitioning(2**27, 1)
+    assert not dense_partitioning(2**27 + 1, 1)
+    assert dense_partitioning(8124, 112)  # mushrooms
+    assert not dense_partitioning(20_242, 47_236)  # rcv1: 7.6 GB dense
+
+
+@pytest.mark.parametrize("make", PARTITIONER_CONFIGS, ids=CONFIG_IDS)
+def test_csr_above_the_budget_stays_csr_and_takes_64_bit_indices(make, monkeypatch,
+                                                                 storage_formats):
+    from cakernels import partition
+
+    monkeypatch.setattr(partition, "DENSE_BUDGET_BYTES", 1000)  # 8 * 103 * 12 > 1000
+    X = _sparse_data(103, 12, 7)
+    X64 = storage_formats(X)["csr64"]
+    before = (X64.data.copy(), X64.indices.copy(), X64.indptr.copy())
+    densified = []
+    real_toarray = sp.csr_matrix.toarray
+    monkeypatch.setattr(sp.csr_matrix, "toarray",
+                        lambda self, *a, **k: densified.append(self.shape)
+                        or real_toarray(self, *a, **k))
+    T = _sparse_data(30, 12, 8)
+    p64 = make(5, random_state=0).fit(X64)
+    s64 = _fitted_state(p64, {"csr": sp.csr_matrix(T)})
+    # no (n_samples x n_features) dense copy on this path (FCFS densifies
+    # only its P picked centres, BKM only padding rows)
+    assert all(shape[0] < X.shape[0] for shape in densified), densified
+    # the caller's matrix keeps its int64 indices and its contents
+    assert X64.indices.dtype == np.int64 and X64.indptr.dtype == np.int64
+    for a, b in zip(before, (X64.data, X64.indices, X64.indptr)):
+        np.testing.assert_array_equal(a, b)
+    # 64-bit indices give the partition of 32-bit ones
+    _assert_same_state(s64, _fitted_state(make(5, random_state=0).fit(sp.csr_matrix(X)),
+                                          {"csr": sp.csr_matrix(T)}), "csr32")
+    # a valid partition, routed to the nearest centre
+    assert p64.sizes_.sum() == 103 and np.all(p64.sizes_ > 0)
+    if p64.balanced:
+        assert set(p64.sizes_.tolist()) <= {103 // 5, -(-103 // 5)}
+    brute = np.argmin(((T[:, None, :] - p64.centers_[None]) ** 2).sum(axis=2), axis=1)
+    np.testing.assert_array_equal(s64["assign(csr)"], brute)
+    np.testing.assert_array_equal(p64.assign(T), brute)
+
+
+@pytest.mark.parametrize("cls", [KMeansPartitioner, KBalancePartitioner, BKMPartitioner])
+def test_kmeans_on_csr_too_large_for_32_bit_indices_is_a_clear_error(cls):
+    # 2**31 columns (64 GiB dense): above the budget, and K-means needs 32-bit indices
+    X = sp.csr_matrix((np.ones(4), np.array([0, 5, 2**31 - 1, 7], dtype=np.int64),
+                       np.arange(5, dtype=np.int64)), shape=(4, 2**31))
+    with pytest.raises(ValueError, match=r"K-means.*more than 2\*\*31 - 1 non-zeros or "
+                                         r"columns is not supported"):
+        cls(n_partitions=2, random_state=0).fit(X)
+
+
+def test_variable_blocks_independent_of_storage_format(storage_formats):
+    from cakernels._asygcd import variable_blocks
+
+    for kind in ("gauss", "binary"):
+        X = _sparse_data(600, 20, 0, kind)
+        for seed in range(3):
+            for n_threads in (3, 4):
+                blocks = {name: variable_blocks(Xf, n_threads, seed)
+                          for name, Xf in storage_formats(X).items()}
+                np.testing.assert_array_equal(blocks["dense"], blocks["csr32"])
+                np.testing.assert_array_equal(blocks["dense"], blocks["csr64"])
