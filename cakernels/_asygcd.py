@@ -55,9 +55,11 @@ from ._smo import check_dual_problem, native_matrix
 from ._kernels import _KIND, resolve_gamma
 from .partition import (
     _Capacity,
-    dense_partitioning,
+    _int32_indices,
     greedy_capacity_assign,
+    partition_storage,
     squared_distances,
+    to_partition_storage,
 )
 
 __all__ = ["asygcd_fit", "variable_blocks"]
@@ -98,8 +100,10 @@ def variable_blocks(X, n_threads, random_state=None):
     if n <= n_threads:
         # fewer variables than threads: one variable per block, some empty
         return rng.permutation(n_threads)[:n].astype(np.int64)
-    if sp.issparse(X) and dense_partitioning(*X.shape):
-        X = X.toarray()  # the blocks of the dense copy (as the partitioners do)
+    # the blocks of one canonical storage, as the partitioners compute
+    X = to_partition_storage(X, partition_storage(X))
+    if sp.issparse(X):
+        X = _int32_indices(X)  # scikit-learn's K-means takes 32-bit indices only
     n_sub = min(n, 20 * n_threads * 50)
     sub = rng.choice(n, n_sub, replace=False) if n_sub < n else np.arange(n)
     km = KMeans(n_clusters=n_threads, n_init=1,

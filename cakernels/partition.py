@@ -29,16 +29,20 @@ Storage format
 The same data give the same partition whether it is stored dense or as CSR
 (with 32- or 64-bit indices, as :func:`sklearn.datasets.load_svmlight_file`
 returns), bit for bit, as long as its dense copy fits
-:data:`DENSE_BUDGET_BYTES`: the choice depends on the shape only
-(:func:`dense_partitioning`). Every computation of a partitioner (K-means,
-distances, capacity assignment, means) then runs on C-contiguous float64
-data, CSR input being densified for the fit (a transient copy), and
-``assign`` densifies CSR rows one block at a time. Above the budget CSR
-input stays CSR and dense input stays dense (a CSR copy of large dense data
-would cost more memory than it saves): K-means and the distances then round
-differently for the two formats, so the partitions, and the models built on
-them, can differ. K-means takes CSR with 32-bit indices only; 64-bit indices
-are narrowed on a copy of the index arrays when the matrix allows it.
+:data:`DENSE_BUDGET_BYTES`. The partitioners then compute on one canonical
+storage chosen from the data's values, never from how they are stored
+(:func:`partition_storage`): C-contiguous float64 when at least
+:data:`SPARSE_DENSITY` of the values are non-zero (CSR input is densified for
+the fit, a transient copy, and ``assign`` densifies CSR rows one block at a
+time), else CSR with 32-bit indices, sorted and without explicit zeros (dense
+input is converted, which on such sparse data costs a fraction of its dense
+size; on very sparse, wide data dense K-means was 75-230x slower than the CSR
+one, see benchmarks/README.md). Above the budget CSR input stays CSR and dense
+input stays dense (a CSR copy of large dense data would cost more memory
+than it saves): K-means and the distances then round differently for the two
+formats, so the partitions, and the models built on them, can differ.
+K-means takes CSR with 32-bit indices only; 64-bit indices are narrowed on a
+copy of the index arrays when the matrix allows it.
 """
 
 import numbers
@@ -56,7 +60,9 @@ from ._kernels import row_sq_norms
 
 __all__ = [
     "DENSE_BUDGET_BYTES",
+    "SPARSE_DENSITY",
     "dense_partitioning",
+    "partition_storage",
     "RandomPartitioner",
     "KMeansPartitioner",
     "KBalancePartitioner",
@@ -78,6 +84,12 @@ __all__ = [
 #: (rcv1, news20, webspam trigrams: tens of GB dense) stays CSR.
 DENSE_BUDGET_BYTES = 2**30
 
+#: Fraction of non-zero values below which data whose dense copy fits the
+#: budget is partitioned in CSR form (dense input converted): there sparse
+#: products are cheaper than dense BLAS on the zeros (a9a: 11% non-zeros and
+#: mushrooms 19% stay dense, as all the dense benchmark sets).
+SPARSE_DENSITY = 0.05
+
 #: rows per block of :func:`nearest_center`
 ASSIGN_BLOCK_ROWS = 65536
 
@@ -90,6 +102,40 @@ def dense_partitioning(n_samples, n_features):
     the storage format of ``X``.
     """
     return 8 * int(n_samples) * int(n_features) <= DENSE_BUDGET_BYTES
+
+
+def partition_storage(X):
+    """The storage the partitioners compute on for ``X``: ``'dense'``, ``'csr'``
+    or ``'as_is'`` (above :data:`DENSE_BUDGET_BYTES`, where it depends on the
+    input's format). Decided from the shape and the number of non-zero values,
+    which are the same for a dense array and its CSR copy."""
+    n, d = X.shape
+    if not dense_partitioning(n, d):
+        return "as_is"
+    nnz = X.count_nonzero() if sp.issparse(X) else int(np.count_nonzero(X))
+    return "dense" if nnz >= SPARSE_DENSITY * n * d else "csr"
+
+
+def _canonical_csr(X):
+    """CSR float64 with 32-bit, sorted indices and no explicit zeros (a copy
+    when anything changes; the caller's matrix is never modified)."""
+    if not sp.issparse(X):
+        return _int32_indices(sp.csr_matrix(np.asarray(X, dtype=np.float64)))
+    X = _int32_indices(sp.csr_matrix(X, dtype=np.float64), purpose=None)
+    if X.count_nonzero() != X.nnz or not X.has_sorted_indices:
+        X = X.copy()
+        X.eliminate_zeros()
+        X.sort_indices()
+    return X
+
+
+def to_partition_storage(X, storage):
+    """``X`` in the storage ``storage`` (see :func:`partition_storage`)."""
+    if storage == "dense":
+        return X.toarray() if sp.issparse(X) else np.ascontiguousarray(X, dtype=np.float64)
+    if storage == "csr":
+        return _canonical_csr(X)
+    return X
 
 
 def _int32_indices(X, purpose=None):
@@ -133,22 +179,20 @@ def squared_distances(X, centers, X_sq_norms=None):
     return D
 
 
-def nearest_center(X, centers, *, block_rows=ASSIGN_BLOCK_ROWS, densify=False):
+def nearest_center(X, centers, *, block_rows=ASSIGN_BLOCK_ROWS, storage="as_is"):
     """Index of the nearest centre (Euclidean) of every row of ``X``.
 
     Ties go to the lowest centre index. Rows are processed in blocks of
-    ``block_rows`` to bound memory. With ``densify`` every block is computed
-    on a C-contiguous dense float64 copy (CSR blocks densified one at a
-    time), so that the result does not depend on how ``X`` is stored; the
-    blocks, hence the rounding, depend on ``block_rows`` and ``len(X)``.
+    ``block_rows`` to bound memory. With ``storage='dense'`` (or ``'csr'``)
+    every block is computed on a dense float64 (or canonical CSR) copy, so
+    that the result does not depend on how ``X`` is stored; the blocks,
+    hence the rounding, depend on ``block_rows`` and ``len(X)``.
     """
     n = X.shape[0]
     out = np.empty(n, dtype=np.intp)
     for start in range(0, n, block_rows):
         stop = min(start + block_rows, n)
-        Xb = X[start:stop]
-        if densify:
-            Xb = Xb.toarray() if sp.issparse(Xb) else np.ascontiguousarray(Xb)
+        Xb = to_partition_storage(X[start:stop], storage)
         out[start:stop] = np.argmin(squared_distances(Xb, centers), axis=1)
     return out
 
@@ -309,10 +353,9 @@ class _BasePartitioner(BaseEstimator):
         rng = check_random_state(self.random_state)
         t0 = time.perf_counter()
         # the storage-independent path (see "Storage format" in the module
-        # docstring): dense float64 whenever the dense copy fits the budget
-        self._dense_partitioning = dense_partitioning(*X.shape)
-        if self._dense_partitioning and sp.issparse(X):
-            X = X.toarray()
+        # docstring): one canonical storage whenever the dense copy fits
+        self._storage = partition_storage(X)
+        X = to_partition_storage(X, self._storage)
         labels, centers = self._partition(X, rng)
         n_parts = centers.shape[0]
         self.labels_ = np.asarray(labels, dtype=np.intp)
@@ -339,13 +382,14 @@ class _BasePartitioner(BaseEstimator):
         """
         check_is_fitted(self)
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
-        if not getattr(self, "_dense_partitioning", False):
+        storage = getattr(self, "_storage", "as_is")
+        if storage == "as_is":
             return nearest_center(X, self.centers_)
-        # dense blocks of at most DENSE_BUDGET_BYTES, the same blocks for
-        # every storage format (dense input up to 2048 features keeps the
-        # default blocks)
+        # blocks of at most DENSE_BUDGET_BYTES dense, the same blocks for every
+        # storage format (dense input up to 2048 features keeps the default
+        # blocks), each in the storage the partition was computed on
         rows = min(ASSIGN_BLOCK_ROWS, max(1, DENSE_BUDGET_BYTES // (8 * X.shape[1])))
-        return nearest_center(X, self.centers_, block_rows=rows, densify=True)
+        return nearest_center(X, self.centers_, block_rows=rows, storage=storage)
 
     def fit_assign(self, X, y=None):
         """Fit and return ``labels_`` (the training partition, not ``assign(X)``)."""

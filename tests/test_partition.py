@@ -245,7 +245,7 @@ def _sparse_data(m, n, seed, kind="gauss"):
     rng = np.random.RandomState(seed)
     if kind == "binary":
         return (rng.rand(m, n) < 0.3).astype(np.float64)
-    X = rng.randn(m, n) * (rng.rand(m, n) < 0.35)
+    X = rng.randn(m, n) * (rng.rand(m, n) < (0.02 if kind == "verysparse" else 0.35))
     X[:, 0] += 3.0 * (np.arange(m) % 3)  # some cluster structure
     return X
 
@@ -283,7 +283,7 @@ def _assert_same_state(a, b, what):
 @pytest.mark.parametrize("make", PARTITIONER_CONFIGS, ids=CONFIG_IDS)
 @pytest.mark.parametrize("seed", [0, 1, 2])
 @pytest.mark.parametrize("m,n,P,kind", [(103, 12, 7, "gauss"), (240, 30, 4, "gauss"),
-                                        (301, 20, 4, "binary")])
+                                        (301, 20, 4, "binary"), (200, 100, 4, "verysparse")])
 def test_partition_independent_of_storage_format(make, seed, m, n, P, kind,
                                                  storage_formats):
     X = _sparse_data(m, n, seed, kind)
@@ -330,6 +330,38 @@ def test_dense_input_is_never_copied_to_csr_or_changed_by_the_budget(monkeypatch
     for i, make in enumerate(PARTITIONER_CONFIGS):
         _assert_same_state(below[i], _fitted_state(make(4, random_state=0).fit(X), {"T": T}),
                            CONFIG_IDS[i])
+
+
+def test_partition_storage_is_chosen_from_the_values(monkeypatch, storage_formats):
+    from cakernels import partition
+    from cakernels.partition import partition_storage
+
+    dense_ish = _sparse_data(200, 30, 0)          # about 35% non-zeros
+    very_sparse = _sparse_data(200, 100, 0, "verysparse")  # about 3%
+    for X, expected in ((dense_ish, "dense"), (very_sparse, "csr")):
+        assert {partition_storage(Xf) for Xf in storage_formats(X).values()} == {expected}
+    monkeypatch.setattr(partition, "DENSE_BUDGET_BYTES", 0)
+    assert partition_storage(dense_ish) == "as_is"
+
+
+@pytest.mark.parametrize("make", PARTITIONER_CONFIGS, ids=CONFIG_IDS)
+def test_explicit_zeros_and_unsorted_indices_do_not_change_the_partition(make):
+    # the canonical CSR drops explicit zeros and sorts indices, on a copy
+    X = _sparse_data(200, 100, 1, "verysparse")
+    ref = make(4, random_state=0).fit(X)
+    C = sp.csr_matrix(X)
+    C.data[::5] = 0.0                   # explicit zeros...
+    keep = C.copy()
+    Xz = C.toarray()
+    rows = [np.argsort(-C.indices[a:b]) + a for a, b in zip(C.indptr[:-1], C.indptr[1:])]
+    C = sp.csr_matrix((C.data[np.concatenate(rows)], C.indices[np.concatenate(rows)],
+                       C.indptr), shape=C.shape)  # ...and unsorted indices
+    got = make(4, random_state=0).fit(C)
+    want = make(4, random_state=0).fit(Xz)
+    np.testing.assert_array_equal(got.labels_, want.labels_)
+    np.testing.assert_array_equal(got.centers_, want.centers_)
+    assert C.nnz == keep.nnz  # the caller's matrix keeps its explicit zeros
+    assert ref.labels_.shape == got.labels_.shape
 
 
 def test_dense_partitioning_budget():
