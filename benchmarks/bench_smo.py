@@ -23,7 +23,7 @@ from sklearn.svm import SVC
 from threadpoolctl import threadpool_limits
 
 from cakernels._kernels import kernel_dot
-from cakernels._smo import smo_fit
+from cakernels._solvers.smo import smo_fit
 from cakernels.datasets import load_dataset
 
 

@@ -33,7 +33,7 @@ from ._base import _int32_indices, _PartitionedEstimator
 from . import _native
 from ._backends import cpu_count, effective_n_jobs
 from ._kernels import KERNELS, kernel_dot, resolve_gamma
-from ._native_svc import NATIVE_SOLVERS, NativeKernelSVC, ovr_from_ovo
+from ._solvers.native_svc import NATIVE_SOLVERS, NativeKernelSVC, ovr_from_ovo
 
 __all__ = ["PartitionedSVC", "CASVC", "FCFSSVC", "BKMSVC", "CPSVC", "AsyGCDSVC"]
 

@@ -1,5 +1,5 @@
 """Tests of the native Asy-GCD solver (``_native.asygcd_solve`` /
-``_asygcd.asygcd_fit``) for the SVM dual without bias: KKT conditions,
+``cakernels._solvers.asygcd.asygcd_fit``) for the SVM dual without bias: KKT conditions,
 agreement with serial GCD and with a brute-force box-QP solution."""
 
 import warnings
@@ -14,7 +14,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics.pairwise import pairwise_kernels
 
 import cakernels._native as _native
-from cakernels._asygcd import asygcd_fit, variable_blocks
+from cakernels._solvers.asygcd import asygcd_fit, variable_blocks
 
 KIND = {"linear": 0, "rbf": 1, "poly": 2, "sigmoid": 3}
 

@@ -421,7 +421,7 @@ def test_kmeans_on_csr_too_large_for_32_bit_indices_is_a_clear_error(cls):
 
 
 def test_variable_blocks_independent_of_storage_format(storage_formats):
-    from cakernels._asygcd import variable_blocks
+    from cakernels._solvers.asygcd import variable_blocks
 
     for kind in ("gauss", "binary"):
         X = _sparse_data(600, 20, 0, kind)

@@ -1,4 +1,4 @@
-"""Tests of the native SMO solver (``_native.smo_solve`` / ``_smo.smo_fit``)
+"""Tests of the native SMO solver (``_native.smo_solve`` / ``cakernels._solvers.smo.smo_fit``)
 against scikit-learn's SVC (LIBSVM) and the KKT conditions."""
 
 import warnings
@@ -14,7 +14,7 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.svm import SVC
 
 import cakernels._native as _native
-from cakernels._smo import smo_fit
+from cakernels._solvers.smo import smo_fit
 
 KIND = {"linear": 0, "rbf": 1, "poly": 2, "sigmoid": 3}
 

@@ -50,10 +50,10 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from threadpoolctl import threadpool_limits
 
-from . import _native
-from ._smo import check_dual_problem, native_matrix
-from ._kernels import _KIND, resolve_gamma
-from .partition import (
+from .. import _native
+from .smo import check_dual_problem, native_matrix
+from .._kernels import _KIND, resolve_gamma
+from ..partition import (
     _Capacity,
     _int32_indices,
     greedy_capacity_assign,

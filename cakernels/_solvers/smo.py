@@ -16,8 +16,8 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.exceptions import ConvergenceWarning
 
-from . import _native
-from ._kernels import _KIND, resolve_gamma
+from .. import _native
+from .._kernels import _KIND, resolve_gamma
 
 __all__ = ["smo_fit", "check_dual_problem", "native_matrix"]
 

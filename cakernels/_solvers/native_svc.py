@@ -14,8 +14,8 @@ is positive for ``classes_[1]``.
 import numpy as np
 import scipy.sparse as sp
 
-from ._kernels import kernel_dot
-from ._smo import smo_fit
+from .._kernels import kernel_dot
+from .smo import smo_fit
 
 NATIVE_SOLVERS = ("smo", "asygcd", "pscd")
 
@@ -59,7 +59,7 @@ class NativeKernelSVC:
         Seed of Asy-GCD's variable partitioning and of PSCD's choices.
     asygcd_options : dict, optional
         ``shrinking``, ``fit_intercept`` and ``intercept_scaling`` of
-        :func:`cakernels._asygcd.asygcd_fit` (Asy-GCD / PSCD only).
+        :func:`cakernels._solvers.asygcd.asygcd_fit` (Asy-GCD / PSCD only).
     """
 
     def __init__(self, solver, kernel_params, C, tol, max_iter, cache_size, *,
@@ -87,7 +87,7 @@ class NativeKernelSVC:
             intercept, n_iter = res["intercept"], res["n_iter"]
             self._objectives.append(res["objective"])
         else:
-            from ._asygcd import asygcd_fit
+            from .asygcd import asygcd_fit
 
             res = asygcd_fit(X, y_pm, self.C, n_threads=self.n_threads,
                              selection="greedy" if self.solver == "asygcd" else "random",
