@@ -308,7 +308,7 @@ def test_assign_blocks_are_the_same_for_every_format(make, monkeypatch, storage_
     T = _sparse_data(71, 9, 4)
     part = make(5, random_state=0).fit(X)
     whole = part.assign(T)
-    monkeypatch.setattr(partition, "ASSIGN_BLOCK_ROWS", 7)
+    monkeypatch.setattr(partition._storage, "ASSIGN_BLOCK_ROWS", 7)
     got = {name: part.assign(Tf) for name, Tf in storage_formats(T).items()}
     for name in ("csr32", "csr64"):
         np.testing.assert_array_equal(got["dense"], got[name])
@@ -325,7 +325,7 @@ def test_dense_input_is_never_copied_to_csr_or_changed_by_the_budget(monkeypatch
     T = _sparse_data(40, 10, 6)
     below = {i: _fitted_state(make(4, random_state=0).fit(X), {"T": T})
              for i, make in enumerate(PARTITIONER_CONFIGS)}
-    monkeypatch.setattr(partition, "DENSE_BUDGET_BYTES", 0)
+    monkeypatch.setattr(partition._storage, "DENSE_BUDGET_BYTES", 0)
     assert not partition.dense_partitioning(150, 10)
     for i, make in enumerate(PARTITIONER_CONFIGS):
         _assert_same_state(below[i], _fitted_state(make(4, random_state=0).fit(X), {"T": T}),
@@ -340,7 +340,7 @@ def test_partition_storage_is_chosen_from_the_values(monkeypatch, storage_format
     very_sparse = _sparse_data(200, 100, 0, "verysparse")  # about 3%
     for X, expected in ((dense_ish, "dense"), (very_sparse, "csr")):
         assert {partition_storage(Xf) for Xf in storage_formats(X).values()} == {expected}
-    monkeypatch.setattr(partition, "DENSE_BUDGET_BYTES", 0)
+    monkeypatch.setattr(partition._storage, "DENSE_BUDGET_BYTES", 0)
     assert partition_storage(dense_ish) == "as_is"
 
 
@@ -379,7 +379,7 @@ def test_csr_above_the_budget_stays_csr_and_takes_64_bit_indices(make, monkeypat
                                                                  storage_formats):
     from cakernels import partition
 
-    monkeypatch.setattr(partition, "DENSE_BUDGET_BYTES", 1000)  # 8 * 103 * 12 > 1000
+    monkeypatch.setattr(partition._storage, "DENSE_BUDGET_BYTES", 1000)  # 8 * 103 * 12 > 1000
     X = _sparse_data(103, 12, 7)
     X64 = storage_formats(X)["csr64"]
     before = (X64.data.copy(), X64.indices.copy(), X64.indptr.copy())

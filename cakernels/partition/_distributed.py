@@ -24,15 +24,11 @@ centres and sizes are the same on every rank.
 import numpy as np
 import scipy.sparse as sp
 
-from ._kernels import row_sq_norms
+from .._kernels import row_sq_norms
+from ._greedy import _Capacity, greedy_capacity_assign
+from ._storage import squared_distances
 
 _INT_MAX = np.iinfo(np.int64).max
-
-
-def _squared_distances(X, centers, X_sq_norms=None):
-    from .partition import squared_distances
-
-    return squared_distances(X, centers, X_sq_norms)
 
 
 def n_global(comm, X):
@@ -124,7 +120,7 @@ def kmeans(comm, X, n_clusters, *, random_state, max_iter=100, tol=1e-4, sample_
     sq = row_sq_norms(X)
     n_iter = 0
     for n_iter in range(1, max_iter + 1):
-        D = _squared_distances(X, centers, sq) if X.shape[0] else np.zeros((0, n_clusters))
+        D = squared_distances(X, centers, sq) if X.shape[0] else np.zeros((0, n_clusters))
         labels = np.argmin(D, axis=1) if X.shape[0] else np.zeros(0, dtype=np.intp)
         new, sizes = partition_means(comm, X, labels, n_clusters)
         empty = sizes == 0
@@ -133,7 +129,7 @@ def kmeans(comm, X, n_clusters, *, random_state, max_iter=100, tol=1e-4, sample_
         centers = new
         if shift <= tol_abs:
             break
-    D = _squared_distances(X, centers, sq) if X.shape[0] else np.zeros((0, n_clusters))
+    D = squared_distances(X, centers, sq) if X.shape[0] else np.zeros((0, n_clusters))
     inertia = comm.allreduce(float(D.min(axis=1).sum()) if X.shape[0] else 0.0)
     return centers, n_iter, inertia
 
@@ -216,8 +212,6 @@ def greedy_assign(comm, D, cap):
 def local_capacity_assign(D):
     """The reference's approximate parallel K-balance (section 3.4): this rank's
     rows alone, every centre taking ``floor`` or ``ceil`` of ``n_local / P``."""
-    from .partition import _Capacity, greedy_capacity_assign
-
     n, P = D.shape
     if n == 0:
         return np.zeros(0, dtype=np.intp)

@@ -1,0 +1,100 @@
+"""The capacity-limited greedy assignment of Algorithms 3, 4 and 9, computed
+exactly by an event simulation (see :mod:`cakernels.partition`)."""
+
+import numpy as np
+
+def balanced_sizes(n_samples, n_partitions):
+    """The sizes a balanced partition may have: ``floor`` and ``ceil`` of m/P."""
+    lo = n_samples // n_partitions
+    return lo, lo + (n_samples % n_partitions > 0), n_samples % n_partitions
+
+
+class _Capacity:
+    """Capacity bookkeeping shared by the balanced greedy assignments.
+
+    Every partition may hold ``floor(m/P)`` samples; the first ``m mod P``
+    partitions to reach ``floor + 1`` keep it, after which the cap of every
+    partition drops to ``floor``.
+    """
+
+    def __init__(self, n_samples, n_partitions, sizes=None):
+        self.lo, self.hi, self.r = balanced_sizes(n_samples, n_partitions)
+        self.sizes = (np.zeros(n_partitions, dtype=np.int64) if sizes is None
+                      else np.asarray(sizes, dtype=np.int64).copy())
+        self.n_hi = 0
+        self.cap = self.hi if self.r > 0 else self.lo
+
+    def room(self):
+        return np.maximum(self.cap - self.sizes, 0)
+
+    def add(self, j, count):
+        self.sizes[j] += count
+        if self.cap == self.hi and self.r > 0 and self.sizes[j] >= self.hi:
+            self.n_hi += 1
+            if self.n_hi >= self.r:
+                self.cap = self.lo
+
+    def reserve(self, j, count):
+        """Partition ``j`` keeps ``count`` of its own samples (BKM)."""
+        self.add(j, count)
+
+
+def greedy_capacity_assign(D, cap, order=None):
+    """Assign samples in order to their nearest partition that still has room.
+
+    This is the loop of Algorithms 3, 4 and 9 (``if dist < mindis and
+    CS[j] < balanced``), computed exactly by an event simulation.
+
+    Parameters
+    ----------
+    D : ndarray of shape (n, P)
+        Distances of the samples to the centres (any monotone transform of
+        the Euclidean distance gives the same result).
+    cap : _Capacity
+        Capacity state, updated in place.
+    order : ndarray of shape (n,), default=None
+        Processing order of the rows; data order when None.
+
+    Returns
+    -------
+    labels : ndarray of shape (n,)
+        The partition of every row of ``D`` (in the original row order).
+    """
+    n, P = D.shape
+    if order is None:
+        order = np.arange(n)
+    Dq = np.array(D[order], dtype=np.float64)  # a copy we may mask
+    closed = cap.room() == 0
+    Dq[:, closed] = np.inf
+    choice = np.argmin(Dq, axis=1)
+    labels_q = np.full(n, -1, dtype=np.intp)
+    start = 0
+    while start < n:
+        room = cap.room()
+        rest = choice[start:]
+        counts = np.bincount(rest, minlength=P)
+        # position (relative to ``start``) at which each partition fills up
+        fill_at = np.full(P, n, dtype=np.int64)
+        for j in np.flatnonzero((counts >= room) & (room > 0)):
+            fill_at[j] = np.flatnonzero(rest == j)[room[j] - 1]
+        j_first = int(np.argmin(fill_at))
+        stop = n if fill_at[j_first] >= n else start + int(fill_at[j_first]) + 1
+        seg = choice[start:stop]
+        labels_q[start:stop] = seg
+        seg_counts = np.bincount(seg, minlength=P)
+        for j in np.flatnonzero(seg_counts):
+            cap.add(j, int(seg_counts[j]))
+        start = stop
+        if start >= n:
+            break
+        newly_closed = (cap.room() == 0) & ~closed
+        closed |= newly_closed
+        if closed.all():
+            raise RuntimeError("capacity exhausted before every sample was assigned")
+        Dq[start:, newly_closed] = np.inf
+        redo = np.flatnonzero(np.isin(choice[start:], np.flatnonzero(newly_closed))) + start
+        if redo.size:
+            choice[redo] = np.argmin(Dq[redo], axis=1)
+    labels = np.empty(n, dtype=np.intp)
+    labels[order] = labels_q
+    return labels

@@ -1,0 +1,144 @@
+"""Storage, distances and nearest centres of the partitioning layer (see the
+"Storage format" section of :mod:`cakernels.partition`)."""
+
+import numpy as np
+import scipy.sparse as sp
+
+from .._kernels import row_sq_norms
+
+#: Largest dense copy of the training data, ``8 * n_samples * n_features``
+#: bytes, for which the partitioners compute on dense float64 data whatever
+#: the storage of ``X`` (1 GiB). A CSR training set of that shape is densified
+#: for the fit (scikit-learn's dense K-means then takes its own centred copy,
+#: so the peak is about twice this), which is small next to the 8 m^2 bytes of
+#: one kernel-ridge partition of m > 12,000 samples; every LIBSVM benchmark set
+#: used here that is stored sparse (a9a 32 MB, mushrooms 7 MB, webspam's
+#: unigrams 0.7 GB dense) fits, while truly high-dimensional sparse data
+#: (rcv1, news20, webspam trigrams: tens of GB dense) stays CSR.
+DENSE_BUDGET_BYTES = 2**30
+
+#: Fraction of non-zero values below which data whose dense copy fits the
+#: budget is partitioned in CSR form (dense input converted): there sparse
+#: products are cheaper than dense BLAS on the zeros (a9a: 11% non-zeros and
+#: mushrooms 19% stay dense, as all the dense benchmark sets).
+SPARSE_DENSITY = 0.05
+
+#: rows per block of :func:`nearest_center`
+ASSIGN_BLOCK_ROWS = 65536
+
+
+def dense_partitioning(n_samples, n_features):
+    """Whether the partitioners compute on dense data for data of this shape.
+
+    True when the dense float64 copy, ``8 * n_samples * n_features`` bytes,
+    fits :data:`DENSE_BUDGET_BYTES`; the partition then does not depend on
+    the storage format of ``X``.
+    """
+    return 8 * int(n_samples) * int(n_features) <= DENSE_BUDGET_BYTES
+
+
+def partition_storage(X):
+    """The storage the partitioners compute on for ``X``: ``'dense'``, ``'csr'``
+    or ``'as_is'`` (above :data:`DENSE_BUDGET_BYTES`, where it depends on the
+    input's format). Decided from the shape and the number of non-zero values,
+    which are the same for a dense array and its CSR copy."""
+    n, d = X.shape
+    if not dense_partitioning(n, d):
+        return "as_is"
+    nnz = X.count_nonzero() if sp.issparse(X) else int(np.count_nonzero(X))
+    return "dense" if nnz >= SPARSE_DENSITY * n * d else "csr"
+
+
+def _canonical_csr(X):
+    """CSR float64 with 32-bit, sorted indices and no explicit zeros (a copy
+    when anything changes; the caller's matrix is never modified)."""
+    if not sp.issparse(X):
+        return _int32_indices(sp.csr_matrix(np.asarray(X, dtype=np.float64)))
+    X = _int32_indices(sp.csr_matrix(X, dtype=np.float64), purpose=None)
+    if X.count_nonzero() != X.nnz or not X.has_sorted_indices:
+        X = X.copy()
+        X.eliminate_zeros()
+        X.sort_indices()
+    return X
+
+
+def to_partition_storage(X, storage):
+    """``X`` in the storage ``storage`` (see :func:`partition_storage`)."""
+    if storage == "dense":
+        return X.toarray() if sp.issparse(X) else np.ascontiguousarray(X, dtype=np.float64)
+    if storage == "csr":
+        return _canonical_csr(X)
+    return X
+
+
+def _int32_indices(X, purpose=None):
+    """CSR with 32-bit indices (what LIBSVM and scikit-learn's K-means take),
+    sharing the values.
+
+    ``load_svmlight_file`` and large ``scipy.sparse`` products give int64
+    indices; they are narrowed here on a copy of the index arrays (the
+    caller's matrix is not modified). ``purpose`` names the step that needs
+    32-bit indices in the error raised when they cannot hold the matrix.
+    """
+    if not sp.issparse(X) or (X.indices.dtype == np.int32 and X.indptr.dtype == np.int32):
+        return X
+    limit = np.iinfo(np.int32).max
+    if X.nnz > limit or X.shape[1] > limit:
+        what = "sparse input" if purpose is None else f"{purpose}: sparse input"
+        raise ValueError(
+            f"{what} with more than 2**31 - 1 non-zeros or columns is not supported "
+            f"(this one has {X.nnz} non-zeros and {X.shape[1]} columns)"
+        )
+    return sp.csr_matrix((X.data, X.indices.astype(np.int32), X.indptr.astype(np.int32)),
+                         shape=X.shape)
+
+
+# ----------------------------------------------------------------------------
+# helpers
+# ----------------------------------------------------------------------------
+def squared_distances(X, centers, X_sq_norms=None):
+    """Squared Euclidean distances between rows of ``X`` and ``centers``.
+
+    Computed as ``||x||^2 + ||c||^2 - 2 x.c`` (one matrix product, dense or
+    CSR ``X``), clipped at zero.
+    """
+    if X_sq_norms is None:
+        X_sq_norms = row_sq_norms(X)
+    c_sq = np.einsum("ij,ij->i", centers, centers)
+    XC = X @ centers.T
+    XC = np.asarray(XC, dtype=np.float64)
+    D = X_sq_norms[:, None] + c_sq[None, :] - 2.0 * XC
+    np.maximum(D, 0.0, out=D)
+    return D
+
+
+def nearest_center(X, centers, *, block_rows=ASSIGN_BLOCK_ROWS, storage="as_is"):
+    """Index of the nearest centre (Euclidean) of every row of ``X``.
+
+    Ties go to the lowest centre index. Rows are processed in blocks of
+    ``block_rows`` to bound memory. With ``storage='dense'`` (or ``'csr'``)
+    every block is computed on a dense float64 (or canonical CSR) copy, so
+    that the result does not depend on how ``X`` is stored; the blocks,
+    hence the rounding, depend on ``block_rows`` and ``len(X)``.
+    """
+    n = X.shape[0]
+    out = np.empty(n, dtype=np.intp)
+    for start in range(0, n, block_rows):
+        stop = min(start + block_rows, n)
+        Xb = to_partition_storage(X[start:stop], storage)
+        out[start:stop] = np.argmin(squared_distances(Xb, centers), axis=1)
+    return out
+
+
+def partition_means(X, labels, n_partitions):
+    """Mean of the samples of every partition, shape (n_partitions, n_features)."""
+    n = X.shape[0]
+    ind = sp.csr_matrix(
+        (np.ones(n), (labels, np.arange(n))), shape=(n_partitions, n)
+    )
+    sums = ind @ X
+    sums = sums.toarray() if sp.issparse(sums) else np.asarray(sums)
+    counts = np.bincount(labels, minlength=n_partitions).astype(np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        means = sums / counts[:, None]
+    return np.ascontiguousarray(means, dtype=np.float64)
