@@ -82,3 +82,9 @@ __all__ = [
     "make_partitioner",
     "PARTITIONERS",
 ]
+
+# public objects report this package as their module (as NumPy's set_module
+# does), so that pickles and reprs do not depend on the private file layout
+for _name in ["RandomPartitioner", "KMeansPartitioner", "KBalancePartitioner", "FCFSPartitioner", "BKMPartitioner", "make_partitioner"]:
+    globals()[_name].__module__ = __name__
+del _name

@@ -1,27 +1,11 @@
-"""Partitioned kernel SVM classifiers (chapter 2 of the reference).
-
-One engine (:class:`PartitionedSVC`) and thin named front doors that differ
-only in how the training set is split:
-
-=================  ==========================  =================================
-estimator          partitioner                 reference
-=================  ==========================  =================================
-:class:`CASVC`     random, balanced            CA-SVM, Algorithm 5
-:class:`FCFSSVC`   first come first served     FCFS-SVM, Algorithm 3
-:class:`BKMSVC`    balanced K-means            BKM-SVM, Algorithm 4
-:class:`CPSVC`     K-means (unbalanced)        CP-SVM
-=================  ==========================  =================================
-
-Every partition trains its own SVM (one-vs-one inside the partition for
-multiclass problems); a test sample is classified by the model of the
-partition whose centre is nearest (Algorithm 5, prediction).
-"""
+"""Partitioned kernel SVMs: PartitionedSVC and its front doors CASVC, FCFSSVC,
+BKMSVC and CPSVC (see :mod:`cakernels.svm`)."""
 
 import numbers
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.base import ClassifierMixin
 from sklearn.svm import SVC
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils import check_random_state
@@ -29,13 +13,10 @@ from sklearn.utils.class_weight import compute_class_weight
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
-from ._base import _int32_indices, _PartitionedEstimator
-from . import _native
-from ._backends import cpu_count, effective_n_jobs
-from ._kernels import KERNELS, kernel_dot, resolve_gamma
-from ._solvers.native_svc import NATIVE_SOLVERS, NativeKernelSVC, ovr_from_ovo
-
-__all__ = ["PartitionedSVC", "CASVC", "FCFSSVC", "BKMSVC", "CPSVC", "AsyGCDSVC"]
+from .._base import _int32_indices, _PartitionedEstimator
+from .._backends import cpu_count, effective_n_jobs
+from .._kernels import KERNELS, kernel_dot, resolve_gamma
+from .._solvers.native_svc import NATIVE_SOLVERS, NativeKernelSVC, ovr_from_ovo
 
 SOLVERS = ("libsvm",) + NATIVE_SOLVERS
 
@@ -586,212 +567,3 @@ class CPSVC(CASVC):
     """
 
     _default_partitioner = "kmeans"
-
-
-class AsyGCDSVC(ClassifierMixin, BaseEstimator):
-    """Multi-core kernel SVM by asynchronous greedy coordinate descent (chapter 4).
-
-    Solves the SVM dual *without* bias term (eq. 4.9 of the reference),
-    ``min 0.5 a^T Q a - sum(a)`` subject to ``0 <= a_i <= C_i``, with the
-    native OpenMP solver of Algorithm 14: the variables are split into one
-    block per thread by K-means on a subsample (section 4.4), every thread
-    greedily updates the variable of its block with the largest projected
-    gradient, and every thread keeps its own LRU cache of kernel values.
-    Deviation: a step is not added to one shared gradient with atomic adds
-    but published once in a lock-free log, and every thread applies it to
-    the gradient entries of its own variables (owner computes; with atomic
-    adds two threads were no faster than one, see ``native/ck_asygcd.c``),
-    and a thread steps only while its largest violation is at least half of
-    the team's largest (else, on strongly coupled kernels, half of the steps
-    went to small violations in the other block). With
-    ``selection='random'`` it is PSCD (asynchronous stochastic coordinate
-    descent, the chapter's baseline); with one thread and greedy selection it
-    is serial GCD (Algorithm 13).
-
-    Parameters
-    ----------
-    C : float, default=1.0
-        Regularisation parameter.
-    kernel : {'rbf', 'linear', 'poly', 'sigmoid'}, default='rbf'
-    degree : int, default=3
-    gamma : {'scale', 'auto'} or float, default='scale'
-        As in :class:`sklearn.svm.SVC`.
-    coef0 : float, default=0.0
-    tol : float, default=1e-3
-        Stop when the largest projected gradient is at most ``tol``.
-    max_iter : int, default=-1
-        Limit on the total number of coordinate updates of each binary
-        problem (-1: none); reaching it raises a ConvergenceWarning.
-    cache_size : float, default=200
-        Kernel-column cache in MB, split evenly between the threads. Up to a
-        quarter of it may hold a feature-major copy of ``X`` (when
-        ``8 * n_samples * n_features`` bytes, or 4 when every value is a
-        float exactly, fit there), which makes kernel columns several times
-        cheaper to compute (bit-identical values).
-    class_weight : dict or 'balanced', default=None
-        Per-class multipliers of C.
-    multi_class : {'ovo', 'ovr'}, default='ovo'
-        One-vs-one or one-vs-rest for more than two classes.
-    n_threads : int, default=None
-        OpenMP threads (None: the OpenMP default, every core).
-    selection : {'greedy', 'random'}, default='greedy'
-        Asy-GCD or PSCD.
-    shrinking : bool, default=False
-        Let every thread drop variables stuck at a bound from its active set
-        (LIBLINEAR's rule, the gradient of all variables rebuilt before the
-        final test). Measured (``benchmarks/README.md``): on one thread it
-        helps when the cache holds the support vectors' kernel columns
-        (ijcnn1: 2x faster) and hurts when it does not (a9a: 2.1x slower);
-        with two threads it made more steps and was slower.
-    fit_intercept : bool, default=False
-        Add a regularised intercept, as LIBLINEAR does: the kernel becomes
-        ``K(x, x') + intercept_scaling**2`` (the inputs extended by a
-        constant feature). The thesis' model has none (False); on imbalanced
-        data an intercept can matter (ijcnn1: 98.4% without, 98.7% with,
-        the accuracy of :class:`sklearn.svm.SVC`).
-    intercept_scaling : float, default=1.0
-        Value of the constant feature (> 0).
-    random_state : int, RandomState instance or None, default=None
-        Seed of the variable partitioning (and of PSCD's choices).
-
-    Attributes
-    ----------
-    classes_ : ndarray of shape (n_classes,)
-    gamma_ : float
-        The resolved kernel coefficient.
-    support_ : ndarray
-        Indices of the support vectors (over all binary problems).
-    n_iter_ : ndarray of shape (n_problems,)
-        Coordinate updates of every binary problem.
-    intercept_ : ndarray of shape (n_problems,)
-        Intercept of every binary problem (zeros unless ``fit_intercept``).
-    objective_ : ndarray of shape (n_problems,)
-        Dual objective ``0.5 a^T Q a - sum(a)`` reached by every binary
-        problem.
-    n_features_in_ : int
-    feature_names_in_ : ndarray of shape (n_features_in_,)
-        Names of features seen during fit (a DataFrame with string column
-        names only).
-
-    See Also
-    --------
-    sklearn.svm.SVC : the dual with bias, by LIBSVM.
-
-    Notes
-    -----
-    Without the bias term the decision function is ``sum_i a_i y_i K(x_i, x)``;
-    with ``fit_intercept`` it is ``sum_i a_i y_i K(x_i, x) + b`` with
-    ``b = intercept_scaling**2 * sum_i a_i y_i``.
-    Results with several threads are not bitwise reproducible: the order of
-    the asynchronous updates varies from run to run, the objective reached
-    does not (up to ``tol``).
-
-    Examples
-    --------
-    >>> from sklearn.datasets import make_classification
-    >>> from cakernels import AsyGCDSVC
-    >>> X, y = make_classification(n_samples=300, random_state=0)
-    >>> clf = AsyGCDSVC(C=10, n_threads=2, random_state=0).fit(X, y)
-    >>> float(clf.score(X, y)) > 0.9
-    True
-    """
-
-    _parameter_constraints = {
-        **_SVM_CONSTRAINTS,
-        "multi_class": [StrOptions({"ovo", "ovr"})],
-        "n_threads": [Interval(numbers.Integral, 1, None, closed="left"), None],
-        "selection": [StrOptions({"greedy", "random"})],
-        "shrinking": ["boolean"],
-        "fit_intercept": ["boolean"],
-        "intercept_scaling": [Interval(numbers.Real, 0, None, closed="neither")],
-        "random_state": ["random_state"],
-    }
-
-    def __init__(self, C=1.0, *, kernel="rbf", degree=3, gamma="scale", coef0=0.0, tol=1e-3,
-                 max_iter=-1, cache_size=200, class_weight=None, multi_class="ovo",
-                 n_threads=None, selection="greedy", shrinking=False, fit_intercept=False,
-                 intercept_scaling=1.0, random_state=None):
-        self.C = C
-        self.kernel = kernel
-        self.degree = degree
-        self.gamma = gamma
-        self.coef0 = coef0
-        self.tol = tol
-        self.max_iter = max_iter
-        self.cache_size = cache_size
-        self.class_weight = class_weight
-        self.multi_class = multi_class
-        self.n_threads = n_threads
-        self.selection = selection
-        self.shrinking = shrinking
-        self.fit_intercept = fit_intercept
-        self.intercept_scaling = intercept_scaling
-        self.random_state = random_state
-
-    def fit(self, X, y, sample_weight=None):
-        """Fit the SVM.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-            Training samples, dense or CSR (copied to float64 when needed,
-            never modified).
-        y : array-like of shape (n_samples,)
-            Class labels (two or more classes).
-        sample_weight : array-like of shape (n_samples,), default=None
-            Per-sample multipliers of C.
-
-        Returns
-        -------
-        self : object
-        """
-        self._validate_params()
-        X, y = _validate_training_data(self, X, y)
-        weight = _check_sample_weight(sample_weight, X, dtype=np.float64,
-                                      ensure_non_negative=True)
-        if self.class_weight is not None:
-            cw = compute_class_weight(self.class_weight, classes=self.classes_, y=y)
-            weight = weight * cw[np.searchsorted(self.classes_, y)]
-        keep = weight > 0
-        if not np.all(np.isin(self.classes_, y[keep])):
-            raise ValueError("every class needs a sample with positive weight")
-        self.gamma_ = resolve_gamma(self.gamma, X)
-        n_threads = self.n_threads or _native.max_threads()
-        seed = check_random_state(self.random_state).randint(np.iinfo(np.int32).max)
-        self.model_ = NativeKernelSVC(
-            "asygcd" if self.selection == "greedy" else "pscd",
-            {"kernel": self.kernel, "gamma": self.gamma_, "degree": self.degree,
-             "coef0": self.coef0},
-            self.C, self.tol, self.max_iter, self.cache_size, multi_class=self.multi_class,
-            n_threads=n_threads, random_state=seed,
-            asygcd_options={"shrinking": self.shrinking, "fit_intercept": self.fit_intercept,
-                            "intercept_scaling": self.intercept_scaling},
-        ).fit(X[keep], y[keep], weight[keep])
-        self.support_ = np.flatnonzero(keep)[self.model_.support_]
-        self.n_iter_ = self.model_.n_iter_
-        self.intercept_ = np.array([m[2][0] for m in self.model_.models_])
-        self.objective_ = self.model_.objective_
-        return self
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = True
-        return tags
-
-    def decision_function(self, X):
-        """Decision values: (n_samples,) for two classes (positive means
-        ``classes_[1]``), else (n_samples, n_classes) one-vs-rest scores."""
-        check_is_fitted(self)
-        X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, order="C",
-                          reset=False)
-        X = _int32_indices(X)
-        if self.classes_.size == 2:
-            return self.model_.decision_function(X)
-        return self.model_.ovr_decision(X)
-
-    def predict(self, X):
-        """Class labels (the argmax of :meth:`decision_function`)."""
-        dec = self.decision_function(X)
-        if dec.ndim == 1:
-            return self.classes_[(dec > 0).astype(int)]
-        return self.classes_[np.argmax(dec, axis=1)]

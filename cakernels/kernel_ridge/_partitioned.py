@@ -1,130 +1,18 @@
-"""Partitioned kernel ridge regression (chapter 3 of the reference).
-
-Every partition of ``m`` samples solves ``(K + lam * m * I) alpha = y`` by
-Cholesky (LAPACK through SciPy, in place, float64), eq. (3.6) and
-Algorithm 8. The named estimators differ in how they partition and how they
-combine the local models:
-
-================  ===========================  ==========================
-estimator         partitioner                  combine (prediction)
-================  ===========================  ==========================
-:class:`DCKRR`    random, balanced             average (Algorithm 8)
-:class:`KKRR`     K-means                      average
-:class:`KKRR2`    K-means                      nearest centre
-:class:`BKRR`     K-balance (Algorithm 9)      average
-:class:`BKRR2`    K-balance (Algorithm 9)      nearest centre (Alg. 10)
-================  ===========================  ==========================
-
-The oracle bound BKRR3/KKRR3 (Algorithm 11) looks at the true targets, so it
-is an evaluation function, :func:`oracle_score`, not a predictor.
-"""
+"""Partitioned kernel ridge regression: PartitionedKernelRidge and the front
+doors DCKRR, KKRR, KKRR2, BKRR and BKRR2 (see :mod:`cakernels.kernel_ridge`)."""
 
 import numbers
-import warnings
 
 import numpy as np
 import scipy.sparse as sp
-from scipy import linalg
-from scipy.linalg import cython_lapack
 from sklearn.base import RegressorMixin
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from . import _native
-from ._backends import cpu_count, effective_n_jobs
-from ._blas import cholesky_guard
-from ._base import _PartitionedEstimator
-from ._kernels import KERNELS, kernel_block, kernel_dot, row_sq_norms, sigma_to_gamma
-
-__all__ = [
-    "PartitionedKernelRidge",
-    "DCKRR",
-    "KKRR",
-    "KKRR2",
-    "BKRR",
-    "BKRR2",
-    "oracle_predict",
-    "oracle_score",
-    "solve_krr",
-]
-
-
-def solve_krr(K, y, reg, rebuild=None):
-    """Solve ``(K + reg * I) alpha = y`` in place by Cholesky.
-
-    ``K`` is overwritten. When the regularised matrix is not numerically
-    positive definite (Cholesky fails, or its reciprocal condition number is
-    below machine precision) the minimum-norm least-squares solution is
-    returned instead, with a :class:`scipy.linalg.LinAlgWarning`.
-
-    Parameters
-    ----------
-    K : ndarray of shape (m, m)
-        Symmetric kernel matrix, C-contiguous float64 (overwritten).
-    y : ndarray of shape (m,) or (m, n_outputs)
-    reg : float
-        Diagonal shift ``lam * m``.
-    rebuild : callable, default=None
-        Returns ``K`` again for the fallback (the factorization destroyed
-        it); without it a copy of ``K`` is kept during the factorization.
-
-    Returns
-    -------
-    alpha : ndarray of the shape of ``y``
-    """
-    m = K.shape[0]
-    backup = K.copy() if rebuild is None else None
-    K.flat[:: m + 1] += reg
-    anorm = float(linalg.lapack.dlange("1", K.T))  # 1-norm, no temporary copy
-    try:
-        with cholesky_guard(m):  # one BLAS thread where OpenBLAS would crash (_blas)
-            return _cholesky_solve(K, y, anorm)
-    except linalg.LinAlgError as exc:
-        warnings.warn(
-            f"kernel matrix + lam*m*I is not numerically positive definite ({exc}); "
-            "using the least-squares solution. Increase lam or check the kernel.",
-            linalg.LinAlgWarning,
-            stacklevel=3,
-        )
-        K = backup if rebuild is None else rebuild()
-        K.flat[:: m + 1] += reg
-        return linalg.lstsq(K, y, check_finite=False, lapack_driver="gelsd")[0]
-
-
-def _cholesky_solve(K, y, anorm):
-    """``K^-1 y`` by an in-place Cholesky of the regularised ``K``; LinAlgError when
-    it is not numerically positive definite."""
-    # LAPACK dpotrf on K's own buffer (K is symmetric, so its C-order buffer is
-    # the same matrix in Fortran order), with the GIL released so that the
-    # 'threads' backend factors partitions concurrently; SciPy's cho_factor would
-    # hold the GIL. L ends up in K.T's lower triangle, the layout
-    # cho_solve((K.T, True), ...) expects.
-    info = _native.cholesky_inplace(K, _DPOTRF)
-    if info != 0:
-        raise linalg.LinAlgError(f"{info}-th leading minor is not positive definite")
-    c = K.T
-    rcond, info = linalg.lapack.dpocon(c, anorm, uplo="L")
-    if info != 0 or not rcond > np.finfo(np.float64).eps:
-        raise linalg.LinAlgError(f"reciprocal condition number {rcond:.3g}")
-    return linalg.cho_solve((c, True), y, overwrite_b=False, check_finite=False)
-
-
-#: SciPy's LAPACK dpotrf (the Cython capsule), called by the native module
-_DPOTRF = cython_lapack.__pyx_capi__["dpotrf"]
-
-
-class _LocalKRR:
-    """One partition's model: its training samples and dual coefficients."""
-
-    def __init__(self, X, alpha, kernel_params):
-        self.X = X
-        self.alpha = alpha
-        self.kernel_params = kernel_params
-        self.sq_norms = row_sq_norms(X) if kernel_params["kernel"] == "rbf" else None
-
-    def predict(self, X):
-        return kernel_dot(X, self.X, self.alpha, Y_sq_norms=self.sq_norms, **self.kernel_params)
-
+from .._backends import cpu_count, effective_n_jobs
+from .._base import _PartitionedEstimator
+from .._kernels import KERNELS, kernel_block, sigma_to_gamma
+from .._solvers.krr import _LocalKRR, solve_krr
 
 class PartitionedKernelRidge(RegressorMixin, _PartitionedEstimator):
     """Partitioned kernel ridge regression with a choice of partitioner and combiner.
@@ -522,66 +410,3 @@ class BKRR2(DCKRR):
 
     _default_partitioner = "kbalance"
     _default_combine = "nearest"
-
-
-def oracle_predict(model, X, y):
-    """Oracle predictions (BKRR3/KKRR3, Algorithm 11).
-
-    For every sample, the prediction of the local model closest to the true
-    target. It inspects ``y``, so it is a bound for evaluation, not a
-    predictor.
-
-    Parameters
-    ----------
-    model : fitted PartitionedKernelRidge (any of DCKRR, KKRR, KKRR2, BKRR, BKRR2)
-    X : {array-like, sparse matrix} of shape (n_samples, n_features)
-    y : array-like of shape (n_samples,) or (n_samples, n_targets)
-        True targets.
-
-    Returns
-    -------
-    y_oracle : ndarray of the shape of ``y``
-    """
-    if not isinstance(model, PartitionedKernelRidge):
-        raise TypeError(f"oracle_predict needs a partitioned KRR model, got {type(model).__name__}")
-    local = model.local_predictions(X)  # (P, n[, t])
-    y = np.asarray(y, dtype=np.float64)
-    if y.shape != local.shape[1:]:
-        raise ValueError(f"y has shape {y.shape}, predictions have shape {local.shape[1:]}")
-    err = (local - y[None]) ** 2
-    if err.ndim == 3:
-        err = err.sum(axis=2)
-    best = np.argmin(err, axis=0)
-    return local[best, np.arange(local.shape[1])]
-
-
-def oracle_score(model, X, y):
-    """Mean squared error of the oracle bound BKRR3/KKRR3 (Algorithm 11).
-
-    With a :class:`BKRR2` (or :class:`BKRR`) model this is BKRR3's MSE, with
-    a :class:`KKRR2` (or :class:`KKRR`) model KKRR3's: a lower bound on the
-    MSE that any rule choosing one local model per sample can reach. Lower
-    is better (unlike scikit-learn's ``score``).
-
-    Parameters
-    ----------
-    model : fitted PartitionedKernelRidge
-    X : {array-like, sparse matrix} of shape (n_samples, n_features)
-    y : array-like of shape (n_samples,) or (n_samples, n_targets)
-
-    Returns
-    -------
-    mse : float
-
-    Examples
-    --------
-    >>> from sklearn.datasets import make_regression
-    >>> from sklearn.metrics import mean_squared_error
-    >>> from cakernels import BKRR2, oracle_score
-    >>> X, y = make_regression(n_samples=300, n_features=3, noise=5, random_state=0)
-    >>> m = BKRR2(n_partitions=3, sigma=5.0, random_state=0).fit(X, y)
-    >>> bool(oracle_score(m, X, y) <= mean_squared_error(y, m.predict(X)))
-    True
-    """
-    y = np.asarray(y, dtype=np.float64)
-    return float(np.mean((oracle_predict(model, X, y) - y) ** 2))

@@ -1,0 +1,88 @@
+"""Kernel ridge regression on one worker: ``(K + reg I) alpha = y`` by an
+in-place LAPACK Cholesky without the GIL (Algorithm 6, eq. 3.6)."""
+
+import warnings
+
+import numpy as np
+from scipy import linalg
+from scipy.linalg import cython_lapack
+
+from .. import _native
+from .._blas import cholesky_guard
+from .._kernels import kernel_dot, row_sq_norms
+
+def solve_krr(K, y, reg, rebuild=None):
+    """Solve ``(K + reg * I) alpha = y`` in place by Cholesky.
+
+    ``K`` is overwritten. When the regularised matrix is not numerically
+    positive definite (Cholesky fails, or its reciprocal condition number is
+    below machine precision) the minimum-norm least-squares solution is
+    returned instead, with a :class:`scipy.linalg.LinAlgWarning`.
+
+    Parameters
+    ----------
+    K : ndarray of shape (m, m)
+        Symmetric kernel matrix, C-contiguous float64 (overwritten).
+    y : ndarray of shape (m,) or (m, n_outputs)
+    reg : float
+        Diagonal shift ``lam * m``.
+    rebuild : callable, default=None
+        Returns ``K`` again for the fallback (the factorization destroyed
+        it); without it a copy of ``K`` is kept during the factorization.
+
+    Returns
+    -------
+    alpha : ndarray of the shape of ``y``
+    """
+    m = K.shape[0]
+    backup = K.copy() if rebuild is None else None
+    K.flat[:: m + 1] += reg
+    anorm = float(linalg.lapack.dlange("1", K.T))  # 1-norm, no temporary copy
+    try:
+        with cholesky_guard(m):  # one BLAS thread where OpenBLAS would crash (_blas)
+            return _cholesky_solve(K, y, anorm)
+    except linalg.LinAlgError as exc:
+        warnings.warn(
+            f"kernel matrix + lam*m*I is not numerically positive definite ({exc}); "
+            "using the least-squares solution. Increase lam or check the kernel.",
+            linalg.LinAlgWarning,
+            stacklevel=3,
+        )
+        K = backup if rebuild is None else rebuild()
+        K.flat[:: m + 1] += reg
+        return linalg.lstsq(K, y, check_finite=False, lapack_driver="gelsd")[0]
+
+
+def _cholesky_solve(K, y, anorm):
+    """``K^-1 y`` by an in-place Cholesky of the regularised ``K``; LinAlgError when
+    it is not numerically positive definite."""
+    # LAPACK dpotrf on K's own buffer (K is symmetric, so its C-order buffer is
+    # the same matrix in Fortran order), with the GIL released so that the
+    # 'threads' backend factors partitions concurrently; SciPy's cho_factor would
+    # hold the GIL. L ends up in K.T's lower triangle, the layout
+    # cho_solve((K.T, True), ...) expects.
+    info = _native.cholesky_inplace(K, _DPOTRF)
+    if info != 0:
+        raise linalg.LinAlgError(f"{info}-th leading minor is not positive definite")
+    c = K.T
+    rcond, info = linalg.lapack.dpocon(c, anorm, uplo="L")
+    if info != 0 or not rcond > np.finfo(np.float64).eps:
+        raise linalg.LinAlgError(f"reciprocal condition number {rcond:.3g}")
+    return linalg.cho_solve((c, True), y, overwrite_b=False, check_finite=False)
+
+
+#: SciPy's LAPACK dpotrf (the Cython capsule), called by the native module
+_DPOTRF = cython_lapack.__pyx_capi__["dpotrf"]
+
+
+class _LocalKRR:
+    """One partition's model: its training samples and dual coefficients."""
+
+    def __init__(self, X, alpha, kernel_params):
+        self.X = X
+        self.alpha = alpha
+        self.kernel_params = kernel_params
+        self.sq_norms = row_sq_norms(X) if kernel_params["kernel"] == "rbf" else None
+
+    def predict(self, X):
+        return kernel_dot(X, self.X, self.alpha, Y_sq_norms=self.sq_norms, **self.kernel_params)
