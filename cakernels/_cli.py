@@ -47,6 +47,10 @@ DEMO_NAMES = {"demo": "demo", "demo_regression": "demo_regression",
               "demo-regression": "demo_regression"}
 
 
+#: the backends' names (as cakernels.backends.BACKEND_NAMES, without importing NumPy)
+BACKENDS = ("serial", "threads", "mpi")
+
+
 class CLIError(Exception):
     """A user error: reported as one line, exit status 2."""
 
@@ -232,7 +236,7 @@ def _int32_indices(X):
     SVC refuses (the partitioned SVMs narrow them themselves)."""
     import scipy.sparse as sp
 
-    from ._base import _int32_indices as narrow
+    from .partition import _int32_indices as narrow
 
     return narrow(X.tocsr()) if sp.issparse(X) else X
 
@@ -1173,7 +1177,6 @@ def _add_common(parser):
 
 
 def _add_estimator_options(parser, *, bench=False):
-    from ._backends import BACKENDS
 
     g = parser.add_argument_group("estimator options")
     if not bench:

@@ -4,7 +4,7 @@ import importlib.util
 import platform
 import sys
 
-from ._backends import cpu_count
+from .backends import cpu_count
 
 
 def build_info():

@@ -182,3 +182,14 @@ def test_large_cholesky_does_not_crash_skylakex_openblas(spawn):
     out = spawn([sys.executable, "-c", code], env=env, timeout=900)
     assert out.returncode == 0, f"exit {out.returncode}: {out.stderr}"
     assert float(out.stdout) > 0.9
+
+
+def test_command_line_parses_without_numpy(spawn):
+    # bench chooses OpenBLAS' kernels before NumPy loads: parsing must not load it
+    code = ("import sys, cakernels._cli as c; c.build_parser().parse_args(['bench']); "
+            "light = 'numpy' not in sys.modules; "
+            "from cakernels.backends import BACKEND_NAMES; "
+            "print(light, c.BACKENDS == BACKEND_NAMES)")
+    out = spawn([sys.executable, "-c", code])
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True", "True"]

@@ -84,5 +84,8 @@ class _LocalKRR:
         self.kernel_params = kernel_params
         self.sq_norms = row_sq_norms(X) if kernel_params["kernel"] == "rbf" else None
 
-    def predict(self, X):
-        return kernel_dot(X, self.X, self.alpha, Y_sq_norms=self.sq_norms, **self.kernel_params)
+    def predict(self, X, n_threads=None):
+        params = dict(self.kernel_params)
+        if n_threads is not None:
+            params["n_threads"] = int(n_threads)
+        return kernel_dot(X, self.X, self.alpha, Y_sq_norms=self.sq_norms, **params)

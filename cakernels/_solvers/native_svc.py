@@ -15,7 +15,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._kernels import kernel_dot
-from .smo import smo_fit
+from .local import solve_binary_svm
 
 NATIVE_SOLVERS = ("smo", "asygcd", "pscd")
 
@@ -78,27 +78,16 @@ class NativeKernelSVC:
         self.asygcd_options = asygcd_options
 
     def _solve(self, X, y_pm, weight):
-        kp = self.kernel_params
-        common = dict(sample_weight=weight, kernel=kp["kernel"], gamma=kp["gamma"],
-                      degree=kp["degree"], coef0=kp["coef0"], tol=self.tol,
-                      max_iter=self.max_iter, cache_size=self.cache_size)
-        if self.solver == "smo":
-            res = smo_fit(X, y_pm, self.C, **common)
-            intercept, n_iter = res["intercept"], res["n_iter"]
-            self._objectives.append(res["objective"])
-        else:
-            from .asygcd import asygcd_fit
-
-            res = asygcd_fit(X, y_pm, self.C, n_threads=self.n_threads,
-                             selection="greedy" if self.solver == "asygcd" else "random",
-                             random_state=self.random_state,
-                             **(self.asygcd_options or {}), **common)
-            intercept, n_iter = res["intercept"], res["n_updates"]
-            self._objectives.append(res["objective"])
-        sv = res["support"]
+        sol = solve_binary_svm(X, y_pm, self.C, kernel_params=self.kernel_params,
+                               solver=self.solver, sample_weight=weight, tol=self.tol,
+                               max_iter=self.max_iter, cache_size=self.cache_size,
+                               n_threads=self.n_threads, random_state=self.random_state,
+                               asygcd_options=self.asygcd_options)
+        self._objectives.append(sol.objective)
+        sv = sol.support
         sv_X = X[sv] if sp.issparse(X) else np.ascontiguousarray(X[sv])
-        model = (sv_X, (res["alpha"][sv] * y_pm[sv])[None, :], np.array([intercept]))
-        return model, n_iter, sv
+        model = (sv_X, sol.dual_coef[None, :], np.array([sol.intercept]))
+        return model, sol.n_iter, sv
 
     def fit(self, X, y, weight):
         """Fit on ``X`` (dense or CSR) with labels ``y`` (two or more classes) and

@@ -4,17 +4,16 @@ doors DCKRR, KKRR, KKRR2, BKRR and BKRR2 (see :mod:`cakernels.kernel_ridge`)."""
 import numbers
 
 import numpy as np
-import scipy.sparse as sp
 from sklearn.base import RegressorMixin
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._backends import cpu_count, effective_n_jobs
-from .._base import _PartitionedEstimator
-from .._kernels import KERNELS, kernel_block, sigma_to_gamma
-from .._solvers.krr import _LocalKRR, solve_krr
+from .._engine import PartitionedEstimator
+from .._kernels import KERNELS, sigma_to_gamma
+from .._solvers.krr import _LocalKRR
+from .._solvers.local import solve_kernel_ridge
 
-class PartitionedKernelRidge(RegressorMixin, _PartitionedEstimator):
+class PartitionedKernelRidge(RegressorMixin, PartitionedEstimator):
     """Partitioned kernel ridge regression with a choice of partitioner and combiner.
 
     The training set is split into ``n_partitions`` parts; every part solves
@@ -101,7 +100,7 @@ class PartitionedKernelRidge(RegressorMixin, _PartitionedEstimator):
     """
 
     _parameter_constraints = {
-        **_PartitionedEstimator._parameter_constraints,
+        **PartitionedEstimator._parameter_constraints,
         "partitioner": [str, object],
         "combine": [StrOptions({"nearest", "average"})],
         "sigma": [Interval(numbers.Real, 0.0, None, closed="neither")],
@@ -159,25 +158,37 @@ class PartitionedKernelRidge(RegressorMixin, _PartitionedEstimator):
             Fitted estimator.
         """
         self._validate_params()
-        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, order="C",
-                             multi_output=True, y_numeric=True)
-        y = np.asarray(y, dtype=np.float64)
-        self._fit_sparse = sp.issparse(X)
-        groups, t_part = self._partition(X)
-        n_workers = min(effective_n_jobs(self.backend, self.n_jobs), len(groups))
-        params = self._kernel_params(n_threads=max(1, cpu_count() // n_workers))
-
-        def fit_one(idx):
-            Xp = X[idx]
-            m = Xp.shape[0]
-            K = kernel_block(Xp, Xp, **params)
-            alpha = solve_krr(K, y[idx], self.lam * m,
-                              rebuild=lambda: kernel_block(Xp, Xp, **params))
-            return _LocalKRR(Xp, alpha, params), 1, m
-
-        self._fit_engine(X, groups, t_part, fit_one)
+        with self._session() as s:
+            X, y, _, index = self._collect(s, X, y, None)
+            ctx = {"params": self._kernel_params(n_threads=s.threads)}
+            self._fit_partitioned(s, X, y, None, index, ctx)
         return self
 
+    # ------------------------------------------------------------------ engine hooks
+    _cost_exponent = 3.0  # a Cholesky of m rows
+
+    def _validate_local(self, X, y, sample_weight):
+        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, order="C",
+                             multi_output=True, y_numeric=True)
+        return X, np.asarray(y, dtype=np.float64), None
+
+    def _y_meta(self, y):
+        return {"tail": tuple(y.shape[1:])}
+
+    def _merge_y_meta(self, metas):
+        if any(m["tail"] != metas[0]["tail"] for m in metas):
+            return "the shards' targets have different shapes (single and multi-output)"
+        return None
+
+    def _empty_y(self, meta):
+        return np.zeros((0,) + tuple(meta["tail"]))
+
+    def _fit_partition(self, p, ctx):
+        sol = solve_kernel_ridge(p.X, p.y, self.lam, kernel_params=ctx["params"],
+                                 index=p.index)
+        return _LocalKRR(p.X, sol.alpha, ctx["params"]), 1, p.X.shape[0]
+
+    # ------------------------------------------------------------------ predict
     def _check_X(self, X):
         check_is_fitted(self)
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, order="C",
@@ -196,11 +207,15 @@ class PartitionedKernelRidge(RegressorMixin, _PartitionedEstimator):
         Y : ndarray of shape (n_partitions_, n_samples) or (n_partitions_, n_samples, n_targets)
         """
         X = self._check_X(X)
-        return np.stack(self._run(lambda est: est.predict(X), self.estimators_,
-                                  "predict partitions"))
+        with self._local_session() as s:
+            return np.stack(s.map(lambda est: est.predict(X, n_threads=s.threads),
+                                  self.estimators_, "predict partitions"))
 
     def predict(self, X):
         """Predict with the nearest partition's model, or the mean of all models.
+
+        Under a sharded MPI backend with nearest-centre prediction every rank
+        passes its own test rows and the prediction is collective (Algorithm 5).
 
         Parameters
         ----------
@@ -214,7 +229,8 @@ class PartitionedKernelRidge(RegressorMixin, _PartitionedEstimator):
             return self.local_predictions(X).mean(axis=0)
         X = self._check_X(X)
         out = np.empty((X.shape[0],) + self.estimators_[0].alpha.shape[1:])
-        return self._apply_routed(X, lambda est, Xg: est.predict(Xg), out)
+        return self._apply_routed(
+            X, lambda t: lambda est, Xg: est.predict(Xg, n_threads=t), out)
 
 
 def _front_door_init(self, n_partitions, sigma, lam, kernel, degree, coef0, backend, n_jobs,

@@ -9,7 +9,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.class_weight import compute_class_weight
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
-from .._base import _int32_indices
+from ..partition import _int32_indices
 from .. import _native
 from .._kernels import resolve_gamma
 from .._solvers.native_svc import NativeKernelSVC

@@ -9,13 +9,17 @@ from sklearn.base import ClassifierMixin
 from sklearn.svm import SVC
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils import check_random_state
-from sklearn.utils.class_weight import compute_class_weight
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
-from .._base import _int32_indices, _PartitionedEstimator
-from .._backends import cpu_count, effective_n_jobs
-from .._kernels import KERNELS, kernel_dot, resolve_gamma
+from .._engine import (
+    PartitionedEstimator,
+    global_class_weight,
+    global_classes,
+    global_gamma,
+)
+from .._kernels import KERNELS, kernel_dot
+from ..partition import _int32_indices
 from .._solvers.native_svc import NATIVE_SOLVERS, NativeKernelSVC, ovr_from_ovo
 
 SOLVERS = ("libsvm",) + NATIVE_SOLVERS
@@ -62,7 +66,7 @@ def _validate_training_data(est, X, y):
     return X, y
 
 
-class PartitionedSVC(ClassifierMixin, _PartitionedEstimator):
+class PartitionedSVC(ClassifierMixin, PartitionedEstimator):
     """Partitioned kernel SVM with a choice of partitioner.
 
     The training set is split into ``n_partitions`` parts, an SVM is trained
@@ -182,7 +186,7 @@ class PartitionedSVC(ClassifierMixin, _PartitionedEstimator):
     """
 
     _parameter_constraints = {
-        **_PartitionedEstimator._parameter_constraints,
+        **PartitionedEstimator._parameter_constraints,
         **_SVM_CONSTRAINTS,
         "break_ties": ["boolean"],
         "solver": [StrOptions(set(SOLVERS))],
@@ -219,9 +223,11 @@ class PartitionedSVC(ClassifierMixin, _PartitionedEstimator):
         ----------
         X : {array-like, sparse matrix} of shape (n_samples, n_features)
             Training samples; float32 and non-contiguous input are copied to
-            float64, never modified.
+            float64, never modified. Under MPI in root mode only rank 0's
+            ``X`` is used (other ranks may pass None); in sharded mode every
+            rank passes its own rows.
         y : array-like of shape (n_samples,)
-            Class labels (two or more classes).
+            Class labels (two or more classes over all ranks).
         sample_weight : array-like of shape (n_samples,), default=None
             Per-sample weights (rescale C per sample, as in SVC).
 
@@ -231,56 +237,71 @@ class PartitionedSVC(ClassifierMixin, _PartitionedEstimator):
             Fitted estimator.
         """
         self._validate_params()
-        X, y = _validate_training_data(self, X, y)
-        sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64,
-                                             ensure_non_negative=True)
-        self.gamma_ = resolve_gamma(self.gamma, X)
-        self._fit_sparse = sp.issparse(X)
-        class_weight = self.class_weight
-        if class_weight is not None:
-            w = compute_class_weight(class_weight, classes=self.classes_, y=y)
-            class_weight = dict(zip(self.classes_.tolist(), w.tolist()))
-
-        groups, t_part = self._partition(X)
-        n_workers = min(effective_n_jobs(self.backend, self.n_jobs), len(groups))
-        n_threads = max(1, cpu_count() // n_workers)  # Asy-GCD threads per partition
-        seed = check_random_state(self.random_state).randint(np.iinfo(np.int32).max)
-
-        def fit_one(idx):
-            # samples with zero weight have C_i = 0 and so alpha_i = 0: they
-            # cannot affect the local model, and LIBSVM drops them anyway
-            idx = idx[sample_weight[idx] > 0]
-            if idx.size == 0:
-                raise ValueError(
-                    "a partition has no sample with positive sample_weight; "
-                    "use fewer partitions"
-                )
-            yp = y[idx]
-            labels = np.unique(yp)
-            if labels.size == 1:
-                return _SingleClassModel(labels[0]), 0, 0
-            wp = sample_weight[idx]
-            if self.solver in NATIVE_SOLVERS:
-                w = wp if class_weight is None else wp * np.array(
-                    [class_weight[c] for c in yp.tolist()])
-                model = NativeKernelSVC(
-                    self.solver, {"kernel": self.kernel, "gamma": self.gamma_,
-                                  "degree": self.degree, "coef0": self.coef0},
-                    self.C, self.tol, self.max_iter, self.cache_size,
-                    n_threads=n_threads, random_state=seed)
-                model.fit(X[idx], yp, w)
-                return model, int(model.n_iter_.sum()), int(model.support_.size)
-            cw = None if class_weight is None else {c: class_weight[c] for c in labels.tolist()}
-            svc = SVC(C=self.C, kernel=self.kernel, degree=self.degree, gamma=self.gamma_,
-                      coef0=self.coef0, tol=self.tol, cache_size=self.cache_size,
-                      class_weight=cw, max_iter=self.max_iter, break_ties=False,
-                      decision_function_shape="ovo")
-            svc.fit(X[idx], yp, sample_weight=wp)
-            return svc, int(np.sum(svc.n_iter_)), int(svc.support_.size)
-
-        self._fit_engine(X, groups, t_part, fit_one)
+        with self._session() as s:
+            X, y, w, index = self._collect(s, X, y, sample_weight)
+            self.classes_ = global_classes(s, y)
+            y_idx = np.searchsorted(self.classes_, y).astype(np.int64)
+            self.gamma_ = global_gamma(s, self.gamma, X)
+            ctx = {"class_weight": global_class_weight(s, self.class_weight, self.classes_,
+                                                       y_idx),
+                   "n_threads": s.threads,
+                   "seed": check_random_state(self.random_state).randint(np.iinfo(np.int32).max)}
+            self._fit_partitioned(s, X, y_idx, w, index, ctx)
         self.n_iter_ = np.asarray(self.fit_stats_["n_iter"])
         return self
+
+    # ------------------------------------------------------------------ engine hooks
+    def _validate_local(self, X, y, sample_weight):
+        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, order="C")
+        X = _int32_indices(X)
+        check_classification_targets(y)
+        w = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
+        return X, y, w
+
+    def _y_meta(self, y):
+        return {"classes": np.unique(y), "kind": np.asarray(y).dtype.kind}
+
+    def _merge_y_meta(self, metas):
+        kinds = {"text" if m["kind"] in "USO" else "number" for m in metas}
+        if len(kinds) > 1:
+            return "the ranks' labels have different types (text on some, numbers on others)"
+        return None
+
+    def _empty_y(self, meta):
+        return meta["classes"][:0]
+
+    def _fit_partition(self, p, ctx):
+        """The local model of one partition: ``(model, n_iter, n_support)``."""
+        # samples with zero weight have C_i = 0 and so alpha_i = 0: they
+        # cannot affect the local model, and LIBSVM drops them anyway
+        keep = p.sample_weight > 0
+        if not keep.any():
+            raise ValueError(
+                "a partition has no sample with positive sample_weight; use fewer partitions")
+        Xp = p.X[keep] if not keep.all() else p.X
+        yp = self.classes_[p.y[keep]]
+        wp = p.sample_weight[keep]
+        labels = np.unique(yp)
+        if labels.size == 1:
+            return _SingleClassModel(labels[0]), 0, 0
+        class_weight = ctx["class_weight"]
+        if self.solver in NATIVE_SOLVERS:
+            w = wp if class_weight is None else wp * np.array(
+                [class_weight[c] for c in yp.tolist()])
+            model = NativeKernelSVC(
+                self.solver, {"kernel": self.kernel, "gamma": self.gamma_,
+                              "degree": self.degree, "coef0": self.coef0},
+                self.C, self.tol, self.max_iter, self.cache_size,
+                n_threads=ctx["n_threads"], random_state=ctx["seed"])
+            model.fit(Xp, yp, w)
+            return model, int(model.n_iter_.sum()), int(model.support_.size)
+        cw = None if class_weight is None else {c: class_weight[c] for c in labels.tolist()}
+        svc = SVC(C=self.C, kernel=self.kernel, degree=self.degree, gamma=self.gamma_,
+                  coef0=self.coef0, tol=self.tol, cache_size=self.cache_size,
+                  class_weight=cw, max_iter=self.max_iter, break_ties=False,
+                  decision_function_shape="ovo")
+        svc.fit(Xp, yp, sample_weight=wp)
+        return svc, int(np.sum(svc.n_iter_)), int(svc.support_.size)
 
     # -------------------------------------------------------------- predict
     def _check_X(self, X):
@@ -289,7 +310,7 @@ class PartitionedSVC(ClassifierMixin, _PartitionedEstimator):
                           reset=False)
         return _int32_indices(self._as_fit_format(X))
 
-    def _binary_decision(self, model, Xg):
+    def _binary_decision(self, model, Xg, n_threads):
         """Decision values of a binary local SVC, positive for ``model.classes_[1]``.
 
         ``K(X, support vectors) @ dual_coef + intercept`` through BLAS and
@@ -298,18 +319,17 @@ class PartitionedSVC(ClassifierMixin, _PartitionedEstimator):
         """
         coef = model.dual_coef_
         coef = coef.toarray() if sp.issparse(coef) else np.asarray(coef)
-        n_workers = min(effective_n_jobs(self.backend, self.n_jobs), len(self.estimators_))
         dec = kernel_dot(Xg, model.support_vectors_, coef[0], kernel=self.kernel,
                          gamma=self.gamma_, degree=self.degree, coef0=self.coef0,
-                         n_threads=max(1, cpu_count() // n_workers))
+                         n_threads=n_threads)
         return dec + model.intercept_[0]
 
-    def _local_predict(self, model, Xg):
+    def _local_predict(self, model, Xg, n_threads):
         if model.classes_.size == 2 and hasattr(model, "dual_coef_"):
-            return model.classes_[(self._binary_decision(model, Xg) > 0).astype(int)]
+            return model.classes_[(self._binary_decision(model, Xg, n_threads) > 0).astype(int)]
         return model.predict(Xg)
 
-    def _local_decision(self, model, Xg):
+    def _local_decision(self, model, Xg, n_threads):
         """Decision values of one local model, in the global class layout."""
         n_classes = self.classes_.size
         n = Xg.shape[0]
@@ -321,7 +341,8 @@ class PartitionedSVC(ClassifierMixin, _PartitionedEstimator):
             out[:, cls[0]] = 0.0
             return out
         k = model.classes_.size
-        dec = self._binary_decision(model, Xg) if k == 2 else model.decision_function(Xg)
+        dec = (self._binary_decision(model, Xg, n_threads) if k == 2
+               else model.decision_function(Xg))
         if n_classes == 2:
             return dec
         if k == 2:
@@ -350,10 +371,14 @@ class PartitionedSVC(ClassifierMixin, _PartitionedEstimator):
         X = self._check_X(X)
         n_classes = self.classes_.size
         shape = (X.shape[0],) if n_classes == 2 else (X.shape[0], n_classes)
-        return self._apply_routed(X, self._local_decision, np.empty(shape))
+        return self._apply_routed(
+            X, lambda t: lambda m, Xg: self._local_decision(m, Xg, t), np.empty(shape))
 
     def predict(self, X):
         """Class of every sample, by the model of its nearest partition centre.
+
+        Under a sharded MPI backend every rank passes its own test rows and
+        the prediction is collective (Algorithm 5).
 
         Parameters
         ----------
@@ -367,7 +392,12 @@ class PartitionedSVC(ClassifierMixin, _PartitionedEstimator):
             return self.classes_[np.argmax(self.decision_function(X), axis=1)]
         X = self._check_X(X)
         out = np.empty(X.shape[0], dtype=self.classes_.dtype)
-        return self._apply_routed(X, self._local_predict, out)
+        return self._apply_routed(
+            X, lambda t: lambda m, Xg: self._local_predict(m, Xg, t), out,
+            encode=lambda labels: np.searchsorted(self.classes_, labels).astype(np.float64))
+
+    def _decode(self, codes):
+        return self.classes_[np.asarray(codes).astype(np.intp)]
 
     @property
     def n_support_total_(self):

@@ -1,0 +1,622 @@
+"""The one engine behind every partitioned estimator.
+
+A fit opens a :class:`~cakernels.backends.Session` on the estimator's
+backend and runs the same steps whatever the backend (serial, threads or
+MPI, root or sharded data):
+
+1. **setup** -- validate the input collectively (bad input on any rank is the
+   same ``ValueError`` on every rank) and agree on the global facts
+   (``classes_``, ``n_features_in_``, the resolved ``gamma``...);
+2. **partitioning** -- rank 0 runs the serial partitioner on all rows (root
+   mode, and one process), or the partitioner runs distributed over the
+   shards (sharded mode, :mod:`cakernels.partition._distributed`);
+3. **placement and redistribution** -- every partition gets an owner rank
+   (:meth:`~cakernels.backends.Session.place`); its rows move there: a
+   scatter from rank 0 in root mode, one all-to-all in sharded mode, nothing
+   on one process (partitions are sliced lazily by the worker that solves
+   them);
+4. **training** -- every rank solves its partitions with the local solver
+   (:meth:`Session.map`, the thread budget of the session); a failure on one
+   rank is raised on every rank;
+5. **model gather** -- the local models are allgathered, so that every rank
+   holds the same complete estimator, which predicts, scores and pickles
+   without MPI.
+
+Prediction is local by default (every rank holds every model); with a
+sharded MPI backend and several ranks it follows Algorithm 5: test samples
+are routed to their nearest centre locally, the rank owning the partition
+predicts, and the results return to their rows.
+"""
+
+import hashlib
+import numbers
+import pickle
+import time
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator
+from sklearn.utils._param_validation import Interval, StrOptions
+
+from .backends import BACKEND_NAMES, Backend, SerialBackend, get_backend, lpt_placement
+from .backends._comm import comm_report
+from .partition import make_partitioner
+
+#: a partition's training rows on the rank that solves it
+PARTITION_FIELDS = ("X", "y", "sample_weight", "index")
+
+
+def _group_by(labels, n_groups):
+    """Sample indices of every group ``0..n_groups-1``, each in increasing order."""
+    order = np.argsort(labels, kind="stable")
+    bounds = np.searchsorted(labels[order], np.arange(n_groups + 1))
+    return [order[bounds[j]:bounds[j + 1]] for j in range(n_groups)]
+
+
+# --------------------------------------------------------------------------- fingerprints
+
+
+def _fingerprint(value):
+    """A string that is equal on two ranks exactly when the parameter values are."""
+    if isinstance(value, np.random.RandomState):
+        state = value.get_state()
+        return "RandomState:" + hashlib.sha256(state[1].tobytes()).hexdigest() + str(state[2:])
+    if isinstance(value, np.random.Generator):
+        return "Generator:" + repr(value.bit_generator.state)
+    if isinstance(value, BaseEstimator):
+        params = value.get_params(deep=False)
+        return f"{type(value).__name__}(" + ",".join(
+            f"{k}={_fingerprint(v)}" for k, v in sorted(params.items())) + ")"
+    if isinstance(value, Backend):
+        return repr(value)
+    if isinstance(value, np.ndarray):
+        return f"ndarray{value.shape}{value.dtype}:" + hashlib.sha256(
+            np.ascontiguousarray(value).tobytes()).hexdigest()
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{k!r}:{_fingerprint(v)}" for k, v in sorted(
+            value.items(), key=lambda kv: repr(kv[0]))) + "}"
+    return repr(value)
+
+
+def params_fingerprint(est):
+    """sha256 of the estimator's parameters (for the ranks to compare)."""
+    params = est.get_params(deep=False)
+    text = ",".join(f"{k}={_fingerprint(v)}" for k, v in sorted(params.items()))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+# --------------------------------------------------------------------------- row exchange
+
+
+def _pack_rows(X, rows):
+    """Arrays of the rows ``rows`` of ``X`` for transport: dense values, or CSR
+    row lengths, column indices and values."""
+    if sp.issparse(X):
+        sub = X[rows]
+        return {"nnz": np.diff(sub.indptr).astype(np.int64),
+                "indices": sub.indices.astype(np.int64), "data": sub.data.astype(np.float64)}
+    return {"dense": np.ascontiguousarray(X[rows], dtype=np.float64)}
+
+
+def _unpack_rows(packed, n_features, sparse):
+    if not sparse:
+        return packed["dense"].reshape(-1, n_features)
+    indptr = np.concatenate([[0], np.cumsum(packed["nnz"])]).astype(np.int64)
+    X = sp.csr_matrix((packed["data"], packed["indices"], indptr),
+                      shape=(packed["nnz"].size, n_features))
+    from .partition import _int32_indices
+
+    return _int32_indices(X)
+
+
+def _empty_like_rows(X, n_features):
+    if X is not None and sp.issparse(X):
+        return sp.csr_matrix((0, n_features))
+    return np.zeros((0, n_features))
+
+
+class Partition:
+    """One partition's training rows, materialised on the rank that solves it.
+
+    Attributes
+    ----------
+    j : int
+        Partition index.
+    X : ndarray or CSR matrix
+    y : ndarray
+        Targets (regression) or class indices into ``classes_`` (classifiers).
+    sample_weight : ndarray
+    index : ndarray of int64
+        Global sample indices of the rows (increasing).
+    """
+
+    def __init__(self, j, X, y, sample_weight, index):
+        self.j = j
+        self.X = X
+        self.y = y
+        self.sample_weight = sample_weight
+        self.index = index
+
+
+class _LazyPartition:
+    """A partition of data held by this process, sliced when a worker needs it."""
+
+    def __init__(self, j, X, y, w, idx, index):
+        self.j = j
+        self._args = (X, y, w, idx, index)
+
+    def materialize(self):
+        X, y, w, idx, index = self._args
+        return Partition(self.j, X[idx], y[idx], None if w is None else w[idx], index[idx])
+
+
+class _ReadyPartition:
+    def __init__(self, part):
+        self.j = part.j
+        self._part = part
+
+    def materialize(self):
+        return self._part
+
+
+# --------------------------------------------------------------------------- global facts
+
+
+def global_classes(s, y):
+    """The classes of all ranks' labels (the union over the shards), the same
+    on every rank; at least two (collective ValueError otherwise)."""
+    comm = s.comm
+    if s.size == 1:
+        classes = np.unique(y)
+    elif not s.sharded:
+        classes = comm.bcast_obj(np.unique(y) if comm.rank == 0 else None)
+    else:
+        classes = np.unique(np.concatenate(comm.allgather(np.unique(y))))
+    if classes.size < 2:
+        comm.agree("The number of classes has to be greater than one; got "
+                   f"{classes.size} class")
+    return classes
+
+
+def global_class_weight(s, class_weight, classes, y_idx):
+    """``class_weight`` resolved on all ranks' labels, as a dict ``label -> weight``
+    (None when ``class_weight`` is None); ``'balanced'`` counts the classes of
+    every shard."""
+    if class_weight is None:
+        return None
+    from sklearn.utils.class_weight import compute_class_weight
+
+    comm = s.comm
+    if class_weight == "balanced":
+        counts = np.bincount(y_idx, minlength=classes.size).astype(np.float64)
+        if s.size > 1:
+            counts = comm.Allreduce(counts) if s.sharded else comm.Bcast(
+                counts if comm.rank == 0 else None)
+        weights = counts.sum() / (classes.size * counts)
+    else:
+        error = None
+        try:
+            weights = compute_class_weight(class_weight, classes=classes,
+                                           y=classes[np.zeros(1, dtype=np.intp)])
+        except ValueError as exc:
+            error, weights = str(exc), None
+        if s.size > 1:
+            comm.agree(error)
+        elif error is not None:
+            raise ValueError(error)
+    return dict(zip(classes.tolist(), np.asarray(weights, dtype=np.float64).tolist()))
+
+
+def global_gamma(s, gamma, X):
+    """``gamma`` resolved on all ranks' rows as :class:`sklearn.svm.SVC` does
+    (``'scale'``: ``1 / (n_features * X.var())``); exactly SVC's value on one
+    process and in root mode, from summed moments over the shards otherwise."""
+    from ._kernels import resolve_gamma
+
+    comm = s.comm
+    if not (isinstance(gamma, str) and gamma == "scale") or s.size == 1:
+        return resolve_gamma(gamma, X)
+    if not s.sharded:
+        return comm.bcast_obj(resolve_gamma(gamma, X) if comm.rank == 0 else None)
+    sq = X.multiply(X).sum() if sp.issparse(X) else np.einsum("ij,ij->", X, X)
+    moments = comm.Allreduce(np.array([X.sum(), sq, X.shape[0] * X.shape[1]], dtype=float))
+    count = moments[2]
+    var = moments[1] / count - (moments[0] / count) ** 2
+    return 1.0 / (X.shape[1] * var) if var != 0 else 1.0
+
+
+# --------------------------------------------------------------------------- the estimator base
+
+
+class PartitionedEstimator(BaseEstimator):
+    """Shared fit/predict driver of the partitioned estimators.
+
+    Subclasses implement ``_validate_local(X, y, sample_weight)`` (scikit-learn
+    validation of one process's rows), ``_global_facts(session, X, y, w)``
+    (attributes every rank must agree on) and ``_fit_partition(part, ctx)``
+    (the local solver, returning ``(model, n_iter, n_support)``).
+    """
+
+    _parameter_constraints = {
+        "n_partitions": [Interval(numbers.Integral, 1, None, closed="left")],
+        "backend": [StrOptions(set(BACKEND_NAMES)), Backend],
+        "n_jobs": [numbers.Integral, None],
+        "random_state": ["random_state"],
+        "verbose": ["verbose"],
+    }
+
+    #: partitioner used by a named front door (``partitioner`` parameter otherwise)
+    _default_partitioner = "random"
+    #: work of a local solve grows like size ** _cost_exponent (placement)
+    _cost_exponent = 2.0
+
+    def _get_partitioner(self):
+        spec = getattr(self, "partitioner", self._default_partitioner)
+        return make_partitioner(spec, self.n_partitions, self.random_state)
+
+    def _backend(self):
+        return get_backend(self.backend, self.n_jobs)
+
+    def _session(self):
+        return self._backend().session(verbose=self.verbose)
+
+    # ------------------------------------------------------------------ setup
+    def _collect(self, s, X, y, sample_weight):
+        """This rank's validated rows (all of them on one process or rank 0 of
+        root mode; none on the other ranks of root mode; the shard in sharded
+        mode) with their global indices. Collective under MPI."""
+        comm = s.comm
+        if s.size == 1:
+            X, y, w = self._validate_local(X, y, sample_weight)
+            return X, y, w, np.arange(X.shape[0], dtype=np.int64)
+        error = None
+        fingerprints = comm.allgather(params_fingerprint(self))
+        if any(f != fingerprints[0] for f in fingerprints):
+            bad = [r for r, f in enumerate(fingerprints) if f != fingerprints[0]]
+            error = (f"ranks {bad} were given other parameters than rank 0; every rank must "
+                     f"call fit with the same parameters")
+        comm.agree(error if comm.rank == 0 else None)
+        if not s.sharded:
+            result = None
+            if comm.rank == 0:
+                try:
+                    result = self._validate_local(X, y, sample_weight)
+                except (ValueError, TypeError) as exc:
+                    error = str(exc)
+            comm.agree(error)
+            meta = comm.bcast_obj(self._input_meta(*result) if comm.rank == 0 else None)
+            if comm.rank == 0:
+                X, y, w = result
+                return X, y, w, np.arange(X.shape[0], dtype=np.int64)
+            self._set_input_meta(meta)
+            return self._empty_rows(meta)
+        # sharded: every rank validates its own rows, then the ranks agree
+        try:
+            if X is None or (hasattr(X, "shape") and X.shape[0] == 0):
+                raise ValueError("this rank's shard is empty: in sharded mode every rank "
+                                 "passes at least one row")
+            result = self._validate_local(X, y, sample_weight)
+        except (ValueError, TypeError) as exc:
+            error = str(exc)
+        comm.agree(error)
+        X, y, w = result
+        metas = comm.allgather(self._input_meta(X, y, w))
+        comm.agree(self._merge_input_meta(metas, comm.rank))
+        counts = comm.allgather(int(X.shape[0]))
+        offset = int(sum(counts[:comm.rank]))
+        return X, y, w, np.arange(offset, offset + X.shape[0], dtype=np.int64)
+
+    def _input_meta(self, X, y, w):
+        """What every rank must know about the training input (root mode: sent by
+        rank 0; sharded mode: compared over the ranks)."""
+        return {"n_features_in_": int(X.shape[1]),
+                "feature_names_in_": getattr(self, "feature_names_in_", None),
+                "sparse": bool(sp.issparse(X)), "y": self._y_meta(y), "weights": w is not None}
+
+    def _set_input_meta(self, meta):
+        self.n_features_in_ = meta["n_features_in_"]
+        if meta["feature_names_in_"] is not None:
+            self.feature_names_in_ = meta["feature_names_in_"]
+        elif hasattr(self, "feature_names_in_"):
+            del self.feature_names_in_
+
+    def _merge_input_meta(self, metas, rank):
+        """Check that the shards agree; returns this rank's error message or None."""
+        first = metas[0]
+        for r, m in enumerate(metas):
+            if m["n_features_in_"] != first["n_features_in_"]:
+                return (f"the shards have different numbers of features: rank 0 has "
+                        f"{first['n_features_in_']}, rank {r} has {m['n_features_in_']}")
+            names0, names = first["feature_names_in_"], m["feature_names_in_"]
+            if (names0 is None) != (names is None) or (
+                    names0 is not None and list(names0) != list(names)):
+                return f"the shards have different feature names (rank 0 and rank {r})"
+        return self._merge_y_meta([m["y"] for m in metas])
+
+    def _y_meta(self, y):
+        return None
+
+    def _merge_y_meta(self, metas):
+        return None
+
+    def _empty_rows(self, meta):
+        d = meta["n_features_in_"]
+        X = sp.csr_matrix((0, d)) if meta["sparse"] else np.zeros((0, d))
+        w = np.zeros(0) if meta["weights"] else None
+        return X, self._empty_y(meta["y"]), w, np.zeros(0, dtype=np.int64)
+
+    # ------------------------------------------------------------------ partitioning
+    def _partition_rows(self, s, X, index):
+        """Fit the partitioner (collectively) and return it with this rank's labels."""
+        comm = s.comm
+        if s.size == 1:
+            part = self._get_partitioner().fit(X)
+            return part, np.asarray(part.labels_)
+        if not s.sharded:
+            part = comm.run_collectively(
+                lambda: self._get_partitioner().fit(X) if comm.rank == 0 else None)
+            part = comm.bcast_obj(part)
+            labels = np.asarray(part.labels_) if comm.rank == 0 else np.zeros(0, np.intp)
+            return part, labels
+        partitioner = self._get_partitioner()
+        if not hasattr(partitioner, "fit_sharded"):
+            comm.agree(f"{type(partitioner).__name__} cannot partition sharded data (it has "
+                       "no fit_sharded); use root mode (MPIBackend(sharded=False))")
+        part = comm.run_collectively(partitioner.fit_sharded, comm, X)
+        start = int(index[0]) if index.size else 0
+        return part, np.asarray(part.labels_[start:start + X.shape[0]])
+
+    # ------------------------------------------------------------------ redistribution
+    def _distribute(self, s, X, y, w, index, labels, owners, part):
+        """This rank's partitions, as lazily materialised tasks."""
+        P = owners.size
+        groups = _group_by(labels, P)
+        if s.size == 1:
+            return [_LazyPartition(j, X, y, w, g, index) for j, g in enumerate(groups)]
+        comm = s.comm
+        mine = [j for j in range(P) if owners[j] == comm.rank]
+        if not s.sharded:
+            return self._scatter_partitions(s, X, y, w, index, groups, owners, mine)
+        if getattr(part, "rows_stay_local_", False):
+            # sharded random partitions: every row is already on its owner
+            return [_LazyPartition(j, X, y, w, groups[j], index) for j in mine]
+        return self._exchange_partitions(s, X, y, w, index, labels, owners, mine)
+
+    def _scatter_partitions(self, s, X, y, w, index, groups, owners, mine):
+        """Root mode: rank 0 sends every rank the rows of its partitions."""
+        comm = s.comm
+        d, sparse = self.n_features_in_, self._fit_sparse
+        fields = None
+        if comm.rank == 0:
+            per_rank = []
+            for r in range(comm.size):
+                js = [j for j in range(owners.size) if owners[j] == r]
+                rows = np.concatenate([groups[j] for j in js]) if js else np.zeros(0, np.int64)
+                per_rank.append((js, rows))
+            fields = {}
+            for r, (js, rows) in enumerate(per_rank):
+                packed = _pack_rows(X, rows) if r != 0 else _pack_rows(X, rows[:0])
+                packed["y"] = np.asarray(y[rows if r != 0 else rows[:0]])
+                if w is not None:
+                    packed["w"] = np.asarray(w[rows if r != 0 else rows[:0]], dtype=np.float64)
+                packed["index"] = index[rows if r != 0 else rows[:0]]
+                packed["part"] = np.repeat(js, [groups[j].size for j in js]).astype(np.int64) \
+                    if r != 0 else np.zeros(0, np.int64)
+                for key, arr in packed.items():
+                    fields.setdefault(key, []).append(arr)
+        keys = comm.bcast_obj(sorted(fields) if comm.rank == 0 else None)
+        got = {key: comm.Scatterv(fields[key] if comm.rank == 0 else None) for key in keys}
+        if comm.rank == 0:
+            return [_LazyPartition(j, X, y, w, groups[j], index) for j in mine]
+        return self._received_partitions(got, d, sparse, mine)
+
+    def _exchange_partitions(self, s, X, y, w, index, labels, owners, mine):
+        """Sharded mode: one all-to-all moves every row to its partition's owner."""
+        comm = s.comm
+        d, sparse = self.n_features_in_, self._fit_sparse
+        dest = owners[labels] if labels.size else np.zeros(0, np.int64)
+        fields = {}
+        for r in range(comm.size):
+            rows = np.flatnonzero(dest == r)
+            rows = rows[np.lexsort((index[rows], labels[rows]))]
+            packed = _pack_rows(X, rows)
+            packed["y"] = np.asarray(y[rows])
+            if w is not None:
+                packed["w"] = np.asarray(w[rows], dtype=np.float64)
+            packed["index"] = index[rows]
+            packed["part"] = labels[rows].astype(np.int64)
+            for key, arr in packed.items():
+                fields.setdefault(key, []).append(arr)
+        got = {key: np.concatenate(comm.Alltoallv(arrs)) for key, arrs in sorted(fields.items())}
+        return self._received_partitions(got, d, sparse, mine)
+
+    def _received_partitions(self, got, d, sparse, mine):
+        Xr = _unpack_rows(got, d, sparse)
+        yr, wr, ir, pr = got["y"], got.get("w"), got["index"], got["part"]
+        tasks = []
+        for j in mine:
+            rows = np.flatnonzero(pr == j)
+            rows = rows[np.argsort(ir[rows], kind="stable")]  # the global data order
+            tasks.append(_ReadyPartition(Partition(j, Xr[rows], yr[rows],
+                                                   None if wr is None else wr[rows], ir[rows])))
+        return tasks
+
+    # ------------------------------------------------------------------ the driver
+    def _fit_partitioned(self, s, X, y, w, index, ctx):
+        """Partition, place, move, solve and gather; sets ``partitioner_``,
+        ``centers_``, ``partition_sizes_``, ``estimators_`` and ``fit_stats_``."""
+        comm = s.comm
+        self._fit_sparse = bool(sp.issparse(X))
+        t0 = time.perf_counter()
+        with comm.phase("partitioning"):
+            part, labels = self._partition_rows(s, X, index)
+        t_part = time.perf_counter() - t0
+        sizes = np.asarray(part.sizes_, dtype=np.int64)
+        empty = np.flatnonzero(sizes == 0)
+        if empty.size:
+            comm.agree(f"partitions {empty.tolist()} are empty; use fewer partitions or "
+                       "another partitioner")
+        owners = getattr(part, "owners_", None)
+        if owners is None or len(owners) != sizes.size:
+            owners = s.place(sizes.astype(np.float64) ** self._cost_exponent)
+        owners = np.asarray(owners, dtype=np.int64)
+        t0 = time.perf_counter()
+        with comm.phase("redistribution"):
+            tasks = self._distribute(s, X, y, w, index, labels, owners, part)
+        t_move = time.perf_counter() - t0
+
+        def solve(task):
+            t = time.perf_counter()
+            p = task.materialize()
+            model, n_iter, n_sv = self._fit_partition(p, ctx)
+            return p.j, model, int(n_iter), int(n_sv), time.perf_counter() - t
+
+        t0 = time.perf_counter()
+        with comm.phase("training"):
+            results = comm.run_collectively(s.map, solve, tasks, "fit partitions")
+        t_train = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        with comm.phase("model_gather"):
+            if s.size > 1:
+                blobs = comm.Allgatherv(np.frombuffer(pickle.dumps(results, protocol=5),
+                                                      dtype=np.uint8))
+                results = [r for blob in blobs for r in pickle.loads(blob.tobytes())]
+            results.sort(key=lambda r: r[0])
+        t_gather = time.perf_counter() - t0
+        timings = comm.allgather((t_part, t_move, t_train, t_gather))
+        self.partitioner_ = part
+        self.centers_ = part.centers_
+        self.partition_sizes_ = sizes
+        self.estimators_ = [r[1] for r in results]
+        report = comm_report(comm.allgather(comm.counter.summary()))
+        self.fit_stats_ = {
+            "partition_seconds": float(max(t[0] for t in timings)),
+            "redistribution_seconds": float(max(t[1] for t in timings)),
+            "solve_seconds": [float(r[4]) for r in results],
+            "solve_wall_seconds": float(max(t[2] for t in timings)),
+            "gather_seconds": float(max(t[3] for t in timings)),
+            "n_iter": [r[2] for r in results],
+            "n_support": [r[3] for r in results],
+            "partition_sizes": sizes.tolist(),
+            "owners": owners.tolist(),
+            "comm": report,
+            "comm_bytes": int(report["total"]["bytes"]),
+            "comm_messages": int(report["total"]["messages"]),
+            "backend": s.backend.name,
+            "sharded": s.sharded,
+            "n_ranks": s.size,
+            "n_workers": min(s.n_workers, max(len(tasks), 1)),
+            "threads_per_worker": s.threads,
+        }
+
+    # ------------------------------------------------------------------ prediction
+    def _route(self, X):
+        """Nearest-centre partition of every row of ``X`` and the groups per partition."""
+        groups = _group_by(self.partitioner_.assign(X), len(self.estimators_))
+        return [(j, idx) for j, idx in enumerate(groups) if idx.size]
+
+    def _predict_session(self):
+        """A session for a collective (Algorithm 5) prediction, or None for a local one.
+
+        Collective only for a sharded MPI backend with several ranks; a model
+        unpickled where mpi4py is missing, or outside ``mpiexec``, predicts locally.
+        """
+        backend = self._backend()
+        if not getattr(backend, "sharded", False):
+            return None
+        try:
+            session = backend.session()
+        except ImportError:
+            return None
+        return session if session.size > 1 else None
+
+    def _local_session(self):
+        """The session of a local prediction: the threads backend's pool, else one
+        worker (under MPI every rank predicts its own rows)."""
+        backend = self._backend()
+        if backend.name == "threads":
+            return backend.session()
+        return SerialBackend().session()
+
+    def _apply_routed(self, X, make_local, out, encode=None):
+        """Evaluate ``make_local(threads)(model, X_group)`` on every nearest-centre
+        group of ``X`` and scatter the results into ``out`` (collectively under a
+        sharded MPI backend: Algorithm 5). ``threads`` is the OpenMP/BLAS share
+        of one worker."""
+        s = self._predict_session()
+        if s is not None:
+            with s:
+                return self._apply_routed_sharded(s, X, make_local(s.threads), out, encode)
+        groups = self._route(X)
+        with self._local_session() as s:
+            local = make_local(s.threads)
+            results = s.map(lambda item: local(self.estimators_[item[0]], X[item[1]]), groups,
+                            "predict partitions")
+        for (_, idx), res in zip(groups, results):
+            out[idx] = res
+        return out
+
+    def _apply_routed_sharded(self, s, X, local, out, encode):
+        """Algorithm 5 on sharded test data: local routing, the owner of a
+        partition predicts, the results return to their rows."""
+        comm = s.comm
+        with comm.phase("prediction"):
+            labels = self.partitioner_.assign(X) if X.shape[0] else np.zeros(0, np.intp)
+            sizes = np.asarray(self.partition_sizes_, dtype=np.float64)
+            owners = lpt_placement(sizes ** self._cost_exponent, comm.size)
+            dest = owners[labels] if labels.size else np.zeros(0, np.int64)
+            send = {}
+            for r in range(comm.size):
+                rows = np.flatnonzero(dest == r)
+                packed = _pack_rows(X, rows)
+                packed["part"] = labels[rows].astype(np.int64)
+                packed["row"] = rows.astype(np.int64)
+                for key, arr in packed.items():
+                    send.setdefault(key, []).append(arr)
+            got = {key: comm.Alltoallv(arrs) for key, arrs in sorted(send.items())}
+            # predict what was received, source by source
+            replies = []
+            for src in range(comm.size):
+                part_src = {key: got[key][src] for key in got}
+                Xs = _unpack_rows(part_src, self.n_features_in_, sp.issparse(X))
+                res = np.zeros((Xs.shape[0],) + out.shape[1:])
+                for j in np.unique(part_src["part"]):
+                    rows = np.flatnonzero(part_src["part"] == j)
+                    vals = local(self.estimators_[j], Xs[rows])
+                    res[rows] = encode(vals) if encode is not None else vals
+                replies.append(np.ascontiguousarray(res, dtype=np.float64))
+            back = comm.Alltoallv(replies)
+            for r in range(comm.size):
+                rows = send["row"][r]
+                if rows.size:
+                    out[rows] = back[r] if encode is None else self._decode(back[r])
+        self._add_prediction_comm(comm)
+        return out
+
+    def _add_prediction_comm(self, comm):
+        """Add this prediction's messages to ``fit_stats_['comm']`` (phase 'prediction')."""
+        report = comm_report(comm.allgather(comm.counter.summary()))
+        stats = getattr(self, "fit_stats_", None)
+        if not stats or "comm" not in stats or stats["comm"]["n_ranks"] != report["n_ranks"]:
+            return
+        for mine, new in zip(stats["comm"]["ranks"] + [stats["comm"]["total"]],
+                             report["ranks"] + [report["total"]]):
+            for key in ("bytes", "messages"):
+                mine["by_phase"]["prediction"][key] += new["by_phase"]["prediction"][key]
+                mine[key] += new["by_phase"]["prediction"][key]
+
+    def _decode(self, codes):
+        return codes
+
+    def _as_fit_format(self, X):
+        """Give test data the storage (dense or CSR) the partitions were fitted on."""
+        if self._fit_sparse and not sp.issparse(X):
+            return sp.csr_matrix(X)
+        if not self._fit_sparse and sp.issparse(X):
+            return X.toarray()
+        return X
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags

@@ -1,0 +1,173 @@
+"""The local-solver interface: one binary SVM or one kernel ridge problem.
+
+Every layer of the package that solves a sub-problem -- a partition of the
+single-level methods, a node of a multi-level method -- calls
+:func:`solve_binary_svm` or :func:`solve_kernel_ridge` and gets a
+:class:`LocalSolution`: the dual variables of every row with the rows'
+*global* sample indices, the intercept, the dual objective and the
+iterations. A solution's ``alpha`` can be passed back as the warm start
+(``alpha0``) of a larger problem that contains its rows (SMO and Asy-GCD).
+"""
+
+import numpy as np
+import scipy.sparse as sp
+
+from .._kernels import kernel_block
+
+SVM_SOLVERS = ("smo", "asygcd", "pscd", "libsvm")
+
+
+class LocalSolution:
+    """The result of one local solve.
+
+    Attributes
+    ----------
+    index : ndarray of int64, shape (n_rows,)
+        Global sample indices of the problem's rows.
+    alpha : ndarray of shape (n_rows,) or (n_rows, n_targets)
+        Dual variables: ``0 <= alpha_i <= C_i`` for an SVM (the decision
+        function is ``sum_i alpha_i y_i K(x_i, x) + intercept``), the
+        coefficients of every row for kernel ridge regression.
+    y : ndarray of shape (n_rows,) or None
+        The rows' labels in {-1, +1} (SVM only).
+    intercept : float
+    objective : float
+        Dual objective ``0.5 a^T Q a - sum(a)`` (SVM), NaN for KRR.
+    n_iter : int
+        Solver iterations (1 for a direct solve).
+    converged : bool
+    """
+
+    def __init__(self, index, alpha, y, intercept, objective, n_iter, converged=True):
+        self.index = np.asarray(index, dtype=np.int64)
+        self.alpha = alpha
+        self.y = y
+        self.intercept = float(intercept)
+        self.objective = float(objective)
+        self.n_iter = int(n_iter)
+        self.converged = bool(converged)
+
+    @property
+    def support(self):
+        """Positions (rows of the problem) with a non-zero dual variable."""
+        a = self.alpha if self.alpha.ndim == 1 else np.abs(self.alpha).sum(axis=1)
+        return np.flatnonzero(a != 0)
+
+    @property
+    def support_index(self):
+        """Global sample indices of the support vectors."""
+        return self.index[self.support]
+
+    @property
+    def dual_coef(self):
+        """``alpha_i y_i`` of the support vectors (SVM), the coefficients (KRR)."""
+        sv = self.support
+        return self.alpha[sv] * self.y[sv] if self.y is not None else self.alpha[sv]
+
+    def __repr__(self):
+        return (f"LocalSolution(n_rows={self.index.size}, n_support={self.support.size}, "
+                f"objective={self.objective:.6g}, n_iter={self.n_iter})")
+
+
+def _libsvm_objective(X, y_pm, alpha, kernel_params):
+    """``0.5 a^T Q a - sum(a)`` over the support (LIBSVM does not report it)."""
+    sv = np.flatnonzero(alpha)
+    if sv.size == 0:
+        return 0.0
+    Xs = X[sv]
+    K = kernel_block(Xs, Xs, **{k: v for k, v in kernel_params.items() if k != "n_threads"})
+    c = alpha[sv] * y_pm[sv]
+    return float(0.5 * c @ K @ c - alpha[sv].sum())
+
+
+def solve_binary_svm(X, y_pm, C, *, kernel_params, solver="smo", sample_weight=None, tol=1e-3,
+                     max_iter=-1, cache_size=200, n_threads=1, random_state=None, index=None,
+                     alpha0=None, asygcd_options=None):
+    """Solve one binary SVM dual on ``X`` (dense or CSR).
+
+    Parameters
+    ----------
+    X : {ndarray, CSR matrix} of shape (n_rows, n_features)
+    y_pm : ndarray of shape (n_rows,)
+        Labels in {-1, +1}.
+    C : float
+        Regularisation; row i's bound is ``C * sample_weight[i]``.
+    kernel_params : dict
+        ``kernel``, ``gamma`` (a float), ``degree``, ``coef0``.
+    solver : {'smo', 'asygcd', 'pscd', 'libsvm'}
+        ``'smo'`` and ``'libsvm'`` solve the dual with bias; ``'asygcd'`` and
+        ``'pscd'`` the dual without bias (chapter 4).
+    sample_weight : ndarray of shape (n_rows,), default=None
+    tol, max_iter, cache_size : float, int, float
+    n_threads : int, default=1
+        OpenMP threads (Asy-GCD / PSCD).
+    random_state : int, default=None
+        Seed of Asy-GCD's blocks and PSCD's choices.
+    index : ndarray of shape (n_rows,), default=None
+        Global indices of the rows (default ``0..n_rows-1``).
+    alpha0 : ndarray of shape (n_rows,), default=None
+        Feasible warm start (SMO, Asy-GCD, PSCD; not LIBSVM).
+    asygcd_options : dict, default=None
+        ``shrinking``, ``fit_intercept``, ``intercept_scaling`` of Asy-GCD.
+
+    Returns
+    -------
+    solution : LocalSolution
+    """
+    y_pm = np.asarray(y_pm, dtype=np.float64)
+    index = np.arange(y_pm.size) if index is None else index
+    kp = kernel_params
+    common = dict(sample_weight=sample_weight, kernel=kp["kernel"], gamma=kp["gamma"],
+                  degree=kp["degree"], coef0=kp["coef0"], tol=tol, max_iter=max_iter,
+                  cache_size=cache_size)
+    if solver == "smo":
+        from .smo import smo_fit
+
+        res = smo_fit(X, y_pm, C, alpha0=alpha0, **common)
+        return LocalSolution(index, res["alpha"], y_pm, res["intercept"], res["objective"],
+                             res["n_iter"], res["converged"])
+    if solver in ("asygcd", "pscd"):
+        from .asygcd import asygcd_fit
+
+        res = asygcd_fit(X, y_pm, C, n_threads=n_threads,
+                         selection="greedy" if solver == "asygcd" else "random",
+                         random_state=random_state, alpha0=alpha0,
+                         **(asygcd_options or {}), **common)
+        return LocalSolution(index, res["alpha"], y_pm, res["intercept"], res["objective"],
+                             res["n_updates"], res.get("converged", True))
+    if solver == "libsvm":
+        if alpha0 is not None:
+            raise ValueError("solver='libsvm' takes no warm start; use solver='smo'")
+        from sklearn.svm import SVC
+
+        from ..partition import _int32_indices
+
+        svc = SVC(C=C, kernel=kp["kernel"], gamma=kp["gamma"], degree=kp["degree"],
+                  coef0=kp["coef0"], tol=tol, cache_size=cache_size, max_iter=max_iter)
+        Xs = _int32_indices(X) if sp.issparse(X) else X
+        svc.fit(Xs, y_pm, sample_weight=sample_weight)
+        alpha = np.zeros(y_pm.size)
+        # dual_coef_ = alpha_i * y_i for SVC's classes_ [-1, 1] (positive for +1)
+        alpha[svc.support_] = np.abs(np.asarray(svc.dual_coef_).ravel())
+        objective = _libsvm_objective(X, y_pm, alpha, kp)
+        return LocalSolution(index, alpha, y_pm, svc.intercept_[0], objective,
+                             int(np.sum(svc.n_iter_)), svc.fit_status_ == 0)
+    raise ValueError(f"solver must be one of {SVM_SOLVERS}, got {solver!r}")
+
+
+def solve_kernel_ridge(X, y, lam, *, kernel_params, index=None):
+    """Solve ``(K + lam m I) alpha = y`` for one partition of ``m`` rows.
+
+    Returns
+    -------
+    solution : LocalSolution
+        ``alpha`` are the coefficients of every row (``y`` is None).
+    """
+    from .krr import solve_krr
+
+    params = {**kernel_params}
+    m = X.shape[0]
+    K = kernel_block(X, X, **params)
+    alpha = solve_krr(K, y, lam * m, rebuild=lambda: kernel_block(X, X, **params))
+    index = np.arange(m) if index is None else index
+    return LocalSolution(index, alpha, None, 0.0, np.nan, 1)
