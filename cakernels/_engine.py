@@ -273,9 +273,9 @@ class PartitionedEstimator(BaseEstimator):
         fingerprints = comm.allgather(params_fingerprint(self))
         if any(f != fingerprints[0] for f in fingerprints):
             bad = [r for r, f in enumerate(fingerprints) if f != fingerprints[0]]
-            error = (f"ranks {bad} were given other parameters than rank 0; every rank must "
-                     f"call fit with the same parameters")
-        comm.agree(error if comm.rank == 0 else None)
+            # every rank computed this same message from the same data
+            raise ValueError(f"ranks {bad} were given other parameters than rank 0; every "
+                             "rank must call fit with the same parameters")
         if not s.sharded:
             result = None
             if comm.rank == 0:
@@ -301,7 +301,9 @@ class PartitionedEstimator(BaseEstimator):
         comm.agree(error)
         X, y, w = result
         metas = comm.allgather(self._input_meta(X, y, w))
-        comm.agree(self._merge_input_meta(metas, comm.rank))
+        error = self._merge_input_meta(metas, comm.rank)
+        if error is not None:  # the same message on every rank, from the same metadata
+            raise ValueError(error)
         counts = comm.allgather(int(X.shape[0]))
         offset = int(sum(counts[:comm.rank]))
         return X, y, w, np.arange(offset, offset + X.shape[0], dtype=np.int64)
@@ -472,11 +474,15 @@ class PartitionedEstimator(BaseEstimator):
             return p.j, model, int(n_iter), int(n_sv), time.perf_counter() - t
 
         t0 = time.perf_counter()
-        with comm.phase("training"):
-            results = comm.run_collectively(s.map, solve, tasks, "fit partitions")
+        with comm.phase("training"):  # no message: every rank solves its own partitions
+            try:
+                results, failure = s.map(solve, tasks, "fit partitions"), None
+            except Exception as exc:  # raised on every rank just below
+                results, failure = None, exc
         t_train = time.perf_counter() - t0
         t0 = time.perf_counter()
         with comm.phase("model_gather"):
+            comm.raise_failures(failure)
             if s.size > 1:
                 blobs = comm.Allgatherv(np.frombuffer(pickle.dumps(results, protocol=5),
                                                       dtype=np.uint8))

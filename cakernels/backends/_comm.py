@@ -128,7 +128,7 @@ class _BaseCommunicator:
         if bad:
             rank, msg = bad[0]
             prefix = f"rank {rank}: " if self.size > 1 else ""
-            raise ValueError(prefix + str(msg))
+            raise ValueError(prefix + " ".join(str(msg).split()))  # one line
 
     def run_collectively(self, func, *args, **kwargs):
         """Call ``func`` on this rank; if it raises on any rank, every rank raises.
@@ -138,18 +138,23 @@ class _BaseCommunicator:
         collective call.
         """
         try:
-            result = func(*args, **kwargs)
-            failure = None
+            result, failure = func(*args, **kwargs), None
         except Exception as exc:  # re-raised below, on every rank
-            result, failure = exc, f"{type(exc).__name__}: {exc}"
-        failures = self.allgather(failure)
+            result, failure = None, exc
+        self.raise_failures(failure)
+        return result
+
+    def raise_failures(self, failure):
+        """Collective: ``failure`` is this rank's exception or None; when any rank
+        failed, every rank raises (the failing one its own exception)."""
+        text = None if failure is None else f"{type(failure).__name__}: {failure}"
+        failures = self.allgather(text)
         bad = [(r, f) for r, f in enumerate(failures) if f is not None]
         if bad:
             if failure is not None:
-                raise result
+                raise failure
             rank, msg = bad[0]
             raise RuntimeError(f"rank {rank} failed: {msg}")
-        return result
 
 
 class SelfCommunicator(_BaseCommunicator):

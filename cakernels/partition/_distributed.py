@@ -70,7 +70,8 @@ def gather_rows(comm, X, global_index):
     return out
 
 
-def kmeans(comm, X, n_clusters, *, random_state, max_iter=100, tol=1e-4, sample_size=None):
+def kmeans(comm, X, n_clusters, *, random_state, init="k-means++", max_iter=100, tol=1e-4,
+           sample_size=None):
     """Distributed Lloyd K-means.
 
     Parameters
@@ -81,6 +82,8 @@ def kmeans(comm, X, n_clusters, *, random_state, max_iter=100, tol=1e-4, sample_
     n_clusters : int
     random_state : numpy RandomState
         The same state on every rank (it draws the initial sample).
+    init : {'k-means++', 'random'}, default='k-means++'
+        k-means++ on a sample gathered to rank 0, or ``n_clusters`` random rows.
     max_iter : int, default=100
     tol : float, default=1e-4
         Relative tolerance as scikit-learn's: stop when the squared centre
@@ -99,15 +102,18 @@ def kmeans(comm, X, n_clusters, *, random_state, max_iter=100, tol=1e-4, sample_
 
     n, offset, counts = n_global(comm, X)
     d = X.shape[1]
-    sample_size = min(n, sample_size or max(1000, 50 * n_clusters))
-    seed = random_state.randint(np.iinfo(np.int32).max)
-    sample = np.sort(random_state.choice(n, sample_size, replace=False))
-    init = gather_rows(comm, X, sample)
-    if comm.rank == 0:
-        centers, _ = kmeans_plusplus(init, n_clusters, random_state=seed)
+    if init == "random":
+        centers = gather_rows(comm, X, random_state.choice(n, n_clusters, replace=False))
     else:
-        centers = None
-    centers = comm.Bcast(np.ascontiguousarray(centers) if comm.rank == 0 else None)
+        sample_size = min(n, sample_size or max(1000, 50 * n_clusters))
+        seed = random_state.randint(np.iinfo(np.int32).max)
+        sample = np.sort(random_state.choice(n, sample_size, replace=False))
+        rows = gather_rows(comm, X, sample)
+        if comm.rank == 0:
+            centers, _ = kmeans_plusplus(rows, n_clusters, random_state=seed)
+        else:
+            centers = None
+        centers = comm.Bcast(np.ascontiguousarray(centers) if comm.rank == 0 else None)
     # scikit-learn's tolerance: tol times the mean variance of the features
     Xd = X
     s1 = np.asarray(Xd.sum(axis=0)).ravel()
@@ -209,10 +215,15 @@ def greedy_assign(comm, D, cap):
     return labels
 
 
-def local_capacity_assign(D):
+def local_capacity_assign(D, regret=False):
     """The reference's approximate parallel K-balance (section 3.4): this rank's
-    rows alone, every centre taking ``floor`` or ``ceil`` of ``n_local / P``."""
+    rows alone, every centre taking ``floor`` or ``ceil`` of ``n_local / P``
+    (in data order, or by regret within the shard)."""
     n, P = D.shape
     if n == 0:
         return np.zeros(0, dtype=np.intp)
-    return greedy_capacity_assign(D, _Capacity(n, P))
+    order = None
+    if regret and P > 1:
+        two = np.partition(D, 1, axis=1)[:, :2]
+        order = np.argsort(-(two[:, 1] - two[:, 0]), kind="stable")
+    return greedy_capacity_assign(D, _Capacity(n, P), order)

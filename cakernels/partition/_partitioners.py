@@ -15,6 +15,8 @@ from . import _storage
 from ._greedy import _Capacity, greedy_capacity_assign
 from ._storage import (
     _int32_indices,
+    count_nonzero,
+    storage_for,
     nearest_center,
     partition_means,
     partition_storage,
@@ -70,7 +72,11 @@ class _BasePartitioner(BaseEstimator):
         # docstring): one canonical storage whenever the dense copy fits
         self._storage = partition_storage(X)
         X = to_partition_storage(X, self._storage)
+        self._owners = None
+        self._rows_local = False
         labels, centers = self._partition(X, rng)
+        for name in ("owners_", "rows_stay_local_"):
+            self.__dict__.pop(name, None)
         n_parts = centers.shape[0]
         self.labels_ = np.asarray(labels, dtype=np.intp)
         self.centers_ = np.ascontiguousarray(centers, dtype=np.float64)
@@ -105,6 +111,67 @@ class _BasePartitioner(BaseEstimator):
         rows = min(_storage.ASSIGN_BLOCK_ROWS,
                    max(1, _storage.DENSE_BUDGET_BYTES // (8 * X.shape[1])))
         return nearest_center(X, self.centers_, block_rows=rows, storage=storage)
+
+    def fit_sharded(self, comm, X):
+        """Partition data spread over MPI ranks (every rank passes its own rows).
+
+        Collective: every rank calls it with the same parameters. The global
+        data order is the concatenation of the shards in rank order. Sets the
+        same attributes as :meth:`fit` on every rank (``labels_`` of all rows,
+        in that order); see the class docstring for what is exact and what
+        is approximate.
+
+        Parameters
+        ----------
+        comm : communicator
+            A :class:`cakernels.backends.Communicator` (or the one-process
+            :class:`~cakernels.backends.SelfCommunicator`).
+        X : {ndarray, CSR matrix} of shape (n_local, n_features)
+            This rank's validated float64 rows.
+
+        Returns
+        -------
+        self : object
+        """
+        from . import _distributed as dist
+
+        self._validate_params()
+        t0 = time.perf_counter()
+        n, offset, _ = dist.n_global(comm, X)
+        comm.agree(None if self.n_partitions <= n else
+                   f"n_partitions={self.n_partitions} is larger than the number of samples "
+                   f"({n}); every partition needs at least one sample")
+        nnz = comm.allreduce(count_nonzero(X))
+        self._storage = storage_for(n, X.shape[1], nnz)
+        X = to_partition_storage(X, self._storage)
+        if sp.issparse(X):
+            X = _int32_indices(X)
+        rng = check_random_state(self.random_state)
+        self._owners, self._rows_local = None, False
+        local, centers = self._partition_sharded(comm, X, rng, n, offset)
+        labels = np.concatenate(comm.Allgatherv(np.asarray(local, dtype=np.int64)))
+        #: owner rank of every partition, when the partitioner fixes it
+        self.owners_ = self._owners
+        #: True when every row is already on the rank that owns its partition
+        self.rows_stay_local_ = bool(self._rows_local)
+        n_parts = centers.shape[0]
+        self.labels_ = labels.astype(np.intp)
+        self.centers_ = np.ascontiguousarray(centers, dtype=np.float64)
+        self.sizes_ = np.bincount(self.labels_, minlength=n_parts)
+        self.n_partitions_ = n_parts
+        self.n_features_in_ = X.shape[1]
+        self.fit_seconds_ = time.perf_counter() - t0
+        return self
+
+    def _partition_sharded(self, comm, X, rng, n, offset):
+        raise NotImplementedError
+
+    def _means_sharded(self, comm, X, labels, centers):
+        from ._distributed import partition_means as dist_means
+
+        if getattr(self, "recompute_centers", True):
+            centers, _ = dist_means(comm, X, labels, centers.shape[0])
+        return centers
 
     def fit_assign(self, X, y=None):
         """Fit and return ``labels_`` (the training partition, not ``assign(X)``)."""
@@ -185,6 +252,26 @@ class RandomPartitioner(_BasePartitioner):
         for j, chunk in enumerate(np.array_split(perm, P)):
             labels[chunk] = j
         return labels, partition_means(X, labels, P)
+
+    def _partition_sharded(self, comm, X, rng, n, offset):
+        from ._distributed import partition_means as dist_means
+
+        P, R = self.n_partitions, comm.size
+        seed = rng.randint(np.iinfo(np.int32).max)
+        local_rng = np.random.RandomState(
+            np.random.SeedSequence([seed, comm.rank]).generate_state(1)[0])
+        # partition j belongs to rank j mod R, which splits its own rows among
+        # its partitions: no row moves (a rank that owns none sends its rows
+        # to all partitions, when there are more ranks than partitions)
+        mine = np.arange(comm.rank, P, R)
+        targets = mine if mine.size else np.arange(P)
+        labels = np.empty(X.shape[0], dtype=np.intp)
+        for j, chunk in zip(targets, np.array_split(local_rng.permutation(X.shape[0]),
+                                                    targets.size)):
+            labels[chunk] = j
+        self._owners = np.arange(P) % R
+        self._rows_local = R <= P
+        return labels, dist_means(comm, X, labels, P)[0]
 
 
 class KMeansPartitioner(_BasePartitioner):
@@ -290,6 +377,39 @@ class KMeansPartitioner(_BasePartitioner):
         self.inertia_ = float(km.inertia_)
         return np.asarray(km.cluster_centers_, dtype=np.float64)
 
+    def _kmeans_sharded(self, comm, X, rng):
+        """Distributed Lloyd K-means (``method='minibatch'`` runs it too); the
+        best of ``n_init`` runs."""
+        from ._distributed import kmeans
+
+        best = None
+        for _ in range(self.n_init):
+            centers, n_iter, inertia = kmeans(comm, X, self.n_partitions, random_state=rng,
+                                              init=self.init, max_iter=self.max_iter,
+                                              tol=self.tol)
+            if best is None or inertia < best[2]:
+                best = (centers, n_iter, inertia)
+        self.n_iter_ = int(best[1])
+        self.inertia_ = float(best[2])
+        return best[0]
+
+    def _partition_sharded(self, comm, X, rng, n, offset):
+        centers = self._kmeans_sharded(comm, X, rng)
+        D = squared_distances(X, centers)
+        labels = np.argmin(D, axis=1).astype(np.intp)
+        counts = comm.Allreduce(np.bincount(labels, minlength=centers.shape[0]))
+        return self._drop_empty(labels, centers, counts)
+
+    @staticmethod
+    def _drop_empty(labels, centers, counts):
+        keep = np.flatnonzero(counts)
+        if keep.size < centers.shape[0]:
+            remap = np.full(centers.shape[0], -1, dtype=np.intp)
+            remap[keep] = np.arange(keep.size)
+            labels = remap[labels]
+            centers = centers[keep]
+        return labels, centers
+
     def _partition(self, X, rng):
         centers = self._kmeans(X, rng)
         labels = nearest_center(X, centers)
@@ -369,15 +489,33 @@ class KBalancePartitioner(_KMeansBasedBalanced):
     _parameter_constraints = {
         **_KMeansBasedBalanced._parameter_constraints,
         "assign_order": [StrOptions({"data", "regret"})],
+        "sharded_assign": [StrOptions({"exact", "local"})],
     }
 
     def __init__(self, n_partitions=8, *, assign_order="data", recompute_centers=True,
-                 method="kmeans", init="k-means++", n_init=1, max_iter=100, tol=1e-4,
-                 random_state=None):
+                 sharded_assign="exact", method="kmeans", init="k-means++", n_init=1,
+                 max_iter=100, tol=1e-4, random_state=None):
         super().__init__(n_partitions, method=method, init=init, n_init=n_init,
                          max_iter=max_iter, tol=tol, random_state=random_state)
         self.assign_order = assign_order
         self.recompute_centers = recompute_centers
+        self.sharded_assign = sharded_assign
+
+    def _partition_sharded(self, comm, X, rng, n, offset):
+        from ._distributed import greedy_assign, local_capacity_assign
+
+        exact = self.sharded_assign == "exact"
+        comm.agree(f"{type(self).__name__}(assign_order='regret', sharded_assign='exact') "
+                   "needs every row on one rank; use sharded_assign='local' (regret order "
+                   "within each shard) or root mode" if exact and self.assign_order == "regret"
+                   else None)
+        centers = self._kmeans_sharded(comm, X, rng)
+        D = squared_distances(X, centers)
+        if exact:
+            labels = greedy_assign(comm, D, _Capacity(n, centers.shape[0]))
+        else:
+            labels = local_capacity_assign(D, regret=self.assign_order == "regret")
+        return labels, self._means_sharded(comm, X, labels, centers)
 
     def _partition(self, X, rng):
         centers = self._kmeans(X, rng)
@@ -451,6 +589,16 @@ class FCFSPartitioner(_BasePartitioner):
         centers = centers.toarray() if sp.issparse(centers) else np.array(centers)
         self.initial_centers_ = centers
         return self._assign_fcfs(X, centers)
+
+    def _partition_sharded(self, comm, X, rng, n, offset):
+        from ._distributed import gather_rows, greedy_assign
+
+        # the same P global rows as the serial algorithm draws for n samples
+        centers = gather_rows(comm, X, rng.choice(n, self.n_partitions, replace=False))
+        self.initial_centers_ = centers
+        D = squared_distances(X, centers)
+        labels = greedy_assign(comm, D, _Capacity(n, centers.shape[0]))
+        return labels, self._means_sharded(comm, X, labels, centers)
 
     def _assign_fcfs(self, X, centers):
         D = squared_distances(X, centers)
@@ -528,14 +676,42 @@ class BKMPartitioner(_KMeansBasedBalanced):
         km_labels = np.argmin(D, axis=1)
         return self._finish(X, self._rebalance(D, km_labels), centers)
 
+    def _partition_sharded(self, comm, X, rng, n, offset):
+        P = self.n_partitions
+        centers = self._kmeans_sharded(comm, X, rng)
+        D = squared_distances(X, centers)
+        km = np.argmin(D, axis=1).astype(np.intp)
+        counts = comm.Allreduce(np.bincount(km, minlength=P).astype(np.int64))
+        # only members of over-full clusters can move: their distance rows go
+        # to rank 0, which runs Algorithm 4's rebalancing exactly on them (in
+        # the global order) and returns their new labels
+        lo = n // P
+        movable = np.flatnonzero(np.isin(km, np.flatnonzero(counts > lo)))
+        rows = comm.Gatherv(np.ascontiguousarray(D[movable]).reshape(-1, P))
+        kms = comm.Gatherv(km[movable].astype(np.int64))
+        if comm.rank == 0:
+            new = self._rebalance(np.vstack(rows), np.concatenate(kms), counts=counts)
+            splits = np.cumsum([k.size for k in kms])[:-1]
+            chunks = [c.astype(np.int64) for c in np.split(new, splits)]
+        else:
+            chunks = None
+        labels = km.copy()
+        labels[movable] = comm.Scatterv(chunks)
+        return labels, self._means_sharded(comm, X, labels, centers)
+
     @staticmethod
-    def _rebalance(D, km_labels):
+    def _rebalance(D, km_labels, counts=None):
+        """Algorithm 4's rebalancing of the K-means labels ``km_labels`` (rows of
+        ``D``); ``counts`` are the global cluster sizes when ``D`` holds only
+        the members of over-full clusters (sharded data)."""
         n, P = D.shape
         labels = km_labels.copy()
-        counts = np.bincount(km_labels, minlength=P)
+        if counts is None:
+            counts = np.bincount(km_labels, minlength=P)
+        counts = np.asarray(counts, dtype=np.int64)
         # every cluster starts with all its K-means members; an over-full one
         # has no room until it is processed (in index order, as Algorithm 4)
-        cap = _Capacity(n, P, sizes=counts)
+        cap = _Capacity(int(counts.sum()), P, sizes=counts)
         lo, hi, r = cap.lo, cap.hi, cap.r
         over = [j for j in range(P) if counts[j] > lo]
         for j in over:

@@ -45,8 +45,19 @@ def partition_storage(X):
     n, d = X.shape
     if not dense_partitioning(n, d):
         return "as_is"
-    nnz = X.count_nonzero() if sp.issparse(X) else int(np.count_nonzero(X))
-    return "dense" if nnz >= SPARSE_DENSITY * n * d else "csr"
+    return storage_for(n, d, count_nonzero(X))
+
+
+def count_nonzero(X):
+    """Non-zero values of a dense array or CSR matrix (explicit zeros not counted)."""
+    return int(X.count_nonzero() if sp.issparse(X) else np.count_nonzero(X))
+
+
+def storage_for(n_samples, n_features, nnz):
+    """:func:`partition_storage` from the global shape and non-zero count (sharded data)."""
+    if not dense_partitioning(n_samples, n_features):
+        return "as_is"
+    return "dense" if nnz >= SPARSE_DENSITY * n_samples * n_features else "csr"
 
 
 def _canonical_csr(X):

@@ -1,0 +1,90 @@
+"""SPMD failure cases, one per run: ``spmd_errors.py CASE OUTDIR``.
+
+Every case makes one rank's input or run go wrong; the job must end on every
+rank (within the test's time limit), with the same ValueError on every rank
+for bad input. The test launches some cases without ``-m mpi4py``.
+"""
+
+import os
+import sys
+
+import numpy as np
+from mpi4py import MPI
+from sklearn.datasets import make_classification
+
+from cakernels import BKMSVC, CASVC
+from cakernels.backends import MPIBackend
+
+comm = MPI.COMM_WORLD
+rank, size = comm.Get_rank(), comm.Get_size()
+case, outdir = sys.argv[1], sys.argv[2]
+bad = size - 1  # the rank that goes wrong
+X, y = make_classification(n_samples=400, n_features=5, random_state=0)
+lo, hi = rank * 400 // size, (rank + 1) * 400 // size
+Xs, ys = X[lo:hi].copy(), y[lo:hi].copy()
+sharded = MPIBackend(sharded=True)
+
+def run():
+    global Xs, ys
+    if case == "nan":                       # NaN on one rank (sharded data)
+        if rank == bad:
+            Xs[0, 0] = np.nan
+        CASVC(4, backend=sharded).fit(Xs, ys)
+    elif case == "features":                # a shard with another number of features
+        if rank == bad:
+            Xs = Xs[:, :4]
+        CASVC(4, backend=sharded).fit(Xs, ys)
+    elif case == "empty":                   # an empty shard
+        if rank == bad:
+            Xs, ys = Xs[:0], ys[:0]
+        CASVC(4, backend=sharded).fit(Xs, ys)
+    elif case == "params":                  # one rank with other parameters
+        CASVC(4, C=2.0 if rank == bad else 1.0, backend=sharded).fit(Xs, ys)
+    elif case == "labels":                  # text labels on one rank, numbers on the others
+        if rank == bad:
+            ys = np.where(ys == 1, "a", "b")
+        CASVC(4, backend=sharded).fit(Xs, ys)
+    elif case == "root-inf":                # root mode: bad data on rank 0
+        Xr = X.copy()
+        Xr[3, 1] = np.inf
+        CASVC(4, backend="mpi").fit(Xr if rank == 0 else None, y if rank == 0 else None)
+    elif case == "solver-raises":           # a local solve raises on one rank mid-fit
+        import cakernels.svm._partitioned as part
+
+        original = part.PartitionedSVC._fit_partition
+
+        def failing(self, p, ctx):
+            if rank == bad:
+                raise RuntimeError("injected failure in a local solve")
+            return original(self, p, ctx)
+
+        part.PartitionedSVC._fit_partition = failing
+        BKMSVC(2 * size, backend=sharded).fit(Xs, ys)
+    elif case == "dies":                    # a rank dies mid-fit (no exception at all)
+        import cakernels.svm._partitioned as part
+
+        original = part.PartitionedSVC._fit_partition
+
+        def dying(self, p, ctx):
+            if rank == bad:
+                os._exit(3)
+            return original(self, p, ctx)
+
+        part.PartitionedSVC._fit_partition = dying
+        BKMSVC(2 * size, backend=sharded).fit(Xs, ys)
+    elif case == "uncaught":                # an error outside any collective (needs -m mpi4py)
+        if rank == bad:
+            raise KeyError("user code failed on one rank")
+        comm.Barrier()                      # the others wait here forever without -m mpi4py
+    else:
+        raise SystemExit(f"unknown case {case}")
+
+
+try:
+    run()
+except Exception as exc:
+    # one file per rank (mpiexec may interleave the ranks' output), then the traceback
+    with open(os.path.join(outdir, f"rank{rank}.txt"), "w") as fh:
+        fh.write(f"{type(exc).__name__}: {exc}")
+    raise
+print(f"rank {rank}: finished without error", flush=True)

@@ -1,0 +1,142 @@
+"""Distributed training under mpiexec: SPMD scripts in tests/mpi/ launched with the
+environment's own ``mpiexec`` (``-n 1``, ``-n 2``, ``-n 4``), each with a time limit
+and a process-group kill, compared with the serial estimators."""
+
+import json
+import os
+import pickle
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+HERE = Path(__file__).resolve().parent / "mpi"
+MPIEXEC = Path(sys.executable).with_name("mpiexec")
+
+
+def _mpi_available():
+    try:
+        import mpi4py  # noqa: F401
+    except ImportError:
+        return "mpi4py is not installed (pip install \".[test]\" installs it with MPICH)"
+    if not MPIEXEC.exists():
+        return f"no mpiexec next to {sys.executable} (the mpich wheel provides it)"
+    return None
+
+
+@pytest.fixture
+def mpirun(spawn):
+    """``mpirun(n, script, *args, mpi4py=True, timeout=...)``."""
+    reason = _mpi_available()
+    if reason:
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+
+    def run(n, script, *args, mpi4py=True, timeout=300):
+        argv = [MPIEXEC, "-n", str(n), sys.executable]
+        argv += ["-m", "mpi4py"] if mpi4py else []
+        argv += [HERE / script, *args]
+        return spawn(argv, timeout=timeout)
+
+    return run
+
+
+def _lines(out):
+    assert out.returncode == 0, out.stdout + out.stderr
+    return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+
+
+@pytest.mark.parametrize("n", [1, 2, 4])
+def test_every_estimator_under_mpi_equals_serial(mpirun, n, tmp_path):
+    lines = _lines(mpirun(n, "spmd_equivalence.py", tmp_path, timeout=600))
+    root = [line for line in lines if line["check"] == "root"]
+    sharded = [line for line in lines if line["check"] == "sharded"]
+    assert len(root) == len(sharded) == 12
+    for line in root:
+        # root mode: the same partitions, local models and predictions as serial
+        assert line["equal"] and line["everywhere"], line
+        if n > 1:
+            assert len(set(line["owners"])) == min(n, line["n_partitions"]), line
+    for line in sharded:
+        # sharded mode: the same complete model on every rank; the collective
+        # prediction (Algorithm 5) equals a local prediction of all rows
+        assert line["everywhere"] and line["agree"], line
+        assert line["n"] == sum(line["sizes"]) and min(line["sizes"]) > 0
+        if "KRR" in line["name"]:
+            assert line["score"] <= 2 * line["serial_score"] + 0.01, line  # normalised MSE
+        else:
+            assert line["score"] >= line["serial_score"] - 0.05, line  # accuracy
+    # models pickled on rank 0 predict the same without MPI
+    for line in root:
+        with open(tmp_path / f"{line['name']}.pkl", "rb") as fh:
+            saved = pickle.load(fh)
+        pred = saved["model"].predict(saved["X"])
+        np.testing.assert_array_equal(pred, saved["pred"])
+
+
+@pytest.mark.parametrize("n", [1, 2, 4])
+def test_communication_counters(mpirun, n):
+    (c,) = _lines(mpirun(n, "spmd_comm.py"))
+    # root mode: the scatter sends exactly the rows of the partitions not on rank 0
+    assert c["root_scatter_bytes"] == c["expected_scatter_bytes"]
+    assert c["root_training_bytes"] == 0  # training itself communicates nothing
+    assert c["rank_sum"] == c["total_bytes"]
+    assert c["root_ranks"] == n
+    if n > 1:
+        assert c["root_scatter_bytes"] > 0 and c["root_gather_bytes"] > 0
+    # sharded CA-SVM: no training data moves, and training sends nothing
+    assert c["sharded_redistribution"] == {"bytes": 0, "messages": 0}
+    assert c["sharded_training"] == {"bytes": 0, "messages": 0}
+    # one process: zeros
+    assert c["serial_bytes"] == 0 and c["serial_messages"] == 0 and c["serial_ranks"] == 1
+
+
+BAD_INPUT = {
+    "nan": "rank 3: Input X contains NaN",
+    "features": "the shards have different numbers of features: rank 0 has 5, rank 3 has 4",
+    "empty": "rank 3: this rank's shard is empty",
+    "params": "ranks [3] were given other parameters than rank 0",
+    "labels": "the ranks' labels have different types",
+    "root-inf": "rank 0: Input X contains infinity",
+}
+
+
+def _raised(tmp_path, n=4):
+    """What every rank raised (spmd_errors.py writes one file per rank)."""
+    return [(tmp_path / f"rank{r}.txt").read_text() if (tmp_path / f"rank{r}.txt").exists()
+            else None for r in range(n)]
+
+
+@pytest.mark.parametrize("case", sorted(BAD_INPUT))
+def test_bad_input_on_one_rank_is_the_same_error_on_every_rank(mpirun, case, tmp_path):
+    # launched without -m mpi4py: the collective check alone must end every rank
+    out = mpirun(4, "spmd_errors.py", case, tmp_path, mpi4py=False, timeout=120)
+    assert out.returncode != 0
+    raised = _raised(tmp_path)
+    assert all(r is not None for r in raised), (raised, out.stderr)
+    assert len(set(raised)) == 1, raised  # the same error on every rank
+    assert raised[0].startswith(f"ValueError: {BAD_INPUT[case]}"), raised[0]
+    assert "\n" not in raised[0]  # one line
+    assert "finished without error" not in out.stdout
+
+
+def test_exception_in_a_local_solve_ends_every_rank(mpirun, tmp_path):
+    out = mpirun(4, "spmd_errors.py", "solver-raises", tmp_path, mpi4py=False, timeout=120)
+    assert out.returncode != 0
+    raised = _raised(tmp_path)
+    assert all(r is not None and "injected failure in a local solve" in r for r in raised), \
+        (raised, out.stderr)
+
+
+def test_uncaught_exception_on_one_rank_aborts_the_job_with_mpi4py(mpirun, tmp_path):
+    out = mpirun(4, "spmd_errors.py", "uncaught", tmp_path, mpi4py=True, timeout=120)
+    assert out.returncode != 0
+    assert "user code failed on one rank" in out.stderr
+
+
+def test_a_rank_that_dies_mid_fit_ends_the_job(mpirun, tmp_path):
+    out = mpirun(4, "spmd_errors.py", "dies", tmp_path, mpi4py=True, timeout=120)
+    assert out.returncode != 0
+    assert "finished without error" not in out.stdout
