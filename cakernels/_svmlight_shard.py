@@ -45,7 +45,7 @@ def _with_columns(X, n_columns):
     return sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.shape[0], n_columns))
 
 
-def read_shard(path, comm, *, n_features=None, zero_based="auto", dtype=np.float64):
+def read_shard(path, comm, *, n_features=None, zero_based="auto", index_0="error"):
     """Rows of ``path`` for ``comm.rank`` (see :func:`cakernels.datasets.load_svmlight_shard`).
 
     Returns
@@ -54,75 +54,93 @@ def read_shard(path, comm, *, n_features=None, zero_based="auto", dtype=np.float
     y : ndarray of shape (n_local,)
     info : dict
         ``offset`` (global index of the first local row), ``n_samples``
-        (all ranks), ``index_base`` (0 or 1) and ``truncated`` (the file's
-        last line has no newline).
+        (all ranks), ``index_base`` (0 or 1), ``rows_with_index_0`` and
+        ``dropped_index_0`` (over all ranks), ``truncated`` (the file's last
+        line has no newline).
     """
-    path = Path(os.fspath(path)).expanduser()
-    error = None
-    if not path.is_file():
-        error = f"no such file: {path}"
-    comm.agree(error)
-    truncated = False
-    if path.suffix.lower() in _COMPRESSED:
-        parts = None
-        if comm.rank == 0:
-            from .datasets import load_svmlight
+    from .datasets import _check_zero_based, _parse_svmlight
 
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
-                Xa, ya = load_svmlight(path, n_features=None)
-            truncated = any("newline" in str(w.message) for w in caught)
-            Xa = Xa.tocsr()
-            bounds = np.linspace(0, Xa.shape[0], comm.size + 1).astype(np.int64)
-            parts = [(Xa[a:b], ya[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
-        X, y = _scatter_rows(comm, parts)
-        truncated = comm.bcast_obj(truncated)
-        raw_base_zero = False  # load_svmlight already chose the base
-        one_based_shift = False
-    else:
-        size = path.stat().st_size
-        with open(path, "rb") as fh:
-            lo = _line_start_at_or_after(fh, size * comm.rank // comm.size)
-            hi = _line_start_at_or_after(fh, size * (comm.rank + 1) // comm.size)
-            fh.seek(lo)
-            chunk = fh.read(max(0, hi - lo))
-            if comm.rank == comm.size - 1 and size:
-                fh.seek(size - 1)
-                truncated = fh.read(1) != b"\n"
-        try:
-            X, y = _parse(chunk, dtype)
-            error = None
-        except ValueError as exc:
-            X, y, error = None, None, f"{path}: could not parse it as a LIBSVM file: {exc}"
+    zero_based = _check_zero_based(zero_based)
+    path = Path(os.fspath(path)).expanduser()
+    comm.agree(None if path.is_file() else f"no such file: {path}")
+    if path.suffix.lower() in _COMPRESSED:
+        # a compressed stream cannot be split: rank 0 reads it and scatters rows
+        parts, info, error = None, None, None
+        if comm.rank == 0:
+            try:
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
+                    read = _parse_svmlight(path, n_features=n_features, zero_based=zero_based,
+                                           index_0=index_0)
+                Xa = read.X.tocsr()
+                bounds = np.linspace(0, Xa.shape[0], comm.size + 1).astype(np.int64)
+                parts = [(Xa[a:b], read.y[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
+                info = {"index_base": read.index_base,
+                        "rows_with_index_0": read.rows_with_index_0,
+                        "dropped_index_0": read.dropped_index_0,
+                        "truncated": any("newline" in str(w.message) for w in caught)}
+            except ValueError as exc:
+                error = str(exc)
         comm.agree(error)
-        truncated = bool(comm.allreduce(int(truncated), "max"))
-        uses_zero = bool(X.nnz and X.indices.min() == 0)
-        raw_base_zero = bool(comm.allreduce(int(uses_zero), "max"))
-        if zero_based == "auto":
-            one_based_shift = not raw_base_zero
-        else:
-            one_based_shift = not zero_based
-            if one_based_shift and raw_base_zero:
-                comm.agree(f"{path}: zero_based=False but the file uses index 0" if uses_zero
-                           else None)
-        if one_based_shift and X.shape[1]:  # column 0 is empty: drop it
-            X = sp.csr_matrix((X.data, X.indices - 1, X.indptr),
-                              shape=(X.shape[0], X.shape[1] - 1))
+        X, y = _scatter_rows(comm, parts)
+        info = comm.bcast_obj(info)
+    else:
+        X, y, info = _read_plain(path, comm, n_features, zero_based, index_0)
+    counts = comm.allgather(int(X.shape[0]))
+    info.update(offset=int(sum(counts[:comm.rank])), n_samples=int(sum(counts)))
+    if info["truncated"] and comm.rank == 0:
+        warnings.warn(f"{path}: the last line has no newline at its end, so the file may be "
+                      f"cut off (read {info['n_samples']:,} rows; the last one may be "
+                      "incomplete)", UserWarning, stacklevel=3)
+    return X, y, info
+
+
+def _read_plain(path, comm, n_features, zero_based, index_0):
+    """Every rank parses the lines that start in its byte range of the file."""
+    size = path.stat().st_size
+    truncated = False
+    with open(path, "rb") as fh:
+        lo = _line_start_at_or_after(fh, size * comm.rank // comm.size)
+        hi = _line_start_at_or_after(fh, size * (comm.rank + 1) // comm.size)
+        fh.seek(lo)
+        chunk = fh.read(max(0, hi - lo))
+        if comm.rank == comm.size - 1 and size:
+            fh.seek(size - 1)
+            truncated = fh.read(1) != b"\n"
+    error = None
+    try:
+        X, y = _parse(chunk, np.float64)
+    except ValueError as exc:
+        X, y, error = None, None, f"{path}: could not load it as a LIBSVM/svmlight file: {exc}"
+    comm.agree(error)
+    truncated = bool(comm.allreduce(int(truncated), "max"))
+    at_0 = X.indices == 0
+    rows_0 = int(comm.allreduce(int(np.count_nonzero(at_0))))
+    base = (0 if rows_0 else 1) if zero_based == "auto" else (0 if zero_based else 1)
+    dropped = 0
+    if base == 1 and rows_0:
+        if index_0 != "drop":
+            comm.agree(f"{path}: feature index 0 occurs in {rows_0:,} rows, but the file is "
+                       "read one-based (indices from 1): pass zero_based=True or 'auto' to "
+                       "read it zero-based")
+        keep = ~at_0
+        removed = np.concatenate([[0], np.cumsum(at_0)])
+        X = sp.csr_matrix((X.data[keep], X.indices[keep], X.indptr - removed[X.indptr]),
+                          shape=X.shape)
+        dropped = rows_0
+    if base == 1 and X.shape[1]:  # column 0 is empty now: drop it
+        X = sp.csr_matrix((X.data, X.indices - 1, X.indptr), shape=(X.shape[0], X.shape[1] - 1))
     width = comm.allreduce(int(X.shape[1]), "max")
     if n_features is not None:
         if width > n_features:
-            comm.agree(f"{path} has {width} features, more than n_features={n_features}")
+            comm.agree(f"{path}: the file has {width} features, more than "
+                       f"n_features={n_features}")
         width = int(n_features)
-    X = _with_columns(X, width)
-    counts = comm.allgather(int(X.shape[0]))
-    if sum(counts) == 0:
+    X = _with_columns(X, max(width, 1))
+    if comm.allreduce(int(X.shape[0])) == 0:
         comm.agree(f"{path}: the file is empty (no samples)")
-    info = {"offset": int(sum(counts[:comm.rank])), "n_samples": int(sum(counts)),
-            "index_base": 1 if one_based_shift else 0, "truncated": truncated}
-    if truncated and comm.rank == 0:
-        warnings.warn(f"{path}: the last line has no newline: the file may be cut off "
-                      f"({sum(counts):,} rows read)", UserWarning, stacklevel=3)
-    return X, y, info
+    return X, y, {"index_base": base, "rows_with_index_0": rows_0, "dropped_index_0": dropped,
+                  "truncated": truncated}
 
 
 def _scatter_rows(comm, parts):

@@ -48,6 +48,7 @@ __all__ = [
     "load_demo",
     "load_demo_regression",
     "load_svmlight",
+    "load_svmlight_shard",
 ]
 
 #: Environment variable naming the data home.
@@ -490,6 +491,75 @@ def load_svmlight(path, n_features=None, *, zero_based="auto"):
         n_features = int(n_features)
     read = _parse_svmlight(path, n_features=n_features, zero_based=zero_based)
     return read.X.tocsr(), read.y
+
+
+def load_svmlight_shard(path, comm=None, *, n_features=None, zero_based="auto"):
+    """Load this MPI rank's block of rows of a LIBSVM file (parallel IO).
+
+    Every rank reads and parses only its own part of an uncompressed file: the
+    file is split into equal byte ranges moved to line boundaries, so the
+    shards hold contiguous blocks of rows, in file order by rank, of about
+    equal size. The ranks then agree on the number of features and the index
+    base (two small reductions), so every shard has the same columns and the
+    result equals the rows of :func:`load_svmlight` of the whole file. A
+    compressed file (``.gz``, ``.bz2``, ``.xz``) cannot be split without
+    decompressing it: rank 0 reads it and scatters the blocks. This is the
+    input of ``MPIBackend(sharded=True)``.
+
+    Collective: every rank of ``comm`` calls it with the same arguments.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The file (the same path on every rank, on a shared file system).
+    comm : mpi4py.MPI.Comm, default=None
+        The communicator (None: ``MPI.COMM_WORLD`` when mpi4py is installed,
+        else the whole file in one process).
+    n_features : int, default=None
+        Number of features (default: the largest index over all shards).
+    zero_based : {'auto', True, False}, default='auto'
+        The index base, as in :func:`load_svmlight`; ``'auto'`` reads the file
+        zero-based when index 0 occurs on any rank.
+
+    Returns
+    -------
+    X : scipy.sparse.csr_matrix of shape (n_local, n_features), dtype float64
+    y : ndarray of shape (n_local,), dtype float64
+
+    See Also
+    --------
+    load_svmlight : The whole file in one process.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from cakernels.datasets import load_svmlight_shard
+    >>> path = Path(tempfile.mkdtemp()) / "tiny.svm"
+    >>> _ = path.write_text("+1 1:0.5 3:1\\n-1 2:2\\n")
+    >>> X, y = load_svmlight_shard(path)  # one process: every row
+    >>> X.shape, y.tolist()
+    ((2, 3), [1.0, -1.0])
+    """
+    from ._svmlight_shard import read_shard
+    from .backends import Communicator, SelfCommunicator
+
+    zero_based = _check_zero_based(zero_based)
+    if n_features is not None and (isinstance(n_features, bool)
+                                   or not isinstance(n_features, numbers.Integral)
+                                   or n_features < 1):
+        raise ValueError(f"n_features must be a positive int or None, got {n_features!r}")
+    if comm is None:
+        try:
+            from mpi4py import MPI
+        except ImportError:
+            wrapped = SelfCommunicator()
+        else:
+            wrapped = Communicator(MPI.COMM_WORLD)
+    else:
+        wrapped = comm if hasattr(comm, "agree") else Communicator(comm)
+    X, y, _ = read_shard(path, wrapped, n_features=n_features, zero_based=zero_based)
+    return X, y
 
 
 # --------------------------------------------------------------------------- file lookup

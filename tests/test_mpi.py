@@ -140,3 +140,29 @@ def test_a_rank_that_dies_mid_fit_ends_the_job(mpirun, tmp_path):
     out = mpirun(4, "spmd_errors.py", "dies", tmp_path, mpi4py=True, timeout=120)
     assert out.returncode != 0
     assert "finished without error" not in out.stdout
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_sharded_libsvm_reading_equals_the_whole_file(mpirun, n, tmp_path, data_home):
+    import gzip
+
+    from sklearn.datasets import dump_svmlight_file, make_classification
+
+    X, y = make_classification(n_samples=301, n_features=9, random_state=0)
+    X[np.abs(X) < 0.8] = 0.0
+    one = tmp_path / "one_based.svm"
+    dump_svmlight_file(X, y, str(one), zero_based=False)
+    zero = tmp_path / "zero_based.svm"
+    dump_svmlight_file(X, y, str(zero), zero_based=True)
+    gz = tmp_path / "one_based.svm.gz"
+    gz.write_bytes(gzip.compress(one.read_bytes()))
+    cut = tmp_path / "cut.svm"
+    cut.write_bytes(one.read_bytes().rstrip(b"\n"))
+    files = [one, zero, gz, cut, data_home / "a9a" / "a9a"]
+    lines = _lines(mpirun(n, "spmd_shard.py", *files))
+    assert len(lines) == len(files)
+    for line in lines:
+        assert line["equal"], line
+        assert len(line["rows"]) == n
+    # uncompressed files are split into blocks of about equal size
+    assert max(lines[-1]["rows"]) - min(lines[-1]["rows"]) < 0.01 * sum(lines[-1]["rows"])

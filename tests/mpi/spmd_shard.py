@@ -1,0 +1,23 @@
+"""SPMD check of load_svmlight_shard: the shards, stacked in rank order, are the
+whole file as load_svmlight reads it. ``spmd_shard.py FILE [FILE ...]``."""
+
+import json
+import sys
+
+import numpy as np
+import scipy.sparse as sp
+from mpi4py import MPI
+
+from cakernels.datasets import load_svmlight, load_svmlight_shard
+
+comm = MPI.COMM_WORLD
+for path in sys.argv[1:]:
+    X, y = load_svmlight_shard(path)
+    Xs, ys = comm.gather(X, root=0), comm.gather(y, root=0)
+    if comm.rank == 0:
+        Xa, ya = load_svmlight(path)
+        Xg = sp.vstack(Xs).tocsr()
+        print(json.dumps({"path": path, "equal": bool(Xg.shape == Xa.shape
+                                                       and (Xg != Xa).nnz == 0
+                                                       and np.array_equal(np.concatenate(ys), ya)),
+                          "rows": [x.shape[0] for x in Xs]}), flush=True)
