@@ -32,6 +32,7 @@ _EXPORTS = {
     "BKRR": "kernel_ridge",
     "BKRR2": "kernel_ridge",
     "PartitionedKernelRidge": "kernel_ridge",
+    "DKRR": "kernel_ridge",
     "oracle_predict": "kernel_ridge",
     "oracle_score": "kernel_ridge",
     "RandomPartitioner": "partition",
@@ -40,7 +41,7 @@ _EXPORTS = {
     "FCFSPartitioner": "partition",
     "BKMPartitioner": "partition",
 }
-_SUBMODULES = ("datasets", "kernel_ridge", "partition", "svm")
+_SUBMODULES = ("backends", "datasets", "kernel_ridge", "partition", "svm")
 
 __all__ = ["__version__", *_EXPORTS, "show_config"]
 

@@ -224,3 +224,42 @@ def test_bad_input(cls, data):
         oracle_score(object(), X, y)
     with pytest.raises(ValueError, match="shape"):
         oracle_score(m, X, y[:10])
+
+
+def test_dkrr_on_one_process_is_kernel_ridge():
+    from sklearn.kernel_ridge import KernelRidge
+
+    from cakernels import DKRR
+
+    rng = np.random.RandomState(0)
+    X = rng.randn(250, 5)
+    Y = np.column_stack([np.sin(X[:, 0]), X[:, 1] ** 2])
+    for target in (Y[:, 0], Y):
+        for backend in ("serial", "threads"):
+            d = DKRR(sigma=1.5, lam=1e-4, backend=backend).fit(X, target)
+            ref = KernelRidge(kernel="rbf", gamma=1 / (2 * 1.5**2), alpha=1e-4 * 250).fit(X, target)
+            np.testing.assert_allclose(d.predict(X), ref.predict(X), rtol=1e-10, atol=1e-12)
+            assert d.grid_ == (1, 1) and d.fit_stats_["comm_bytes"] == 0
+
+
+def test_dkrr_refuses_a_problem_that_cannot_fit(monkeypatch):
+    import cakernels.kernel_ridge._dkrr as dkrr
+    from cakernels import DKRR
+
+    monkeypatch.setattr(dkrr, "_available_bytes", lambda: 2**20)
+    X = np.random.RandomState(0).randn(600, 3)
+    with pytest.raises(ValueError, match=r"DKRR needs about .* per rank .* 8 n\^2 / P"):
+        DKRR().fit(X, X[:, 0])
+
+
+def test_dkrr_without_scalapack_names_the_extra(monkeypatch):
+    pytest.importorskip("mpi4py")
+    from cakernels._solvers import scalapack
+
+    monkeypatch.setattr(scalapack, "_find", lambda name: None)
+    scalapack.load.cache_clear()
+    try:
+        with pytest.raises(ImportError, match=r"cakernels\[scalapack\]"):
+            scalapack.load()
+    finally:
+        scalapack.load.cache_clear()

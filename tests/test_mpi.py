@@ -166,3 +166,54 @@ def test_sharded_libsvm_reading_equals_the_whole_file(mpirun, n, tmp_path, data_
         assert len(line["rows"]) == n
     # uncompressed files are split into blocks of about equal size
     assert max(lines[-1]["rows"]) - min(lines[-1]["rows"]) < 0.01 * sum(lines[-1]["rows"])
+
+
+@pytest.mark.parametrize("n", [1, 2, 4])
+def test_dkrr_equals_kernel_ridge_under_mpi(mpirun, n):
+    from cakernels._solvers import scalapack
+
+    try:
+        scalapack.load()
+    except ImportError as exc:  # the mkl wheel (a test dependency) is missing
+        if os.environ.get("CI") == "true":
+            raise
+        pytest.skip(str(exc))
+    lines = {line["check"]: line for line in _lines(mpirun(n, "spmd_dkrr.py"))}
+    grid = {1: [1, 1], 2: [1, 2], 4: [2, 2]}[n]
+    for check in ("single", "multi"):
+        line = lines[check]
+        assert line["rel_root"] <= 1e-8 and line["rel_sharded"] <= 1e-8, line
+        assert line["grid"] == grid
+        # the kernel matrix is spread: about 8 n^2 / P bytes per rank (blocks of 64)
+        assert line["memory_per_rank"] <= 8 * 700 * 700 / n * 1.25
+    messages = lines["memory"]["messages"]
+    assert len(messages) == n and len(set(messages)) == 1 and messages[0] is not None
+    assert "per rank" in messages[0] and "8 n^2 / P" in messages[0] and "BKRR2" in messages[0]
+
+
+def test_backend_mpi_without_mpi4py_names_the_extra(spawn):
+    # mpi4py hidden from the child: backend='mpi' is an ImportError naming the extra,
+    # raised only when a fit starts (importing the package never imports mpi4py)
+    code = """
+import sys
+class Hide:
+    def find_spec(self, name, path=None, target=None):
+        if name == "mpi4py" or name.startswith("mpi4py."):
+            raise ImportError("No module named 'mpi4py'")
+sys.meta_path.insert(0, Hide())
+import numpy as np
+from cakernels import CASVC
+from cakernels.backends import MPIBackend
+X = np.random.RandomState(0).randn(40, 3); y = np.arange(40) % 2
+assert "mpi4py" not in sys.modules
+for backend in ("mpi", MPIBackend(sharded=True)):
+    try:
+        CASVC(2, backend=backend).fit(X, y)
+    except ImportError as exc:
+        print(exc)
+"""
+    out = spawn([sys.executable, "-c", code])
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.strip().splitlines()
+    assert len(lines) == 2
+    assert all('pip install "cakernels[mpi]"' in line for line in lines)

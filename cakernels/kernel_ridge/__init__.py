@@ -20,6 +20,7 @@ is an evaluation function, :func:`oracle_score`, not a predictor.
 """
 
 from .._solvers.krr import solve_krr
+from ._dkrr import DKRR
 from ._oracle import oracle_predict, oracle_score
 from ._partitioned import BKRR, BKRR2, DCKRR, KKRR, KKRR2, PartitionedKernelRidge
 
@@ -30,6 +31,7 @@ __all__ = [
     "KKRR2",
     "BKRR",
     "BKRR2",
+    "DKRR",
     "oracle_predict",
     "oracle_score",
     "solve_krr",
@@ -37,6 +39,7 @@ __all__ = [
 
 # public objects report this package as their module (as NumPy's set_module
 # does), so that pickles and reprs do not depend on the private file layout
-for _name in ["PartitionedKernelRidge", "DCKRR", "KKRR", "KKRR2", "BKRR", "BKRR2", "oracle_predict", "oracle_score"]:
+for _name in ["PartitionedKernelRidge", "DCKRR", "KKRR", "KKRR2", "BKRR", "BKRR2", "DKRR",
+              "oracle_predict", "oracle_score"]:
     globals()[_name].__module__ = __name__
 del _name

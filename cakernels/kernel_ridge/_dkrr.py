@@ -1,0 +1,372 @@
+"""DKRR: exact kernel ridge regression, distributed by ScaLAPACK (the reference's
+baseline, Table 3.3)."""
+
+import numbers
+import time
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from .._engine import _pack_rows, _unpack_rows, params_fingerprint
+from .._kernels import KERNELS, kernel_block, kernel_dot, row_sq_norms, sigma_to_gamma
+from ..backends import BACKEND_NAMES, Backend, get_backend
+from ..backends._comm import comm_report
+
+#: fraction of the memory available to a rank that DKRR may plan to use
+MEMORY_FRACTION = 0.8
+
+
+def _available_bytes():
+    """Memory available on this node (``MemAvailable``), or None when unknown."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _fmt_bytes(n):
+    return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
+
+
+def _ranks_on_node(mpi_comm):
+    if mpi_comm is None:
+        return 1
+    from mpi4py import MPI
+
+    node = mpi_comm.Split_type(MPI.COMM_TYPE_SHARED)
+    try:
+        return node.Get_size()
+    finally:
+        node.Free()
+
+
+class DKRR(RegressorMixin, BaseEstimator):
+    """Exact kernel ridge regression, distributed over MPI ranks (DKRR).
+
+    Solves ``(K + lam * n * I) alpha = y`` for the whole training set, the
+    exact problem that the partitioned estimators approximate. On one
+    process it is :class:`sklearn.kernel_ridge.KernelRidge` with
+    ``kernel='rbf', gamma=1/(2 sigma^2), alpha=lam*n`` (a LAPACK Cholesky).
+    Under MPI (``backend='mpi'`` or :class:`~cakernels.backends.MPIBackend`)
+    the ``n x n`` kernel matrix is stored block-cyclically on a 2-D process
+    grid (as square as the number of ranks allows) and factored by
+    ScaLAPACK's ``pdpotrf``/``pdpotrs``: every rank computes its own blocks of
+    ``K`` from the training rows, which every rank holds. This is the
+    reference's baseline (Table 3.3): its memory and work do not shrink with
+    partitions, which is why it scales poorly.
+
+    Parameters
+    ----------
+    sigma : float, default=1.0
+        Width of the Gaussian kernel ``exp(-||x - x'||^2 / (2 sigma^2))`` (the
+        scale ``1 / (2 sigma^2)`` of the polynomial and sigmoid kernels).
+    lam : float, default=1e-4
+        Ridge parameter; the diagonal gets ``lam * n``.
+    kernel : {'rbf', 'linear', 'poly', 'sigmoid'}, default='rbf'
+    degree : int, default=3
+    coef0 : float, default=1.0
+    block_size : int, default=128
+        ScaLAPACK's block size ``nb`` of the block-cyclic distribution.
+    backend : {'serial', 'threads', 'mpi'} or Backend, default='serial'
+        ``'serial'``/``'threads'``: one process (LAPACK); ``'mpi'`` or an
+        :class:`~cakernels.backends.MPIBackend` (root or sharded input):
+        ScaLAPACK over the ranks.
+    n_jobs : int, default=None
+        Threads of the ``'threads'`` backend (BLAS threads of the factorization).
+    verbose : bool, default=False
+        Unused (kept for the common backend parameters).
+
+    Attributes
+    ----------
+    X_fit_ : ndarray or CSR matrix of shape (n_samples, n_features)
+        The training rows (on every rank).
+    dual_coef_ : ndarray of shape (n_samples,) or (n_samples, n_targets)
+    grid_ : tuple of int
+        The process grid ``(nprow, npcol)`` (``(1, 1)`` on one process).
+    memory_per_rank_ : int
+        Bytes of the kernel matrix block held by the largest rank: about
+        ``8 n^2 / P``.
+    fit_stats_ : dict
+        ``seconds`` (fit), ``factor_seconds``, ``kernel_seconds``,
+        ``memory_per_rank``, ``grid``, ``n_ranks`` and ``comm`` (bytes and
+        messages by phase and rank, as the partitioned estimators report).
+    n_features_in_ : int
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        When ``X`` is a DataFrame with string column names.
+
+    Raises
+    ------
+    ValueError
+        When ``8 n^2 / P`` bytes (plus the training rows) do not fit in the
+        memory available to every rank, before anything is allocated.
+    ImportError
+        Under MPI without ScaLAPACK (``pip install "cakernels[scalapack]"``).
+
+    See Also
+    --------
+    BKRR2 : balanced partitions, ``(n/P)^2`` memory and ``(n/P)^3`` work per rank.
+
+    Notes
+    -----
+    Memory per rank is ``8 n^2 / P`` bytes for the matrix (8,000 samples:
+    512 MB in all; 128,000 samples on 64 ranks: 2 GB per rank), and the
+    Cholesky costs ``n^3 / 3`` flops in all, with communication on every
+    panel. ScaLAPACK is Intel MKL's, from the registry wheel ``mkl``, loaded
+    with the MPI library that mpi4py uses (MPICH's ABI, or Open MPI's).
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_regression
+    >>> from sklearn.kernel_ridge import KernelRidge
+    >>> from cakernels.kernel_ridge import DKRR
+    >>> X, y = make_regression(n_samples=200, n_features=4, noise=1, random_state=0)
+    >>> d = DKRR(sigma=3.0, lam=1e-4).fit(X, y)
+    >>> ref = KernelRidge(kernel="rbf", gamma=1 / 18, alpha=1e-4 * 200).fit(X, y)
+    >>> bool(abs(d.predict(X[:5]) - ref.predict(X[:5])).max() < 1e-8)
+    True
+    """
+
+    _parameter_constraints = {
+        "sigma": [Interval(numbers.Real, 0.0, None, closed="neither")],
+        "lam": [Interval(numbers.Real, 0.0, None, closed="left")],
+        "kernel": [StrOptions(set(KERNELS))],
+        "degree": [Interval(numbers.Integral, 0, None, closed="left")],
+        "coef0": [Interval(numbers.Real, None, None, closed="neither")],
+        "block_size": [Interval(numbers.Integral, 1, None, closed="left")],
+        "backend": [StrOptions(set(BACKEND_NAMES)), Backend],
+        "n_jobs": [numbers.Integral, None],
+        "verbose": ["verbose"],
+    }
+
+    def __init__(self, sigma=1.0, lam=1e-4, *, kernel="rbf", degree=3, coef0=1.0,
+                 block_size=128, backend="serial", n_jobs=None, verbose=False):
+        self.sigma = sigma
+        self.lam = lam
+        self.kernel = kernel
+        self.degree = degree
+        self.coef0 = coef0
+        self.block_size = block_size
+        self.backend = backend
+        self.n_jobs = n_jobs
+        self.verbose = verbose
+
+    def _kernel_params(self, n_threads=1):
+        return {"kernel": self.kernel, "gamma": sigma_to_gamma(self.sigma),
+                "degree": self.degree, "coef0": self.coef0, "n_threads": n_threads}
+
+    def _validate(self, X, y):
+        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, order="C",
+                             multi_output=True, y_numeric=True)
+        return X, np.asarray(y, dtype=np.float64)
+
+    def fit(self, X, y):
+        """Solve the exact kernel ridge problem.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Training samples. Under MPI in root mode rank 0's ``X`` is used
+            (other ranks may pass None); in sharded mode every rank passes its
+            own rows.
+        y : array-like of shape (n_samples,) or (n_samples, n_targets)
+
+        Returns
+        -------
+        self : object
+        """
+        self._validate_params()
+        backend = get_backend(self.backend, self.n_jobs)
+        t_start = time.perf_counter()
+        with backend.session() as s:
+            if backend.name != "mpi":
+                X, y = self._validate(X, y)
+                self._fit_local(s, X, y)
+            else:
+                X, y = self._gather_rows(s, X, y)
+                self._fit_scalapack(s, X, y)
+            self.fit_stats_["seconds"] = time.perf_counter() - t_start
+            report = comm_report(s.comm.allgather(s.comm.counter.summary()))
+        self.fit_stats_.update(comm=report, comm_bytes=report["total"]["bytes"],
+                               comm_messages=report["total"]["messages"])
+        return self
+
+    def _check_memory(self, comm, need):
+        """Refuse, on every rank, a problem whose blocks do not fit in memory."""
+        avail = _available_bytes()
+        if avail is None:
+            return
+        per_rank = avail / _ranks_on_node(getattr(comm, "comm", None))
+        error = None
+        if need > MEMORY_FRACTION * per_rank:
+            error = (f"DKRR needs about {_fmt_bytes(need)} per rank (its part of the "
+                     f"{self.n_samples_:,} x {self.n_samples_:,} kernel matrix, 8 n^2 / P "
+                     f"bytes, and the training rows), but only {_fmt_bytes(per_rank)} are "
+                     "available per rank: use more ranks (or nodes), fewer samples, or a "
+                     "partitioned estimator such as BKRR2")
+        comm.agree(error)
+
+    def _fit_local(self, s, X, y):
+        from .._solvers.local import solve_kernel_ridge
+
+        n = X.shape[0]
+        self.n_samples_ = n
+        self._check_memory(s.comm, 8.0 * n * n + 16.0 * X.shape[0] * X.shape[1])
+        t0 = time.perf_counter()
+        sol = solve_kernel_ridge(X, y, self.lam, kernel_params=self._kernel_params(s.threads))
+        self.X_fit_ = X
+        self.dual_coef_ = sol.alpha
+        self.grid_ = (1, 1)
+        self.memory_per_rank_ = 8 * n * n
+        self._sq_norms = row_sq_norms(X) if self.kernel == "rbf" else None
+        self.fit_stats_ = {"factor_seconds": time.perf_counter() - t0, "kernel_seconds": None,
+                           "memory_per_rank": self.memory_per_rank_, "grid": self.grid_,
+                           "n_ranks": 1}
+
+    def _gather_rows(self, s, X, y):
+        """Every rank gets all training rows (root mode: from rank 0; sharded: the
+        shards stacked in rank order). Collective validation as the engine's."""
+        comm = s.comm
+        fingerprints = comm.allgather(params_fingerprint(self))
+        if any(f != fingerprints[0] for f in fingerprints):
+            bad = [r for r, f in enumerate(fingerprints) if f != fingerprints[0]]
+            raise ValueError(f"ranks {bad} were given other parameters than rank 0; every rank "
+                             "must call fit with the same parameters")
+        error, result = None, None
+        if s.sharded or comm.rank == 0:
+            try:
+                if s.sharded and (X is None or getattr(X, "shape", (1,))[0] == 0):
+                    raise ValueError("this rank's shard is empty: in sharded mode every rank "
+                                     "passes at least one row")
+                result = self._validate(X, y)
+            except (ValueError, TypeError) as exc:
+                error = str(exc)
+        comm.agree(error)
+        with comm.phase("redistribution"):
+            if s.sharded:
+                X, y = result
+                metas = comm.allgather((X.shape[1], bool(sp.issparse(X)), y.shape[1:],
+                                        getattr(self, "feature_names_in_", None)))
+                if len({(m[0], m[1], m[2]) for m in metas}) > 1:
+                    raise ValueError("the shards differ in their number of features, storage "
+                                     "or target shape")
+                packed = _pack_rows(X, np.arange(X.shape[0]))
+                parts = {k: np.concatenate(comm.Allgatherv(v)) for k, v in sorted(packed.items())}
+                Xall = _unpack_rows(parts, X.shape[1], sp.issparse(X))
+                yall = np.concatenate(comm.Allgatherv(y))
+                return Xall, yall
+            meta = comm.bcast_obj(None if comm.rank != 0 else (
+                result[0].shape[1], bool(sp.issparse(result[0])),
+                getattr(self, "feature_names_in_", None)))
+            d, sparse, names = meta
+            if comm.rank != 0:
+                self.n_features_in_ = d
+                if names is not None:
+                    self.feature_names_in_ = names
+            if comm.rank == 0:
+                X, y = result
+                packed = _pack_rows(X, np.arange(X.shape[0]))
+            else:
+                packed = None
+            keys = comm.bcast_obj(sorted(packed) if comm.rank == 0 else None)
+            got = {k: comm.Bcast(packed[k] if comm.rank == 0 else None) for k in keys}
+            Xall = _unpack_rows(got, d, sparse)
+            yall = comm.Bcast(y if comm.rank == 0 else None)
+            return Xall, yall
+
+    def _fit_scalapack(self, s, X, y):
+        from .._solvers.scalapack import Grid, cholesky_solve, grid_shape
+
+        comm = s.comm
+        n = X.shape[0]
+        self.n_samples_ = n
+        nb = int(self.block_size)
+        nprow, npcol = grid_shape(comm.size)
+        rows_max = -(-n // (nb * nprow)) * nb
+        cols_max = -(-n // (nb * npcol)) * nb
+        need = 8.0 * min(n, rows_max) * min(n, cols_max) + 16.0 * X.shape[0] * X.shape[1]
+        self._check_memory(comm, need)
+        error = None
+        try:
+            from .._solvers.scalapack import load
+
+            load()
+        except ImportError as exc:
+            error = str(exc)
+        comm.agree(error)
+        yy = y.reshape(n, -1)
+        nrhs = yy.shape[1]
+        params = self._kernel_params(s.threads)
+        with Grid(comm.comm) as grid:
+            rows, cols = grid.rows(n, nb), grid.cols(n, nb)
+            t0 = time.perf_counter()
+            # K[rows][:, cols] in Fortran order: the transpose of K[cols][:, rows]
+            KT = kernel_block(X[cols], X[rows], **params) if rows.size and cols.size \
+                else np.zeros((max(cols.size, 1), max(rows.size, 1)))
+            A = KT.T
+            diag_r = np.flatnonzero(np.isin(rows, cols))
+            if diag_r.size:
+                diag_c = np.searchsorted(cols, rows[diag_r])
+                A[diag_r, diag_c] += self.lam * n
+            t_kernel = time.perf_counter() - t0
+            B = np.zeros((max(rows.size, 1), nrhs), order="F")
+            if grid.mycol == 0 and rows.size:
+                B[:rows.size] = yy[rows]
+            t0 = time.perf_counter()
+            with comm.phase("training"):
+                info = cholesky_solve(grid, A, B, n, nrhs, nb)
+            t_factor = time.perf_counter() - t0
+            mem = A.nbytes
+        if info != 0:
+            # ScaLAPACK returns the same info on every process
+            raise ValueError(f"the kernel matrix + lam*n*I is not positive definite (leading "
+                             f"minor {info} of {n}); increase lam or check the kernel")
+        alpha = np.zeros((n, nrhs))
+        if grid.mycol == 0 and rows.size:
+            alpha[rows] = B[:rows.size]
+        with comm.phase("model_gather"):
+            alpha = comm.Allreduce(alpha)
+        self.X_fit_ = X
+        self.dual_coef_ = alpha if y.ndim > 1 else alpha[:, 0]
+        self.grid_ = (grid.nprow, grid.npcol)
+        self.memory_per_rank_ = int(max(comm.allgather(int(mem))))
+        self._sq_norms = row_sq_norms(X) if self.kernel == "rbf" else None
+        self.fit_stats_ = {"factor_seconds": float(max(comm.allgather(t_factor))),
+                           "kernel_seconds": float(max(comm.allgather(t_kernel))),
+                           "memory_per_rank": self.memory_per_rank_, "grid": self.grid_,
+                           "n_ranks": comm.size}
+
+    def predict(self, X):
+        """Predictions ``K(X, X_fit_) @ dual_coef_`` (local: every rank holds the model).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_samples,) or (n_samples, n_targets)
+        """
+        check_is_fitted(self)
+        X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, order="C",
+                          reset=False)
+        if sp.issparse(self.X_fit_) and not sp.issparse(X):
+            X = sp.csr_matrix(X)
+        elif not sp.issparse(self.X_fit_) and sp.issparse(X):
+            X = X.toarray()
+        from ..backends import cpu_count
+
+        return kernel_dot(X, self.X_fit_, self.dual_coef_, Y_sq_norms=self._sq_norms,
+                          **self._kernel_params(cpu_count()))
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        tags.target_tags.multi_output = True
+        return tags

@@ -1,0 +1,49 @@
+"""SPMD check of DKRR (ScaLAPACK) against scikit-learn's KernelRidge, and its
+memory refusal. ``spmd_dkrr.py`` prints JSON lines on rank 0."""
+
+import json
+
+import numpy as np
+from mpi4py import MPI
+from sklearn.datasets import make_regression
+from sklearn.kernel_ridge import KernelRidge
+
+import cakernels.kernel_ridge._dkrr as dkrr_module
+from cakernels.backends import MPIBackend
+from cakernels.kernel_ridge import DKRR
+
+comm = MPI.COMM_WORLD
+rank, size = comm.Get_rank(), comm.Get_size()
+X, y = make_regression(n_samples=700, n_features=6, noise=1.0, random_state=0)
+Y = np.column_stack([y, np.sin(y / 50)])
+sigma, lam = 4.0, 1e-5
+
+
+def rel(a, b):
+    return float(np.max(np.abs(a - b)) / np.max(np.abs(b)))
+
+
+for name, targets in (("single", y), ("multi", Y)):
+    ref = KernelRidge(kernel="rbf", gamma=1 / (2 * sigma**2), alpha=lam * len(X)).fit(X, targets)
+    root = DKRR(sigma, lam, backend="mpi", block_size=64).fit(
+        X if rank == 0 else None, targets if rank == 0 else None)
+    lo, hi = rank * len(X) // size, (rank + 1) * len(X) // size
+    sharded = DKRR(sigma, lam, backend=MPIBackend(sharded=True), block_size=64).fit(
+        X[lo:hi], targets[lo:hi])
+    errs = [rel(m.predict(X), ref.predict(X)) for m in (root, sharded)]
+    same = len({m.predict(X[:20]).tobytes() for m in (root,)}) == 1
+    if rank == 0:
+        print(json.dumps({"check": name, "rel_root": errs[0], "rel_sharded": errs[1],
+                          "grid": list(root.grid_), "memory_per_rank": root.memory_per_rank_,
+                          "bytes": root.fit_stats_["comm_bytes"], "same": same}), flush=True)
+
+# a problem that cannot fit is refused on every rank, before anything is allocated
+dkrr_module._available_bytes = lambda: 2**20  # pretend 1 MiB
+try:
+    DKRR(sigma, lam, backend="mpi").fit(X if rank == 0 else None, y if rank == 0 else None)
+    refused = None
+except ValueError as exc:
+    refused = str(exc)
+messages = comm.gather(refused, root=0)
+if rank == 0:
+    print(json.dumps({"check": "memory", "messages": messages}), flush=True)
