@@ -280,9 +280,9 @@ def test_bench_regression_demo(capsys):
 
 
 def test_bench_skips_kernel_ridge_over_the_memory_budget(capsys, monkeypatch):
-    import cakernels._cli
+    import cakernels._cli.bench
 
-    monkeypatch.setattr(cakernels._cli, "KRR_MEMORY_BUDGET", 1000)
+    monkeypatch.setattr(cakernels._cli.bench, "KRR_MEMORY_BUDGET", 1000)
     code, out, err = run(capsys, "bench", "demo_regression", "--methods", "dckrr", "krr", "-p", "2")
     assert code == 0, err
     assert "KernelRidge skipped" in out and "\nDCKRR " in out and "\nKernelRidge " not in out
@@ -398,7 +398,7 @@ def whole_files(tmp_path_factory):
     (np.linspace(0, 1, 300), 300, "regression", "300 distinct values, not all whole numbers"),
 ])
 def test_infer_task(values, n, task, reason):
-    from cakernels._cli import _infer_task
+    from cakernels._cli.common import _infer_task
 
     y = np.random.RandomState(0).permutation(np.resize(values, n)).astype(float)
     got_task, got_reason = _infer_task(y)

@@ -82,7 +82,7 @@ def test_a9a_with_a_stray_index_0_scores_as_the_clean_file(cakernels_cli, data_h
 
 
 def test_registry_data_records_the_index_base_of_its_files(data_home, monkeypatch):
-    from cakernels._cli import _load_data
+    from cakernels._cli.common import _load_data
 
     monkeypatch.setenv("CAKERNELS_DATA", str(data_home))
     assert _load_data("cpusmall", split="train").index_base == 1  # the LIBSVM file

@@ -1,0 +1,331 @@
+"""Shared pieces of the command line: errors, messages, data loading, model files."""
+
+import contextlib
+import os
+import pickle
+import sys
+import tempfile
+from pathlib import Path
+
+PROG = "cakernels"
+
+#: marker and version of the model files written by ``cakernels fit``; version 2 adds the
+#: metadata ``index_base`` (the feature-index base of the training file, which the
+#: prediction files are read with)
+MODEL_FORMAT = "cakernels-model"
+MODEL_FORMAT_VERSION = 2
+
+TASKS = ("classification", "regression")
+#: whole-number targets with at most this many distinct values are class labels
+MAX_CLASS_CODES = 20
+
+#: seed of every split and subsample drawn by ``bench`` (the estimators use --random-state)
+SPLIT_SEED = 0
+DEMO_NAMES = {"demo": "demo", "demo_regression": "demo_regression",
+              "demo-regression": "demo_regression"}
+
+
+#: the backends' names (as cakernels.backends.BACKEND_NAMES, without importing NumPy)
+BACKENDS = ("serial", "threads", "mpi")
+
+
+from .registry import REGISTRY  # noqa: E402
+
+
+class CLIError(Exception):
+    """A user error: reported as one line, exit status 2."""
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _one_line(text):
+    return " ".join(str(text).split())
+
+
+def _error_message(exc):
+    if isinstance(exc, MemoryError):
+        return (f"out of memory ({_one_line(exc) or 'MemoryError'}); "
+                "use fewer samples or more partitions")
+    msg = _one_line(exc)
+    if isinstance(exc, (CLIError, ValueError, OSError, ImportError)) and msg:
+        return msg
+    return f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None):
+    print(f"{PROG}: warning: {_one_line(message)} ({category.__name__})",
+          file=sys.stderr if file is None else file)
+
+
+def _note(text):
+    print(f"{PROG}: note: {text}", file=sys.stderr)
+
+
+def _warn(text):
+    print(f"{PROG}: warning: {text}", file=sys.stderr)
+
+
+def _task_of_method(method):
+    return REGISTRY[method].task
+
+
+def _task_of_registry(task):
+    return "regression" if task == "regression" else "classification"
+
+
+def _fmt_value(v):
+    """A target value as a user wrote it: ``-1``, ``46``, ``0.5``."""
+    v = float(v)
+    return str(int(v)) if v.is_integer() else repr(v)
+
+
+def _value_list(values, limit=6):
+    shown = ", ".join(_fmt_value(v) for v in values[:limit])
+    return shown + (", ..." if len(values) > limit else "")
+
+
+def _whole_numbers(values):
+    import numpy as np
+
+    return bool(np.all(np.isfinite(values)) and np.all(values == np.round(values)))
+
+
+def _infer_task(y):
+    """``(task, reason)``: does a LIBSVM file hold class labels or regression targets?
+
+    Class labels are whole numbers that take 2 distinct values, at most
+    ``MAX_CLASS_CODES`` of them, or form the contiguous class codes ``0..K`` or
+    ``1..K`` with at most half as many values as samples (letter, sector, aloi).
+    Anything else is a regression target: real values, or whole numbers with many
+    distinct values and gaps (cpusmall, cadata, abalone) or a range that class codes
+    do not take (years 1922..2011). ``reason`` completes "its targets take ...".
+    """
+    import numpy as np
+
+    y = np.asarray(y, dtype=np.float64)
+    values = np.unique(y)
+    k = values.size
+    count = f"its targets take {_fmt_int(k)} distinct value{'' if k == 1 else 's'}"
+    if not _whole_numbers(values):
+        return "regression", f"{count}, not all whole numbers"
+    if k <= MAX_CLASS_CODES:
+        return "classification", f"{count} ({_value_list(values)})"
+    lo, hi = float(values[0]), float(values[-1])
+    if hi - lo + 1 != k:
+        why = "not a contiguous range of class codes"
+    elif lo not in (0.0, 1.0):
+        why = f"the range {_fmt_value(lo)}..{_fmt_value(hi)}, which class codes do not take"
+    elif 2 * k > y.size:
+        why = f"{_fmt_value(lo)}..{_fmt_value(hi)}, too many for class codes of {_fmt_int(y.size)} samples"
+    else:
+        return "classification", f"{count}, the class codes {_fmt_value(lo)}..{_fmt_value(hi)}"
+    return "regression", f"{count} (whole numbers, {why})"
+
+
+def _umask():
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _check_output(path):
+    """The output ``path`` as a Path, or a CLIError when it cannot be written there."""
+    path = Path(path).expanduser()
+    if path.is_dir():
+        raise CLIError(f"cannot write {path}: it is a directory")
+    if not path.parent.is_dir():
+        raise CLIError(f"cannot write {path}: the folder {path.parent} does not exist")
+    return path
+
+
+def _atomic_write(path, write, binary):
+    """Write ``path`` through a temporary file in the same folder and ``os.replace``."""
+    path = _check_output(path)
+    folder = path.parent
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    except OSError as exc:
+        raise CLIError(f"cannot write {path}: {exc.strerror or exc}") from None
+    try:
+        with os.fdopen(fd, "wb" if binary else "w", encoding=None if binary else "utf-8") as fh:
+            write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, path)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise CLIError(f"cannot write {path}: {exc.strerror or exc}") from None
+        raise
+
+
+def _fmt_int(n):
+    return f"{int(n):,}"
+
+
+# --------------------------------------------------------------------------- data
+
+
+class _Data:
+    """Loaded samples and what is known about them."""
+
+    def __init__(self, X, y, label, task, kind, name=None, *, reason=None, index_base=None,
+                 read=None):
+        self.X = X
+        self.y = y
+        self.label = label      # for messages
+        self.task = task        # 'classification' or 'regression'
+        self.kind = kind        # 'file', 'registry' or 'demo'
+        self.name = name        # registry / demo name
+        self.reason = reason    # why a file's task was inferred ("its targets take ...")
+        self.index_base = index_base  # 0 or 1 for LIBSVM data, None when it has none
+        self.read = read        # a file: what the reader found (see datasets._parse_svmlight)
+
+
+def _load_demo(name):
+    from ..datasets import load_demo, load_demo_regression
+
+    if name == "demo":
+        X, y = load_demo(return_X_y=True)
+        return _Data(X, y, "demo (breast cancer, shipped with scikit-learn)", "classification",
+                     "demo", "demo")
+    X, y = load_demo_regression(return_X_y=True)
+    return _Data(X, y, "demo_regression (diabetes, shipped with scikit-learn)", "regression",
+                 "demo", "demo_regression")
+
+
+def _registry_info(spec):
+    """``(info, subset)`` of a registry spec ``name`` or ``name:subset``, or raise CLIError."""
+    from ..datasets import dataset_info
+
+    name, _, subset = spec.partition(":")
+    try:
+        info = dataset_info(name)
+    except ValueError as exc:
+        if os.sep in spec or "/" in spec:
+            raise CLIError(f"no such file: {spec}") from None
+        raise CLIError(f"{spec!r} is neither an existing file nor a known dataset: "
+                       f"{_one_line(exc)}") from None
+    return info, (subset or None)
+
+
+def _int32_indices(X):
+    """CSR with 32-bit indices: scikit-learn's LIBSVM reader gives int64 indices, which
+    SVC refuses (the partitioned SVMs narrow them themselves)."""
+    import scipy.sparse as sp
+
+    from ..partition import _int32_indices as narrow
+
+    return narrow(X.tocsr()) if sp.issparse(X) else X
+
+
+def _registry_index_base(info, filenames):
+    """1 when a registry dataset was read from LIBSVM files (one-based, as every file on
+    the LIBSVM site), None when from tables (their columns have no index base)."""
+    from ..datasets import get_data_home
+
+    home = get_data_home()
+    tables = {os.path.normcase(str(home / loc["path"])) for loc in info["local"]
+              if not loc["format"].startswith("libsvm")}
+    files = [filenames] if isinstance(filenames, str) else list(filenames)
+    return None if any(os.path.normcase(str(f)) in tables for f in files) else 1
+
+
+def _load_data(spec, *, split, download=True, index_base=None):
+    """Load DATA: a LIBSVM file (if the path exists), ``demo``, or a registry name[:subset].
+
+    ``split`` is the default subset of a registry dataset: ``'train'``, or ``'test'``
+    (falls back to the train split, with a note, when there is no official test split).
+    ``index_base`` reads a LIBSVM file with that feature-index base (entries with index
+    0 in a file read one-based are dropped and counted in ``data.read``); None decides
+    it from the file (zero-based when index 0 occurs in it).
+    """
+    from ..datasets import _parse_svmlight, load_dataset
+
+    path = Path(spec).expanduser()
+    if path.exists():
+        if path.is_dir():
+            raise CLIError(f"{spec}: is a directory, not a LIBSVM file")
+        zero_based = "auto" if index_base is None else index_base == 0
+        read = _parse_svmlight(path, zero_based=zero_based, index_0="drop")
+        task, reason = _infer_task(read.y)
+        return _Data(_int32_indices(read.X), read.y, str(path), task, "file", reason=reason,
+                     index_base=read.index_base, read=read)
+    if spec.lower() in DEMO_NAMES:
+        return _load_demo(DEMO_NAMES[spec.lower()])
+    info, subset = _registry_info(spec)
+    if subset is None:
+        subset = split
+        if split == "test" and info.get("n_test") is None:
+            print(f"{PROG}: note: {info['name']} has no official test split; using its train split",
+                  file=sys.stderr)
+            subset = "train"
+    bunch = load_dataset(info["name"], subset=subset, download_if_missing=download)
+    return _Data(_int32_indices(bunch.data), bunch.target, f"{info['name']} ({subset})",
+                 _task_of_registry(info["task"]), "registry", info["name"],
+                 index_base=_registry_index_base(info, bunch.filename))
+
+
+def _match_features(data, n_features, index_base=None):
+    """Give a prediction set the model's feature count (LIBSVM files may end early)."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    d = data.X.shape[1]
+    if d == n_features:
+        return data.X
+    if (d == n_features + 1 and data.kind == "file" and index_base == 0
+            and not data.read.uses_index_0):
+        raise CLIError(
+            f"{data.label} uses feature index {n_features} but never index 0: it looks "
+            f"one-based, but the model was trained on a zero-based file (features 0.."
+            f"{n_features - 1}); write it zero-based like the training file"
+        )
+    if d > n_features:
+        raise CLIError(
+            f"{data.label} has {d} features but the model was trained on {n_features}; "
+            "it was not trained on data like this"
+        )
+    if data.kind != "file":
+        raise CLIError(f"{data.label} has {d} features but the model was trained on {n_features}")
+    # a LIBSVM file only lists the features it uses: the missing trailing ones are zero
+    X = data.X
+    if sp.issparse(X):
+        X = X.tocsr()
+        return _int32_indices(sp.csr_matrix((X.data, X.indices, X.indptr),
+                                            shape=(X.shape[0], n_features)))
+    return np.hstack([X, np.zeros((X.shape[0], n_features - d))])
+
+# --------------------------------------------------------------------------- model files
+
+
+def _load_model(path):
+    path = Path(path).expanduser()
+    if not path.exists():
+        raise CLIError(f"no such model file: {path}")
+    if path.is_dir():
+        raise CLIError(f"{path}: is a directory, not a model file")
+    try:
+        with open(path, "rb") as fh:
+            payload = pickle.load(fh)
+    except OSError:
+        raise
+    except Exception as exc:
+        raise CLIError(f"{path} is not a cakernels model file (unpickling failed: "
+                       f"{_error_message(exc)})") from None
+    if not (isinstance(payload, dict) and payload.get("format") == MODEL_FORMAT
+            and "estimator" in payload and isinstance(payload.get("metadata"), dict)):
+        raise CLIError(f"{path} is not a cakernels model file (write one with `cakernels fit`)")
+    version = payload.get("format_version")
+    if not isinstance(version, int) or version > MODEL_FORMAT_VERSION:
+        raise CLIError(f"{path}: model format version {version!r} is newer than this cakernels "
+                       f"reads ({MODEL_FORMAT_VERSION}); upgrade cakernels")
+    meta = payload["metadata"]
+    from .._version import __version__
+
+    if meta.get("cakernels_version") != __version__:
+        print(f"{PROG}: warning: {path} was written by cakernels {meta.get('cakernels_version')}, "
+              f"this is {__version__}", file=sys.stderr)
+    return payload["estimator"], meta
