@@ -39,7 +39,7 @@ from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from .backends import BACKEND_NAMES, Backend, SerialBackend, get_backend, lpt_placement
-from .backends._comm import comm_report
+from .backends._comm import CollectiveError, comm_report
 from .partition import make_partitioner
 
 #: a partition's training rows on the rank that solves it
@@ -274,8 +274,8 @@ class PartitionedEstimator(BaseEstimator):
         if any(f != fingerprints[0] for f in fingerprints):
             bad = [r for r, f in enumerate(fingerprints) if f != fingerprints[0]]
             # every rank computed this same message from the same data
-            raise ValueError(f"ranks {bad} were given other parameters than rank 0; every "
-                             "rank must call fit with the same parameters")
+            raise CollectiveError(f"ranks {bad} were given other parameters than rank 0; "
+                                  "every rank must call fit with the same parameters")
         if not s.sharded:
             result = None
             if comm.rank == 0:
@@ -303,7 +303,7 @@ class PartitionedEstimator(BaseEstimator):
         metas = comm.allgather(self._input_meta(X, y, w))
         error = self._merge_input_meta(metas, comm.rank)
         if error is not None:  # the same message on every rank, from the same metadata
-            raise ValueError(error)
+            raise CollectiveError(error)
         counts = comm.allgather(int(X.shape[0]))
         offset = int(sum(counts[:comm.rank]))
         return X, y, w, np.arange(offset, offset + X.shape[0], dtype=np.int64)

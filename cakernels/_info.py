@@ -13,8 +13,10 @@ def build_info():
     Keys: ``cakernels``, ``python``, ``platform``, ``numpy``, ``scipy``,
     ``scikit-learn``, ``openmp`` (compiled into the native module),
     ``omp_max_threads``, ``cpu_count``, ``blas`` (from threadpoolctl),
-    ``mpi4py`` (installed version or None), ``native_module`` (the file of the
-    compiled module in use).
+    ``mpi4py`` (installed version or None), ``mpi_library`` (the first line of
+    ``MPI.Get_library_version()``, or None), ``mpiexec`` (the one next to this
+    Python, or None), ``scalapack`` (the MKL ScaLAPACK library DKRR would load,
+    or None), ``native_module`` (the file of the compiled module in use).
     """
     import numpy
     import scipy
@@ -24,14 +26,23 @@ def build_info():
     from . import _native
     from ._version import __version__
 
-    mpi = None
+    mpi = library = None
     if importlib.util.find_spec("mpi4py") is not None:
         try:
             import mpi4py
 
             mpi = mpi4py.__version__
+            from mpi4py import MPI
+
+            library = " ".join(MPI.Get_library_version().strip().splitlines()[0].split())
         except Exception as exc:  # pragma: no cover - broken install
-            mpi = f"unusable ({exc})"
+            mpi = mpi or f"unusable ({exc})"
+            library = f"unusable ({exc})"
+    from pathlib import Path
+
+    from ._solvers.scalapack import _find
+
+    mpiexec = Path(sys.executable).with_name("mpiexec")
     blas = [
         f"{d.get('internal_api')} {d.get('version')} ({d.get('architecture')}, "
         f"{d.get('num_threads')} threads)"
@@ -50,5 +61,8 @@ def build_info():
         "cpu_count": cpu_count(),
         "blas": blas,
         "mpi4py": mpi,
+        "mpi_library": library,
+        "mpiexec": str(mpiexec) if mpiexec.exists() else None,
+        "scalapack": _find("libmkl_scalapack_lp64.so"),
         "native_module": _native.__file__,
     }

@@ -217,3 +217,92 @@ for backend in ("mpi", MPIBackend(sharded=True)):
     lines = out.stdout.strip().splitlines()
     assert len(lines) == 2
     assert all('pip install "cakernels[mpi]"' in line for line in lines)
+
+
+# --------------------------------------------------------------------------- command line
+
+
+@pytest.fixture
+def mpi_cli(mpirun, spawn):
+    """``mpi_cli(n, *args)``: the real ``cakernels`` executable under mpiexec."""
+    exe = Path(sys.executable).with_name("cakernels")
+
+    def run(n, *args, timeout=300):
+        return spawn([MPIEXEC, "-n", str(n), exe, *args], timeout=timeout)
+
+    return run
+
+
+@pytest.fixture
+def clf_split(tmp_path):
+    from sklearn.datasets import dump_svmlight_file, make_classification
+
+    X, y = make_classification(n_samples=1500, n_features=10, n_informative=6,
+                               random_state=0)
+    dump_svmlight_file(X[:1200], y[:1200], str(tmp_path / "train.svm"), zero_based=False)
+    dump_svmlight_file(X[1200:], y[1200:], str(tmp_path / "test.svm"), zero_based=False)
+    return tmp_path / "train.svm", tmp_path / "test.svm"
+
+
+def _accuracy(out):
+    line = next(line for line in out.stdout.splitlines() if line.startswith("accuracy:"))
+    return float(line.split()[1])
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_cli_fit_under_mpiexec_reads_sharded_and_writes_one_model(mpi_cli, cakernels_cli,
+                                                                   clf_split, tmp_path, n):
+    train, test = clf_split
+    model = tmp_path / f"mpi{n}.pkl"
+    out = mpi_cli(n, "fit", train, "-o", model, "--method", "bkmsvc", "--backend", "mpi",
+                  "-p", "8")
+    assert out.returncode == 0, out.stderr
+    summary = [line for line in out.stdout.splitlines() if "saved to" in line]
+    assert len(summary) == 1  # only rank 0 prints (and writes)
+    assert f"{n} MPI ranks, sharded input" in summary[0]
+    assert not list(tmp_path.glob(f".mpi{n}.pkl.*"))  # no temporary file left behind
+    # evaluated later, without MPI
+    mpi = cakernels_cli("evaluate", model, test)
+    assert mpi.returncode == 0, mpi.stderr
+    serial_model = tmp_path / "serial.pkl"
+    assert cakernels_cli("fit", train, "-o", serial_model, "--method", "bkmsvc",
+                         "-p", "8").returncode == 0
+    serial = cakernels_cli("evaluate", serial_model, test)
+    assert _accuracy(mpi) >= _accuracy(serial) - 0.03
+    with open(model, "rb") as fh:
+        meta = pickle.load(fh)["metadata"]
+    assert meta["mpi_ranks"] == n and meta["n_samples"] == 1200
+
+
+def test_cli_fit_root_mode_equals_serial(mpi_cli, cakernels_cli, tmp_path):
+    # a registry dataset or the demo is loaded by rank 0 (root mode): the serial model
+    out = mpi_cli(2, "fit", "demo", "-o", tmp_path / "mpi.pkl", "--method", "fcfssvc",
+                  "--backend", "mpi", "-p", "4")
+    assert out.returncode == 0, out.stderr
+    assert "root mode" in out.stdout
+    assert cakernels_cli("fit", "demo", "-o", tmp_path / "serial.pkl", "--method", "fcfssvc",
+                         "-p", "4").returncode == 0
+    preds = [cakernels_cli("predict", tmp_path / m, "demo").stdout for m in ("mpi.pkl",
+                                                                              "serial.pkl")]
+    assert preds[0] == preds[1] and preds[0]
+
+
+def test_cli_errors_under_mpiexec_are_one_line(mpi_cli, clf_split, tmp_path):
+    train, _ = clf_split
+    out = mpi_cli(4, "fit", tmp_path / "missing.svm", "-o", tmp_path / "m.pkl",
+                  "--backend", "mpi")
+    assert out.returncode == 2
+    assert out.stderr.strip().splitlines() == [
+        f"cakernels: error: no such file: {tmp_path / 'missing.svm'}"]
+    out = mpi_cli(2, "fit", train, "-o", tmp_path / "m.pkl")
+    assert out.returncode == 2
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "without --backend mpi" in lines[0]
+    assert not (tmp_path / "m.pkl").exists()
+
+
+def test_cli_info_reports_the_mpi_library(cakernels_cli):
+    out = cakernels_cli("info")
+    assert out.returncode == 0
+    mpi = next(line for line in out.stdout.splitlines() if line.startswith("MPI "))
+    assert "mpi4py" in mpi and "Version" in mpi

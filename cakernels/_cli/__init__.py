@@ -19,6 +19,7 @@ from .bench import (
     _cmd_bench,
 )
 from .common import (
+    _Run,
     BACKENDS,
     MAX_CLASS_CODES,
     PROG,
@@ -240,7 +241,41 @@ def main(argv=None):
             os.dup2(devnull, sys.stdout.fileno())
         return 141
     except Exception as exc:
-        if debug:
-            traceback.print_exc()
-        print(f"{PROG}: error: {_error_message(exc)}", file=sys.stderr)
+        if _Run.mpi is not None:
+            return _mpi_error(exc, debug)
+        if _launched_rank() == 0:  # under mpiexec without --backend mpi: rank 0 reports
+            if debug:
+                traceback.print_exc()
+            print(f"{PROG}: error: {_error_message(exc)}", file=sys.stderr)
         return 2
+
+
+def _launched_rank():
+    """This process's rank in an mpiexec launch (from its environment), 0 without it."""
+    for var in ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK"):
+        value = os.environ.get(var)
+        if value and value.isdigit():
+            return int(value)
+    return 0
+
+
+def _mpi_error(exc, debug):
+    """An error of a ``--backend mpi`` run. Raised on every rank (a collective check or
+    a failure every rank learned of): rank 0 reports it and every rank exits 2.
+    Raised on this rank only: report it here and abort the job, so that no other rank
+    waits forever."""
+    from ..backends import CollectiveError
+
+    mpi_comm, comm = _Run.mpi
+    if isinstance(exc, CollectiveError) or getattr(exc, "collective", False):
+        if comm.rank == 0:
+            if debug:
+                traceback.print_exc()
+            print(f"{PROG}: error: {_error_message(exc)}", file=sys.stderr)
+        return 2
+    if debug:
+        traceback.print_exc()
+    print(f"{PROG}: error: rank {comm.rank}: {_error_message(exc)}", file=sys.stderr)
+    sys.stderr.flush()
+    mpi_comm.Abort(2)
+    return 2  # pragma: no cover - Abort does not return

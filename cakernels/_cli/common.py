@@ -52,17 +52,71 @@ def _error_message(exc):
     return f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__
 
 
+class _Run:
+    """State of one command: the MPI world of a ``--backend mpi`` run (None otherwise);
+    only rank 0 of it prints notes, warnings and results, and writes files."""
+
+    mpi = None  # (mpi4py communicator, counted Communicator) under mpiexec
+
+    @classmethod
+    def quiet(cls):
+        return cls.mpi is not None and cls.mpi[1].rank != 0
+
+
 def _show_warning(message, category, filename, lineno, file=None, line=None):
-    print(f"{PROG}: warning: {_one_line(message)} ({category.__name__})",
-          file=sys.stderr if file is None else file)
+    if not _Run.quiet():
+        print(f"{PROG}: warning: {_one_line(message)} ({category.__name__})",
+              file=sys.stderr if file is None else file)
 
 
 def _note(text):
-    print(f"{PROG}: note: {text}", file=sys.stderr)
+    if not _Run.quiet():
+        print(f"{PROG}: note: {text}", file=sys.stderr)
 
 
 def _warn(text):
-    print(f"{PROG}: warning: {text}", file=sys.stderr)
+    if not _Run.quiet():
+        print(f"{PROG}: warning: {text}", file=sys.stderr)
+
+
+def _mpi_world():
+    """``(mpi4py COMM_WORLD, counted Communicator)`` for ``--backend mpi``."""
+    try:
+        from mpi4py import MPI
+    except ImportError as exc:
+        raise CLIError(f'--backend mpi needs mpi4py and an MPI library: pip install '
+                       f'"cakernels[mpi]" ({exc})') from None
+    from ..backends import Communicator
+
+    _Run.mpi = (MPI.COMM_WORLD, Communicator(MPI.COMM_WORLD))
+    return _Run.mpi[1]
+
+
+def _launched_by_mpiexec():
+    """Number of processes mpiexec started (from its environment), 1 without it."""
+    for var in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "MPI_LOCALNRANKS"):
+        value = os.environ.get(var)
+        if value and value.isdigit():
+            return int(value)
+    return 1
+
+
+def _collective(comm, func, *args, **kwargs):
+    """Run a step that involves no communication on every rank; a failure on any
+    rank becomes the same :class:`~cakernels.backends.CollectiveError` on every
+    rank (with the lowest failing rank's message)."""
+    from ..backends import CollectiveError
+
+    try:
+        result, error = func(*args, **kwargs), None
+    except Exception as exc:  # reported on every rank below
+        result, error = None, _error_message(exc)
+    errors = comm.allgather(error)
+    bad = [(r, e) for r, e in enumerate(errors) if e is not None]
+    if bad:
+        rank, msg = bad[0]
+        raise CollectiveError(msg if rank == 0 else f"rank {rank}: {msg}")
+    return result
 
 
 def _task_of_method(method):
@@ -90,7 +144,7 @@ def _whole_numbers(values):
     return bool(np.all(np.isfinite(values)) and np.all(values == np.round(values)))
 
 
-def _infer_task(y):
+def _infer_task(y, n_samples=None):
     """``(task, reason)``: does a LIBSVM file hold class labels or regression targets?
 
     Class labels are whole numbers that take 2 distinct values, at most
@@ -99,10 +153,13 @@ def _infer_task(y):
     Anything else is a regression target: real values, or whole numbers with many
     distinct values and gaps (cpusmall, cadata, abalone) or a range that class codes
     do not take (years 1922..2011). ``reason`` completes "its targets take ...".
+    ``y`` may be the distinct values only when ``n_samples`` gives the number of
+    samples (the targets of all MPI ranks).
     """
     import numpy as np
 
     y = np.asarray(y, dtype=np.float64)
+    n_samples = y.size if n_samples is None else int(n_samples)
     values = np.unique(y)
     k = values.size
     count = f"its targets take {_fmt_int(k)} distinct value{'' if k == 1 else 's'}"
@@ -115,8 +172,9 @@ def _infer_task(y):
         why = "not a contiguous range of class codes"
     elif lo not in (0.0, 1.0):
         why = f"the range {_fmt_value(lo)}..{_fmt_value(hi)}, which class codes do not take"
-    elif 2 * k > y.size:
-        why = f"{_fmt_value(lo)}..{_fmt_value(hi)}, too many for class codes of {_fmt_int(y.size)} samples"
+    elif 2 * k > n_samples:
+        why = (f"{_fmt_value(lo)}..{_fmt_value(hi)}, too many for class codes of "
+               f"{_fmt_int(n_samples)} samples")
     else:
         return "classification", f"{count}, the class codes {_fmt_value(lo)}..{_fmt_value(hi)}"
     return "regression", f"{count} (whole numbers, {why})"

@@ -2,8 +2,14 @@
 
 import pickle
 import time
+from pathlib import Path
 
 from .common import (
+    _Data,
+    _collective,
+    _infer_task,
+    _launched_by_mpiexec,
+    _mpi_world,
     CLIError,
     MODEL_FORMAT,
     MODEL_FORMAT_VERSION,
@@ -36,13 +42,9 @@ from .methods import (
 # --------------------------------------------------------------------------- fit
 
 
-def _cmd_fit(args):
-    import numpy as np
-    import scipy.sparse as sp
-
-    from .._version import __version__
-
-    params = _estimator_params(args)
+def _check_fit_options(args, params):
+    """The method given, or None; every option error is raised here, before any data is
+    loaded."""
     method = args.method
     if method is not None:
         task = _task_of_method(method)
@@ -62,8 +64,23 @@ def _cmd_fit(args):
         # bad values fail before the data is loaded (and before any note on it)
         for candidate in [args.task or option_task] if (args.task or option_task) else TASKS:
             _make_estimator(DEFAULT_METHOD[candidate], params, 1)
-    _check_output(args.output)  # before spending time on the data and the fit
-    data = _load_data(args.data, split="train")
+    if args.backend == "mpi":
+        if method is not None and REGISTRY[method].kind == "baseline":
+            raise CLIError(f"--method {method} (scikit-learn's baseline) runs in one process; "
+                           "--backend mpi applies to the partitioned methods and dkrr")
+        if args.standardize:
+            raise CLIError("--standardize does not apply to --backend mpi (a scaler fitted on "
+                           "one rank's rows would differ between ranks): standardize the data "
+                           "beforehand")
+    elif _launched_by_mpiexec() > 1:
+        raise CLIError(f"running under mpiexec with {_launched_by_mpiexec()} processes, but "
+                       "without --backend mpi every process would train the same model and "
+                       "write the same file: add --backend mpi")
+    return method
+
+
+def _choose_method(args, data, method):
+    """``(method, task, chosen, chooser)`` once the data (or its summary) is known."""
     if method is None:
         task = _choose_task(data, args, "fit")
         method = DEFAULT_METHOD[task]
@@ -73,17 +90,35 @@ def _cmd_fit(args):
                    f"chosen by {_flags(_given(args, 'C', 'gamma'))}"
                    if _given(args, "C", "gamma") else f"{method}, the default")
     else:
+        task = _task_of_method(method)
         chosen = ""
         chooser = f"--method {method}"
     if task == "classification":
         _check_class_labels(data.label, data.y, chooser)
+    return method, task, chosen, chooser
+
+
+def _index_base_note(data, n_rows, rows_with_index_0):
     if data.kind == "file" and data.index_base == 0:
-        n0, n = data.read.rows_with_index_0, data.X.shape[0]
         _note(f"{data.label}: read zero-based (feature indices from 0): index 0 occurs in "
-              f"{_fmt_int(n0)} of {_fmt_int(n)} rows; the model reads prediction files "
-              "zero-based too (if the file is one-based, as LIBSVM files are, remove its 0: "
-              "entries: they shift every feature by one)")
+              f"{_fmt_int(rows_with_index_0)} of {_fmt_int(n_rows)} rows; the model reads "
+              "prediction files zero-based too (if the file is one-based, as LIBSVM files "
+              "are, remove its 0: entries: they shift every feature by one)")
+
+
+def _cmd_fit(args):
+    import scipy.sparse as sp
+
+    params = _estimator_params(args)
+    method = _check_fit_options(args, params)
+    _check_output(args.output)  # before spending time on the data and the fit
+    if args.backend == "mpi":
+        return _fit_mpi(args, params, method)
+    data = _load_data(args.data, split="train")
+    method, task, chosen, _ = _choose_method(args, data, method)
     X, y = data.X, data.y
+    if data.kind == "file":
+        _index_base_note(data, X.shape[0], data.read.rows_with_index_0)
     est = _make_estimator(method, params, X.shape[0])
     sparse = sp.issparse(X)
     model = est
@@ -97,7 +132,75 @@ def _cmd_fit(args):
     with _large_cholesky_guard(method, X.shape[0]):
         model.fit(X, y)
     fit_seconds = time.perf_counter() - t0
+    _save(args, model, est, method, chosen, data, X.shape, sparse, fit_seconds)
+    return 0
+
+
+def _load_data_mpi(args, comm):
+    """``(summary, X, y, backend, n_samples)`` on every rank: a LIBSVM file is read in
+    sharded mode (every rank its own rows, :func:`cakernels.datasets.load_svmlight_shard`);
+    a registry dataset or the demo is loaded by rank 0 (root mode). ``summary`` is a
+    :class:`_Data` whose ``y`` holds the distinct targets of all ranks."""
+    import numpy as np
+
+    from .._svmlight_shard import read_shard
+    from ..backends import MPIBackend
+    from ..partition import _int32_indices
+
+    path = Path(args.data).expanduser()
+    if _collective(comm, path.exists):
+        _collective(comm, _not_a_directory, path, args.data)
+        X, y, info = read_shard(path, comm, zero_based="auto", index_0="drop")
+        values = np.unique(np.concatenate(comm.allgather(np.unique(y))))
+        task, reason = _infer_task(values, n_samples=info["n_samples"])
+        summary = _Data(None, values, str(path), task, "file", reason=reason,
+                        index_base=info["index_base"])
+        summary.rows_with_index_0 = info["rows_with_index_0"]
+        return summary, _int32_indices(X), y, MPIBackend(sharded=True), info["n_samples"]
+    data = _collective(comm, lambda: _load_data(args.data, split="train")
+                       if comm.rank == 0 else None)
+    summary = None
+    if comm.rank == 0:
+        summary = _Data(None, np.unique(data.y), data.label, data.task, data.kind, data.name,
+                        reason=data.reason, index_base=data.index_base)
+        summary.rows_with_index_0 = 0
+        summary.n_samples = data.X.shape[0]
+    summary = comm.bcast_obj(summary)
+    X, y = (data.X, data.y) if comm.rank == 0 else (None, None)
+    return summary, X, y, MPIBackend(sharded=False), summary.n_samples
+
+
+def _not_a_directory(path, spec):
+    if path.is_dir():
+        raise CLIError(f"{spec}: is a directory, not a LIBSVM file")
+
+
+def _fit_mpi(args, params, method):
+    """``fit --backend mpi`` under mpiexec: every rank runs this; rank 0 writes."""
+    comm = _mpi_world()
+    summary, X, y, backend, n = _load_data_mpi(args, comm)
+    method, task, chosen, _ = _collective(comm, _choose_method, args, summary, method)
+    if summary.kind == "file":
+        _index_base_note(summary, n, summary.rows_with_index_0)
+    params = dict(params, backend=backend)
+    est = _collective(comm, _make_estimator, method, params, n)
+    t0 = time.perf_counter()
+    est.fit(X, y)  # collective: bad input anywhere is the same error on every rank
+    fit_seconds = time.perf_counter() - t0
+    shape = (n, est.n_features_in_)
+    sparse = summary.kind == "file"
+    _collective(comm, lambda: _save(args, est, est, method, chosen, summary, shape, sparse,
+                                    fit_seconds, n_ranks=comm.size)
+                if comm.rank == 0 else None)
+    return 0
+
+
+def _save(args, model, est, method, chosen, data, shape, sparse, fit_seconds, n_ranks=None):
+    """Write the model file and print the one-line summary."""
+    import numpy as np
     import sklearn
+
+    from .._version import __version__
 
     meta = {
         "method": method,
@@ -105,8 +208,8 @@ def _cmd_fit(args):
         "task": _task_of_method(method),
         "cakernels_version": __version__,
         "sklearn_version": sklearn.__version__,
-        "n_features": int(X.shape[1]),
-        "n_samples": int(X.shape[0]),
+        "n_features": int(shape[1]),
+        "n_samples": int(shape[0]),
         # how LIBSVM prediction files are read: 0 or 1, None (tables, demos) decides per file
         "index_base": data.index_base,
         "sparse_input": bool(sparse),
@@ -114,10 +217,11 @@ def _cmd_fit(args):
                             if args.standardize else None),
         "data": args.data,
         "fit_seconds": fit_seconds,
+        "mpi_ranks": n_ranks,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
     if meta["task"] == "classification":
-        meta["classes"] = np.unique(y).tolist()
+        meta["classes"] = np.asarray(getattr(est, "classes_", np.unique(data.y))).tolist()
     payload = {"format": MODEL_FORMAT, "format_version": MODEL_FORMAT_VERSION,
                "metadata": meta, "estimator": model}
     _atomic_write(args.output, lambda fh: pickle.dump(payload, fh, protocol=5), binary=True)
@@ -129,8 +233,10 @@ def _cmd_fit(args):
         extra.append(f"{_fmt_int(nsv)} support vectors")
     if args.standardize:
         extra.append("standardized")
+    if n_ranks is not None:
+        extra.append(f"{n_ranks} MPI rank{'s' if n_ranks != 1 else ''}"
+                     + (", sharded input" if data.kind == "file" else ", root mode"))
     extra = extra or ["no partitions"]
-    print(f"{type(est).__name__}{chosen}: fitted on {_fmt_int(X.shape[0])} samples x "
-          f"{X.shape[1]} features in {fit_seconds:.2f} s ({', '.join(extra)}); "
+    print(f"{type(est).__name__}{chosen}: fitted on {_fmt_int(shape[0])} samples x "
+          f"{shape[1]} features in {fit_seconds:.2f} s ({', '.join(extra)}); "
           f"saved to {args.output}")
-    return 0

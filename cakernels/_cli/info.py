@@ -25,8 +25,14 @@ def _cmd_info(args):
     blas = info["blas"] or ["none found by threadpoolctl"]
     rows += [("BLAS" if i == 0 else "", b) for i, b in enumerate(blas)]
     mpi = info["mpi4py"]
-    rows.append(("MPI", f"mpi4py {mpi} importable" if mpi else
-                 "not available (mpi4py not importable; pip install cakernels[mpi])"))
+    if mpi:
+        rows.append(("MPI", f"{info['mpi_library']}; mpi4py {mpi}"))
+        rows.append(("mpiexec", info["mpiexec"] or "none next to this Python (use the one of "
+                     "the MPI that mpi4py was built for)"))
+    else:
+        rows.append(("MPI", 'not available (mpi4py not importable; pip install "cakernels[mpi]")'))
+    rows.append(("ScaLAPACK", info["scalapack"] or 'not found (DKRR under MPI needs it: pip '
+                 'install "cakernels[scalapack]")'))
     for mod, extra in (("pooch", "datasets"), ("tqdm", "progress")):
         try:
             from importlib.metadata import version

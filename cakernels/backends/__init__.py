@@ -27,7 +27,14 @@ from ._backend import (
     get_backend,
     lpt_placement,
 )
-from ._comm import PHASES, CommCounter, Communicator, SelfCommunicator, comm_report
+from ._comm import (
+    PHASES,
+    CollectiveError,
+    CommCounter,
+    Communicator,
+    SelfCommunicator,
+    comm_report,
+)
 
 __all__ = [
     "Backend",
@@ -38,6 +45,7 @@ __all__ = [
     "Session",
     "BACKEND_NAMES",
     "PHASES",
+    "CollectiveError",
     "CommCounter",
     "Communicator",
     "SelfCommunicator",

@@ -37,6 +37,11 @@ import numpy as np
 PHASES = ("setup", "partitioning", "redistribution", "training", "model_gather", "prediction")
 
 
+class CollectiveError(ValueError):
+    """An error raised on every rank of a communicator with the same message
+    (bad input on some rank, found by a collective check)."""
+
+
 class CommCounter:
     """Bytes and messages this rank sent, by phase and by operation."""
 
@@ -119,7 +124,8 @@ class _BaseCommunicator:
     def agree(self, error):
         """Collective error check: ``error`` is this rank's message or None.
 
-        When any rank has an error, every rank raises the same ``ValueError``
+        When any rank has an error, every rank raises the same ``CollectiveError``
+        (a ``ValueError``)
         (the lowest failing rank's message, naming the rank when there are
         several), so that an SPMD job ends cleanly on every rank.
         """
@@ -128,14 +134,14 @@ class _BaseCommunicator:
         if bad:
             rank, msg = bad[0]
             prefix = f"rank {rank}: " if self.size > 1 else ""
-            raise ValueError(prefix + " ".join(str(msg).split()))  # one line
+            raise CollectiveError(prefix + " ".join(str(msg).split()))  # one line
 
     def run_collectively(self, func, *args, **kwargs):
         """Call ``func`` on this rank; if it raises on any rank, every rank raises.
 
-        The failing rank re-raises its own exception; the others raise a
-        ``RuntimeError`` naming it, so that no rank waits forever in the next
-        collective call.
+        The failing rank re-raises its own exception (marked ``collective``);
+        the others raise a :class:`CollectiveError` naming it, so that no rank
+        waits forever in the next collective call.
         """
         try:
             result, failure = func(*args, **kwargs), None
@@ -152,9 +158,10 @@ class _BaseCommunicator:
         bad = [(r, f) for r, f in enumerate(failures) if f is not None]
         if bad:
             if failure is not None:
+                failure.collective = True  # every rank raises now
                 raise failure
             rank, msg = bad[0]
-            raise RuntimeError(f"rank {rank} failed: {msg}")
+            raise CollectiveError(f"rank {rank} failed: {msg}")
 
 
 class SelfCommunicator(_BaseCommunicator):

@@ -13,7 +13,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from .._engine import _pack_rows, _unpack_rows, params_fingerprint
 from .._kernels import KERNELS, kernel_block, kernel_dot, row_sq_norms, sigma_to_gamma
 from ..backends import BACKEND_NAMES, Backend, get_backend
-from ..backends._comm import comm_report
+from ..backends._comm import CollectiveError, comm_report
 
 #: fraction of the memory available to a rank that DKRR may plan to use
 MEMORY_FRACTION = 0.8
@@ -236,8 +236,8 @@ class DKRR(RegressorMixin, BaseEstimator):
         fingerprints = comm.allgather(params_fingerprint(self))
         if any(f != fingerprints[0] for f in fingerprints):
             bad = [r for r, f in enumerate(fingerprints) if f != fingerprints[0]]
-            raise ValueError(f"ranks {bad} were given other parameters than rank 0; every rank "
-                             "must call fit with the same parameters")
+            raise CollectiveError(f"ranks {bad} were given other parameters than rank 0; every "
+                                  "rank must call fit with the same parameters")
         error, result = None, None
         if s.sharded or comm.rank == 0:
             try:
@@ -254,7 +254,7 @@ class DKRR(RegressorMixin, BaseEstimator):
                 metas = comm.allgather((X.shape[1], bool(sp.issparse(X)), y.shape[1:],
                                         getattr(self, "feature_names_in_", None)))
                 if len({(m[0], m[1], m[2]) for m in metas}) > 1:
-                    raise ValueError("the shards differ in their number of features, storage "
+                    raise CollectiveError("the shards differ in their number of features, storage "
                                      "or target shape")
                 packed = _pack_rows(X, np.arange(X.shape[0]))
                 parts = {k: np.concatenate(comm.Allgatherv(v)) for k, v in sorted(packed.items())}
@@ -325,7 +325,7 @@ class DKRR(RegressorMixin, BaseEstimator):
             mem = A.nbytes
         if info != 0:
             # ScaLAPACK returns the same info on every process
-            raise ValueError(f"the kernel matrix + lam*n*I is not positive definite (leading "
+            raise CollectiveError(f"the kernel matrix + lam*n*I is not positive definite (leading "
                              f"minor {info} of {n}); increase lam or check the kernel")
         alpha = np.zeros((n, nrhs))
         if grid.mycol == 0 and rows.size:
