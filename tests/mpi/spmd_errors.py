@@ -84,6 +84,7 @@ try:
     run()
 except Exception as exc:
     # one file per rank (mpiexec may interleave the ranks' output), then the traceback
+    assert isinstance(exc, ValueError) or case in ("solver-raises", "dies", "uncaught")
     with open(os.path.join(outdir, f"rank{rank}.txt"), "w") as fh:
         fh.write(f"{type(exc).__name__}: {exc}")
     raise
