@@ -34,11 +34,11 @@ def mpirun(spawn):
             pytest.fail(reason)
         pytest.skip(reason)
 
-    def run(n, script, *args, mpi4py=True, timeout=300):
+    def run(n, script, *args, mpi4py=True, timeout=300, env=None):
         argv = [MPIEXEC, "-n", str(n), sys.executable]
         argv += ["-m", "mpi4py"] if mpi4py else []
-        argv += [HERE / script, *args]
-        return spawn(argv, timeout=timeout)
+        argv += [HERE / script, *args]  # an absolute script path stays as it is
+        return spawn(argv, timeout=timeout, env=env)
 
     return run
 
@@ -307,3 +307,22 @@ def test_cli_info_reports_the_mpi_library(cakernels_cli):
     assert out.returncode == 0
     mpi = next(line for line in out.stdout.splitlines() if line.startswith("MPI "))
     assert "mpi4py" in mpi and "Version" in mpi
+
+
+def test_readme_mpi_example_runs(mpirun, tmp_path, data_home):
+    """The README's SPMD example, with a LIBSVM file of ours for its train.libsvm."""
+    import re
+
+    from sklearn.datasets import dump_svmlight_file, make_regression
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    section = readme.split("## Running under MPI", 1)[1]
+    code = re.findall(r"```python\n(.*?)```", section, re.S)[0]
+    X, y = make_regression(n_samples=1200, n_features=5, noise=0.5, random_state=0)
+    dump_svmlight_file(X, y, str(tmp_path / "train.libsvm"))
+    script = tmp_path / "train.py"
+    script.write_text(code.replace('"train.libsvm"', repr(str(tmp_path / "train.libsvm"))))
+    env = dict(os.environ, CAKERNELS_DATA=str(data_home))
+    out = mpirun(2, script, env=env, timeout=600)
+    assert out.returncode == 0, out.stderr
+    assert "'bytes'" in out.stdout and "messages" in out.stdout
