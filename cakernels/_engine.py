@@ -521,20 +521,87 @@ class PartitionedEstimator(BaseEstimator):
         groups = _group_by(self.partitioner_.assign(X), len(self.estimators_))
         return [(j, idx) for j, idx in enumerate(groups) if idx.size]
 
-    def _predict_session(self):
-        """A session for a collective (Algorithm 5) prediction, or None for a local one.
+    def predict_sharded(self, X, comm=None):
+        """Predict a test set sharded over MPI ranks (Algorithm 5), collectively.
 
-        Collective only for a sharded MPI backend with several ranks; a model
-        unpickled where mpi4py is missing, or outside ``mpiexec``, predicts locally.
+        Every rank passes its own test rows and gets their predictions back:
+        each rank routes its rows to their nearest partition centre, sends
+        them to the rank that owns the partition, which predicts them, and the
+        predictions return to their rows. Every rank must call it (SPMD). The
+        messages are added to ``fit_stats_['comm']`` (phase ``prediction``).
+        :meth:`predict` needs no communication (every rank holds every model).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_local, n_features)
+            This rank's test rows.
+        comm : mpi4py.MPI.Comm, default=None
+            The communicator (default: the estimator's ``MPIBackend`` one, else
+            ``COMM_WORLD``).
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_local,) or (n_local, n_targets)
+
+        Examples
+        --------
+        Under ``mpiexec -n 4 python -m mpi4py script.py``, with ``X_local`` every
+        rank's rows:
+
+        >>> y_local = model.predict_sharded(X_local)  # doctest: +SKIP
         """
+        from sklearn.utils.validation import check_is_fitted
+
+        check_is_fitted(self)
+        return self._predict(X, session=self._sharded_session(comm))
+
+    def score_sharded(self, X, y, sample_weight=None, comm=None):
+        """The score of a test set sharded over MPI ranks, on every rank.
+
+        Accuracy (classifiers) or the coefficient of determination R^2
+        (regressors, averaged over the outputs) of all ranks' rows together,
+        from :meth:`predict_sharded` and one reduction. Collective.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_local, n_features)
+        y : array-like of shape (n_local,) or (n_local, n_targets)
+        sample_weight : array-like of shape (n_local,), default=None
+        comm : mpi4py.MPI.Comm, default=None
+
+        Returns
+        -------
+        score : float
+        """
+        from sklearn.base import is_classifier
+
+        pred = self.predict_sharded(X, comm)
+        y = np.asarray(y)
+        w = np.ones(y.shape[0]) if sample_weight is None else np.asarray(sample_weight, float)
+        with self._sharded_session(comm) as s:
+            if is_classifier(self):
+                hits = np.array([np.sum(w * (pred == y)), np.sum(w)], dtype=float)
+                hits = s.comm.Allreduce(hits)
+                return float(hits[0] / hits[1])
+            yy = y.reshape(y.shape[0], -1).astype(float)
+            pp = np.asarray(pred).reshape(yy.shape)
+            sums = np.concatenate([[w.sum()], w @ yy, w @ yy ** 2, w @ (yy - pp) ** 2])
+            sums = s.comm.Allreduce(sums)
+            k = yy.shape[1]
+            sw, sy, syy, sres = sums[0], sums[1:1 + k], sums[1 + k:1 + 2 * k], sums[1 + 2 * k:]
+            tot = syy - sy ** 2 / sw
+            r2 = np.where(tot > 0, 1 - sres / np.where(tot > 0, tot, 1), 0.0)
+            return float(np.mean(r2))
+
+    def _sharded_session(self, comm=None):
+        """The session of a collective (Algorithm 5) prediction: the estimator's MPI
+        communicator, or ``comm``, or ``COMM_WORLD``."""
+        from .backends import MPIBackend
+
         backend = self._backend()
-        if not getattr(backend, "sharded", False):
-            return None
-        try:
-            session = backend.session()
-        except ImportError:
-            return None
-        return session if session.size > 1 else None
+        if comm is None and isinstance(backend, MPIBackend):
+            comm = backend.comm
+        return MPIBackend(comm=comm, sharded=True).session()
 
     def _local_session(self):
         """The session of a local prediction: the threads backend's pool, else one
@@ -544,15 +611,15 @@ class PartitionedEstimator(BaseEstimator):
             return backend.session()
         return SerialBackend().session()
 
-    def _apply_routed(self, X, make_local, out, encode=None):
+    def _apply_routed(self, X, make_local, out, encode=None, session=None):
         """Evaluate ``make_local(threads)(model, X_group)`` on every nearest-centre
-        group of ``X`` and scatter the results into ``out`` (collectively under a
-        sharded MPI backend: Algorithm 5). ``threads`` is the OpenMP/BLAS share
-        of one worker."""
-        s = self._predict_session()
-        if s is not None:
-            with s:
-                return self._apply_routed_sharded(s, X, make_local(s.threads), out, encode)
+        group of ``X`` and scatter the results into ``out``; with an MPI
+        ``session``, collectively over sharded rows (Algorithm 5). ``threads`` is
+        the OpenMP/BLAS share of one worker."""
+        if session is not None and session.size > 1:
+            with session:
+                return self._apply_routed_sharded(session, X, make_local(session.threads), out,
+                                                  encode)
         groups = self._route(X)
         with self._local_session() as s:
             local = make_local(s.threads)

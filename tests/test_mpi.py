@@ -63,6 +63,7 @@ def test_every_estimator_under_mpi_equals_serial(mpirun, n, tmp_path):
         # sharded mode: the same complete model on every rank; the collective
         # prediction (Algorithm 5) equals a local prediction of all rows
         assert line["everywhere"] and line["agree"], line
+        assert line["score_sharded_ok"] and line["predicted_on_rank0"], line
         assert line["n"] == sum(line["sizes"]) and min(line["sizes"]) > 0
         if "KRR" in line["name"]:
             assert line["score"] <= 2 * line["serial_score"] + 0.01, line  # normalised MSE

@@ -214,8 +214,8 @@ class PartitionedKernelRidge(RegressorMixin, PartitionedEstimator):
     def predict(self, X):
         """Predict with the nearest partition's model, or the mean of all models.
 
-        Under a sharded MPI backend with nearest-centre prediction every rank
-        passes its own test rows and the prediction is collective (Algorithm 5).
+        Local on every rank (each holds every model); for a test set sharded
+        over MPI ranks see :meth:`predict_sharded`.
 
         Parameters
         ----------
@@ -225,12 +225,16 @@ class PartitionedKernelRidge(RegressorMixin, PartitionedEstimator):
         -------
         y_pred : ndarray of shape (n_samples,) or (n_samples, n_targets)
         """
+        return self._predict(X)
+
+    def _predict(self, X, session=None):
         if self._combine_mode == "average":
+            # every rank evaluates all models on its own rows: nothing to route
             return self.local_predictions(X).mean(axis=0)
         X = self._check_X(X)
         out = np.empty((X.shape[0],) + self.estimators_[0].alpha.shape[1:])
         return self._apply_routed(
-            X, lambda t: lambda est, Xg: est.predict(Xg, n_threads=t), out)
+            X, lambda t: lambda est, Xg: est.predict(Xg, n_threads=t), out, session=session)
 
 
 def _front_door_init(self, n_partitions, sigma, lam, kernel, degree, coef0, backend, n_jobs,

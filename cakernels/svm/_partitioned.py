@@ -377,8 +377,8 @@ class PartitionedSVC(ClassifierMixin, PartitionedEstimator):
     def predict(self, X):
         """Class of every sample, by the model of its nearest partition centre.
 
-        Under a sharded MPI backend every rank passes its own test rows and
-        the prediction is collective (Algorithm 5).
+        Local on every rank (each holds every model); for a test set sharded
+        over MPI ranks see :meth:`predict_sharded`.
 
         Parameters
         ----------
@@ -388,13 +388,22 @@ class PartitionedSVC(ClassifierMixin, PartitionedEstimator):
         -------
         y_pred : ndarray of shape (n_samples,)
         """
+        return self._predict(X)
+
+    def _predict(self, X, session=None):
         if self.break_ties and self.classes_.size > 2:
-            return self.classes_[np.argmax(self.decision_function(X), axis=1)]
+            X = self._check_X(X)
+            n = self.classes_.size
+            dec = self._apply_routed(
+                X, lambda t: lambda m, Xg: self._local_decision(m, Xg, t),
+                np.empty((X.shape[0], n)), session=session)
+            return self.classes_[np.argmax(dec, axis=1)]
         X = self._check_X(X)
         out = np.empty(X.shape[0], dtype=self.classes_.dtype)
         return self._apply_routed(
             X, lambda t: lambda m, Xg: self._local_predict(m, Xg, t), out,
-            encode=lambda labels: np.searchsorted(self.classes_, labels).astype(np.float64))
+            encode=lambda labels: np.searchsorted(self.classes_, labels).astype(np.float64),
+            session=session)
 
     def _decode(self, codes):
         return self.classes_[np.asarray(codes).astype(np.intp)]

@@ -93,7 +93,8 @@ for name, make, X, y in CASES:
     # sharded mode: every rank its own contiguous rows
     lo, hi = int(bounds[rank] * n), int(bounds[rank + 1] * n)
     sh = make(MPIBackend(sharded=True)).fit(X[lo:hi], y[lo:hi])
-    local = sh.predict(X[lo:hi])  # Algorithm 5: collective
+    local = sh.predict_sharded(X[lo:hi])  # Algorithm 5: collective
+    global_score = sh.score_sharded(X[lo:hi], y[lo:hi])
     whole = np.concatenate(comm.allgather(local))
     everywhere = same_everywhere(sh.centers_) and same_everywhere(sh.partition_sizes_)
     if regression:
@@ -107,6 +108,12 @@ for name, make, X, y in CASES:
     sh_local.backend = "serial"
     agree = (rel(whole, sh_local.predict(X)) <= 1e-12 if regression
              else bool(np.array_equal(whole, sh_local.predict(X))))
+    whole_score = sh_local.score(X, y)
+    # predict is local: rank 0 alone may call it (a collective here would hang)
+    alone = bool(np.array_equal(sh.predict(X[:7]), sh_local.predict(X[:7]))) if rank == 0 \
+        else None
     report(check="sharded", name=name, everywhere=bool(everywhere), agree=bool(agree),
            score=score, serial_score=base, sizes=sh.partition_sizes_.tolist(),
-           n=int(sh.partition_sizes_.sum()))
+           n=int(sh.partition_sizes_.sum()),
+           score_sharded_ok=bool(abs(global_score - whole_score) <= 1e-9),
+           predicted_on_rank0=alone)
