@@ -482,19 +482,17 @@ class PartitionedEstimator(BaseEstimator):
         t_train = time.perf_counter() - t0
         t0 = time.perf_counter()
         with comm.phase("model_gather"):
-            comm.raise_failures(failure)
-            if s.size > 1:
-                blobs = comm.Allgatherv(np.frombuffer(pickle.dumps(results, protocol=5),
-                                                      dtype=np.uint8))
-                results = [r for blob in blobs for r in pickle.loads(blob.tobytes())]
-            results.sort(key=lambda r: r[0])
+            results = self._gather_results(comm, results, failure)
         t_gather = time.perf_counter() - t0
-        timings = comm.allgather((t_part, t_move, t_train, t_gather))
+        # timings and counters of every rank in one collective (it is not counted)
+        gathered = comm.allgather(((t_part, t_move, t_train, t_gather),
+                                   comm.counter.summary()))
+        timings = [g[0] for g in gathered]
         self.partitioner_ = part
         self.centers_ = part.centers_
         self.partition_sizes_ = sizes
         self.estimators_ = [r[1] for r in results]
-        report = comm_report(comm.allgather(comm.counter.summary()))
+        report = comm_report([g[1] for g in gathered])
         self.fit_stats_ = {
             "partition_seconds": float(max(t[0] for t in timings)),
             "redistribution_seconds": float(max(t[1] for t in timings)),
@@ -514,6 +512,28 @@ class PartitionedEstimator(BaseEstimator):
             "n_workers": min(s.n_workers, max(len(tasks), 1)),
             "threads_per_worker": s.threads,
         }
+
+    @staticmethod
+    def _gather_results(comm, results, failure):
+        """Every rank's ``(j, model, ...)`` results, sorted by partition; one
+        allgather, which also tells every rank whether any local solve failed
+        (then every rank raises: the failing one its own exception)."""
+        if comm.size == 1:
+            if failure is not None:
+                raise failure
+            return sorted(results, key=lambda r: r[0])
+        mine = (("failed", f"{type(failure).__name__}: {failure}") if failure is not None
+                else ("ok", results))
+        blobs = comm.Allgatherv(np.frombuffer(pickle.dumps(mine, protocol=5), dtype=np.uint8))
+        entries = [pickle.loads(blob.tobytes()) for blob in blobs]
+        failed = [(r, e[1]) for r, e in enumerate(entries) if e[0] == "failed"]
+        if failed:
+            if failure is not None:
+                failure.collective = True  # every rank raises now
+                raise failure
+            rank, msg = failed[0]
+            raise CollectiveError(f"rank {rank} failed: {msg}")
+        return sorted((r for e in entries for r in e[1]), key=lambda r: r[0])
 
     # ------------------------------------------------------------------ prediction
     def _route(self, X):

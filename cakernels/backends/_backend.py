@@ -264,19 +264,31 @@ class MPIBackend(Backend):
                        verbose=verbose and comm.rank == 0, limit_blas=True)
 
 
+_RANKS_ON_NODE = {}
+
+
+def ranks_on_node(mpi_comm):
+    """Ranks of ``mpi_comm`` on this rank's node (a collective the first time a
+    communicator is seen; cached by its handle afterwards)."""
+    from mpi4py import MPI
+
+    key = MPI._handleof(mpi_comm)
+    if key not in _RANKS_ON_NODE:
+        node = mpi_comm.Split_type(MPI.COMM_TYPE_SHARED)
+        try:
+            _RANKS_ON_NODE[key] = node.Get_size()
+        finally:
+            node.Free()
+    return _RANKS_ON_NODE[key]
+
+
 def _cores_of_rank(mpi_comm):
     """Cores of this rank: the process's cores shared among the ranks of its node,
     unless a CPU binding already gives it fewer than the node has."""
     n = cpu_count()
     if n < (os.cpu_count() or n):  # bound by affinity or a quota: its own cores
         return n
-    from mpi4py import MPI
-
-    node = mpi_comm.Split_type(MPI.COMM_TYPE_SHARED)
-    try:
-        return max(1, n // node.Get_size())
-    finally:
-        node.Free()
+    return max(1, n // ranks_on_node(mpi_comm))
 
 
 def get_backend(backend, n_jobs=None):

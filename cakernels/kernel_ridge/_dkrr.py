@@ -38,13 +38,9 @@ def _fmt_bytes(n):
 def _ranks_on_node(mpi_comm):
     if mpi_comm is None:
         return 1
-    from mpi4py import MPI
+    from ..backends._backend import ranks_on_node
 
-    node = mpi_comm.Split_type(MPI.COMM_TYPE_SHARED)
-    try:
-        return node.Get_size()
-    finally:
-        node.Free()
+    return ranks_on_node(mpi_comm)
 
 
 class DKRR(RegressorMixin, BaseEstimator):
