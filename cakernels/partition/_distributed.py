@@ -140,7 +140,7 @@ def kmeans(comm, X, n_clusters, *, random_state, init="k-means++", max_iter=100,
     return centers, n_iter, inertia
 
 
-def greedy_assign(comm, D, cap):
+def greedy_assign(comm, D, cap, stats=None):
     """Capacity-limited greedy assignment in the global data order, exactly.
 
     Equals :func:`cakernels.partition.greedy_capacity_assign` applied to the
@@ -154,6 +154,9 @@ def greedy_assign(comm, D, cap):
     cap : cakernels.partition._Capacity
         The capacity state for the global number of rows, identical on every
         rank; updated in place.
+    stats : dict, default=None
+        When given, ``stats['events']`` gets the number of events (rounds of
+        three collectives) the assignment took.
 
     Returns
     -------
@@ -167,7 +170,9 @@ def greedy_assign(comm, D, cap):
     choice = np.argmin(Dq, axis=1) if n else np.zeros(0, dtype=np.intp)
     labels = np.full(n, -1, dtype=np.intp)
     start = 0
+    events = 0
     while True:
+        events += 1
         room = cap.room()
         local = np.bincount(choice[start:], minlength=P).astype(np.int64)
         C = np.vstack(comm.Allgatherv(local.reshape(1, P)))  # (ranks, P)
@@ -212,6 +217,8 @@ def greedy_assign(comm, D, cap):
             redo = start + np.flatnonzero(np.isin(choice[start:], np.flatnonzero(newly_closed)))
             if redo.size:
                 choice[redo] = np.argmin(Dq[redo], axis=1)
+    if stats is not None:
+        stats["events"] = events
     return labels
 
 

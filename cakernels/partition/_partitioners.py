@@ -75,7 +75,7 @@ class _BasePartitioner(BaseEstimator):
         self._owners = None
         self._rows_local = False
         labels, centers = self._partition(X, rng)
-        for name in ("owners_", "rows_stay_local_"):
+        for name in ("owners_", "rows_stay_local_", "n_assign_events_"):
             self.__dict__.pop(name, None)
         n_parts = centers.shape[0]
         self.labels_ = np.asarray(labels, dtype=np.intp)
@@ -512,8 +512,11 @@ class KBalancePartitioner(_KMeansBasedBalanced):
         centers = self._kmeans_sharded(comm, X, rng)
         D = squared_distances(X, centers)
         if exact:
-            labels = greedy_assign(comm, D, _Capacity(n, centers.shape[0]))
+            stats = {}
+            labels = greedy_assign(comm, D, _Capacity(n, centers.shape[0]), stats)
+            self.n_assign_events_ = stats["events"]
         else:
+            self.n_assign_events_ = 0
             labels = local_capacity_assign(D, regret=self.assign_order == "regret")
         return labels, self._means_sharded(comm, X, labels, centers)
 
@@ -597,7 +600,9 @@ class FCFSPartitioner(_BasePartitioner):
         centers = gather_rows(comm, X, rng.choice(n, self.n_partitions, replace=False))
         self.initial_centers_ = centers
         D = squared_distances(X, centers)
-        labels = greedy_assign(comm, D, _Capacity(n, centers.shape[0]))
+        stats = {}
+        labels = greedy_assign(comm, D, _Capacity(n, centers.shape[0]), stats)
+        self.n_assign_events_ = stats["events"]
         return labels, self._means_sharded(comm, X, labels, centers)
 
     def _assign_fcfs(self, X, centers):
