@@ -171,6 +171,28 @@ class Report:
             print(f"\nwrote {path}")
 
 
+# ---------------------------------------------------------------- subprocesses
+#: the mpiexec of this environment (the MPICH wheel's, next to its python)
+MPIEXEC = Path(sys.executable).with_name("mpiexec")
+
+
+def run_json(argv, timeout=7200):
+    """Run ``argv`` (this tree's package first on PYTHONPATH, in its own session)
+    and return the last JSON line it printed; exits with its stderr on failure."""
+    import json
+    import subprocess
+
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT)] + (
+        [env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    out = subprocess.run([str(a) for a in argv], capture_output=True, text=True, env=env,
+                         timeout=timeout, start_new_session=True)
+    if out.returncode != 0:
+        raise SystemExit(f"{' '.join(map(str, argv))} failed:\n{out.stderr[-3000:]}")
+    return json.loads([line for line in out.stdout.splitlines()
+                       if line.startswith(("{", "["))][-1])
+
+
 # ---------------------------------------------------------------- data
 def data_home(arg=None):
     """``--data-home``, else ``$CAKERNELS_DATA``, else ``<repo>/../shared/datasets``."""

@@ -26,7 +26,6 @@ if not os.environ.get("OPENBLAS_CORETYPE"):  # before NumPy loads (see the docst
 
 import argparse  # noqa: E402
 import json  # noqa: E402
-import subprocess  # noqa: E402
 import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -34,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as common  # noqa: E402
 
 HERE = Path(__file__).resolve()
-MPIEXEC = Path(sys.executable).with_name("mpiexec")
+MPIEXEC = common.MPIEXEC
 SIGMA, LAM = 0.5, 1e-6
 
 
@@ -105,17 +104,6 @@ def worker_krr(args):
                       "mse": mse}), flush=True)
 
 
-def _run(argv):
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(common.REPO_ROOT)] + (
-        [env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
-    out = subprocess.run([str(a) for a in argv], capture_output=True, text=True, env=env,
-                         timeout=7200, start_new_session=True)
-    if out.returncode != 0:
-        raise SystemExit(f"{' '.join(map(str, argv))} failed:\n{out.stderr}")
-    return json.loads([line for line in out.stdout.splitlines() if line.startswith("{")][-1])
-
-
 def main():
     ap = common.add_common_args(argparse.ArgumentParser(description=__doc__.split("\n")[0]))
     ap.add_argument("--worker", choices=("mpi", "krr"), help=argparse.SUPPRESS)
@@ -135,12 +123,12 @@ def main():
     mib = 2 ** 20
     for n in sizes:
         base = [__file__, "--data-home", args.data_home, "--n", str(n)]
-        krr = _run([sys.executable] + base + ["--worker", "krr"])
+        krr = common.run_json([sys.executable] + base + ["--worker", "krr"])
         rows.append([n, "KernelRidge", "1 process", f"{krr['fit']:.2f}",
                      f"{krr['matrix'] / mib:.0f}", f"{krr['rss'] / mib:.0f}",
                      f"{krr['mse']:.4f}", "1.00x"])
         for ranks in (1, 2, 4):
-            res = _run([MPIEXEC, "-n", ranks, "-bind-to", "core", sys.executable, "-m",
+            res = common.run_json([MPIEXEC, "-n", ranks, "-bind-to", "core", sys.executable, "-m",
                         "mpi4py"] + base + ["--worker", "mpi"])
             for name in ("DKRR", "BKRR2"):
                 r = res[name]

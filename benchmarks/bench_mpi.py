@@ -16,8 +16,6 @@ a barrier, best of ``--repeats``.
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -25,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as common  # noqa: E402
 
 HERE = Path(__file__).resolve()
-MPIEXEC = Path(sys.executable).with_name("mpiexec")
+MPIEXEC = common.MPIEXEC
 
 CONFIGS = {
     "CASVC": {"data": "ijcnn1", "n_partitions": 16, "C": 32.0, "gamma": 2.0},
@@ -114,14 +112,7 @@ def run(n, method, mode, args, bind=True):
         "--mode", mode, "--repeats", str(args.repeats), "--data-home", args.data_home]
     if args.quick:
         argv.append("--quick")
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(common.REPO_ROOT)] + (
-        [env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
-    out = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=3600,
-                         start_new_session=True)
-    if out.returncode != 0:
-        raise SystemExit(f"{' '.join(argv)} failed:\n{out.stderr}")
-    return json.loads([line for line in out.stdout.splitlines() if line.startswith("{")][-1])
+    return common.run_json(argv, timeout=3600)
 
 
 def main():

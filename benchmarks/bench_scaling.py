@@ -37,8 +37,6 @@ Strong scaling fixes the data (ijcnn1: 50,000; cadata: 16,000).
 import argparse
 import json
 import math
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -46,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as common  # noqa: E402
 
 HERE = Path(__file__).resolve()
-MPIEXEC = Path(sys.executable).with_name("mpiexec")
+MPIEXEC = common.MPIEXEC
 SVM = {"C": 32.0, "gamma": 2.0}
 KRR = {"sigma": 0.5, "lam": 1e-6}
 M_SVM, M_KRR = 3125, 2000          # rows per rank in weak scaling
@@ -297,18 +295,6 @@ def dkrr_time(P, n, d, t_factor1, n1, t_kernel1, net):
 
 
 # ===================================================================== driver
-def _run(argv, timeout=7200):
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(common.REPO_ROOT)] + (
-        [env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
-    out = subprocess.run([str(a) for a in argv], capture_output=True, text=True, env=env,
-                         timeout=timeout, start_new_session=True)
-    if out.returncode != 0:
-        raise SystemExit(f"{' '.join(map(str, argv))} failed:\n{out.stderr[-3000:]}")
-    return json.loads([line for line in out.stdout.splitlines() if line.startswith("{")
-                       or line.startswith("[")][-1])
-
-
 def main():
     ap = common.add_common_args(argparse.ArgumentParser(description=__doc__.split("\n")[0]))
     ap.add_argument("--worker", choices=("pingpong", "weak"), help=argparse.SUPPRESS)
@@ -330,7 +316,7 @@ def main():
             args.data_home, "--repeats", args.repeats] + (["--quick"] if args.quick else [])
 
     # ---- network
-    pp = _run(mpi + [2] + tail + ["--worker", "pingpong"])
+    pp = common.run_json(mpi + [2] + tail + ["--worker", "pingpong"])
     import numpy as np
 
     sizes = np.array([p[0] for p in pp["pingpong"]], float)
@@ -363,7 +349,7 @@ def main():
                       f"{krr_law[0]:.2e} m^{krr_law[1]:.2f}")
 
     # ---- measured weak scaling, and the model built on it
-    measured = {P: _run(mpi + [P] + tail + ["--worker", "weak"]) for P in (1, 2, 4)}
+    measured = {P: common.run_json(mpi + [P] + tail + ["--worker", "weak"]) for P in (1, 2, 4)}
     names = ("CASVC", "BKRR2", "BKRR2-local", "DKRR")
     dims = {"CASVC": D_SVM, "BKRR2": D_KRR, "BKRR2-local": D_KRR, "DKRR": D_KRR}
     exact = {"CASVC": False, "BKRR2": True, "BKRR2-local": False}

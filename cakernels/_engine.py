@@ -39,11 +39,14 @@ from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from .backends import BACKEND_NAMES, Backend, SerialBackend, get_backend, lpt_placement
-from .backends._comm import CollectiveError, comm_report
+from .backends._comm import (
+    CollectiveError,
+    comm_report,
+    failure_text,
+    raise_if_any_failed,
+)
 from .partition import make_partitioner
 
-#: a partition's training rows on the rank that solves it
-PARTITION_FIELDS = ("X", "y", "sample_weight", "index")
 
 
 def _group_by(labels, n_groups):
@@ -85,6 +88,17 @@ def params_fingerprint(est):
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def check_same_params(comm, est):
+    """Collective: every rank must have called ``fit`` with the same parameters;
+    otherwise the same :class:`~cakernels.backends.CollectiveError` on every rank."""
+    fingerprints = comm.allgather(params_fingerprint(est))
+    if any(f != fingerprints[0] for f in fingerprints):
+        bad = [r for r, f in enumerate(fingerprints) if f != fingerprints[0]]
+        # every rank computes this same message from the same data
+        raise CollectiveError(f"ranks {bad} were given other parameters than rank 0; every "
+                              "rank must call fit with the same parameters")
+
+
 # --------------------------------------------------------------------------- row exchange
 
 
@@ -107,12 +121,6 @@ def _unpack_rows(packed, n_features, sparse):
     from .partition import _int32_indices
 
     return _int32_indices(X)
-
-
-def _empty_like_rows(X, n_features):
-    if X is not None and sp.issparse(X):
-        return sp.csr_matrix((0, n_features))
-    return np.zeros((0, n_features))
 
 
 class Partition:
@@ -270,12 +278,7 @@ class PartitionedEstimator(BaseEstimator):
             X, y, w = self._validate_local(X, y, sample_weight)
             return X, y, w, np.arange(X.shape[0], dtype=np.int64)
         error = None
-        fingerprints = comm.allgather(params_fingerprint(self))
-        if any(f != fingerprints[0] for f in fingerprints):
-            bad = [r for r, f in enumerate(fingerprints) if f != fingerprints[0]]
-            # every rank computed this same message from the same data
-            raise CollectiveError(f"ranks {bad} were given other parameters than rank 0; "
-                                  "every rank must call fit with the same parameters")
+        check_same_params(comm, self)
         if not s.sharded:
             result = None
             if comm.rank == 0:
@@ -522,17 +525,10 @@ class PartitionedEstimator(BaseEstimator):
             if failure is not None:
                 raise failure
             return sorted(results, key=lambda r: r[0])
-        mine = (("failed", f"{type(failure).__name__}: {failure}") if failure is not None
-                else ("ok", results))
+        mine = (failure_text(failure), results if failure is None else None)
         blobs = comm.Allgatherv(np.frombuffer(pickle.dumps(mine, protocol=5), dtype=np.uint8))
         entries = [pickle.loads(blob.tobytes()) for blob in blobs]
-        failed = [(r, e[1]) for r, e in enumerate(entries) if e[0] == "failed"]
-        if failed:
-            if failure is not None:
-                failure.collective = True  # every rank raises now
-                raise failure
-            rank, msg = failed[0]
-            raise CollectiveError(f"rank {rank} failed: {msg}")
+        raise_if_any_failed(failure, [e[0] for e in entries])
         return sorted((r for e in entries for r in e[1]), key=lambda r: r[0])
 
     # ------------------------------------------------------------------ prediction

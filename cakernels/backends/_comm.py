@@ -153,15 +153,26 @@ class _BaseCommunicator:
     def raise_failures(self, failure):
         """Collective: ``failure`` is this rank's exception or None; when any rank
         failed, every rank raises (the failing one its own exception)."""
-        text = None if failure is None else f"{type(failure).__name__}: {failure}"
-        failures = self.allgather(text)
-        bad = [(r, f) for r, f in enumerate(failures) if f is not None]
-        if bad:
-            if failure is not None:
-                failure.collective = True  # every rank raises now
-                raise failure
-            rank, msg = bad[0]
-            raise CollectiveError(f"rank {rank} failed: {msg}")
+        raise_if_any_failed(failure, self.allgather(failure_text(failure)))
+
+
+def failure_text(failure):
+    """What a rank tells the others about its exception (None: no failure)."""
+    return None if failure is None else f"{type(failure).__name__}: {failure}"
+
+
+def raise_if_any_failed(failure, texts):
+    """Given every rank's :func:`failure_text`, raise on every rank when any
+    failed: the failing rank its own exception (marked ``collective``), the
+    others a :class:`CollectiveError` naming the lowest failing rank."""
+    failed = [(r, t) for r, t in enumerate(texts) if t is not None]
+    if not failed:
+        return
+    if failure is not None:
+        failure.collective = True  # every rank raises now
+        raise failure
+    rank, msg = failed[0]
+    raise CollectiveError(f"rank {rank} failed: {msg}")
 
 
 class SelfCommunicator(_BaseCommunicator):

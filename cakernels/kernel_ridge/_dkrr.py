@@ -10,8 +10,9 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._engine import _pack_rows, _unpack_rows, params_fingerprint
-from .._kernels import KERNELS, kernel_block, kernel_dot, row_sq_norms, sigma_to_gamma
+from .._engine import _pack_rows, _unpack_rows, check_same_params
+from .._kernels import KERNELS, kernel_block, kernel_dot, row_sq_norms
+from ._partitioned import PartitionedKernelRidge
 from ..backends import BACKEND_NAMES, Backend, get_backend
 from ..backends._comm import CollectiveError, comm_report
 
@@ -153,9 +154,7 @@ class DKRR(RegressorMixin, BaseEstimator):
         self.n_jobs = n_jobs
         self.verbose = verbose
 
-    def _kernel_params(self, n_threads=1):
-        return {"kernel": self.kernel, "gamma": sigma_to_gamma(self.sigma),
-                "degree": self.degree, "coef0": self.coef0, "n_threads": n_threads}
+    _kernel_params = PartitionedKernelRidge._kernel_params
 
     def _validate(self, X, y):
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, order="C",
@@ -229,11 +228,7 @@ class DKRR(RegressorMixin, BaseEstimator):
         """Every rank gets all training rows (root mode: from rank 0; sharded: the
         shards stacked in rank order). Collective validation as the engine's."""
         comm = s.comm
-        fingerprints = comm.allgather(params_fingerprint(self))
-        if any(f != fingerprints[0] for f in fingerprints):
-            bad = [r for r, f in enumerate(fingerprints) if f != fingerprints[0]]
-            raise CollectiveError(f"ranks {bad} were given other parameters than rank 0; every "
-                                  "rank must call fit with the same parameters")
+        check_same_params(comm, self)
         error, result = None, None
         if s.sharded or comm.rank == 0:
             try:
