@@ -112,6 +112,22 @@ def _pack_rows(X, rows):
     return {"dense": np.ascontiguousarray(X[rows], dtype=np.float64)}
 
 
+def _pack_block(X, y, w, index, part, rows):
+    """The rows ``rows`` (their X, targets, weights, global indices and partition
+    ids ``part``) as one byte buffer, for one message of a scatter or all-to-all."""
+    packed = _pack_rows(X, rows)
+    packed["y"] = np.asarray(y[rows])
+    if w is not None:
+        packed["w"] = np.asarray(w[rows], dtype=np.float64)
+    packed["index"] = np.asarray(index[rows], dtype=np.int64)
+    packed["part"] = part
+    return np.frombuffer(pickle.dumps(packed, protocol=5), dtype=np.uint8)
+
+
+def _unpack_block(buf):
+    return pickle.loads(np.asarray(buf, dtype=np.uint8).tobytes())
+
+
 def _unpack_rows(packed, n_features, sparse):
     if not sparse:
         return packed["dense"].reshape(-1, n_features)
@@ -388,54 +404,39 @@ class PartitionedEstimator(BaseEstimator):
         return self._exchange_partitions(s, X, y, w, index, labels, owners, mine)
 
     def _scatter_partitions(self, s, X, y, w, index, groups, owners, mine):
-        """Root mode: rank 0 sends every rank the rows of its partitions."""
+        """Root mode: one scatter from rank 0 sends every rank the rows of its
+        partitions (rank 0 keeps its own as lazy slices)."""
         comm = s.comm
-        d, sparse = self.n_features_in_, self._fit_sparse
-        fields = None
+        blocks = None
         if comm.rank == 0:
-            per_rank = []
+            blocks = []
             for r in range(comm.size):
-                js = [j for j in range(owners.size) if owners[j] == r]
+                js = [j for j in range(owners.size) if owners[j] == r] if r else []
                 rows = np.concatenate([groups[j] for j in js]) if js else np.zeros(0, np.int64)
-                per_rank.append((js, rows))
-            fields = {}
-            for r, (js, rows) in enumerate(per_rank):
-                packed = _pack_rows(X, rows) if r != 0 else _pack_rows(X, rows[:0])
-                packed["y"] = np.asarray(y[rows if r != 0 else rows[:0]])
-                if w is not None:
-                    packed["w"] = np.asarray(w[rows if r != 0 else rows[:0]], dtype=np.float64)
-                packed["index"] = index[rows if r != 0 else rows[:0]]
-                packed["part"] = np.repeat(js, [groups[j].size for j in js]).astype(np.int64) \
-                    if r != 0 else np.zeros(0, np.int64)
-                for key, arr in packed.items():
-                    fields.setdefault(key, []).append(arr)
-        keys = comm.bcast_obj(sorted(fields) if comm.rank == 0 else None)
-        got = {key: comm.Scatterv(fields[key] if comm.rank == 0 else None) for key in keys}
+                part = np.repeat(js, [groups[j].size for j in js]).astype(np.int64)
+                blocks.append(_pack_block(X, y, w, index, part, rows))
+        got = _unpack_block(comm.Scatterv(blocks))
         if comm.rank == 0:
             return [_LazyPartition(j, X, y, w, groups[j], index) for j in mine]
-        return self._received_partitions(got, d, sparse, mine)
+        return self._received_partitions([got], mine)
 
     def _exchange_partitions(self, s, X, y, w, index, labels, owners, mine):
         """Sharded mode: one all-to-all moves every row to its partition's owner."""
         comm = s.comm
-        d, sparse = self.n_features_in_, self._fit_sparse
         dest = owners[labels] if labels.size else np.zeros(0, np.int64)
-        fields = {}
+        blocks = []
         for r in range(comm.size):
             rows = np.flatnonzero(dest == r)
             rows = rows[np.lexsort((index[rows], labels[rows]))]
-            packed = _pack_rows(X, rows)
-            packed["y"] = np.asarray(y[rows])
-            if w is not None:
-                packed["w"] = np.asarray(w[rows], dtype=np.float64)
-            packed["index"] = index[rows]
-            packed["part"] = labels[rows].astype(np.int64)
-            for key, arr in packed.items():
-                fields.setdefault(key, []).append(arr)
-        got = {key: np.concatenate(comm.Alltoallv(arrs)) for key, arrs in sorted(fields.items())}
-        return self._received_partitions(got, d, sparse, mine)
+            blocks.append(_pack_block(X, y, w, index, labels[rows].astype(np.int64), rows))
+        return self._received_partitions([_unpack_block(b) for b in comm.Alltoallv(blocks)],
+                                         mine)
 
-    def _received_partitions(self, got, d, sparse, mine):
+    def _received_partitions(self, blocks, mine):
+        """This rank's partitions from the blocks received (each sorted by the global
+        index: the serial data order inside a partition)."""
+        d, sparse = self.n_features_in_, self._fit_sparse
+        got = {key: np.concatenate([b[key] for b in blocks]) for key in blocks[0]}
         Xr = _unpack_rows(got, d, sparse)
         yr, wr, ir, pr = got["y"], got.get("w"), got["index"], got["part"]
         tasks = []

@@ -23,8 +23,10 @@ root = CASVC(P, backend="mpi", random_state=0).fit(X if rank == 0 else None,
                                                      y if rank == 0 else None)
 owners = np.asarray(root.fit_stats_["owners"])
 rows_away = int(root.partition_sizes_[owners != 0].sum())
-# per row: X (8 d bytes), class index, sample weight, global index, partition id (8 each)
+# per row: X (8 d bytes), class index, sample weight, global index, partition id (8 each),
+# in one message per rank (plus the few hundred bytes of the message's field headers)
 expected_scatter = rows_away * (8 * d + 4 * 8)
+scatter_messages = int(sum(1 for r in range(1, size) if (owners == r).any()))
 c = root.fit_stats_["comm"]
 scatter = c["total"]["by_op"].get("Scatterv", {"bytes": 0})["bytes"]
 
@@ -39,6 +41,9 @@ serial = CASVC(P, random_state=0).fit(X, y).fit_stats_
 if rank == 0:
     print(json.dumps({
         "root_scatter_bytes": scatter, "expected_scatter_bytes": expected_scatter,
+        "root_scatter_messages": c["total"]["by_op"].get("Scatterv", {"messages": 0})["messages"],
+        "root_scatter_calls": c["total"]["by_op"].get("Scatterv", {"calls": 0})["calls"],
+        "expected_scatter_messages": scatter_messages,
         "root_redistribution_bytes": c["total"]["by_phase"]["redistribution"]["bytes"],
         "root_training_bytes": c["total"]["by_phase"]["training"]["bytes"],
         "root_gather_bytes": c["total"]["by_phase"]["model_gather"]["bytes"],
