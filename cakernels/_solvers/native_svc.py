@@ -121,6 +121,30 @@ class NativeKernelSVC:
             self.support_vectors_, self.dual_coef_, self.intercept_ = self.models_[0]
         return self
 
+    @classmethod
+    def from_models(cls, classes, kernel_params, models, *, n_iter, objectives, support,
+                    solver="smo"):
+        """A one-vs-one model assembled from its binary models, one per pair of
+        classes in :class:`sklearn.svm.SVC`'s order: ``(sv_X, dual_coef (1, s),
+        intercept (1,))`` with the decision positive for the pair's second class
+        (the multi-level methods solve every pair by their own tree)."""
+        model = cls.__new__(cls)
+        model.solver = solver
+        model.kernel_params = kernel_params
+        model.multi_class = "ovo"
+        model.classes_ = np.asarray(classes)
+        k = model.classes_.size
+        model.problems_ = [(i, j) for i in range(k) for j in range(i + 1, k)]
+        if len(models) != len(model.problems_):
+            raise ValueError(f"{len(model.problems_)} pairs of classes, {len(models)} models")
+        model.models_ = list(models)
+        model.n_iter_ = np.asarray(n_iter)
+        model.objective_ = np.asarray(objectives, dtype=np.float64)
+        model.support_ = np.asarray(support, dtype=np.intp)
+        if k == 2:
+            model.support_vectors_, model.dual_coef_, model.intercept_ = model.models_[0]
+        return model
+
     def _raw(self, X):
         return np.column_stack([kernel_dot(X, sv_X, coef[0], **self.kernel_params) + b[0]
                                 for sv_X, coef, b in self.models_])

@@ -212,6 +212,12 @@ class SelfCommunicator(_BaseCommunicator):
     def Recv(self, source, tag=0):  # pragma: no cover
         raise RuntimeError("a one-process communicator has no other rank to receive from")
 
+    def Isend(self, arr, dest, tag=0):  # pragma: no cover
+        raise RuntimeError("a one-process communicator has no other rank to send to")
+
+    def waitall(self, requests):
+        return None
+
     def Barrier(self):
         return None
 
@@ -382,12 +388,30 @@ class Communicator(_BaseCommunicator):
         self._count("metadata", len(header), 1)
         self.comm.send(header, dest=dest, tag=tag)
         self._count("Send", buf.nbytes, 1)
-        self.comm.Send(buf, dest=dest, tag=tag)
+        self.comm.Send(buf, dest=dest, tag=tag + 1)
+
+    def Isend(self, arr, dest, tag=0):
+        """Non-blocking send of an array (its shape and dtype go first, with ``tag``;
+        the data with ``tag + 1``: use even tags); returns the requests to complete
+        with :meth:`waitall`."""
+        buf = _as_array(arr)
+        header = pickle.dumps((buf.shape, buf.dtype.str), protocol=5)
+        self._count("metadata", len(header), 1)
+        self._count("Send", buf.nbytes, 1)
+        return [self.comm.isend(header, dest=dest, tag=tag),
+                self.comm.Isend(buf, dest=dest, tag=tag + 1), buf]
+
+    def waitall(self, requests):
+        """Complete the requests of :meth:`Isend` calls."""
+        from mpi4py import MPI
+
+        reqs = [r for group in requests for r in group[:2]]
+        MPI.Request.Waitall(reqs)
 
     def Recv(self, source, tag=0):
         shape, dt = pickle.loads(self.comm.recv(source=source, tag=tag))
         buf = np.empty(shape, dtype=np.dtype(dt))
-        self.comm.Recv(buf, source=source, tag=tag)
+        self.comm.Recv(buf, source=source, tag=tag + 1)
         return buf
 
     def Barrier(self):

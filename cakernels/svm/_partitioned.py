@@ -66,7 +66,31 @@ def _validate_training_data(est, X, y):
     return X, y
 
 
-class PartitionedSVC(ClassifierMixin, PartitionedEstimator):
+class _ClassifierInput:
+    """Input handling of the classifiers on the engine: validation of one process's
+    rows, and what the ranks must agree on about the labels."""
+
+    def _validate_local(self, X, y, sample_weight):
+        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, order="C")
+        X = _int32_indices(X)
+        check_classification_targets(y)
+        w = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
+        return X, y, w
+
+    def _y_meta(self, y):
+        return {"classes": np.unique(y), "kind": np.asarray(y).dtype.kind}
+
+    def _merge_y_meta(self, metas):
+        kinds = {"text" if m["kind"] in "USO" else "number" for m in metas}
+        if len(kinds) > 1:
+            return "the ranks' labels have different types (text on some, numbers on others)"
+        return None
+
+    def _empty_y(self, meta):
+        return meta["classes"][:0]
+
+
+class PartitionedSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
     """Partitioned kernel SVM with a choice of partitioner.
 
     The training set is split into ``n_partitions`` parts, an SVM is trained
@@ -249,26 +273,6 @@ class PartitionedSVC(ClassifierMixin, PartitionedEstimator):
             self._fit_partitioned(s, X, y_idx, w, index, ctx)
         self.n_iter_ = np.asarray(self.fit_stats_["n_iter"])
         return self
-
-    # ------------------------------------------------------------------ engine hooks
-    def _validate_local(self, X, y, sample_weight):
-        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, order="C")
-        X = _int32_indices(X)
-        check_classification_targets(y)
-        w = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
-        return X, y, w
-
-    def _y_meta(self, y):
-        return {"classes": np.unique(y), "kind": np.asarray(y).dtype.kind}
-
-    def _merge_y_meta(self, metas):
-        kinds = {"text" if m["kind"] in "USO" else "number" for m in metas}
-        if len(kinds) > 1:
-            return "the ranks' labels have different types (text on some, numbers on others)"
-        return None
-
-    def _empty_y(self, meta):
-        return meta["classes"][:0]
 
     def _fit_partition(self, p, ctx):
         """The local model of one partition: ``(model, n_iter, n_support)``."""

@@ -1,0 +1,703 @@
+"""Multi-level SVMs: Cascade SVM, DC-SVM and DC-Filter (section 2.2, Figure 2.1).
+
+The training set is split into P partitions (layer 1); every layer merges two
+neighbouring nodes of the layer above (nodes ``2q`` and ``2q + 1`` become node
+``q``) and solves the merged problem by SMO, warm-started with the dual
+variables of the two children, until one node is left (``ceil(log2 P) + 1``
+layers). When a layer has an odd number of nodes, its last node is carried
+down unchanged (no merge, no solve). What a node passes down is the methods'
+difference:
+
+==================  ===================  =========================================
+estimator           partitions           passed to the next layer
+==================  ===================  =========================================
+:class:`CascadeSVC`   random, balanced     the support vectors (with their alpha)
+:class:`DCSVC`        K-means              every sample (with its alpha)
+:class:`DCFilterSVC`  K-means              the support vectors (with their alpha)
+==================  ===================  =========================================
+
+The merged problem's warm start is feasible: every child's dual variables
+satisfy its own box and equality constraints, so their union does too. More
+than two classes are solved one-vs-one, every pair of classes by its own tree.
+Under MPI a node's owner is the owner of its left child; when the right child
+lives on another rank, its passed rows move by point-to-point messages (as in
+the reference's code; this is what makes these methods communication-heavy,
+and the counters show it per layer).
+"""
+
+import numbers
+import time
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import ClassifierMixin
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from .._engine import (
+    PartitionedEstimator,
+    global_class_weight,
+    global_classes,
+    global_gamma,
+)
+from .._kernels import kernel_dot
+from .._solvers.local import solve_binary_svm
+from .._solvers.native_svc import NativeKernelSVC
+from ..backends._comm import comm_report
+from ..partition import _int32_indices
+from ._partitioned import _SVM_CONSTRAINTS, _ClassifierInput
+
+__all__ = ["CascadeSVC", "DCSVC", "DCFilterSVC"]
+
+
+def tree_layers(n_leaves):
+    """Number of nodes of every layer of the reduction tree (``[P, ceil(P/2), ..., 1]``)."""
+    sizes = [int(n_leaves)]
+    while sizes[-1] > 1:
+        sizes.append((sizes[-1] + 1) // 2)
+    return sizes
+
+
+def tree_owners(leaf_owners):
+    """Owner rank of every node of every layer: a merged node lives where its left
+    child lives."""
+    owners = [np.asarray(leaf_owners, dtype=np.int64)]
+    while owners[-1].size > 1:
+        owners.append(owners[-1][0::2].copy())
+    return owners
+
+
+class _Node:
+    """One node's binary problem on the rank that owns it."""
+
+    __slots__ = ("X", "y", "w", "index", "alpha", "solution")
+
+    def __init__(self, X, y, w, index, alpha=None, solution=None):
+        self.X, self.y, self.w, self.index = X, y, w, index
+        self.alpha = alpha          # warm start (None: cold)
+        self.solution = solution    # LocalSolution once solved
+
+    def passed(self, what):
+        """The node passed to the next layer: its support vectors or every row,
+        with their dual variables as the warm start."""
+        alpha = self.solution.alpha
+        rows = np.flatnonzero(alpha > 0) if what == "sv" else np.arange(alpha.size)
+        return _Node(self.X[rows], self.y[rows], self.w[rows], self.index[rows], alpha[rows])
+
+    def pack(self):
+        from .._engine import _pack_rows
+
+        packed = _pack_rows(self.X, np.arange(self.X.shape[0]))
+        packed.update(y=self.y, w=self.w, index=self.index,
+                      alpha=np.zeros(0) if self.alpha is None else self.alpha)
+        return packed
+
+    @classmethod
+    def unpack(cls, packed, n_features, sparse):
+        from .._engine import _unpack_rows
+
+        X = _unpack_rows(packed, n_features, sparse)
+        alpha = packed["alpha"] if packed["alpha"].size else None
+        return cls(X, packed["y"], packed["w"], packed["index"], alpha)
+
+    @staticmethod
+    def merge(left, right):
+        X = (sp.vstack([left.X, right.X], format="csr") if sp.issparse(left.X)
+             else np.vstack([left.X, right.X]))
+        cat = np.concatenate
+        alpha = None
+        if left.alpha is not None or right.alpha is not None:
+            alpha = cat([left.alpha if left.alpha is not None else np.zeros(left.y.size),
+                         right.alpha if right.alpha is not None else np.zeros(right.y.size)])
+        return _Node(X, cat([left.y, right.y]), cat([left.w, right.w]),
+                     cat([left.index, right.index]), alpha)
+
+
+class _MultiLevelSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
+    """The shared driver of the multi-level SVMs (see the module docstring)."""
+
+    _parameter_constraints = {
+        **PartitionedEstimator._parameter_constraints,
+        **_SVM_CONSTRAINTS,
+        "solver": [StrOptions({"smo", "libsvm"})],
+    }
+    #: what a node passes down: 'sv' (Cascade, DC-Filter) or 'all' (DC-SVM)
+    _pass = "sv"
+
+    def _kernel_params(self):
+        return {"kernel": self.kernel, "gamma": self.gamma_, "degree": self.degree,
+                "coef0": self.coef0}
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, X, y, sample_weight=None):
+        """Partition, solve the layers of the reduction tree, keep the final SVM.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Training samples (under MPI: rank 0's in root mode, every rank's own
+            rows in sharded mode).
+        y : array-like of shape (n_samples,)
+        sample_weight : array-like of shape (n_samples,), default=None
+            Per-sample multipliers of C.
+
+        Returns
+        -------
+        self : object
+        """
+        self._validate_params()
+        self._check_layer_params()
+        with self._session() as s:
+            X, y, w, index = self._collect(s, X, y, sample_weight)
+            self.classes_ = global_classes(s, y)
+            y_idx = np.searchsorted(self.classes_, y).astype(np.int64)
+            self.gamma_ = global_gamma(s, self.gamma, X)
+            cw = global_class_weight(s, self.class_weight, self.classes_, y_idx)
+            if cw is not None:
+                w = w * np.array([cw[c] for c in self.classes_])[y_idx]
+            self._fit_sparse = bool(sp.issparse(X))
+            self._fit_tree(s, X, y_idx, w, index)
+        return self
+
+    def _check_layer_params(self):
+        pass
+
+    def _fit_tree(self, s, X, y, w, index):
+        comm = s.comm
+        t0 = time.perf_counter()
+        with comm.phase("partitioning"):
+            part, labels = self._partition_rows(s, X, index)
+        t_part = time.perf_counter() - t0
+        sizes = np.asarray(part.sizes_, dtype=np.int64)
+        if (sizes == 0).any():
+            comm.agree(f"partitions {np.flatnonzero(sizes == 0).tolist()} are empty; use "
+                       "fewer partitions or another partitioner")
+        leaf_owners = s.place(sizes.astype(np.float64) ** self._cost_exponent)
+        with comm.phase("redistribution"):
+            tasks = self._distribute(s, X, y, w, index, labels, leaf_owners, part)
+        leaves = {t.j: t.materialize() for t in tasks}
+        owners = tree_owners(leaf_owners)
+        k = self.classes_.size
+        pairs = [(i, j) for i in range(k) for j in range(i + 1, k)]
+        seed = check_random_state(self.random_state).randint(np.iinfo(np.int32).max)
+        ctx = {"threads": s.threads, "seed": seed}
+        layer_stats = [dict(layer=i + 1, nodes=n, solved=0, samples_in=0, support_vectors=0,
+                            n_iter=0, seconds=0.0) for i, n in enumerate(tree_layers(sizes.size))]
+        comm_layers = [np.zeros(2) for _ in layer_stats]
+        finals, early = [], []
+        for a, b in pairs:
+            nodes = {}
+            for j, p in leaves.items():  # layer 1: the pair's rows of every partition
+                rows = np.flatnonzero((p.y == a) | (p.y == b))
+                nodes[j] = _Node(p.X[rows], np.where(p.y[rows] == b, 1.0, -1.0),
+                                 p.sample_weight[rows], p.index[rows])
+            final, kept = self._run_passes(s, nodes, owners, ctx, layer_stats, comm_layers)
+            finals.append(final)
+            early.append(kept)
+        # the final model travels from the root's owner to every rank
+        t0 = time.perf_counter()
+        with comm.phase("model_gather"):
+            root = int(owners[-1][0])
+            if self._stop_layer() is None:
+                models = comm.bcast_obj(self._pair_models(finals) if comm.rank == root
+                                        else None, root=root)
+                early_models = None
+            else:
+                models = None
+                early_models = self._gather_early(comm, early, part, sizes, owners)
+        t_gather = time.perf_counter() - t0
+        self._set_model(models, early_models, part, sizes, owners)
+        timings = comm.allgather(((t_part, t_gather, [ls["seconds"] for ls in layer_stats]),
+                                  comm.counter.summary(), [c.tolist() for c in comm_layers]))
+        report = comm_report([g[1] for g in timings])
+        for i, ls in enumerate(layer_stats):
+            ls["seconds"] = float(max(g[0][2][i] for g in timings))
+            totals = np.sum([g[2][i] for g in timings], axis=0)
+            ls["comm_bytes"], ls["comm_messages"] = int(totals[0]), int(totals[1])
+        # the counts of every rank, summed (each rank counted its own solves)
+        self._sum_layer_counts(comm, layer_stats)
+        self.fit_stats_ = {
+            "partition_seconds": float(max(g[0][0] for g in timings)),
+            "gather_seconds": float(max(g[0][1] for g in timings)),
+            "layers": layer_stats,
+            "busy_nodes": _busy_nodes(layer_stats, len(pairs)),
+            "n_problems": len(pairs),
+            "partition_sizes": sizes.tolist(),
+            "owners": [o.tolist() for o in owners],
+            "comm": report,
+            "comm_bytes": int(report["total"]["bytes"]),
+            "comm_messages": int(report["total"]["messages"]),
+            "backend": s.backend.name,
+            "sharded": s.sharded,
+            "n_ranks": s.size,
+            "threads_per_worker": s.threads,
+        }
+        self.n_iter_ = np.array([ls["n_iter"] for ls in layer_stats])
+
+    @staticmethod
+    def _sum_layer_counts(comm, layer_stats):
+        keys = ("solved", "samples_in", "support_vectors", "n_iter")
+        mine = np.array([[ls[k] for k in keys] for ls in layer_stats], dtype=np.int64)
+        total = comm.Allreduce(mine) if comm.size > 1 else mine
+        for ls, row in zip(layer_stats, total):
+            for k, v in zip(keys, row):
+                ls[k] = int(v)
+
+    # ------------------------------------------------------------------ one tree
+    def _stop_layer(self):
+        return None
+
+    def _run_passes(self, s, nodes, owners, ctx, layer_stats, comm_layers):
+        """Solve the tree (Cascade: up to ``n_passes`` times); return the final
+        node on the root's owner (None elsewhere) and the nodes kept for early
+        prediction."""
+        return self._run_tree(s, nodes, owners, ctx, layer_stats, comm_layers,
+                              stop=self._stop_layer())
+
+    def _solve(self, node, ctx):
+        from .._solvers.local import LocalSolution
+
+        labels = np.unique(node.y)
+        if labels.size < 2 or not (node.w > 0).any():
+            # no rows of this pair, or one class only: alpha = 0, a constant decision
+            sign = float(labels[0]) if labels.size == 1 else 0.0
+            node.solution = LocalSolution(node.index, np.zeros(node.y.size), node.y, sign,
+                                          0.0, 0)
+            return node
+        warm = node.alpha if self.solver == "smo" else None
+        node.solution = solve_binary_svm(
+            node.X, node.y, self.C, kernel_params=self._kernel_params(), solver=self.solver,
+            sample_weight=node.w, tol=self.tol, max_iter=self.max_iter,
+            cache_size=self.cache_size, n_threads=ctx["threads"], random_state=ctx["seed"],
+            index=node.index, alpha0=warm)
+        return node
+
+    def _run_tree(self, s, nodes, owners, ctx, layer_stats, comm_layers, stop=None):
+        """Solve the layers (down to layer ``stop`` when given); return the final node
+        on the root's owner (None elsewhere) and, with ``stop``, this rank's nodes of
+        that layer."""
+        comm = s.comm
+        kept = None
+        for layer, layer_owners in enumerate(owners):
+            t0 = time.perf_counter()
+            before = comm.counter.summary()
+            with comm.phase("training"):
+                if layer > 0:
+                    nodes = self._merge_layer(s, nodes, owners[layer - 1], layer_owners)
+                todo = [q for q, n in nodes.items() if n.solution is None]
+                for q, n in zip(todo, s.map(lambda q: self._solve(nodes[q], ctx), todo,
+                                            "solve nodes")):
+                    nodes[q] = n
+            after = comm.counter.summary()
+            comm_layers[layer] += [after["bytes"] - before["bytes"],
+                                   after["messages"] - before["messages"]]
+            ls = layer_stats[layer]
+            ls["seconds"] += time.perf_counter() - t0
+            ls["solved"] += len(todo)
+            for q in todo:
+                sol = nodes[q].solution
+                ls["samples_in"] += int(sol.index.size)
+                ls["support_vectors"] += int(sol.support.size)
+                ls["n_iter"] += int(sol.n_iter)
+            if stop is not None and layer + 1 == stop:
+                return None, dict(nodes)  # early prediction: the models of this layer
+        root_owner = int(owners[-1][0])
+        return (nodes.get(0) if comm.rank == root_owner else None), kept
+
+    def _merge_layer(self, s, nodes, up_owners, owners):
+        """The nodes of a layer from those of the layer above (point-to-point
+        messages where a right child lives on another rank than its left one)."""
+        comm = s.comm
+        n_up = up_owners.size
+        sends, received, merged = [], {}, {}
+        for q in range(owners.size):
+            right = 2 * q + 1
+            if right < n_up and up_owners[right] == comm.rank and owners[q] != comm.rank:
+                packed = nodes[right].passed(self._pass).pack()
+                sends.append(comm.Isend(_to_bytes(packed), int(owners[q]), tag=2 * q))
+        for q in range(owners.size):
+            right = 2 * q + 1
+            if owners[q] != comm.rank or right >= n_up:
+                continue
+            if up_owners[right] != comm.rank:
+                received[q] = _Node.unpack(_from_bytes(comm.Recv(int(up_owners[right]),
+                                                                 tag=2 * q)),
+                                           self.n_features_in_, self._fit_sparse)
+        comm.waitall(sends)
+        for q in range(owners.size):
+            if owners[q] != comm.rank:
+                continue
+            left, right = 2 * q, 2 * q + 1
+            if right >= n_up:
+                merged[q] = nodes[left]  # an odd node is carried down unchanged
+                continue
+            lnode = nodes[left].passed(self._pass)
+            rnode = received[q] if q in received else nodes[right].passed(self._pass)
+            merged[q] = _Node.merge(lnode, rnode)
+        return merged
+
+    # ------------------------------------------------------------------ models
+    def _pair_models(self, finals):
+        """``(models, n_iter, objectives, support)`` of the final nodes, one per pair."""
+        models, n_iter, objectives, support = [], [], [], set()
+        for node in finals:
+            sol = node.solution
+            sv = sol.support
+            Xs = node.X[sv] if sp.issparse(node.X) else np.ascontiguousarray(node.X[sv])
+            models.append((Xs, sol.dual_coef[None, :], np.array([sol.intercept])))
+            n_iter.append(sol.n_iter)
+            objectives.append(sol.objective)
+            support.update(sol.index[sv].tolist())
+        return models, n_iter, objectives, sorted(support)
+
+    def _gather_early(self, comm, early, part, sizes, owners):
+        """The models of the nodes of the layer prediction stops at, on every rank:
+        ``[(centre, models of every pair)]`` by node."""
+        layer = self._stop_layer()
+        span = 2 ** (layer - 1)
+        mine = {}
+        for q in early[0]:
+            leaves = np.arange(q * span, min((q + 1) * span, sizes.size))
+            weight = sizes[leaves].astype(np.float64)
+            centre = (part.centers_[leaves] * weight[:, None]).sum(0) / weight.sum()
+            mine[q] = (centre, self._pair_models([pair_nodes[q] for pair_nodes in early]))
+        gathered = comm.allgather(mine)
+        return [g for part_ in gathered for g in sorted(part_.items())]
+
+    def _set_model(self, models, early_models, part, sizes, owners):
+        self.partitioner_ = part
+        self.centers_ = part.centers_
+        self.partition_sizes_ = sizes
+        if early_models is not None:
+            early_models.sort(key=lambda item: item[0])
+            self.layer_centers_ = np.array([m[1][0] for m in early_models])
+            self.layer_models_ = [
+                NativeKernelSVC.from_models(self.classes_, self._kernel_params(), m[1][1][0],
+                                            n_iter=m[1][1][1], objectives=m[1][1][2],
+                                            support=m[1][1][3], solver=self.solver)
+                for m in early_models]
+            self.model_ = None
+            support = sorted(set().union(*(set(m.support_.tolist())
+                                            for m in self.layer_models_)))
+            self.support_ = np.asarray(support, dtype=np.intp)
+            self.objective_ = np.concatenate([m.objective_ for m in self.layer_models_])
+            return
+        models, n_iter, objectives, support = models
+        self.model_ = NativeKernelSVC.from_models(self.classes_, self._kernel_params(), models,
+                                                  n_iter=n_iter, objectives=objectives,
+                                                  support=support, solver=self.solver)
+        self.support_ = np.asarray(support, dtype=np.intp)
+        self.objective_ = self.model_.objective_
+
+    # ------------------------------------------------------------------ predict
+    def _check_X(self, X):
+        check_is_fitted(self)
+        X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, order="C",
+                          reset=False)
+        return _int32_indices(self._as_fit_format(X))
+
+    def decision_function(self, X):
+        """Decision values of the final SVM: (n_samples,) for two classes
+        (positive means ``classes_[1]``), else (n_samples, n_classes) one-vs-rest
+        scores as :class:`~sklearn.svm.SVC`'s.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        dec : ndarray
+        """
+        X = self._check_X(X)
+        if self.model_ is None:  # early prediction: the nearest node's model
+            return self._routed(X, lambda m, Xg: m.decision_function(Xg)
+                                if self.classes_.size == 2 else m.ovr_decision(Xg),
+                                np.empty((X.shape[0],) if self.classes_.size == 2
+                                         else (X.shape[0], self.classes_.size)))
+        if self.classes_.size == 2:
+            return self.model_.decision_function(X)
+        return self.model_.ovr_decision(X)
+
+    def predict(self, X):
+        """Class of every sample by the final SVM (one-vs-one votes for more classes).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_samples,)
+        """
+        X = self._check_X(X)
+        if self.model_ is None:  # early prediction: the nearest node's model
+            return self._routed(X, lambda m, Xg: m.predict(Xg),
+                                np.empty(X.shape[0], dtype=self.classes_.dtype))
+        return self.model_.predict(X)
+
+    def _routed(self, X, local, out):
+        from ..partition import nearest_center
+
+        route = nearest_center(X if not sp.issparse(X) else X.toarray(), self.layer_centers_)
+        for q in np.unique(route):
+            rows = np.flatnonzero(route == q)
+            out[rows] = local(self.layer_models_[q], X[rows])
+        return out
+
+    @property
+    def n_support_total_(self):
+        """Number of support vectors of the final SVM (over all pairs of classes)."""
+        check_is_fitted(self)
+        return int(self.support_.size)
+
+
+def _to_bytes(packed):
+    import pickle
+
+    return np.frombuffer(pickle.dumps(packed, protocol=5), dtype=np.uint8)
+
+
+def _from_bytes(buf):
+    import pickle
+
+    return pickle.loads(np.asarray(buf, dtype=np.uint8).tobytes())
+
+
+def _busy_nodes(layer_stats, n_problems):
+    """Equation 2.13: the average number of nodes at work, every layer weighted
+    by its time (the nodes that solved a problem in a layer, per binary problem)."""
+    total = sum(ls["seconds"] for ls in layer_stats)
+    if total <= 0:
+        return float(layer_stats[0]["nodes"])
+    return float(sum(ls["solved"] / n_problems * ls["seconds"] for ls in layer_stats) / total)
+
+
+_COMMON_DOC = """
+    Parameters
+    ----------
+    n_partitions : int, default=8
+        Number of partitions P (the nodes of the first layer).
+    C, kernel, degree, gamma, coef0, tol, cache_size, class_weight, max_iter
+        As in :class:`sklearn.svm.SVC`; ``gamma='scale'`` is resolved on the
+        whole training set.
+    solver : {'smo', 'libsvm'}, default='smo'
+        Local solver: the native SMO takes the children's dual variables as a
+        warm start; LIBSVM solves every node from scratch.
+    backend : {'serial', 'threads', 'mpi'} or Backend, default='serial'
+        Where the nodes of a layer are solved (see :mod:`cakernels.backends`).
+    n_jobs : int, default=None
+        Workers of the ``'threads'`` backend.
+    random_state : int, RandomState instance or None, default=None
+        Seed of the partitioner.
+    verbose : bool, default=False
+"""
+
+_COMMON_ATTRS = """
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+    model_ : NativeKernelSVC
+        The final SVM (one binary model per pair of classes).
+    support_ : ndarray
+        Global indices of the final support vectors (over all pairs).
+    objective_ : ndarray of shape (n_problems,)
+        Dual objective of every final binary problem.
+    gamma_ : float
+    partitioner_, centers_, partition_sizes_
+        The first layer's partitions.
+    n_iter_ : ndarray of shape (n_layers,)
+        SMO iterations of every layer (summed over its nodes and the pairs).
+    fit_stats_ : dict
+        ``layers``: one dict per layer with ``nodes``, ``solved`` (nodes that
+        solved a problem, summed over the pairs of classes), ``samples_in``,
+        ``support_vectors`` (out), ``n_iter``, ``seconds`` (the slowest rank),
+        ``comm_bytes`` and ``comm_messages`` (all ranks); ``busy_nodes``
+        (equation 2.13: the average number of nodes at work, weighted by the
+        layers' times); ``comm`` as for the partitioned estimators.
+    n_features_in_ : int
+"""
+
+
+def _multilevel_init(self, n_partitions, C, kernel, degree, gamma, coef0, tol, cache_size,
+                     class_weight, max_iter, solver, backend, n_jobs, random_state, verbose):
+    self.n_partitions = n_partitions
+    self.C = C
+    self.kernel = kernel
+    self.degree = degree
+    self.gamma = gamma
+    self.coef0 = coef0
+    self.tol = tol
+    self.cache_size = cache_size
+    self.class_weight = class_weight
+    self.max_iter = max_iter
+    self.solver = solver
+    self.backend = backend
+    self.n_jobs = n_jobs
+    self.random_state = random_state
+    self.verbose = verbose
+
+
+class CascadeSVC(_MultiLevelSVC):
+    """Cascade SVM (Graf et al., Figure 2.1 of the reference).
+
+    P balanced random partitions; a binary reduction tree of
+    ``ceil(log2 P) + 1`` layers in which every node passes only its support
+    vectors, with their dual variables as the warm start of the next node. With
+    ``n_passes > 1`` the final support vectors are fed back to every node of
+    the first layer and the tree runs again, until the support vectors no
+    longer change.
+    """ + _COMMON_DOC + """    n_passes : int, default=1
+        Passes over the tree (Graf et al.'s feedback loop); stops early when the
+        final support-vector set repeats.
+""" + _COMMON_ATTRS + """
+    See Also
+    --------
+    DCFilterSVC : the same passing on K-means partitions.
+    DCSVC : every sample passed down; the last layer is the full SVM.
+
+    Notes
+    -----
+    An odd node of a layer is carried down unchanged (no merge, no solve)
+    until it finds a partner. Under MPI, a merged node lives on the rank of
+    its left child; the right child's support vectors reach it by a
+    point-to-point message when the two live on different ranks.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_classification
+    >>> from cakernels import CascadeSVC
+    >>> X, y = make_classification(n_samples=400, random_state=0)
+    >>> clf = CascadeSVC(n_partitions=4, C=10, random_state=0).fit(X, y)
+    >>> [layer["nodes"] for layer in clf.fit_stats_["layers"]]
+    [4, 2, 1]
+    >>> float(clf.score(X, y)) > 0.9
+    True
+    """
+
+    _default_partitioner = "random"
+    _pass = "sv"
+    _parameter_constraints = {
+        **_MultiLevelSVC._parameter_constraints,
+        "n_passes": [Interval(numbers.Integral, 1, None, closed="left")],
+    }
+
+    def __init__(self, n_partitions=8, *, C=1.0, kernel="rbf", degree=3, gamma="scale",
+                 coef0=0.0, tol=1e-3, cache_size=200, class_weight=None, max_iter=-1,
+                 solver="smo", n_passes=1, backend="serial", n_jobs=None, random_state=None,
+                 verbose=False):
+        _multilevel_init(self, n_partitions, C, kernel, degree, gamma, coef0, tol, cache_size,
+                         class_weight, max_iter, solver, backend, n_jobs, random_state, verbose)
+        self.n_passes = n_passes
+
+    def _run_passes(self, s, nodes, owners, ctx, layer_stats, comm_layers):
+        comm = s.comm
+        leaves, root = dict(nodes), int(owners[-1][0])
+        previous = None
+        current = dict(nodes)
+        for n_pass in range(self.n_passes):
+            final, _ = self._run_tree(s, current, owners, ctx, layer_stats, comm_layers)
+            if n_pass + 1 == self.n_passes:
+                break
+            # the final support vectors go back to every node of the first layer
+            packed = final.passed("sv").pack() if comm.rank == root else None
+            with comm.phase("training"):
+                packed = comm.bcast_obj(packed, root=root)
+            back = _Node.unpack(packed, self.n_features_in_, self._fit_sparse)
+            svs = frozenset(back.index.tolist())
+            if svs == previous:
+                break
+            previous = svs
+            current = {}
+            alpha_of = dict(zip(back.index.tolist(), back.alpha.tolist()))
+            for q, leaf in leaves.items():
+                own = np.array([alpha_of.get(i, 0.0) for i in leaf.index.tolist()])
+                extra = np.flatnonzero(~np.isin(back.index, leaf.index))
+                fed = _Node(back.X[extra], back.y[extra], back.w[extra], back.index[extra],
+                            back.alpha[extra])
+                current[q] = _Node.merge(_Node(leaf.X, leaf.y, leaf.w, leaf.index, own), fed)
+        self.n_passes_ = n_pass + 1
+        return final, None
+
+
+class DCSVC(_MultiLevelSVC):
+    """DC-SVM (divide-and-conquer SVM, Hsieh et al.): K-means partitions, every
+    sample passed down with its dual variable as the warm start.
+
+    The last layer solves the whole problem, warm-started from the layer above,
+    so its model is the full SVM's. ``predict_layer`` stops the tree at an
+    earlier layer and predicts with that layer's local models, each sample by
+    the model of its nearest node centre (DC-SVM's early prediction).
+    """ + _COMMON_DOC + """    predict_layer : int, default=None
+        Stop after this layer (1 = the partitions' own models) and predict by
+        the nearest node centre; None: the last layer (the full SVM).
+""" + _COMMON_ATTRS + """    layer_centers_, layer_models_
+        With ``predict_layer``: the centres (size-weighted means of their
+        partitions' centres) and the models of that layer's nodes (``model_``
+        is then None).
+
+    See Also
+    --------
+    CascadeSVC, DCFilterSVC : pass only the support vectors.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_classification
+    >>> from cakernels import DCSVC
+    >>> X, y = make_classification(n_samples=400, random_state=0)
+    >>> clf = DCSVC(n_partitions=4, C=10, random_state=0).fit(X, y)
+    >>> clf.fit_stats_["layers"][-1]["samples_in"]  # the last layer: every sample
+    400
+    """
+
+    _default_partitioner = "kmeans"
+    _pass = "all"
+    _parameter_constraints = {
+        **_MultiLevelSVC._parameter_constraints,
+        "predict_layer": [Interval(numbers.Integral, 1, None, closed="left"), None],
+    }
+
+    def __init__(self, n_partitions=8, *, C=1.0, kernel="rbf", degree=3, gamma="scale",
+                 coef0=0.0, tol=1e-3, cache_size=200, class_weight=None, max_iter=-1,
+                 solver="smo", predict_layer=None, backend="serial", n_jobs=None,
+                 random_state=None, verbose=False):
+        _multilevel_init(self, n_partitions, C, kernel, degree, gamma, coef0, tol, cache_size,
+                         class_weight, max_iter, solver, backend, n_jobs, random_state, verbose)
+        self.predict_layer = predict_layer
+
+    def _stop_layer(self):
+        layers = len(tree_layers(self._n_leaves))
+        if self.predict_layer is None or self.predict_layer >= layers:
+            return None
+        return int(self.predict_layer)
+
+
+class DCFilterSVC(_MultiLevelSVC):
+    """DC-Filter: K-means partitions, only the support vectors passed down (as
+    Cascade SVM does).
+    """ + _COMMON_DOC + _COMMON_ATTRS + """
+    See Also
+    --------
+    CascadeSVC : the same passing on random partitions.
+    DCSVC : every sample passed down.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_blobs
+    >>> from cakernels import DCFilterSVC
+    >>> X, y = make_blobs(n_samples=300, centers=3, random_state=0)
+    >>> clf = DCFilterSVC(n_partitions=4, random_state=0).fit(X, y)
+    >>> clf.classes_.size, len(clf.model_.models_)  # one tree per pair of classes
+    (3, 3)
+    """
+
+    _default_partitioner = "kmeans"
+    _pass = "sv"
+
+    def __init__(self, n_partitions=8, *, C=1.0, kernel="rbf", degree=3, gamma="scale",
+                 coef0=0.0, tol=1e-3, cache_size=200, class_weight=None, max_iter=-1,
+                 solver="smo", backend="serial", n_jobs=None, random_state=None,
+                 verbose=False):
+        _multilevel_init(self, n_partitions, C, kernel, degree, gamma, coef0, tol, cache_size,
+                         class_weight, max_iter, solver, backend, n_jobs, random_state, verbose)
