@@ -102,8 +102,9 @@ def load(name, home, quick):
         i = np.sort(rng.permutation(X.shape[0])[:3000])
         j = np.sort(rng.permutation(Xt.shape[0])[:2000])
         X, y, Xt, yt = X[i], y[i], Xt[j], yt[j]
-    if sparse:
-        X, Xt = sp.csr_matrix(X), sp.csr_matrix(Xt)
+    if sparse:  # int32 indices: scikit-learn's LIBSVM rejects int64 ones
+        X, Xt = (sp.csr_matrix((A.data, A.indices.astype(np.int32), A.indptr.astype(np.int32)),
+                               shape=A.shape) for A in (sp.csr_matrix(X), sp.csr_matrix(Xt)))
     else:
         X = X.toarray() if sp.issparse(X) else np.asarray(X)
         Xt = Xt.toarray() if sp.issparse(Xt) else np.asarray(Xt)
