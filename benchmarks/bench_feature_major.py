@@ -16,8 +16,10 @@ defaults otherwise) in interleaved rounds -- copy, rows, rows, copy, ... --
 after one warm-up fit of each on a small subsample; ``return_stats=True``
 counts the slices computed and times their computation inside the solver
 (wall time summed over the threads).  Printed: fit seconds (best of the
-rounds), slices, microseconds per slice, and the two ratios rows / copy,
-per slice and per fit.
+rounds), slices, microseconds per slice (lowest of the rounds), and the two
+ratios rows / copy, per slice and per fit.  The first full-size fit of a
+process is up to 2x slower whichever path it takes (measured: 6.8-8.2 s
+against 3.1-3.3 s for the same a9a fit later), hence several rounds.
 
 Datasets (the settings of ``bench_asygcd.py``): a9a (CSR, 123 binary
 features, C=1, gamma=0.05: the copy is kept in float), ijcnn1 (dense, 22
@@ -27,7 +29,7 @@ gamma=0.05).
     python benchmarks/bench_feature_major.py [--quick] [--datasets a9a ijcnn1]
         [--threads 1 2] [--cache 2000] [--repeat 2] [--out FILE]
 
-Full run: about 10 minutes on 2 cores.
+Full run: about 2 minutes on 2 cores (AMD EPYC; ``--repeat 3``: 3 minutes).
 """
 
 import argparse
@@ -135,9 +137,9 @@ def main(argv=None):
                "fit s", "slices computed", "us / slice", "slice share of fit",
                "updates", "rows / copy per slice", "rows / copy per fit", "same bits",
                "load"], rows,
-              note="fit s: best of the rounds; us / slice: the best round's slice time "
-                   "(summed over the threads) / slices; slice share: slice time / (threads x "
-                   "fit s). A slice is the part of a kernel column over one thread's rows "
+              note="fit s: best of the rounds; us / slice: slice time (summed over the "
+                   "threads) / slices computed, the lowest of the rounds; slice share: the "
+                   "fastest round's slice time / (threads x fit s). A slice is the part of a kernel column over one thread's rows "
                    "(n / threads values). 'same bits': alpha, gradient and slice count "
                    "identical (one thread only; with two, timing decides the order of "
                    "steps).")
