@@ -139,8 +139,8 @@ def main(argv=None):
                "load"], rows,
               note="fit s: best of the rounds; us / slice: slice time (summed over the "
                    "threads) / slices computed, the lowest of the rounds; slice share: the "
-                   "fastest round's slice time / (threads x fit s). A slice is the part of a kernel column over one thread's rows "
-                   "(n / threads values). 'same bits': alpha, gradient and slice count "
+                   "fastest round's slice time / (threads x fit s). A slice is the part of "
+                   "a kernel column over one thread's rows (n / threads values). 'same bits': alpha, gradient and slice count "
                    "identical (one thread only; with two, timing decides the order of "
                    "steps).")
     rep.line("\nratios (rows / copy): " + "; ".join(

@@ -16,7 +16,7 @@ Protocol (``benchmarks/_krr.py``, the same for every method):
 * (sigma, lam) is chosen on validation data: 20% of the 16,000 training
   samples (fixed seed) are held out, every method is fitted on the other
   12,800 at every point of the grid sigma in {0.5, 1, 2, 4} x lam in
-  {1e-7, ..., 1e-3} -- KernelRidge too (20 fits of ~30 s) -- and the point of
+  {1e-7, ..., 1e-3} -- KernelRidge too (20 fits of 15-30 s) -- and the point of
   lowest validation MSE is chosen; the test set is never used for choosing;
 * each method is refitted on all 16,000 samples at its point; the test MSE
   is that model's; the fit time is the best of ``--repeat`` (default 3)
@@ -30,7 +30,7 @@ Protocol (``benchmarks/_krr.py``, the same for every method):
 
 Usage::
 
-    python benchmarks/bench_krr_cadata.py               # ~20 min
+    python benchmarks/bench_krr_cadata.py               # ~10 min (2-core AMD EPYC)
     python benchmarks/bench_krr_cadata.py --krr-grid 1:1e-5,2:1e-6   # KernelRidge on 2 points
     python benchmarks/bench_krr_cadata.py --quick       # 4,000 train / 1,000 test, 2x2 grid
     python benchmarks/bench_krr_cadata.py --out krr.md

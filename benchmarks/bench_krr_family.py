@@ -25,14 +25,14 @@ Protocol: ``benchmarks/_krr.py`` -- every method, KernelRidge included,
 chooses (sigma, lam) on a validation split (20% of the training set, fixed
 seed) from the grid sigma = sqrt(d) x {1/4, 1/2, 1, 2, 4, 8} (d features)
 x lam in {1e-9, 1e-8, ..., 1e-2} (48 points; a first run with sigma <= 2 sqrt(d)
-and lam >= 1e-7 put half of the choices on the grid's edge); it is refitted on the whole training set there;
-the fit time is the best of ``--repeat`` interleaved rounds (every method
+and lam >= 1e-7 put half of the choices on the grid's edge); it is refitted on
+the whole training set there; the fit time is the best of ``--repeat`` interleaved rounds (every method
 alike, after a warm-up fit); the test MSE of the partitioned methods is
 given for partitioner seed 0 and as mean and range over ``--seeds``.
 
 Usage::
 
-    python benchmarks/bench_krr_family.py                 # ~15 min (2 cores, AMD EPYC)
+    python benchmarks/bench_krr_family.py                 # ~10 min (2 cores, AMD EPYC)
     python benchmarks/bench_krr_family.py --quick         # 1,500-sample subsets, 2x2 grid
     python benchmarks/bench_krr_family.py --datasets cpusmall abalone --out krr_family.md
 """
@@ -115,7 +115,8 @@ def main(argv=None):
         f"out), sigma = sqrt(d) x {factors}, lam in {lams}; best of {args.repeat} interleaved "
         f"timed rounds after a warm-up fit; BLAS threads "
         f"{'no limit' if args.blas_threads <= 0 else args.blas_threads} (every method); "
-        f"partitioner seeds {seeds}"])
+        f"partitioner seeds {seeds}; the threadpool lines are the process defaults, read "
+        "before the limit is applied"])
     limit = (threadpool_limits(args.blas_threads) if args.blas_threads > 0
              else contextlib.nullcontext())
 
