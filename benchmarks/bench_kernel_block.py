@@ -1,79 +1,46 @@
 """Throughput of RBF kernel-block evaluation, against the machine's dgemm.
 
 For square blocks ``K = exp(-gamma * ||x_i - y_j||^2)`` of n x n entries and
-feature dimensions d, this times
+feature dimensions d, this times, in interleaved rounds (best of ``--repeat``
+after one warm-up call of each):
 
 * ``dgemm``            : ``np.matmul(X, Y.T, out=G)`` alone -- the "roof";
-* ``cakernels``        : the same product, then ``_native.kernel_from_gram``
-                         on the whole block (norms computed in the timing);
+* ``cakernels``        : row norms, the same product, then
+                         ``_native.kernel_from_gram`` on the whole block;
 * ``cakernels panels`` : the same, one row panel at a time (product + in-place
                          transform while the panel is still in cache);
 * ``numpy naive``      : ``np.exp(-gamma * (xn[:,None] + yn[None,:] - 2 X@Y.T))``;
 * ``sklearn``          : ``sklearn.metrics.pairwise.rbf_kernel``.
 
-Flop count (stated, identical for every RBF row so rates are comparable):
-``2*n*m*d`` for the product plus ``6*n*m`` for the transform (norm sum,
-``2*G``, subtraction, clip, scaling by -gamma, and the exp counted as one).
-dgemm is credited with ``2*n*m*d`` only.  "vs dgemm" is the rate ratio.
+Flop count: every row, dgemm included, is credited with the same
+``2*n*n*d`` flops of the product; the RBF rows' extra work (norms, the
+distance formula, the exp) is not counted as flops but reported as time:
+``extra ms`` is the row's time minus dgemm's, and ``ns/entry`` that extra
+time per kernel entry.  So ``vs dgemm`` is simply ``t_dgemm / t``, the share
+of the dgemm rate that a kernel block reaches, and ``vs sklearn`` is
+``t_sklearn / t``.
+
+Two thread settings, each a complete table: "all cores" (BLAS and the native
+transform with their default thread counts; NumPy's ``exp`` is always one
+thread) and "one core" (``threadpool_limits(1)`` and ``n_threads=1``).
 
 Usage::
 
     python benchmarks/bench_kernel_block.py            # n = 4096, d in 16 64 256
     python benchmarks/bench_kernel_block.py --quick    # n = 2048, fewer repeats
+    python benchmarks/bench_kernel_block.py --out kb.md
 """
 
 import argparse
-import os
 import time
 
+import _common as common  # noqa: I001  (also puts a built checkout on sys.path)
+
 import numpy as np
-from _common import cpu_model  # noqa: I001  (also puts a built checkout on sys.path)
+from sklearn.metrics.pairwise import rbf_kernel
+from threadpoolctl import threadpool_limits
 
 import cakernels._native as _native
-
-TRANSFORM_FLOPS_PER_ENTRY = 6
-
-
-def physical_cores():
-    """(sockets x cores per socket) from /proc/cpuinfo, or None."""
-    try:
-        pairs = set()
-        phys = core = None
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("physical id"):
-                    phys = line.split(":")[1].strip()
-                elif line.startswith("core id"):
-                    core = line.split(":")[1].strip()
-                elif not line.strip():
-                    if core is not None:
-                        pairs.add((phys, core))
-                    phys = core = None
-        if core is not None:
-            pairs.add((phys, core))
-        return len(pairs) or None
-    except OSError:
-        return None
-
-
-def blas_info():
-    try:
-        from threadpoolctl import threadpool_info
-    except ImportError:
-        return ["threadpoolctl not installed"]
-    out = []
-    for pool in threadpool_info():
-        out.append(
-            "{user_api}: {internal_api} {version} ({arch}), {num_threads} threads, {lib}".format(
-                user_api=pool.get("user_api"),
-                internal_api=pool.get("internal_api"),
-                version=pool.get("version"),
-                arch=pool.get("architecture", "-"),
-                num_threads=pool.get("num_threads"),
-                lib=os.path.basename(pool.get("filepath", "")),
-            )
-        )
-    return out or ["no threadpools found"]
 
 
 def best_times(methods, repeat):
@@ -94,6 +61,7 @@ def best_times(methods, repeat):
 
 
 def run(n, dims, repeat, n_threads, panel_rows, check):
+    """Rows (d, method, seconds, product GFLOP/s, vs dgemm, extra s, vs sklearn)."""
     rows = []
     for d in dims:
         rng = np.random.default_rng(d)
@@ -102,7 +70,6 @@ def run(n, dims, repeat, n_threads, panel_rows, check):
         gamma = 1.0 / d
         G = np.empty((n, n))
         gram_flops = 2.0 * n * n * d
-        rbf_flops = gram_flops + TRANSFORM_FLOPS_PER_ENTRY * float(n) * n
 
         def dgemm():
             np.matmul(X, Y.T, out=G)
@@ -128,8 +95,6 @@ def run(n, dims, repeat, n_threads, panel_rows, check):
             yn = np.einsum("ij,ij->i", Y, Y)
             return np.exp(-gamma * (xn[:, None] + yn[None, :] - 2 * X @ Y.T))
 
-        from sklearn.metrics.pairwise import rbf_kernel
-
         def sklearn_rbf():
             return rbf_kernel(X, Y, gamma=gamma)
 
@@ -150,22 +115,18 @@ def run(n, dims, repeat, n_threads, panel_rows, check):
             ("sklearn rbf_kernel", sklearn_rbf),
         ]
         best = best_times(methods, repeat)
-        roof = gram_flops / best["dgemm (roof)"]
+        t_gemm, t_skl = best["dgemm (roof)"], best["sklearn rbf_kernel"]
         for name, _ in methods:
             t = best[name]
-            flops = gram_flops if name.startswith("dgemm") else rbf_flops
-            rows.append((d, name, t, flops / t, (flops / t) / roof))
+            rows.append((d, name, t, gram_flops / t, t_gemm / t, t - t_gemm, t_skl / t))
     return rows
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="n=2048, fewer repeats")
+    ap = common.add_common_args(argparse.ArgumentParser(description=__doc__.split("\n\n")[0]))
     ap.add_argument("--n", type=int, default=None, help="block size n (n x n); default 4096")
     ap.add_argument("--dims", type=int, nargs="+", default=[16, 64, 256])
     ap.add_argument("--repeat", type=int, default=None, help="timed runs per case (best kept)")
-    ap.add_argument("--threads", type=int, default=0,
-                    help="OpenMP threads for kernel_from_gram (0 = OpenMP default)")
     ap.add_argument("--panel-rows", type=int, default=512,
                     help="rows per panel of the panelled variant")
     ap.add_argument("--no-check", action="store_true", help="skip the correctness check")
@@ -174,28 +135,41 @@ def main(argv=None):
     n = args.n or (2048 if args.quick else 4096)
     repeat = args.repeat or (3 if args.quick else 7)
 
-    print(f"CPU        : {cpu_model()}")
-    print(f"cores      : {physical_cores()} physical, {os.cpu_count()} logical")
-    for line in blas_info():
-        print(f"threadpool : {line}")
-    print(f"numpy      : {np.__version__}")
-    print(f"cakernels  : openmp={_native.openmp_enabled()} max_threads={_native.max_threads()}"
-          f" n_threads={args.threads} simd={_native.simd_path()}")
-    print(f"block      : {n} x {n}, gamma = 1/d, best of {repeat} interleaved rounds")
-    print(f"load avg   : {' '.join(f'{x:.2f}' for x in os.getloadavg())} (before the run)")
-    print(f"flops      : RBF rows 2*n*n*d + {TRANSFORM_FLOPS_PER_ENTRY}*n*n; dgemm 2*n*n*d")
-    print()
-
-    rows = run(n, args.dims, repeat, args.threads, args.panel_rows, not args.no_check)
-    header = f"{'d':>5}  {'method':<26} {'time [ms]':>10} {'GFLOP/s':>9} {'vs dgemm':>9}"
-    print(header)
-    print("-" * len(header))
-    last_d = None
-    for d, name, t, rate, ratio in rows:
-        if last_d is not None and d != last_d:
-            print()
-        last_d = d
-        print(f"{d:>5}  {name:<26} {t * 1e3:>10.2f} {rate / 1e9:>9.2f} {ratio:>9.2f}")
+    rep = common.Report()
+    rep.line(f"## RBF kernel blocks vs dgemm ({n} x {n}{', QUICK' if args.quick else ''})\n")
+    rep.machine([
+        f"native     : openmp={_native.openmp_enabled()} max_threads={_native.max_threads()}"
+        f" simd={_native.simd_path()}",
+        f"block      : {n} x {n}, gamma = 1/d, best of {repeat} interleaved rounds "
+        "after one warm-up call of each",
+        "flops      : every row credited with the product's 2*n*n*d; the RBF work "
+        "beyond it is reported as time (extra ms, ns/entry)",
+    ])
+    headers = ["d", "method", "time ms", "product GFLOP/s", "vs dgemm", "extra ms",
+               "extra ns/entry", "vs sklearn"]
+    settings = [("all cores", None, 0), ("one core", 1, 1)]
+    for title, blas, nt in settings:
+        print(f"\n{title} ...", flush=True)
+        if blas is None:
+            rows = run(n, args.dims, repeat, nt, args.panel_rows, not args.no_check)
+        else:
+            with threadpool_limits(blas):
+                rows = run(n, args.dims, repeat, nt, args.panel_rows, not args.no_check)
+        out = []
+        for d, name, t, rate, vs_gemm, extra, vs_skl in rows:
+            is_gemm = name.startswith("dgemm")
+            out.append([d, name, f"{t * 1e3:.2f}", f"{rate / 1e9:.2f}", f"{vs_gemm:.2f}",
+                        "-" if is_gemm else f"{extra * 1e3:.2f}",
+                        "-" if is_gemm else f"{extra * 1e9 / (n * n):.2f}",
+                        f"{vs_skl:.2f}x"])
+        threads = ("BLAS default threads, kernel_from_gram n_threads=0 (OpenMP default)"
+                   if blas is None else "threadpool_limits(1), kernel_from_gram n_threads=1")
+        rep.table(f"{title}: {threads}", headers, out,
+                  note="vs dgemm = t_dgemm / t (all rows credited with the same 2*n*n*d "
+                       "flops); extra = t - t_dgemm; vs sklearn = t_sklearn / t. "
+                       f"load avg now: {common.load_avg()}")
+    rep.line(f"\nload avg at end: {common.load_avg()}")
+    rep.write(args.out)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "cakernels.h"
+#include "ck_internal.h" /* ck_agcd_opts: asygcd_solve's private switches */
 
 /* ------------------------------------------------------------------------ */
 /* helpers                                                                  */
@@ -775,7 +776,7 @@ PyDoc_STRVAR(
     asygcd_solve_doc,
     "asygcd_solve(X, y, upper, block, alpha, kind, gamma, coef0, degree, "
     "n_threads, greedy, seed, tol, max_iter, cache_size_mb, shrinking=True, "
-    "shift=0.0)"
+    "shift=0.0, feature_major=True, return_stats=False)"
     "\n--\n\n"
     "Solve the binary SVM dual WITHOUT bias by asynchronous greedy\n"
     "coordinate descent (Asy-GCD), GIL released:\n"
@@ -799,6 +800,14 @@ PyDoc_STRVAR(
     "kernel cache in MiB; every thread caches the slices of the columns\n"
     "over its own variables (inf: unlimited; at least one column,\n"
     "8 * n bytes).\n\n"
+    "Private switches, for benchmarks and tests: feature_major=False\n"
+    "never builds the feature-major copies of the threads' rows and\n"
+    "computes every kernel slice from the rows of X, with the same number\n"
+    "of cached slices as the copy leaves (same slices computed, same\n"
+    "bits); return_stats=True appends a dict to the result: n_slices\n"
+    "(kernel slices computed, all threads), slice_seconds (wall time spent\n"
+    "computing them, summed over the threads), fm_threads (threads that\n"
+    "used a copy) and capacity (slices a thread's cache holds).\n\n"
     "Returns (objective, n_updates, converged, grad) with grad = Q a - e\n"
     "(every step applied; a 1-D float64 memoryview).  Decision function\n"
     "f(x) = sum_i alpha_i y_i K(x_i, x).  With more than one thread the\n"
@@ -812,10 +821,13 @@ static PyObject *py_asygcd_solve(PyObject *module, PyObject *args,
                              "alpha",     "kind",   "gamma", "coef0",
                              "degree",    "n_threads", "greedy", "seed",
                              "tol",       "max_iter", "cache_size_mb",
-                             "shrinking", "shift", NULL};
+                             "shrinking", "shift", "feature_major",
+                             "return_stats", NULL};
     PyObject *x_obj, *y_obj, *u_obj, *b_obj, *a_obj, *grad_obj = NULL;
-    int kind, n_threads, greedy, shrinking = 1;
+    int kind, n_threads, greedy, shrinking = 1, feature_major = 1;
+    int return_stats = 0;
     double shift = 0.0;
+    ck_agcd_opts opts;
     unsigned long long seed;
     double gamma, coef0, degree, tol, cache_mb, objective = 0.0;
     long long max_iter;
@@ -831,9 +843,10 @@ static PyObject *py_asygcd_solve(PyObject *module, PyObject *args,
 
     (void)module;
     if (!PyArg_ParseTupleAndKeywords(
-            args, kwargs, "OOOOOidddipKdLd|pd:asygcd_solve", kwlist, &x_obj,
+            args, kwargs, "OOOOOidddipKdLd|pdpp:asygcd_solve", kwlist, &x_obj,
             &y_obj, &u_obj, &b_obj, &a_obj, &kind, &gamma, &coef0, &degree,
-            &n_threads, &greedy, &seed, &tol, &max_iter, &cache_mb, &shrinking, &shift))
+            &n_threads, &greedy, &seed, &tol, &max_iter, &cache_mb, &shrinking, &shift,
+            &feature_major, &return_stats))
         return NULL;
     if (ck_check_solver_params(kind, gamma, coef0, degree, tol, cache_mb) < 0)
         return NULL;
@@ -916,13 +929,16 @@ static PyObject *py_asygcd_solve(PyObject *module, PyObject *args,
     if (PyObject_GetBuffer(grad_obj, &gv, PyBUF_WRITABLE) < 0)
         goto fail;
 
+    memset(&opts, 0, sizeof opts);
+    opts.feature_major = feature_major;
+    opts.time_slices = return_stats;
     Py_BEGIN_ALLOW_THREADS
-    status = ck_asygcd_solve(
+    status = ck_asygcd_solve_ex(
         &pa.x.m, (const double *)pa.y.buf, up, kind, gamma,
         coef0, degree, shift, bp, n_threads, greedy, shrinking,
         (uint64_t)seed, tol,
         (int64_t)max_iter, cache_mb * 1048576.0, (double *)av.buf,
-        (double *)gv.buf, &objective, &n_updates, &converged);
+        (double *)gv.buf, &objective, &n_updates, &converged, &opts);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&gv);
 
@@ -943,8 +959,16 @@ static PyObject *py_asygcd_solve(PyObject *module, PyObject *args,
         Py_DECREF(mv);
         if (cast == NULL)
             return NULL;
-        res = Py_BuildValue("dLOO", objective, (long long)n_updates,
-                            converged ? Py_True : Py_False, cast);
+        if (return_stats)
+            res = Py_BuildValue(
+                "dLOO{s:L,s:d,s:i,s:L}", objective, (long long)n_updates,
+                converged ? Py_True : Py_False, cast, "n_slices",
+                (long long)opts.n_slices, "slice_seconds", opts.slice_seconds,
+                "fm_threads", opts.fm_threads, "capacity",
+                (long long)opts.capacity);
+        else
+            res = Py_BuildValue("dLOO", objective, (long long)n_updates,
+                                converged ? Py_True : Py_False, cast);
         Py_DECREF(cast);
         return res;
     }

@@ -111,6 +111,42 @@ ck_status ck_q_row_fmajor(const ck_matrix *X, const ck_fmajor *f,
                           const double *row_sq, double *out);
 
 /*
+ * Private switches and counters of the Asy-GCD solver, for benchmarks and
+ * tests (ck_asygcd_solve_ex in ck_asygcd.c; ck_asygcd_solve is the same
+ * with the defaults and no counters).
+ *   feature_major  in:  1 (default) builds the feature-major copies when
+ *                       they fit in a quarter of the budget; 0 never builds
+ *                       them and computes every slice from the rows of X,
+ *                       with the SAME number of cached slices as the copy
+ *                       would leave (its bytes still come out of the
+ *                       budget), so that both paths compute the same slices;
+ *   time_slices    in:  nonzero: time every slice computation;
+ *   n_slices       out: kernel slices Q[S_t, i] computed, all threads;
+ *   slice_seconds  out: wall time spent computing them, summed over the
+ *                       threads (0 unless time_slices);
+ *   fm_threads     out: threads that computed their slices from a copy;
+ *   capacity       out: slices each thread's cache holds.
+ */
+typedef struct {
+    int feature_major;
+    int time_slices;
+    int64_t n_slices;
+    double slice_seconds;
+    int fm_threads;
+    int64_t capacity;
+} ck_agcd_opts;
+
+ck_status ck_asygcd_solve_ex(const ck_matrix *X, const double *y,
+                             const double *upper, int kind, double gamma,
+                             double coef0, double degree, double shift,
+                             const int64_t *block, int n_threads, int greedy,
+                             int shrinking, uint64_t seed, double tol,
+                             int64_t max_iter, double cache_bytes,
+                             double *alpha, double *grad, double *objective,
+                             int64_t *n_updates, int *converged,
+                             ck_agcd_opts *opts);
+
+/*
  * Doubly linked LRU list over the slots 0 .. capacity-1 of a kernel cache
  * (shared by the SMO and Asy-GCD caches).  head: most recently used,
  * tail: least; -1 ends the list.

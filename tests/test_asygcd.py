@@ -440,6 +440,71 @@ def test_feature_major_slices_equal_row_slices(kernel, sparse, float_exact):
     assert r2["objective"] == pytest.approx(rr["objective"], rel=1e-3)
 
 
+@pytest.mark.parametrize("kernel", ["rbf", "linear", "poly", "sigmoid"])
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("float_exact", [False, True])
+@pytest.mark.parametrize("shrinking", [False, True])
+def test_feature_major_switch_same_bits_same_slices(kernel, sparse, float_exact,
+                                                    shrinking):
+    # The private switch feature_major=False (for bench_feature_major.py)
+    # computes every slice from the rows of X with the same cache budget and
+    # the same number of cached slices: the serial solve must give the same
+    # bits and compute the same slices, and only the default use the copy.
+    # The budget holds the copy (a quarter at most) and 36 of 250 columns,
+    # so slices are evicted and recomputed.
+    import scipy.sparse as sp
+
+    X, y = sparse_data()
+    if float_exact:
+        X = np.round(X * 8) / 8
+    Xin = sp.csr_matrix(X) if sparse else X
+    kw = dict(kernel=kernel, gamma=0.3, coef0=0.5, degree=2, n_threads=1,
+              shrinking=shrinking, random_state=0, cache_size=100_000 / 2**20,
+              return_stats=True)
+    rf = asygcd_fit(Xin, y, 2.0, **kw)
+    rr = asygcd_fit(Xin, y, 2.0, feature_major=False, **kw)
+    np.testing.assert_array_equal(rf["alpha"], rr["alpha"])
+    np.testing.assert_array_equal(rf["grad"], rr["grad"])
+    assert rf["objective"] == rr["objective"]
+    assert rf["n_updates"] == rr["n_updates"]
+    sf, sr = rf["stats"], rr["stats"]
+    assert (sf["fm_threads"], sr["fm_threads"]) == (1, 0)
+    copy_bytes = X.size * (4 if float_exact else 8)
+    assert sf["capacity"] == sr["capacity"] == (100_000 - copy_bytes) // (8 * X.shape[0])
+    assert sf["n_slices"] == sr["n_slices"] > sf["capacity"]  # evictions happened
+    assert sf["slice_seconds"] > 0 and sr["slice_seconds"] > 0
+    # without return_stats the result has no "stats" and the same bits
+    plain = asygcd_fit(Xin, y, 2.0, **{**kw, "return_stats": False})
+    assert "stats" not in plain
+    np.testing.assert_array_equal(plain["alpha"], rf["alpha"])
+
+
+def test_feature_major_switch_two_threads():
+    X, y = sparse_data()
+    kw = dict(gamma=0.3, n_threads=2, random_state=0, cache_size=np.inf,
+              return_stats=True)
+    r1 = asygcd_fit(X, y, 2.0, **{**kw, "n_threads": 1})
+    rf = asygcd_fit(X, y, 2.0, **kw)
+    rr = asygcd_fit(X, y, 2.0, feature_major=False, **kw)
+    assert rf["stats"]["fm_threads"] == 2 and rr["stats"]["fm_threads"] == 0
+    for r in (rf, rr):
+        assert r["converged"]
+        assert r["objective"] == pytest.approx(r1["objective"], rel=1e-3)
+
+
+def test_feature_major_switch_native_defaults():
+    X, y = data(80, 4)
+    args = (np.ascontiguousarray(X), y, np.full(80, 1.0), np.zeros(80, dtype=np.int64))
+    tail = (1, 0.5, 0.0, 3.0, 1, True, 0, 1e-3, -1, 10.0)
+    out = _native.asygcd_solve(*args, np.zeros(80), *tail)
+    assert len(out) == 4  # no stats unless asked
+    out = _native.asygcd_solve(*args, np.zeros(80), *tail, return_stats=True)
+    assert len(out) == 5 and out[4]["fm_threads"] == 1
+    out = _native.asygcd_solve(*args, np.zeros(80), *tail, feature_major=False,
+                               return_stats=True)
+    assert out[4]["fm_threads"] == 0
+
+
 def test_csr_two_threads_and_unsorted_input():
     import scipy.sparse as sp
 

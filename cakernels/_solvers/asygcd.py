@@ -123,7 +123,7 @@ def asygcd_fit(X, y, C, *, sample_weight=None, kernel="rbf", gamma="scale",
                degree=3, coef0=0.0, tol=1e-3, max_iter=-1, cache_size=200,
                n_threads=None, selection="greedy", shrinking=False,
                fit_intercept=False, intercept_scaling=1.0, random_state=None,
-               alpha0=None):
+               alpha0=None, feature_major=True, return_stats=False):
     """Train a binary kernel SVM without bias by native Asy-GCD.
 
     Parameters
@@ -155,8 +155,9 @@ def asygcd_fit(X, y, C, *, sample_weight=None, kernel="rbf", gamma="scale",
         copy of ``X`` (``8 * n_samples * n_features`` bytes, half that when
         every value is a float exactly) takes at most a quarter of it, the
         copy is made and taken out of the budget: kernel columns then cost
-        one vectorised pass per nonzero feature (about 3x faster per column
-        on a9a, CSR), with bit-identical values.
+        one vectorised pass per nonzero feature (2.2-2.9x less time per
+        column on a9a, CSR; 1.3x on dense ijcnn1:
+        ``benchmarks/bench_feature_major.py``), with bit-identical values.
     n_threads : int, optional
         Number of threads (= blocks); ``cakernels._native.max_threads()``
         when None.
@@ -177,6 +178,19 @@ def asygcd_fit(X, y, C, *, sample_weight=None, kernel="rbf", gamma="scale",
         Seeds the K-means block partition and the random selection.
     alpha0 : array-like of shape (n_samples,), optional
         Warm start in the box ``0 <= alpha0 <= C_i``.
+    feature_major : bool, default=True
+        Private switch for benchmarks and tests: ``False`` never builds the
+        feature-major copies and computes every kernel slice from the rows
+        of ``X`` (dot products), with the same number of cached slices as
+        the copy leaves, so that both settings compute the same slices and
+        give the same bits (``benchmarks/bench_feature_major.py`` compares
+        them).
+    return_stats : bool, default=False
+        Private: add ``stats`` to the result, a dict with ``n_slices``
+        (kernel slices computed, all threads), ``slice_seconds`` (wall time
+        spent computing them, summed over the threads), ``fm_threads``
+        (threads that used a feature-major copy) and ``capacity`` (slices
+        a thread's cache holds).
 
     Returns
     -------
@@ -218,13 +232,15 @@ def asygcd_fit(X, y, C, *, sample_weight=None, kernel="rbf", gamma="scale",
     # the solver uses no BLAS: keep BLAS threads (e.g. still spinning after
     # the K-means above) off the cores its OpenMP threads run on
     with threadpool_limits(limits=1, user_api="blas"):
-        objective, n_updates, converged, grad_k = _native.asygcd_solve(
+        objective, n_updates, converged, grad_k, *stats = _native.asygcd_solve(
             native_matrix(Xk), yk, np.ascontiguousarray(upper[keep]),
             block, ak, _KIND[kernel], float(g), float(coef0), float(degree),
             n_threads, selection == "greedy", seed, float(tol), int(max_iter),
             float(cache_size),
             shrinking=bool(shrinking),
-            shift=shift)
+            shift=shift,
+            feature_major=bool(feature_major),
+            return_stats=bool(return_stats))
     alpha = np.zeros(X.shape[0])
     alpha[keep] = ak
     grad = np.zeros(X.shape[0])
@@ -234,7 +250,7 @@ def asygcd_fit(X, y, C, *, sample_weight=None, kernel="rbf", gamma="scale",
             f"Asy-GCD did not converge within max_iter={max_iter} updates "
             f"(tol={tol}); consider raising max_iter", ConvergenceWarning,
             stacklevel=2)
-    return {
+    result = {
         "alpha": alpha,
         "intercept": float(shift * np.dot(ak, yk)),
         "objective": objective,
@@ -243,3 +259,6 @@ def asygcd_fit(X, y, C, *, sample_weight=None, kernel="rbf", gamma="scale",
         "support": np.flatnonzero(alpha > 0.0),
         "grad": grad,
     }
+    if return_stats:
+        result["stats"] = stats[0]
+    return result
