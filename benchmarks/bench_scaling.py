@@ -233,7 +233,7 @@ def collective_time(op, calls, nbytes, P, net):
     o, alpha, beta = net["overhead"], net["alpha"], net["beta"]
     s = nbytes / calls  # per call
     L = _log2(P)
-    if op in ("Allgatherv", "allgather"):
+    if op in ("Allgather", "Allgatherv", "allgather"):
         one = L * alpha + (P - 1) * s / beta
     elif op in ("Allreduce", "allreduce"):
         one = 2 * L * alpha + 2 * s / beta
@@ -252,9 +252,9 @@ def extended_counts(ref, P_ref, P, d, exact_events):
     """Per-rank calls and bytes of every operation at P ranks: the counters
     measured at ``P_ref`` ranks (``ref``), plus the terms that grow with P:
     the K-means centre sums (``8 (P d + P)`` bytes per iteration and per
-    centre update), and for the exact distributed K-balance one round of an
-    allgather of ``8 P`` bytes (with its metadata) and two allreduces of
-    ``8 P`` bytes per event, at most ``P + 1`` events (the bound is used)."""
+    centre update), and for the exact distributed K-balance one round of two
+    allgathers of ``8 P`` and ``8 (P + 1)`` bytes per event, at most ``P + 1``
+    events (the bound is used)."""
     counts = {op: dict(v) for op, v in ref["by_op"].items()}
 
     def add(op, calls, nbytes):
@@ -266,9 +266,7 @@ def extended_counts(ref, P_ref, P, d, exact_events):
     add("Allreduce", 0, (ref["iters"] + 2) * grow)
     if exact_events:
         E, E_ref = P + 1, ref["events"]
-        add("Allgatherv", E - E_ref, 8 * (P * E - P_ref * E_ref))
-        add("metadata", E - E_ref, 100 * (E - E_ref))
-        add("Allreduce", 2 * (E - E_ref), 16 * (P * E - P_ref * E_ref))
+        add("Allgather", 2 * (E - E_ref), 8 * ((2 * P + 1) * E - (2 * P_ref + 1) * E_ref))
     return counts
 
 
@@ -392,7 +390,7 @@ def main():
                       "the measured one-rank fit plus the collectives, as counted at 4 ranks "
                       "and extended by the terms that grow with P (its counts at 2 ranks "
                       "check the extension). BKRR2 uses the exact distributed K-balance "
-                      "(up to P + 1 rounds of collectives), BKRR2-local the reference's "
+                      "(up to P + 1 rounds of two allgathers), BKRR2-local the reference's "
                       "approximate one (section 3.4: no collective). DKRR counts only its "
                       "data distribution; ScaLAPACK's own messages are modelled.")
 

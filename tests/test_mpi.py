@@ -174,6 +174,21 @@ def test_sharded_libsvm_reading_equals_the_whole_file(mpirun, n, tmp_path, data_
     # uncompressed files are split into blocks of about equal size
     assert max(lines[-1]["rows"]) - min(lines[-1]["rows"]) < 0.01 * sum(lines[-1]["rows"])
 
+@pytest.mark.parametrize("n", [2, 4])
+def test_exact_distributed_assignment_equals_serial(mpirun, n):
+    # the exact distributed K-balance/FCFS assignment of unequal (even empty)
+    # shards equals the serial assignment of the stacked rows, and
+    # FCFSPartitioner.fit_sharded equals FCFSPartitioner.fit
+    lines = _lines(mpirun(n, "spmd_partition.py"))
+    assert [line["check"] for line in lines] == ["greedy"] * 6 + ["fcfs"] * 2
+    for line in lines:
+        assert line["equal"], line
+        if line["check"] == "greedy":
+            assert 1 <= line["events"] <= line["P"] + 1, line
+        else:
+            assert line["centres"] and 0 < line["rows"] < line["m"], line
+
+
 
 @pytest.mark.parametrize("n", [1, 2, 4])
 def test_dkrr_equals_kernel_ridge_under_mpi(mpirun, n):

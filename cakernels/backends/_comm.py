@@ -187,6 +187,9 @@ class SelfCommunicator(_BaseCommunicator):
     def allgather(self, obj):
         return [obj]
 
+    def Allgather(self, arr):
+        return np.array(arr, copy=True)[None]
+
     def Allgatherv(self, arr):
         return [np.asarray(arr)]
 
@@ -303,6 +306,18 @@ class Communicator(_BaseCommunicator):
         out = np.empty_like(buf)
         self._count("Allreduce", buf.nbytes, 1)
         self.comm.Allreduce(buf, out, op=self._mpi_op(op))
+        return out
+
+    def Allgather(self, arr):
+        """Every rank's array stacked in rank order, shape ``(size, *arr.shape)``.
+
+        Every rank must pass the same shape and dtype (no metadata travels:
+        one collective call, for the small fixed-size vectors of the
+        distributed partitioners)."""
+        buf = _as_array(arr)
+        out = np.empty((self.size,) + buf.shape, dtype=buf.dtype)
+        self._count("Allgather", buf.nbytes, 1)
+        self.comm.Allgather(buf, out)
         return out
 
     def Allgatherv(self, arr):

@@ -13,7 +13,7 @@ centres and sizes are the same on every rank.
   Algorithms 3, 4 and 9 (every sample, in the global data order, joins its
   nearest centre that still has room), *exactly*: the event simulation of
   :func:`cakernels.partition.greedy_capacity_assign` with prefix counts over
-  the ranks. Each event (a centre filling up) costs three collectives of
+  the ranks. Each event (a centre filling up) costs two allgathers of
   O(P) integers per rank; there are at most P + 1 events.
 * :func:`local_capacity_assign` -- the reference's approximate parallel
   K-balance (section 3.4): every rank assigns its own rows with a capacity of
@@ -146,6 +146,16 @@ def greedy_assign(comm, D, cap, stats=None):
     Equals :func:`cakernels.partition.greedy_capacity_assign` applied to the
     rows of all ranks stacked in rank order (ties to the lowest centre).
 
+    An event simulation: every sample's choice is its nearest open centre; a
+    round finds, with two fixed-size allgathers, the first sample (in global
+    order) at which some centre fills up. The first allgather gives every rank
+    the per-rank counts of the remaining choices (so each rank knows which
+    rank holds the sample that fills each centre); the second gives each
+    rank's earliest such sample with the counts of its choices up to it, so
+    every rank can commit the segment before the event and re-route the
+    samples whose centre closed. A centre closes at most once, so there are at
+    most ``P + 1`` rounds.
+
     Parameters
     ----------
     comm : communicator
@@ -155,8 +165,8 @@ def greedy_assign(comm, D, cap, stats=None):
         The capacity state for the global number of rows, identical on every
         rank; updated in place.
     stats : dict, default=None
-        When given, ``stats['events']`` gets the number of events (rounds of
-        three collectives) the assignment took.
+        When given, ``stats['events']`` gets the number of rounds (of two
+        allgathers each) the assignment took.
 
     Returns
     -------
@@ -174,39 +184,39 @@ def greedy_assign(comm, D, cap, stats=None):
     while True:
         events += 1
         room = cap.room()
-        local = np.bincount(choice[start:], minlength=P).astype(np.int64)
-        C = np.vstack(comm.Allgatherv(local.reshape(1, P)))  # (ranks, P)
+        C = comm.Allgather(np.bincount(choice[start:], minlength=P).astype(np.int64))
         total = C.sum(axis=0)
-        remaining = int(total.sum())
-        if remaining == 0:
+        if int(total.sum()) == 0:
             break
         cum = np.cumsum(C, axis=0)
-        keys = np.full(P, _INT_MAX, dtype=np.int64)
+        # this rank's earliest sample that fills a centre, if any
+        key, partial = _INT_MAX, np.zeros(P, dtype=np.int64)
         for j in np.flatnonzero((total >= room) & (room > 0)):
             r_star = int(np.searchsorted(cum[:, j], room[j]))  # first rank reaching room
             if r_star == comm.rank:
                 k = room[j] - (cum[r_star - 1, j] if r_star else 0)
                 pos = start + int(np.flatnonzero(choice[start:] == j)[k - 1])
-                keys[j] = r_star * stride + pos
-        keys = comm.Allreduce(keys, "min")
-        j_first = int(np.argmin(keys))
-        if keys[j_first] == _INT_MAX:  # nothing fills: every remaining sample keeps its choice
-            stop_rank, stop_pos = comm.size, 0
+                key = min(key, r_star * stride + pos)
+        if key != _INT_MAX:
+            partial = np.bincount(choice[start:key % stride + 1], minlength=P).astype(np.int64)
+        G = comm.Allgather(np.concatenate([[key], partial]).astype(np.int64))
+        stop_rank = int(np.argmin(G[:, 0]))
+        if G[stop_rank, 0] == _INT_MAX:  # nothing fills: every remaining sample keeps its choice
+            stop_rank, stop_pos, seg_counts = comm.size, 0, total
         else:
-            stop_rank, stop_pos = divmod(int(keys[j_first]), stride)
+            stop_pos = int(G[stop_rank, 0]) % stride
+            seg_counts = C[:stop_rank].sum(axis=0) + G[stop_rank, 1:]
         if comm.rank < stop_rank:
             stop = n
         elif comm.rank == stop_rank:
             stop = stop_pos + 1
         else:
             stop = start
-        seg = choice[start:stop]
-        labels[start:stop] = seg
-        seg_counts = comm.Allreduce(np.bincount(seg, minlength=P).astype(np.int64))
+        labels[start:stop] = choice[start:stop]
         for j in np.flatnonzero(seg_counts):
             cap.add(j, int(seg_counts[j]))
         start = stop
-        if remaining == int(seg_counts.sum()):
+        if int(total.sum()) == int(seg_counts.sum()):
             break
         newly_closed = (cap.room() == 0) & ~closed
         closed |= newly_closed

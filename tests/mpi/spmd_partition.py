@@ -1,0 +1,60 @@
+"""SPMD check of the exact distributed partitioners: the capacity-limited greedy
+assignment of sharded rows (cakernels.partition._distributed.greedy_assign) equals
+the serial assignment of all rows stacked in rank order, and FCFSPartitioner's
+fit_sharded gives the serial fit's partition. Shards are deliberately unequal
+(one may be empty), distances have ties, and m is not a multiple of P, so the
+floor/ceil capacities and the re-routing after a centre closes are exercised."""
+
+import json
+
+import numpy as np
+from mpi4py import MPI
+
+from cakernels.backends._comm import Communicator
+from cakernels.partition import FCFSPartitioner
+from cakernels.partition._distributed import greedy_assign
+from cakernels.partition._greedy import _Capacity, greedy_capacity_assign
+
+comm = Communicator(MPI.COMM_WORLD)
+R, rank = comm.size, comm.rank
+
+
+def shard_bounds(m, seed, allow_empty=True):
+    """Unequal shards in rank order; rank 1 gets nothing when there are 4+ ranks
+    (unless ``allow_empty`` is False)."""
+    w = np.random.RandomState(seed).rand(R) + 0.2
+    if R >= 4 and allow_empty:
+        w[1] = 0.0
+    cuts = np.concatenate([[0], np.round(np.cumsum(w) / w.sum() * m).astype(int)])
+    cuts[-1] = m
+    return cuts[rank], cuts[rank + 1]
+
+
+cases = []
+for seed, (m, P, ties) in enumerate([(97, 4, False), (250, 7, True), (64, 16, True),
+                                     (31, 3, False), (500, 13, False), (9, 9, True)]):
+    rng = np.random.RandomState(seed)
+    D = rng.randint(0, 5, size=(m, P)).astype(float) if ties else rng.rand(m, P)
+    D[: m // 3, 0] -= 10.0  # one popular centre: it fills early, its late samples re-route
+    lo, hi = shard_bounds(m, seed)
+    stats = {}
+    local = greedy_assign(comm, D[lo:hi], _Capacity(m, P), stats)
+    everything = np.concatenate(MPI.COMM_WORLD.allgather(local))
+    serial = greedy_capacity_assign(D, _Capacity(m, P))
+    cases.append({"check": "greedy", "m": m, "P": P, "ties": ties,
+                  "equal": bool(np.array_equal(everything, serial)),
+                  "events": stats["events"]})
+
+for seed, (m, P) in enumerate([(120, 5), (203, 8)]):
+    X = np.random.RandomState(100 + seed).randn(m, 3)
+    lo, hi = shard_bounds(m, seed, allow_empty=False)
+    sharded = FCFSPartitioner(P, random_state=seed).fit_sharded(comm, X[lo:hi])
+    serial = FCFSPartitioner(P, random_state=seed).fit(X)
+    cases.append({"check": "fcfs", "m": m, "P": P, "rows": int(hi - lo),
+                  "equal": bool(np.array_equal(sharded.labels_, serial.labels_)),
+                  "centres": bool(np.allclose(sharded.centers_, serial.centers_, rtol=1e-12,
+                                              atol=1e-12))})
+
+if rank == 0:
+    for c in cases:
+        print(json.dumps(c), flush=True)
