@@ -6,9 +6,10 @@ each, ``-bind-to core``; 4 ranks share the cores and are shown for the message
 counts only) and *modelled* beyond, as the reference's Tables 2.15-2.18 and 3.3
 measure it on up to 1,536 processors. The model is built from measured parts:
 
-* **network**: latency ``alpha`` and inverse bandwidth ``1/beta`` from an MPI
-  ping-pong between two ranks of this machine (shared memory: optimistic for a
-  cluster), plus the software overhead of one of the package's collectives called
+* **network**: latency ``alpha`` (the one-way time of an 8-byte message) and
+  inverse bandwidth ``1/beta`` (the slope over 64 KiB to 8 MiB messages) from an
+  MPI ping-pong between two ranks of this machine (shared memory: optimistic for
+  a cluster), plus the software overhead of one of the package's collectives called
   from Python (measured); and a second, pessimistic scenario of an
   Ethernet-class network (``alpha`` = 50 us, ``beta`` = 1 GB/s: an assumption,
   stated as such);
@@ -319,16 +320,22 @@ def main():
 
     sizes = np.array([p[0] for p in pp["pingpong"]], float)
     times = np.array([p[1] for p in pp["pingpong"]], float)
-    inv_beta, alpha = np.polyfit(sizes, times, 1)
-    alpha = max(alpha, times[0])
+    # latency: the one-way time of the smallest message; inverse bandwidth: the
+    # slope over the messages of 64 KiB and more (an unweighted fit over all sizes
+    # lets the 8 MiB points set the intercept, which then swings by several us)
+    alpha = float(times[0])
+    big = sizes >= 65536
+    inv_beta = float(np.polyfit(sizes[big], times[big], 1)[0])
     measured_net = {"alpha": float(alpha), "beta": float(1 / inv_beta),
                     "overhead": max(float(pp["collective"]) - float(alpha), 0.0)}
     pessimistic = dict(PESSIMISTIC, overhead=measured_net["overhead"])
     report.table("Network (MPI ping-pong between two ranks of this machine)",
                  ["message bytes", "one-way seconds"],
                  [[f"{int(s):,}", f"{t:.2e}"] for s, t in pp["pingpong"]],
-                 note=f"fit: alpha = {measured_net['alpha'] * 1e6:.2f} us, beta = "
-                      f"{measured_net['beta'] / 1e9:.2f} GB/s (shared memory); one of the "
+                 note=f"alpha = {measured_net['alpha'] * 1e6:.2f} us (the 8-byte message), "
+                      f"beta = "
+                      f"{measured_net['beta'] / 1e9:.2f} GB/s (slope over 64 KiB to 8 MiB; "
+                      f"shared memory); one of the "
                       f"package's small collectives from Python costs "
                       f"{pp['collective'] * 1e6:.0f} us, so every collective call is charged "
                       f"{measured_net['overhead'] * 1e6:.0f} us of software overhead on top of "

@@ -274,6 +274,12 @@ class PartitionedEstimator(BaseEstimator):
     #: work of a local solve grows like size ** _cost_exponent (placement)
     _cost_exponent = 2.0
 
+    def _placement_costs(self, s, y, labels, sizes):
+        """Estimated work of every partition's local solve, for placing the
+        partitions on ranks (collective under MPI): ``size ** _cost_exponent``
+        here; the classifiers refine it with the class counts."""
+        return sizes.astype(np.float64) ** self._cost_exponent
+
     def _get_partitioner(self):
         spec = getattr(self, "partitioner", self._default_partitioner)
         return make_partitioner(spec, self.n_partitions, self.random_state)
@@ -464,7 +470,9 @@ class PartitionedEstimator(BaseEstimator):
                        "another partitioner")
         owners = getattr(part, "owners_", None)
         if owners is None or len(owners) != sizes.size:
-            owners = s.place(sizes.astype(np.float64) ** self._cost_exponent)
+            with comm.phase("partitioning"):
+                owners = s.place(self._placement_costs(s, y, labels, sizes) if s.size > 1
+                                 else sizes.astype(np.float64))
         owners = np.asarray(owners, dtype=np.int64)
         t0 = time.perf_counter()
         with comm.phase("redistribution"):

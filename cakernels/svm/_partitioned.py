@@ -89,6 +89,24 @@ class _ClassifierInput:
     def _empty_y(self, meta):
         return meta["classes"][:0]
 
+    def _placement_costs(self, s, y, labels, sizes):
+        """Estimated work of every partition's local SVMs, for placing them on
+        ranks: over the one-vs-one pairs, the pair's samples times its smaller
+        class (a support-vector bound), so that one-class partitions, which are
+        trivial, weigh little. ``y`` holds class indices; in root mode only rank
+        0 has rows and the counts travel in one allreduce."""
+        k = self.classes_.size
+        local = np.zeros(sizes.size * k, dtype=np.int64)
+        if labels.size and y is not None and len(y) == labels.size:
+            local = np.bincount(np.asarray(labels) * k + np.asarray(y),
+                                minlength=sizes.size * k).astype(np.int64)
+        counts = s.comm.Allreduce(local).reshape(sizes.size, k).astype(np.float64)
+        cost = sizes.astype(np.float64)  # kernel rows and set-up of every partition
+        for a in range(k):
+            for b in range(a + 1, k):
+                cost += (counts[:, a] + counts[:, b]) * np.minimum(counts[:, a], counts[:, b])
+        return cost
+
 
 class PartitionedSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
     """Partitioned kernel SVM with a choice of partitioner.
