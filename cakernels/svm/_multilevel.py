@@ -41,7 +41,6 @@ from .._engine import (
     global_classes,
     global_gamma,
 )
-from .._kernels import kernel_dot
 from .._solvers.local import solve_binary_svm
 from .._solvers.native_svc import NativeKernelSVC
 from ..backends._comm import comm_report
@@ -80,9 +79,13 @@ class _Node:
 
     def passed(self, what):
         """The node passed to the next layer: its support vectors or every row,
-        with their dual variables as the warm start."""
+        with their dual variables as the warm start. A node whose rows hold one
+        class only has no SVM to filter with and passes every row (filtering
+        would drop that class from the tree)."""
         alpha = self.solution.alpha
-        rows = np.flatnonzero(alpha > 0) if what == "sv" else np.arange(alpha.size)
+        one_class = not (np.any(self.y > 0) and np.any(self.y < 0))
+        rows = (np.flatnonzero(alpha > 0) if what == "sv" and not one_class
+                else np.arange(alpha.size))
         return _Node(self.X[rows], self.y[rows], self.w[rows], self.index[rows], alpha[rows])
 
     def pack(self):
@@ -103,15 +106,49 @@ class _Node:
 
     @staticmethod
     def merge(left, right):
+        """The union of two nodes' rows. A sample in both (Cascade's feedback
+        gives the final support vectors to every first-layer node, so two
+        children can share them) is kept once, with the mean of its two dual
+        variables (each approximates the same optimum); the solve then repairs
+        the warm start's equality constraint (:func:`_feasible_warm_start`)."""
+        dup = np.isin(right.index, left.index)
+        la = None if left.alpha is None else np.array(left.alpha, dtype=np.float64)
+        ra = right.alpha
+        if dup.any():
+            if la is not None or ra is not None:
+                la = np.zeros(left.y.size) if la is None else la
+                rdup = np.zeros(int(dup.sum())) if ra is None else ra[dup]
+                order = np.argsort(left.index, kind="stable")
+                loc = order[np.searchsorted(left.index[order], right.index[dup])]
+                la[loc] = 0.5 * (la[loc] + rdup)
+            keep = np.flatnonzero(~dup)
+            right = _Node(right.X[keep], right.y[keep], right.w[keep], right.index[keep],
+                          None if ra is None else ra[keep])
+            ra = right.alpha
         X = (sp.vstack([left.X, right.X], format="csr") if sp.issparse(left.X)
              else np.vstack([left.X, right.X]))
         cat = np.concatenate
         alpha = None
-        if left.alpha is not None or right.alpha is not None:
-            alpha = cat([left.alpha if left.alpha is not None else np.zeros(left.y.size),
-                         right.alpha if right.alpha is not None else np.zeros(right.y.size)])
+        if la is not None or ra is not None:
+            alpha = cat([la if la is not None else np.zeros(left.y.size),
+                         ra if ra is not None else np.zeros(right.y.size)])
         return _Node(X, cat([left.y, right.y]), cat([left.w, right.w]),
                      cat([left.index, right.index]), alpha)
+
+
+def _feasible_warm_start(alpha, y, upper):
+    """``alpha`` clipped to ``[0, upper]`` and put back on ``y^T alpha = 0`` by
+    scaling down the side (positive or negative class) that weighs more; a no-op
+    for the union of feasible children without shared samples."""
+    a = np.clip(alpha, 0.0, upper)
+    pos, neg = a[y > 0].sum(), a[y < 0].sum()
+    if abs(pos - neg) <= 1e-12 * max(pos + neg, 1.0):
+        return a
+    if pos > neg:
+        a[y > 0] *= neg / pos
+    else:
+        a[y < 0] *= pos / neg
+    return a
 
 
 class _MultiLevelSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
@@ -147,7 +184,6 @@ class _MultiLevelSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
         self : object
         """
         self._validate_params()
-        self._check_layer_params()
         with self._session() as s:
             X, y, w, index = self._collect(s, X, y, sample_weight)
             self.classes_ = global_classes(s, y)
@@ -160,8 +196,8 @@ class _MultiLevelSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
             self._fit_tree(s, X, y_idx, w, index)
         return self
 
-    def _check_layer_params(self):
-        pass
+    def _check_layers(self, comm, n_leaves):
+        """Hook: refuse parameters that do not fit the tree of ``n_leaves`` leaves."""
 
     def _fit_tree(self, s, X, y, w, index):
         comm = s.comm
@@ -173,6 +209,8 @@ class _MultiLevelSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
         if (sizes == 0).any():
             comm.agree(f"partitions {np.flatnonzero(sizes == 0).tolist()} are empty; use "
                        "fewer partitions or another partitioner")
+        self._n_leaves = sizes.size
+        self._check_layers(comm, sizes.size)
         leaf_owners = s.place(sizes.astype(np.float64) ** self._cost_exponent)
         with comm.phase("redistribution"):
             tasks = self._distribute(s, X, y, w, index, labels, leaf_owners, part)
@@ -265,7 +303,9 @@ class _MultiLevelSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
             node.solution = LocalSolution(node.index, np.zeros(node.y.size), node.y, sign,
                                           0.0, 0)
             return node
-        warm = node.alpha if self.solver == "smo" else None
+        warm = None
+        if self.solver == "smo" and node.alpha is not None:
+            warm = _feasible_warm_start(node.alpha, node.y, self.C * node.w)
         node.solution = solve_binary_svm(
             node.X, node.y, self.C, kernel_params=self._kernel_params(), solver=self.solver,
             sample_weight=node.w, tol=self.tol, max_iter=self.max_iter,
@@ -436,6 +476,10 @@ class _MultiLevelSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
             return self._routed(X, lambda m, Xg: m.predict(Xg),
                                 np.empty(X.shape[0], dtype=self.classes_.dtype))
         return self.model_.predict(X)
+
+    def _predict(self, X, session=None):
+        # the final model is complete on every rank: nothing to route between ranks
+        return self.predict(X)
 
     def _routed(self, X, local, out):
         from ..partition import nearest_center
@@ -666,6 +710,12 @@ class DCSVC(_MultiLevelSVC):
                          class_weight, max_iter, solver, backend, n_jobs, random_state, verbose)
         self.predict_layer = predict_layer
 
+    def _check_layers(self, comm, n_leaves):
+        layers = len(tree_layers(n_leaves))
+        if self.predict_layer is not None and self.predict_layer > layers:
+            comm.agree(f"predict_layer={self.predict_layer}, but {n_leaves} partitions make "
+                       f"{layers} layers")
+
     def _stop_layer(self):
         layers = len(tree_layers(self._n_leaves))
         if self.predict_layer is None or self.predict_layer >= layers:
@@ -681,6 +731,16 @@ class DCFilterSVC(_MultiLevelSVC):
     --------
     CascadeSVC : the same passing on random partitions.
     DCSVC : every sample passed down.
+
+    Notes
+    -----
+    K-means partitions are often nearly pure: a node may hold many samples of
+    one class and a handful of the other, and the support vectors it passes
+    are those of that local problem, not of the whole one. A node with one
+    class only passes every row (it has no SVM to filter with; dropping them
+    would remove the class from the tree). With more than two classes, where
+    every pair of classes is its own tree over the same partitions, this costs
+    the most accuracy (see the comparison in ``benchmarks/README.md``).
 
     Examples
     --------

@@ -1,0 +1,195 @@
+"""The multi-level SVMs (Cascade, DC-SVM, DC-Filter) against the plain SMO solution,
+their warm starts, layers and odd nodes."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.datasets import make_blobs, make_classification
+from sklearn.svm import SVC
+
+from cakernels import DCSVC, CascadeSVC, DCFilterSVC
+from cakernels._solvers.local import solve_binary_svm
+from cakernels._solvers.smo import smo_fit
+from cakernels.partition import nearest_center
+from cakernels.svm._multilevel import tree_layers, tree_owners
+
+KP = {"kernel": "rbf", "gamma": 0.2, "degree": 3, "coef0": 0.0}
+
+
+@pytest.fixture(scope="module")
+def binary():
+    X, y = make_classification(n_samples=600, n_features=6, n_informative=4, flip_y=0.05,
+                               random_state=0)
+    return X, np.where(y == 1, 1.0, -1.0)
+
+
+def test_tree_shape_and_odd_nodes():
+    assert tree_layers(8) == [8, 4, 2, 1]
+    assert tree_layers(5) == [5, 3, 2, 1]
+    assert tree_layers(1) == [1]
+    owners = tree_owners([0, 1, 2, 0, 1])
+    assert [o.tolist() for o in owners] == [[0, 1, 2, 0, 1], [0, 2, 1], [0, 1], [0]]
+
+
+def test_cascade_with_one_partition_is_plain_smo(binary):
+    X, y = binary
+    clf = CascadeSVC(n_partitions=1, C=4.0, gamma=0.2, tol=1e-4).fit(X, y)
+    ref = smo_fit(X, y, 4.0, gamma=0.2, tol=1e-4)
+    assert clf.objective_[0] == pytest.approx(ref["objective"], rel=1e-12)
+    np.testing.assert_array_equal(clf.support_, ref["support"])
+    dec = clf.decision_function(X)
+    assert np.all(np.sign(dec) == np.sign(
+        clf.model_.decision_function(X)))  # one model, the same decisions
+    assert len(clf.fit_stats_["layers"]) == 1
+
+
+@pytest.mark.parametrize("P", [4, 5])
+def test_dcsvc_last_layer_is_the_full_svm(binary, P):
+    X, y = binary
+    tol = 1e-5
+    clf = DCSVC(n_partitions=P, C=4.0, gamma=0.2, tol=tol, random_state=0).fit(X, y)
+    ref = smo_fit(X, y, 4.0, gamma=0.2, tol=tol)
+    # the same optimum: the dual objective to 1e-6 relative, the same support vectors
+    # (up to samples at the tolerance), the same predictions
+    assert clf.objective_[0] == pytest.approx(ref["objective"], rel=1e-6)
+    ours, theirs = set(clf.support_.tolist()), set(ref["support"].tolist())
+    assert len(ours ^ theirs) <= 0.01 * len(theirs)
+    f_ref = solve_binary_svm(X, y, 4.0, kernel_params=KP, tol=tol)
+    assert f_ref.objective == pytest.approx(ref["objective"], rel=1e-12)
+    layers = clf.fit_stats_["layers"]
+    assert [ls["nodes"] for ls in layers] == tree_layers(P)
+    assert layers[-1]["samples_in"] == X.shape[0]  # every sample reaches the last layer
+
+
+def test_warm_start_is_feasible_and_reduces_iterations(binary):
+    X, y = binary
+    half = X.shape[0] // 2
+    C = 4.0
+    left = solve_binary_svm(X[:half], y[:half], C, kernel_params=KP)
+    right = solve_binary_svm(X[half:], y[half:], C, kernel_params=KP)
+    alpha0 = np.concatenate([left.alpha, right.alpha])
+    # feasible: inside the box and on the equality constraint of the merged problem
+    assert np.all((alpha0 >= 0) & (alpha0 <= C))
+    assert abs(alpha0 @ y) < 1e-9
+    warm = solve_binary_svm(X, y, C, kernel_params=KP, alpha0=alpha0)
+    cold = solve_binary_svm(X, y, C, kernel_params=KP)
+    assert warm.n_iter < cold.n_iter
+    assert warm.objective == pytest.approx(cold.objective, rel=1e-4)
+
+
+@pytest.mark.parametrize("cls", [CascadeSVC, DCFilterSVC])
+def test_support_vector_passing_is_accurate(binary, cls):
+    X, y = binary
+    clf = cls(n_partitions=4, C=4.0, gamma=0.2, random_state=0).fit(X, y)
+    full = CascadeSVC(n_partitions=1, C=4.0, gamma=0.2).fit(X, y)  # plain SMO
+    # passing only support vectors approximates the full SVM closely on this problem
+    assert clf.score(X, y) >= full.score(X, y) - 0.02
+    layers = clf.fit_stats_["layers"]
+    assert layers[-1]["samples_in"] < X.shape[0]  # only support vectors reach it
+    # a restricted problem cannot beat the full optimum (a minimum)
+    assert clf.objective_[0] >= full.objective_[0] - 1e-6 * abs(full.objective_[0])
+
+
+def test_cascade_passes_stop_when_the_support_vectors_repeat(binary):
+    X, y = binary
+    clf = CascadeSVC(n_partitions=4, C=4.0, gamma=0.2, n_passes=10, random_state=0).fit(X, y)
+    assert 2 <= clf.n_passes_ <= 10
+    ref = smo_fit(X, y, 4.0, gamma=0.2)
+    one = CascadeSVC(n_partitions=4, C=4.0, gamma=0.2, random_state=0).fit(X, y)
+    # feedback brings the cascade at least as close to the full optimum
+    gap = lambda o: abs(o - ref["objective"]) / abs(ref["objective"])  # noqa: E731
+    assert gap(clf.objective_[0]) <= gap(one.objective_[0]) + 1e-9
+
+
+def test_early_prediction_uses_a_layers_models():
+    X, y = make_blobs(n_samples=400, centers=4, cluster_std=2.0, random_state=0)
+    full = DCSVC(n_partitions=4, C=2.0, random_state=0).fit(X, y)
+    early = DCSVC(n_partitions=4, C=2.0, predict_layer=1, random_state=0).fit(X, y)
+    assert early.model_ is None and len(early.layer_models_) == 4
+    assert len(early.fit_stats_["layers"]) == 3
+    assert early.fit_stats_["layers"][1]["solved"] == 0  # stopped after layer 1
+    svc = SVC(C=2.0).fit(X, y).score(X, y)  # overlapping blobs: about 0.70
+    assert full.score(X, y) >= svc - 1e-9  # the last layer is the full SVM
+    assert early.score(X, y) >= svc - 0.03
+    # early prediction routes every sample to its nearest node's model
+    route = nearest_center(X, early.layer_centers_)
+    for q, model in enumerate(early.layer_models_):
+        rows = route == q
+        np.testing.assert_array_equal(early.predict(X[rows]), model.predict(X[rows]))
+    mid = DCSVC(n_partitions=4, C=2.0, predict_layer=2, random_state=0).fit(X, y)
+    assert len(mid.layer_models_) == 2
+    with pytest.raises(ValueError, match="predict_layer=5, but 4 partitions make 3 layers"):
+        DCSVC(n_partitions=4, predict_layer=5).fit(X, y)
+
+
+@pytest.mark.parametrize("cls", [CascadeSVC, DCSVC, DCFilterSVC])
+def test_multiclass_weights_and_sparse(cls):
+    X, y = make_blobs(n_samples=300, centers=3, cluster_std=2.0, random_state=1)
+    labels = np.array(["a", "b", "c"])[y]
+    clf = cls(n_partitions=3, C=2.0, random_state=0, class_weight="balanced").fit(X, labels)
+    assert clf.classes_.tolist() == ["a", "b", "c"]
+    assert len(clf.model_.models_) == 3  # one tree per pair
+    assert clf.decision_function(X).shape == (300, 3)
+    svc = SVC(C=2.0, class_weight="balanced").fit(X, labels).score(X, labels)
+    if cls is not DCFilterSVC:
+        assert clf.score(X, labels) >= svc - 0.03
+    else:
+        # K-means leaves of one class each: a class's rows are filtered by an SVM
+        # against a handful of the other class (see DCFilterSVC's Notes)
+        assert clf.score(X, labels) >= svc - 0.15
+    sparse = cls(n_partitions=3, C=2.0, random_state=0,
+                 class_weight="balanced").fit(sp.csr_matrix(X), labels)
+    np.testing.assert_array_equal(sparse.predict(X), clf.predict(X))
+    # weights multiply C sample by sample: doubling every weight is doubling C
+    doubled = cls(n_partitions=3, C=2.0, random_state=0).fit(
+        X, labels, sample_weight=np.full(300, 2.0))
+    twice_c = cls(n_partitions=3, C=4.0, random_state=0).fit(X, labels)
+    np.testing.assert_allclose(doubled.objective_, twice_c.objective_, rtol=1e-10)
+    np.testing.assert_array_equal(doubled.predict(X), twice_c.predict(X))
+    assert doubled.fit_stats_["n_problems"] == 3
+
+
+@pytest.mark.parametrize("backend", ["serial", "threads"])
+def test_layer_statistics(binary, backend):
+    X, y = binary
+    clf = CascadeSVC(n_partitions=8, C=4.0, gamma=0.2, backend=backend,
+                     random_state=0).fit(X, y)
+    layers = clf.fit_stats_["layers"]
+    assert [ls["nodes"] for ls in layers] == [8, 4, 2, 1]
+    assert [ls["solved"] for ls in layers] == [8, 4, 2, 1]
+    assert layers[0]["samples_in"] == X.shape[0]
+    for upper, lower in zip(layers, layers[1:]):
+        assert lower["samples_in"] == upper["support_vectors"]  # only SVs pass down
+    assert all(ls["comm_bytes"] == 0 for ls in layers)
+    assert 1.0 <= clf.fit_stats_["busy_nodes"] <= 8.0
+    assert clf.n_iter_.shape == (4,)
+
+
+def test_merge_keeps_shared_samples_once_and_repairs_the_warm_start():
+    from cakernels.svm._multilevel import _feasible_warm_start, _Node
+
+    X = np.arange(10.0).reshape(5, 2)
+    y = np.array([1.0, -1.0, 1.0, -1.0, 1.0])
+    w = np.ones(5)
+    left = _Node(X[:3], y[:3], w[:3], np.array([0, 1, 2]), np.array([1.0, 2.0, 1.0]))
+    right = _Node(X[[1, 3, 4]], y[[1, 3, 4]], w[:3], np.array([1, 3, 4]),
+                  np.array([1.0, 0.5, 0.5]))
+    merged = _Node.merge(left, right)
+    assert merged.index.tolist() == [0, 1, 2, 3, 4]  # sample 1 once
+    np.testing.assert_array_equal(merged.alpha, [1.0, 1.5, 1.0, 0.5, 0.5])  # its mean
+    np.testing.assert_array_equal(merged.X, X)
+    a = _feasible_warm_start(merged.alpha, merged.y, np.full(5, 1.2))
+    assert np.all((a >= 0) & (a <= 1.2)) and abs(a @ merged.y) < 1e-12
+    # a feasible warm start is left as it is
+    ok = np.array([1.0, 1.0, 0.5, 0.5, 0.0])
+    np.testing.assert_array_equal(_feasible_warm_start(ok, y, np.full(5, 2.0)), ok)
+
+
+def test_one_class_nodes_pass_every_row():
+    # two classes in separate K-means partitions: every leaf holds one class, so
+    # nothing could be filtered, and both classes must reach the final SVM
+    X, y = make_blobs(n_samples=200, centers=[[-5, 0], [5, 0]], random_state=0)
+    clf = DCFilterSVC(n_partitions=2, random_state=0).fit(X, y)
+    layers = clf.fit_stats_["layers"]
+    assert layers[0]["support_vectors"] == 0 and layers[1]["samples_in"] == 200
+    assert clf.score(X, y) == 1.0
