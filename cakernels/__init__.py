@@ -29,6 +29,7 @@ _EXPORTS = {
     "CascadeSVC": "svm",
     "DCSVC": "svm",
     "DCFilterSVC": "svm",
+    "DisSMOSVC": "svm",
     "DCKRR": "kernel_ridge",
     "KKRR": "kernel_ridge",
     "KKRR2": "kernel_ridge",

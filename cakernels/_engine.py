@@ -280,6 +280,17 @@ class PartitionedEstimator(BaseEstimator):
         here; the classifiers refine it with the class counts."""
         return sizes.astype(np.float64) ** self._cost_exponent
 
+    def _place_partitions(self, s, part, y, labels, sizes):
+        """Owner rank of every partition: where the partitioner left its rows
+        (sharded random partitions stay on their shards), else placed by the
+        estimated work (collective under MPI)."""
+        owners = getattr(part, "owners_", None)
+        if owners is None or len(owners) != sizes.size:
+            with s.comm.phase("partitioning"):
+                owners = s.place(self._placement_costs(s, y, labels, sizes) if s.size > 1
+                                 else sizes.astype(np.float64))
+        return np.asarray(owners, dtype=np.int64)
+
     def _get_partitioner(self):
         spec = getattr(self, "partitioner", self._default_partitioner)
         return make_partitioner(spec, self.n_partitions, self.random_state)
@@ -468,12 +479,7 @@ class PartitionedEstimator(BaseEstimator):
         if empty.size:
             comm.agree(f"partitions {empty.tolist()} are empty; use fewer partitions or "
                        "another partitioner")
-        owners = getattr(part, "owners_", None)
-        if owners is None or len(owners) != sizes.size:
-            with comm.phase("partitioning"):
-                owners = s.place(self._placement_costs(s, y, labels, sizes) if s.size > 1
-                                 else sizes.astype(np.float64))
-        owners = np.asarray(owners, dtype=np.int64)
+        owners = self._place_partitions(s, part, y, labels, sizes)
         t0 = time.perf_counter()
         with comm.phase("redistribution"):
             tasks = self._distribute(s, X, y, w, index, labels, owners, part)

@@ -347,3 +347,47 @@ def test_readme_mpi_example_runs(mpirun, tmp_path, data_home):
     out = mpirun(2, script, env=env, timeout=600)
     assert out.returncode == 0, out.stderr
     assert "'bytes'" in out.stdout and "messages" in out.stdout
+
+
+@pytest.mark.parametrize("n", [1, 2, 4])
+def test_multilevel_and_dissmo_under_mpi_equal_serial(mpirun, n, tmp_path):
+    lines = _lines(mpirun(n, "spmd_multilevel.py", tmp_path, timeout=600))
+    root = [line for line in lines if line["check"] == "root"]
+    sharded = [line for line in lines if line["check"] == "sharded"]
+    assert len(root) == len(sharded) == 8
+    for line in root:
+        # root mode: the same tree (or the same Dis-SMO iterations) as serial
+        assert line["pred_equal"] and line["everywhere"], line
+        assert line["dec_rel"] <= 1e-10 and line["objective_rel"] <= 1e-10, line
+        assert line["support_equal"] and line["n_iter_equal"], line
+        if line["name"].startswith("DisSMOSVC"):
+            assert line["n_workers"] == n, line
+            # one allgather per iteration (plus one per problem at the end)
+            iters = sum(line["n_iter"]) + 2 * len(line["n_iter"])
+            assert (line["training"]["messages"] >= n * iters) == (n > 1), line
+        elif n > 1:
+            # a merge across ranks moves the passed rows point to point, and the
+            # counters show it in the layer where it happens
+            owners = line["owners"]
+            crossing = [any(2 * q + 1 < len(up) and up[2 * q + 1] != up[2 * q]
+                            for q in range(len(down)))
+                        for up, down in zip(owners, owners[1:])]
+            stop = 2 if line["name"] == "DCSVC-early" else len(owners)
+            for layer, cross in enumerate(crossing[:stop - 1], start=1):
+                assert (line["layer_messages"][layer] > 0) == cross, line
+            assert line["training"]["bytes"] >= sum(line["layer_bytes"]), line
+        else:
+            assert line["training"] == {"bytes": 0, "messages": 0}, line
+    for line in sharded:
+        # sharded mode: one complete model on every rank, as accurate as serial
+        assert line["everywhere"], line
+        assert line["score"] >= line["serial_score"] - 0.05, line
+        if line["first_layer_samples"] is not None:
+            assert line["first_layer_samples"] == line["n_samples"], line
+        if line["name"].startswith(("DisSMOSVC", "DCSVC")) and "early" not in line["name"]:
+            # the exact SVM whatever the split of the rows
+            assert line["objective_rel"] <= 1e-6, line
+    for line in root:
+        with open(tmp_path / f"{line['name']}.pkl", "rb") as fh:
+            saved = pickle.load(fh)
+        np.testing.assert_array_equal(saved["model"].predict(saved["X"]), saved["pred"])

@@ -148,7 +148,9 @@ def solve_binary_svm(X, y_pm, C, *, kernel_params, solver="smo", sample_weight=N
         svc.fit(Xs, y_pm, sample_weight=sample_weight)
         alpha = np.zeros(y_pm.size)
         # dual_coef_ = alpha_i * y_i for SVC's classes_ [-1, 1] (positive for +1)
-        alpha[svc.support_] = np.abs(np.asarray(svc.dual_coef_).ravel())
+        # (a sparse matrix when SVC was fitted on sparse input)
+        dual = svc.dual_coef_.toarray() if sp.issparse(svc.dual_coef_) else svc.dual_coef_
+        alpha[svc.support_] = np.abs(np.asarray(dual).ravel())
         objective = _libsvm_objective(X, y_pm, alpha, kp)
         return LocalSolution(index, alpha, y_pm, svc.intercept_[0], objective,
                              int(np.sum(svc.n_iter_)), svc.fit_status_ == 0)

@@ -18,15 +18,16 @@ partition whose centre is nearest (Algorithm 5, prediction).
 """
 
 from ._asygcd import AsyGCDSVC
+from ._dissmo import DisSMOSVC
 from ._multilevel import DCSVC, CascadeSVC, DCFilterSVC
 from ._partitioned import BKMSVC, CASVC, CPSVC, FCFSSVC, SOLVERS, PartitionedSVC
 
 __all__ = ["PartitionedSVC", "CASVC", "FCFSSVC", "BKMSVC", "CPSVC", "AsyGCDSVC", "CascadeSVC",
-           "DCSVC", "DCFilterSVC", "SOLVERS"]
+           "DCSVC", "DCFilterSVC", "DisSMOSVC", "SOLVERS"]
 
 # public objects report this package as their module (as NumPy's set_module
 # does), so that pickles and reprs do not depend on the private file layout
 for _name in ["PartitionedSVC", "CASVC", "FCFSSVC", "BKMSVC", "CPSVC", "AsyGCDSVC", "CascadeSVC",
-              "DCSVC", "DCFilterSVC"]:
+              "DCSVC", "DCFilterSVC", "DisSMOSVC"]:
     globals()[_name].__module__ = __name__
 del _name

@@ -211,7 +211,7 @@ class _MultiLevelSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
                        "fewer partitions or another partitioner")
         self._n_leaves = sizes.size
         self._check_layers(comm, sizes.size)
-        leaf_owners = s.place(sizes.astype(np.float64) ** self._cost_exponent)
+        leaf_owners = self._place_partitions(s, part, y, labels, sizes)
         with comm.phase("redistribution"):
             tasks = self._distribute(s, X, y, w, index, labels, leaf_owners, part)
         leaves = {t.j: t.materialize() for t in tasks}
@@ -271,7 +271,9 @@ class _MultiLevelSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
             "n_ranks": s.size,
             "threads_per_worker": s.threads,
         }
-        self.n_iter_ = np.array([ls["n_iter"] for ls in layer_stats])
+        # the layers solved (early prediction stops the tree at its layer)
+        solved = layer_stats[:self._stop_layer() or len(layer_stats)]
+        self.n_iter_ = np.array([ls["n_iter"] for ls in solved])
 
     @staticmethod
     def _sum_layer_counts(comm, layer_stats):
@@ -552,7 +554,8 @@ _COMMON_ATTRS = """
     partitioner_, centers_, partition_sizes_
         The first layer's partitions.
     n_iter_ : ndarray of shape (n_layers,)
-        SMO iterations of every layer (summed over its nodes and the pairs).
+        SMO iterations of every layer solved (summed over its nodes and the
+        pairs; with early prediction, the layers down to ``predict_layer``).
     fit_stats_ : dict
         ``layers``: one dict per layer with ``nodes``, ``solved`` (nodes that
         solved a problem, summed over the pairs of classes), ``samples_in``,

@@ -1,0 +1,592 @@
+"""Dis-SMO: SMO with the training rows distributed over ranks or threads
+(Algorithm 1 of the reference, after Cao et al.).
+
+Every worker (an MPI rank, or a thread of this process) owns a block of rows
+and the gradient of its rows. One iteration:
+
+1. every worker finds its rows' maximal violating candidates: the largest
+   ``-y_t G_t`` over ``I_up`` and the smallest over ``I_low``;
+2. one collective (an allgather of a fixed-size record per worker: the two
+   candidates' values, global indices, labels, dual variables, bounds,
+   kernel diagonals *and feature vectors*) gives every worker the global
+   maximal violating pair ``(i, j)`` and the two samples: the reduction and
+   the broadcast of Algorithm 1 in one message;
+3. every worker computes the same two-variable update (LIBSVM's analytic
+   step with clipping), the owners write the new ``alpha_i``, ``alpha_j``,
+   and every worker updates its rows' gradients with the kernel rows
+   ``K(x_i, .)`` and ``K(x_j, .)`` over its own rows (kept in a per-worker
+   LRU cache).
+
+It stops when ``max_{I_up} -y G - min_{I_low} -y G < tol`` (LIBSVM's rule;
+Algorithm 1 writes it ``b_low <= b_high + 2 tau`` with ``tol = 2 tau``). The
+work per iteration is O(n/P) per worker and one collective of
+``P x 2 x (6 + d)`` doubles, so iterations are many and cheap: it is the
+baseline the communication-avoiding methods are measured against.
+
+Deviations from Algorithm 1, and why: the working set is the first-order
+maximal violating pair, as in the algorithm (not LIBSVM's second-order
+choice), so it needs more iterations than the native SMO; the update is
+LIBSVM's (it clips both variables to their boxes, which the algorithm's
+formula leaves implicit); ties between equal violations go to the smallest
+global index, so that the iterations do not depend on how the rows are split.
+"""
+
+import time
+import warnings
+from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import ClassifierMixin
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils._param_validation import StrOptions
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from .._engine import (
+    PartitionedEstimator,
+    _group_by,
+    global_class_weight,
+    global_classes,
+    global_gamma,
+)
+from .._kernels import kernel_block, row_sq_norms
+from .._solvers.native_svc import NativeKernelSVC
+from ..backends._backend import BACKEND_NAMES, Backend
+from ..backends._comm import comm_report
+from ..partition import _int32_indices
+from ._partitioned import _SVM_CONSTRAINTS, _ClassifierInput
+
+__all__ = ["DisSMOSVC", "dis_smo"]
+
+_TAU = 1e-12  # LIBSVM's floor of the second derivative along the pair
+_META = 6     # F, global index, y, alpha, upper bound, K(x, x)
+
+
+def _kernel_diag(sq_norms, kp):
+    kind = kp["kernel"]
+    if kind == "rbf":
+        return np.ones_like(sq_norms)
+    if kind == "linear":
+        return sq_norms.copy()
+    if kind == "poly":
+        return (kp["gamma"] * sq_norms + kp["coef0"]) ** kp["degree"]
+    return np.tanh(kp["gamma"] * sq_norms + kp["coef0"])
+
+
+class _Block:
+    """One worker's rows of one binary problem, their dual variables and gradients.
+
+    ``F = -y * G`` (``G = Q alpha - 1``) is kept twice: ``Fu`` holds it on
+    ``I_up`` and ``-inf`` elsewhere, ``Fl`` on ``I_low`` and ``+inf``
+    elsewhere, so that a gradient update is two subtractions and the
+    candidates are one argmax and one argmin (infinities stay infinite).
+    """
+
+    def __init__(self, X, y, upper, index, kp, cache_bytes, row_width):
+        self.X, self.y, self.upper, self.index, self.kp = X, y, upper, index, kp
+        self.sparse = sp.issparse(X)
+        self.d = X.shape[1]
+        self.norms = row_sq_norms(X) if X.shape[0] else np.zeros(0)
+        self.diag = _kernel_diag(self.norms, kp)
+        n = y.size
+        self.alpha = np.zeros(n)
+        self.up = y > 0          # alpha = 0: I_up holds the positives,
+        self.low = y < 0         # I_low the negatives; F = -y G = y
+        self.Fu = np.where(self.up, y, -np.inf)
+        self.Fl = np.where(self.low, y, np.inf)
+        self.row_width = row_width
+        self.cache = OrderedDict()
+        self.capacity = max(2, int(cache_bytes // max(8 * n, 1)))
+        self.hits = self.misses = 0
+
+    # ---------------------------------------------------------------- candidates
+    def _row_payload(self, p):
+        out = np.zeros(self.row_width)
+        if not self.sparse:
+            out[:] = self.X[p]
+            return out
+        lo, hi = self.X.indptr[p], self.X.indptr[p + 1]
+        half = self.row_width // 2
+        out[half:] = -1.0
+        out[:hi - lo] = self.X.data[lo:hi]
+        out[half:half + hi - lo] = self.X.indices[lo:hi]
+        return out
+
+    def _candidate(self, p, F):
+        rec = np.empty(_META + self.row_width)
+        if p < 0:
+            rec[:_META] = (F, -1.0, 0.0, 0.0, 0.0, 0.0)
+            rec[_META:] = 0.0
+            return rec
+        rec[:_META] = (F, self.index[p], self.y[p], self.alpha[p], self.upper[p],
+                       self.diag[p])
+        rec[_META:] = self._row_payload(p)
+        return rec
+
+    def candidates(self):
+        """``(2, 6 + width)``: the block's best of ``I_up`` and of ``I_low``."""
+        if self.y.size == 0:
+            return np.stack([self._candidate(-1, -np.inf), self._candidate(-1, np.inf)])
+        p, q = int(np.argmax(self.Fu)), int(np.argmin(self.Fl))
+        fp, fq = self.Fu[p], self.Fl[q]
+        return np.stack([self._candidate(p if fp > -np.inf else -1, fp),
+                         self._candidate(q if fq < np.inf else -1, fq)])
+
+    # ---------------------------------------------------------------- update
+    def _kernel_row(self, g, x):
+        row = self.cache.get(g)
+        if row is not None:
+            self.cache.move_to_end(g)
+            self.hits += 1
+            return row
+        self.misses += 1
+        row = kernel_block(self.X, x[None, :], X_sq_norms=self.norms,
+                           Y_sq_norms=np.array([x @ x]), **self.kp).ravel()
+        self.cache[g] = row
+        if len(self.cache) > self.capacity:
+            self.cache.popitem(last=False)
+        return row
+
+    def update(self, step):
+        """Apply one global step: ``(g_i, x_i, c_i, alpha_i), (g_j, x_j, c_j, alpha_j)``
+        with ``c = y * delta alpha``; ``F -= c_i K(x_i, .) + c_j K(x_j, .)``."""
+        if self.y.size == 0:
+            return
+        (gi, xi, ci, ai), (gj, xj, cj, aj) = step
+        d = ci * self._kernel_row(gi, xi)
+        d += cj * self._kernel_row(gj, xj)
+        self.Fu -= d
+        self.Fl -= d
+        for g, a in ((gi, ai), (gj, aj)):
+            p = int(np.searchsorted(self.index, g))
+            if p < self.index.size and self.index[p] == g:
+                F = self.Fu[p] if self.up[p] else self.Fl[p]
+                self.alpha[p] = a
+                y, c = self.y[p], self.upper[p]
+                self.up[p] = (y > 0 and a < c) or (y < 0 and a > 0)
+                self.low[p] = (y > 0 and a > 0) or (y < 0 and a < c)
+                self.Fu[p] = F if self.up[p] else -np.inf
+                self.Fl[p] = F if self.low[p] else np.inf
+
+    # ---------------------------------------------------------------- the end
+    def summary(self):
+        """``[sum_free yG, n_free, ub, lb, sum alpha (G - 1)]`` for LIBSVM's rho
+        and the dual objective."""
+        if self.y.size == 0:
+            return np.array([0.0, 0.0, np.inf, -np.inf, 0.0])
+        F = np.where(self.up, self.Fu, self.Fl)
+        yG = -F
+        a, y, c = self.alpha, self.y, self.upper
+        at_upper, at_lower = a >= c, a <= 0
+        free = ~(at_upper | at_lower)
+        ub_mask = (at_upper & (y < 0)) | (at_lower & (y > 0))
+        lb_mask = (at_upper & (y > 0)) | (at_lower & (y < 0))
+        ub = yG[ub_mask].min() if ub_mask.any() else np.inf
+        lb = yG[lb_mask].max() if lb_mask.any() else -np.inf
+        G = -y * F
+        return np.array([yG[free].sum(), float(free.sum()), ub, lb, float(a @ (G - 1.0))])
+
+    def support(self):
+        sv = np.flatnonzero(self.alpha > 0)
+        Xs = self.X[sv] if self.sparse else np.ascontiguousarray(self.X[sv])
+        return Xs, self.alpha[sv] * self.y[sv], self.index[sv]
+
+
+def _row_vector(payload, d, sparse):
+    if not sparse:
+        return np.ascontiguousarray(payload)
+    half = payload.size // 2
+    idx = payload[half:]
+    keep = idx >= 0
+    x = np.zeros(d)
+    x[idx[keep].astype(np.int64)] = payload[:half][keep]
+    return x
+
+
+def _best(records):
+    """The best ``I_up`` candidate (largest F, then smallest index) and the best
+    ``I_low`` one (smallest F, then smallest index) over ``records`` of shape
+    ``(k, 2, 6 + width)``."""
+    up, low = records[:, 0], records[:, 1]
+    iu = min(range(len(up)), key=lambda r: (-up[r, 0], up[r, 1] if up[r, 1] >= 0 else np.inf))
+    il = min(range(len(low)), key=lambda r: (low[r, 0], low[r, 1] if low[r, 1] >= 0
+                                             else np.inf))
+    return np.stack([up[iu], low[il]])
+
+
+def _pair_step(rec_i, rec_j, xi, xj, kp):
+    """LIBSVM's analytic update of the pair: new alphas and ``y * delta alpha``."""
+    Fi, _, yi, ai, Ci, Kii = rec_i[:_META]
+    Fj, _, yj, aj, Cj, Kjj = rec_j[:_META]
+    Gi, Gj = -yi * Fi, -yj * Fj
+    Kij = float(kernel_block(xi[None, :], xj[None, :], **kp)[0, 0])
+    old_i, old_j = ai, aj
+    if yi != yj:
+        quad = max(Kii + Kjj - 2.0 * Kij, _TAU)  # Q_ii + Q_jj + 2 Q_ij, Q_ij = -K_ij
+        delta = (-Gi - Gj) / quad
+        diff = ai - aj
+        ai += delta
+        aj += delta
+        if diff > 0:
+            if aj < 0:
+                aj, ai = 0.0, diff
+        elif ai < 0:
+            ai, aj = 0.0, -diff
+        if diff > Ci - Cj:
+            if ai > Ci:
+                ai, aj = Ci, Ci - diff
+        elif aj > Cj:
+            aj, ai = Cj, Cj + diff
+    else:
+        quad = max(Kii + Kjj - 2.0 * Kij, _TAU)
+        delta = (Gi - Gj) / quad
+        total = ai + aj
+        ai -= delta
+        aj += delta
+        if total > Ci:
+            if ai > Ci:
+                ai, aj = Ci, total - Ci
+        elif aj < 0:
+            aj, ai = 0.0, total
+        if total > Cj:
+            if aj > Cj:
+                aj, ai = Cj, total - Cj
+        elif ai < 0:
+            ai, aj = 0.0, total
+    return ai, aj, yi * (ai - old_i), yj * (aj - old_j)
+
+
+def dis_smo(blocks, comm, *, tol, max_iter, kp, n_features, sparse, pool=None):
+    """Run Algorithm 1 on this process's ``blocks`` (a list of :class:`_Block`);
+    collective over ``comm``. Returns ``(n_iter, converged, rho, objective)``."""
+    n_iter, converged = 0, False
+
+    def local_best():
+        recs = (list(pool.map(lambda b: b.candidates(), blocks)) if pool is not None
+                else [b.candidates() for b in blocks])
+        return _best(np.stack(recs))
+
+    while True:
+        mine = local_best()
+        allrec = comm.Allgather(mine) if comm.size > 1 else mine[None]
+        best = _best(allrec)
+        rec_i, rec_j = best[0], best[1]
+        if rec_i[1] < 0 or rec_j[1] < 0 or rec_i[0] - rec_j[0] < tol:
+            converged = True
+            break
+        if 0 < max_iter <= n_iter:
+            break
+        xi = _row_vector(rec_i[_META:], n_features, sparse)
+        xj = _row_vector(rec_j[_META:], n_features, sparse)
+        ai, aj, ci, cj = _pair_step(rec_i, rec_j, xi, xj, kp)
+        step = ((int(rec_i[1]), xi, ci, ai), (int(rec_j[1]), xj, cj, aj))
+        if pool is not None:
+            list(pool.map(lambda b: b.update(step), blocks))
+        else:
+            for b in blocks:
+                b.update(step)
+        n_iter += 1
+    sums = np.stack([b.summary() for b in blocks])
+    mine = np.array([sums[:, 0].sum(), sums[:, 1].sum(), sums[:, 2].min(), sums[:, 3].max(),
+                     sums[:, 4].sum()])
+    allsum = comm.Allgather(mine) if comm.size > 1 else mine[None]
+    sum_free, n_free = allsum[:, 0].sum(), allsum[:, 1].sum()
+    ub, lb = allsum[:, 2].min(), allsum[:, 3].max()
+    if n_free > 0:
+        rho = sum_free / n_free
+    elif np.isfinite(ub) and np.isfinite(lb):
+        rho = 0.5 * (ub + lb)
+    else:
+        rho = ub if np.isfinite(ub) else (lb if np.isfinite(lb) else 0.0)
+    objective = 0.5 * allsum[:, 4].sum()
+    return n_iter, converged, float(rho), float(objective)
+
+
+class DisSMOSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
+    """Distributed SMO (Dis-SMO, Algorithm 1 of the reference, after Cao et al.).
+
+    The exact SVM, by SMO with the rows split over workers: MPI ranks
+    (``backend='mpi'``), threads of this process (``backend='threads'``), or
+    one worker (``'serial'``). Every iteration finds the global maximal
+    violating pair with one collective, which also carries the two samples,
+    and every worker updates the gradients of its own rows. Its model is the
+    full SVM's (the same dual objective as :class:`sklearn.svm.SVC` to the
+    tolerance), whatever the number of workers; it is the baseline the
+    communication-avoiding methods are measured against.
+
+    Parameters
+    ----------
+    C, kernel, degree, gamma, coef0, tol, class_weight, max_iter
+        As in :class:`sklearn.svm.SVC` (``gamma='scale'`` is resolved on the
+        whole training set; ``max_iter`` counts the iterations of one binary
+        problem).
+    cache_size : float, default=200
+        Kernel-row cache of this process, in MB, shared by its workers: every
+        worker keeps the kernel rows of recent pairs over its own rows.
+    backend : {'serial', 'threads', 'mpi'} or Backend, default='serial'
+        Where the rows live: one block (serial), ``n_jobs`` blocks on threads,
+        or one block per MPI rank (root mode: rank 0's rows are split into
+        contiguous blocks; sharded mode: every rank keeps its own rows).
+    n_jobs : int, default=None
+        Workers (row blocks) of the ``'threads'`` backend.
+    verbose : bool, default=False
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+    model_ : NativeKernelSVC
+        One binary SVM per pair of classes (one-vs-one).
+    support_ : ndarray
+        Global indices of the support vectors (over all pairs).
+    objective_ : ndarray of shape (n_problems,)
+        Dual objective ``0.5 a^T Q a - sum(a)`` of every binary problem.
+    n_iter_ : ndarray of shape (n_problems,)
+        Iterations of every binary problem.
+    gamma_ : float
+    fit_stats_ : dict
+        ``n_workers`` (row blocks over all ranks), ``block_sizes``,
+        ``seconds``, ``n_iter``, ``cache_hit_rate`` and ``comm``
+        (``comm_bytes``, ``comm_messages``: one allgather per iteration).
+    n_features_in_ : int
+
+    See Also
+    --------
+    CASVC : the communication-avoiding alternative (no communication in training).
+    sklearn.svm.SVC : the same solution on one process (second-order working sets).
+
+    Notes
+    -----
+    The working set is Algorithm 1's first-order maximal violating pair, so
+    Dis-SMO needs more iterations than LIBSVM and the native SMO (which choose
+    the second index by second-order information); there is no shrinking,
+    as in the reference. Ties go to the smallest global sample index, so the
+    iterations are the same for any number of workers. Under MPI, every rank
+    keeps its own kernel-row cache of ``cache_size`` MB.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_classification
+    >>> from cakernels import DisSMOSVC
+    >>> X, y = make_classification(n_samples=300, random_state=0)
+    >>> clf = DisSMOSVC(C=10, backend="threads", n_jobs=2).fit(X, y)
+    >>> clf.fit_stats_["n_workers"], float(clf.score(X, y)) > 0.9
+    (2, True)
+    """
+
+    _parameter_constraints = {
+        **{k: v for k, v in PartitionedEstimator._parameter_constraints.items()
+           if k not in ("n_partitions", "random_state")},
+        **_SVM_CONSTRAINTS,
+        "backend": [StrOptions(set(BACKEND_NAMES)), Backend],
+    }
+
+    def __init__(self, *, C=1.0, kernel="rbf", degree=3, gamma="scale", coef0=0.0, tol=1e-3,
+                 cache_size=200, class_weight=None, max_iter=-1, backend="serial",
+                 n_jobs=None, verbose=False):
+        self.C = C
+        self.kernel = kernel
+        self.degree = degree
+        self.gamma = gamma
+        self.coef0 = coef0
+        self.tol = tol
+        self.cache_size = cache_size
+        self.class_weight = class_weight
+        self.max_iter = max_iter
+        self.backend = backend
+        self.n_jobs = n_jobs
+        self.verbose = verbose
+
+    def _kernel_params(self):
+        return {"kernel": self.kernel, "gamma": self.gamma_, "degree": self.degree,
+                "coef0": self.coef0}
+
+    def fit(self, X, y, sample_weight=None):
+        """Train the SVM with the rows split over the backend's workers.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Training samples (under MPI: rank 0's in root mode, every rank's own
+            rows in sharded mode).
+        y : array-like of shape (n_samples,)
+        sample_weight : array-like of shape (n_samples,), default=None
+            Per-sample multipliers of C.
+
+        Returns
+        -------
+        self : object
+        """
+        self._validate_params()
+        with self._session() as s:
+            comm = s.comm
+            X, y, w, index = self._collect(s, X, y, sample_weight)
+            self.classes_ = global_classes(s, y)
+            y_idx = np.searchsorted(self.classes_, y).astype(np.int64)
+            self.gamma_ = global_gamma(s, self.gamma, X)
+            cw = global_class_weight(s, self.class_weight, self.classes_, y_idx)
+            if cw is not None:
+                w = w * np.array([cw[c] for c in self.classes_])[y_idx]
+            self._fit_sparse = bool(sp.issparse(X))
+            t0 = time.perf_counter()
+            with comm.phase("redistribution"):
+                X, y_idx, w, index = self._my_rows(s, X, y_idx, w, index)
+            n_local = max(1, s.n_workers) if comm.size == 1 else 1
+            cuts = np.linspace(0, X.shape[0], n_local + 1).astype(np.int64)
+            width = self._row_width(comm, X)
+            kp = self._kernel_params()
+            k = self.classes_.size
+            pairs = [(a, b) for a in range(k) for b in range(a + 1, k)]
+            pool = ThreadPoolExecutor(n_local) if n_local > 1 else None
+            models, n_iter, objectives, support = [], [], [], set()
+            hits = misses = 0
+            try:
+                with comm.phase("training"):
+                    for a, b in pairs:
+                        blocks = []
+                        for lo, hi in zip(cuts[:-1], cuts[1:]):
+                            rows = np.arange(lo, hi)
+                            rows = rows[((y_idx[rows] == a) | (y_idx[rows] == b))
+                                        & (w[rows] > 0)]
+                            blocks.append(_Block(
+                                X[rows], np.where(y_idx[rows] == b, 1.0, -1.0),
+                                self.C * w[rows], index[rows], kp,
+                                self.cache_size * 2**20 / n_local, width))
+                        it, conv, rho, obj = dis_smo(
+                            blocks, comm, tol=self.tol, max_iter=self.max_iter, kp=kp,
+                            n_features=self.n_features_in_, sparse=self._fit_sparse,
+                            pool=pool)
+                        if not conv:
+                            warnings.warn(f"Dis-SMO did not converge within max_iter="
+                                          f"{self.max_iter} iterations (tol={self.tol})",
+                                          ConvergenceWarning, stacklevel=2)
+                        model = self._gather_support(comm, blocks, rho)
+                        models.append(model[:3])
+                        support.update(model[3].tolist())
+                        n_iter.append(it)
+                        objectives.append(obj)
+                        hits += sum(bl.hits for bl in blocks)
+                        misses += sum(bl.misses for bl in blocks)
+            finally:
+                if pool is not None:
+                    pool.shutdown()
+            seconds = time.perf_counter() - t0
+            self.model_ = NativeKernelSVC.from_models(
+                self.classes_, kp, models, n_iter=n_iter, objectives=objectives,
+                support=sorted(support), solver="dissmo")
+            self.support_ = np.asarray(sorted(support), dtype=np.intp)
+            self.objective_ = np.asarray(objectives)
+            self.n_iter_ = np.asarray(n_iter)
+            gathered = comm.allgather((seconds, np.diff(cuts).tolist(), hits, misses,
+                                       comm.counter.summary()))
+            report = comm_report([g[4] for g in gathered])
+            total_hits = sum(g[2] for g in gathered)
+            lookups = total_hits + sum(g[3] for g in gathered)
+            self.fit_stats_ = {
+                "seconds": float(max(g[0] for g in gathered)),
+                "n_workers": int(sum(len(g[1]) for g in gathered)),
+                "block_sizes": [c for g in gathered for c in g[1]],
+                "n_iter": [int(i) for i in n_iter],
+                "cache_hit_rate": float(total_hits / lookups) if lookups else 0.0,
+                "comm": report,
+                "comm_bytes": int(report["total"]["bytes"]),
+                "comm_messages": int(report["total"]["messages"]),
+                "backend": s.backend.name,
+                "sharded": s.sharded,
+                "n_ranks": s.size,
+            }
+        return self
+
+    def _my_rows(self, s, X, y, w, index):
+        """This rank's block of rows: root mode scatters contiguous blocks from
+        rank 0; sharded mode keeps every rank's own rows."""
+        if s.size == 1 or s.sharded:
+            return X, y, w, index
+        comm = s.comm
+        n = comm.bcast_obj(X.shape[0] if comm.rank == 0 else None)
+        labels = (np.arange(n) * comm.size // max(n, 1)) if comm.rank == 0 else np.zeros(0, int)
+        owners = np.arange(comm.size, dtype=np.int64)
+        groups = _group_by(labels, comm.size)
+        tasks = self._scatter_partitions(s, X, y, w, index, groups, owners, [comm.rank])
+        p = tasks[0].materialize()
+        return p.X, p.y, p.sample_weight, p.index
+
+    def _row_width(self, comm, X):
+        """Doubles per sample in the per-iteration record: the features (dense) or
+        twice the largest row's non-zeros (sparse: values and column indices)."""
+        if not sp.issparse(X):
+            return int(self.n_features_in_)
+        nnz = int(np.diff(X.indptr).max()) if X.shape[0] else 0
+        nnz = int(comm.allreduce(nnz, op="max")) if comm.size > 1 else nnz
+        return 2 * max(nnz, 1)
+
+    def _gather_support(self, comm, blocks, rho):
+        """The pair's support vectors on every rank, in global index order."""
+        parts = [b.support() for b in blocks]
+        Xs = [p[0] for p in parts]
+        coef = np.concatenate([p[1] for p in parts])
+        idx = np.concatenate([p[2] for p in parts])
+        Xs = sp.vstack(Xs, format="csr") if self._fit_sparse else np.vstack(Xs)
+        if comm.size > 1:
+            from .._engine import _pack_rows, _unpack_rows
+
+            got = comm.allgather((_pack_rows(Xs, np.arange(Xs.shape[0])), coef, idx))
+            Xs = [_unpack_rows(g[0], self.n_features_in_, self._fit_sparse) for g in got]
+            Xs = sp.vstack(Xs, format="csr") if self._fit_sparse else np.vstack(Xs)
+            coef = np.concatenate([g[1] for g in got])
+            idx = np.concatenate([g[2] for g in got])
+        order = np.argsort(idx, kind="stable")
+        Xs = Xs[order]
+        if self._fit_sparse:
+            Xs = _int32_indices(sp.csr_matrix(Xs))
+        else:
+            Xs = np.ascontiguousarray(Xs)
+        return Xs, coef[order][None, :], np.array([-rho]), idx[order]
+
+    # ------------------------------------------------------------------ predict
+    def _check_X(self, X):
+        check_is_fitted(self)
+        X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, order="C",
+                          reset=False)
+        return _int32_indices(self._as_fit_format(X))
+
+    def decision_function(self, X):
+        """Decision values: (n_samples,) for two classes (positive means
+        ``classes_[1]``), else (n_samples, n_classes) one-vs-rest scores as
+        :class:`~sklearn.svm.SVC`'s.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        dec : ndarray
+        """
+        X = self._check_X(X)
+        if self.classes_.size == 2:
+            return self.model_.decision_function(X)
+        return self.model_.ovr_decision(X)
+
+    def predict(self, X):
+        """Class of every sample (one-vs-one votes for more than two classes).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_samples,)
+        """
+        X = self._check_X(X)
+        return self.model_.predict(X)
+
+    def _predict(self, X, session=None):
+        return self.predict(X)
+
+    @property
+    def n_support_total_(self):
+        """Number of support vectors (over all pairs of classes)."""
+        check_is_fitted(self)
+        return int(self.support_.size)

@@ -1,0 +1,144 @@
+"""Dis-SMO (Algorithm 1): the rows split over workers, the serial SMO solution."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.datasets import make_classification
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.svm import SVC
+
+from cakernels import DisSMOSVC
+from cakernels._solvers.smo import smo_fit
+from cakernels.svm._dissmo import _pair_step
+
+
+@pytest.fixture(scope="module")
+def binary():
+    X, y = make_classification(n_samples=500, n_features=8, n_informative=5, flip_y=0.08,
+                               random_state=3)
+    return X, y
+
+
+def _support_up_to_ties(a, b, alpha_a, alpha_b, C):
+    """Support sets equal except for samples whose alpha is ~0 in either solution."""
+    diff = np.setxor1d(a, b)
+    small = (alpha_a[diff] < 1e-3 * C) | (alpha_b[diff] < 1e-3 * C)
+    return bool(np.all(small))
+
+
+@pytest.mark.parametrize("n_jobs", [1, 2, 4])
+def test_equals_serial_smo_on_1_2_4_workers(binary, n_jobs):
+    X, y = binary
+    ypm = np.where(y == 1, 1.0, -1.0)
+    ref = smo_fit(X, ypm, 2.0, gamma=0.1, tol=1e-3)
+    clf = DisSMOSVC(C=2.0, gamma=0.1, backend="threads", n_jobs=n_jobs).fit(X, y)
+    assert clf.fit_stats_["n_workers"] == n_jobs
+    assert sum(clf.fit_stats_["block_sizes"]) == X.shape[0]
+    # the same dual optimum: objective to 1e-6 relative, same support up to ties
+    assert clf.objective_[0] == pytest.approx(ref["objective"], rel=1e-6)
+    alpha = np.zeros(X.shape[0])
+    alpha[clf.support_] = np.abs(clf.model_.dual_coef_[0])
+    assert _support_up_to_ties(clf.support_, ref["support"], alpha, ref["alpha"], 2.0)
+    assert clf.model_.intercept_[0] == pytest.approx(ref["intercept"], abs=2e-3)
+    # the iterations do not depend on the split (ties go to the smallest index)
+    one = DisSMOSVC(C=2.0, gamma=0.1).fit(X, y)
+    assert clf.n_iter_.tolist() == one.n_iter_.tolist()
+    assert clf.objective_[0] == pytest.approx(one.objective_[0], rel=1e-12)
+
+
+def test_tight_tolerance_reaches_svc(binary):
+    X, y = binary
+    clf = DisSMOSVC(C=2.0, gamma=0.1, tol=1e-6).fit(X, y)
+    svc = SVC(C=2.0, gamma=0.1, tol=1e-6).fit(X, y)
+    np.testing.assert_array_equal(clf.support_, np.sort(svc.support_))  # SVC: by class
+    np.testing.assert_allclose(clf.decision_function(X), svc.decision_function(X),
+                               atol=1e-4)
+    np.testing.assert_array_equal(clf.predict(X), svc.predict(X))
+
+
+def test_sparse_equals_dense_and_small_cache_changes_nothing(binary):
+    X, y = binary
+    Xs = X.copy()
+    Xs[np.abs(Xs) < 0.5] = 0.0
+    dense = DisSMOSVC(C=2.0, gamma=0.1).fit(Xs, y)
+    csr = DisSMOSVC(C=2.0, gamma=0.1).fit(sp.csr_matrix(Xs), y)
+    tiny = DisSMOSVC(C=2.0, gamma=0.1, cache_size=0.01).fit(Xs, y)
+    for other in (csr, tiny):
+        assert other.n_iter_.tolist() == dense.n_iter_.tolist()
+        assert other.objective_[0] == pytest.approx(dense.objective_[0], rel=1e-12)
+        np.testing.assert_array_equal(other.support_, dense.support_)
+    assert tiny.fit_stats_["cache_hit_rate"] < dense.fit_stats_["cache_hit_rate"]
+    assert 0 < dense.fit_stats_["cache_hit_rate"] < 1
+
+
+def test_multiclass_weights_and_text_labels_as_svc():
+    X, y = make_classification(n_samples=360, n_features=6, n_informative=4, n_classes=3,
+                               random_state=0)
+    labels = np.array(["a", "b", "c"])[y]
+    w = np.random.RandomState(0).uniform(0.2, 2.0, size=y.size)
+    kw = dict(C=3.0, gamma=0.3, tol=1e-5, class_weight={"a": 2.0, "b": 1.0, "c": 0.5})
+    clf = DisSMOSVC(backend="threads", n_jobs=2, **kw).fit(X, labels, sample_weight=w)
+    svc = SVC(**kw).fit(X, labels, sample_weight=w)
+    np.testing.assert_array_equal(clf.classes_, svc.classes_)
+    assert np.mean(clf.predict(X) == svc.predict(X)) >= 0.995
+    np.testing.assert_allclose(clf.decision_function(X), svc.decision_function(X), atol=1e-2)
+    assert clf.objective_.shape == (3,) and clf.n_iter_.shape == (3,)
+
+
+def test_zero_weights_leave_samples_out(binary):
+    X, y = binary
+    w = np.ones(y.size)
+    w[:50] = 0.0
+    clf = DisSMOSVC(C=2.0, gamma=0.1, backend="threads", n_jobs=2).fit(X, y, sample_weight=w)
+    ref = DisSMOSVC(C=2.0, gamma=0.1).fit(X[50:], y[50:])
+    assert clf.objective_[0] == pytest.approx(ref.objective_[0], rel=1e-12)
+    np.testing.assert_array_equal(clf.support_, ref.support_ + 50)
+
+
+def test_max_iter_warns(binary):
+    X, y = binary
+    with pytest.warns(ConvergenceWarning, match="Dis-SMO did not converge"):
+        clf = DisSMOSVC(max_iter=5).fit(X, y)
+    assert clf.n_iter_.tolist() == [5]
+
+
+def test_communication_is_counted_only_between_ranks(binary):
+    X, y = binary
+    clf = DisSMOSVC(backend="threads", n_jobs=2).fit(X, y)
+    stats = clf.fit_stats_
+    assert stats["comm_bytes"] == 0 and stats["comm_messages"] == 0  # one process
+    assert stats["n_iter"] == clf.n_iter_.tolist() and stats["seconds"] > 0
+
+
+def test_input_is_not_modified_and_errors_are_clear(binary):
+    X, y = binary
+    X0, y0 = X.copy(), y.copy()
+    Xf = np.asfortranarray(X[:, ::-1])
+    DisSMOSVC().fit(Xf, y)
+    DisSMOSVC().fit(X.astype(np.float32), y)
+    np.testing.assert_array_equal(X, X0)
+    np.testing.assert_array_equal(y, y0)
+    with pytest.raises(ValueError, match="class"):
+        DisSMOSVC().fit(X, np.zeros(y.size))
+    Xn = X.copy()
+    Xn[3, 2] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        DisSMOSVC().fit(Xn, y)
+    with pytest.raises(ValueError, match="backend"):
+        DisSMOSVC(backend="gpu").fit(X, y)
+
+
+def test_pair_step_is_libsvms_update():
+    # one step from alpha = 0 on two samples of opposite labels: the analytic
+    # optimum of the two-variable problem, clipped to the box
+    x = np.array([[0.0, 0.0], [1.0, 0.0]])
+    kp = {"kernel": "linear", "gamma": 1.0, "degree": 3, "coef0": 0.0}
+    # rec: F, index, y, alpha, C, K(x, x); F = -y G = y at alpha = 0
+    ri = np.array([1.0, 0, 1.0, 0.0, 10.0, 0.0])
+    rj = np.array([-1.0, 1, -1.0, 0.0, 10.0, 1.0])
+    ai, aj, ci, cj = _pair_step(ri, rj, x[0], x[1], kp)
+    # min 0.5 a^2 |x_i - x_j|^2 - 2a  ->  a = 2
+    assert (ai, aj) == (2.0, 2.0) and (ci, cj) == (2.0, -2.0)
+    ri[4] = rj[4] = 1.5  # the box clips both
+    ai, aj, _, _ = _pair_step(ri, rj, x[0], x[1], kp)
+    assert (ai, aj) == (1.5, 1.5)
