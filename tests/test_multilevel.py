@@ -163,6 +163,17 @@ def test_layer_statistics(binary, backend):
     assert all(ls["comm_bytes"] == 0 for ls in layers)
     assert 1.0 <= clf.fit_stats_["busy_nodes"] <= 8.0
     assert clf.n_iter_.shape == (4,)
+    # Table 2.5's profile: every node of every layer, summing to the layer's counts
+    for ls in layers:
+        prof = ls["node_profile"]
+        assert [p["node"] for p in prof] == list(range(ls["nodes"]))
+        for key in ("samples", "support_vectors", "n_iter"):
+            assert sum(p[key] for p in prof) == ls[{"samples": "samples_in"}.get(key, key)]
+        assert ls["critical_seconds"] == max(p["seconds"] for p in prof) > 0
+    # equation 2.13 from the profile
+    t = [ls["critical_seconds"] for ls in layers]
+    expected = sum(n * ti for n, ti in zip([8, 4, 2, 1], t)) / sum(t)
+    assert clf.fit_stats_["busy_nodes"] == pytest.approx(expected)
 
 
 def test_merge_keeps_shared_samples_once_and_repairs_the_warm_start():

@@ -70,12 +70,13 @@ def tree_owners(leaf_owners):
 class _Node:
     """One node's binary problem on the rank that owns it."""
 
-    __slots__ = ("X", "y", "w", "index", "alpha", "solution")
+    __slots__ = ("X", "y", "w", "index", "alpha", "solution", "seconds")
 
     def __init__(self, X, y, w, index, alpha=None, solution=None):
         self.X, self.y, self.w, self.index = X, y, w, index
         self.alpha = alpha          # warm start (None: cold)
         self.solution = solution    # LocalSolution once solved
+        self.seconds = 0.0          # time of its solve
 
     def passed(self, what):
         """The node passed to the next layer: its support vectors or every row,
@@ -223,6 +224,8 @@ class _MultiLevelSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
         layer_stats = [dict(layer=i + 1, nodes=n, solved=0, samples_in=0, support_vectors=0,
                             n_iter=0, seconds=0.0) for i, n in enumerate(tree_layers(sizes.size))]
         comm_layers = [np.zeros(2) for _ in layer_stats]
+        profile = [{} for _ in layer_stats]  # layer -> {node: [samples, SVs, iter, seconds]}
+        ctx["profile"] = profile
         finals, early = [], []
         for a, b in pairs:
             nodes = {}
@@ -247,7 +250,14 @@ class _MultiLevelSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
         t_gather = time.perf_counter() - t0
         self._set_model(models, early_models, part, sizes, owners)
         timings = comm.allgather(((t_part, t_gather, [ls["seconds"] for ls in layer_stats]),
-                                  comm.counter.summary(), [c.tolist() for c in comm_layers]))
+                                  comm.counter.summary(), [c.tolist() for c in comm_layers],
+                                  (comm.rank, profile)))
+        for i, ls in enumerate(layer_stats):
+            nodes = {q: [r] + v for g in timings for r, prof in [g[3]] for q, v in prof[i].items()}
+            ls["node_profile"] = [dict(node=q, rank=v[0], samples=v[1], support_vectors=v[2],
+                                       n_iter=v[3], seconds=v[4])
+                                  for q, v in sorted(nodes.items())]
+            ls["critical_seconds"] = max((v[4] for v in nodes.values()), default=0.0)
         report = comm_report([g[1] for g in timings])
         for i, ls in enumerate(layer_stats):
             ls["seconds"] = float(max(g[0][2][i] for g in timings))
@@ -259,7 +269,7 @@ class _MultiLevelSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
             "partition_seconds": float(max(g[0][0] for g in timings)),
             "gather_seconds": float(max(g[0][1] for g in timings)),
             "layers": layer_stats,
-            "busy_nodes": _busy_nodes(layer_stats, len(pairs)),
+            "busy_nodes": _busy_nodes(layer_stats),
             "n_problems": len(pairs),
             "partition_sizes": sizes.tolist(),
             "owners": [o.tolist() for o in owners],
@@ -296,6 +306,12 @@ class _MultiLevelSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
                               stop=self._stop_layer())
 
     def _solve(self, node, ctx):
+        t0 = time.perf_counter()
+        self._solve_node(node, ctx)
+        node.seconds = time.perf_counter() - t0
+        return node
+
+    def _solve_node(self, node, ctx):
         from .._solvers.local import LocalSolution
 
         labels = np.unique(node.y)
@@ -342,6 +358,11 @@ class _MultiLevelSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
                 ls["samples_in"] += int(sol.index.size)
                 ls["support_vectors"] += int(sol.support.size)
                 ls["n_iter"] += int(sol.n_iter)
+                prof = ctx["profile"][layer].setdefault(q, [0, 0, 0, 0.0])
+                prof[0] += int(sol.index.size)
+                prof[1] += int(sol.support.size)
+                prof[2] += int(sol.n_iter)
+                prof[3] += nodes[q].seconds
             if stop is not None and layer + 1 == stop:
                 return None, dict(nodes)  # early prediction: the models of this layer
         root_owner = int(owners[-1][0])
@@ -511,13 +532,16 @@ def _from_bytes(buf):
     return pickle.loads(np.asarray(buf, dtype=np.uint8).tobytes())
 
 
-def _busy_nodes(layer_stats, n_problems):
+def _busy_nodes(layer_stats):
     """Equation 2.13: the average number of nodes at work, every layer weighted
-    by its time (the nodes that solved a problem in a layer, per binary problem)."""
-    total = sum(ls["seconds"] for ls in layer_stats)
+    by its time. A layer's time is its slowest node's solve (the layer's time
+    when every node has a worker of its own, whatever the backend ran), its
+    nodes at work those that solved a problem."""
+    total = sum(ls["critical_seconds"] for ls in layer_stats)
     if total <= 0:
         return float(layer_stats[0]["nodes"])
-    return float(sum(ls["solved"] / n_problems * ls["seconds"] for ls in layer_stats) / total)
+    return float(sum(len(ls["node_profile"]) * ls["critical_seconds"]
+                     for ls in layer_stats) / total)
 
 
 _COMMON_DOC = """
@@ -560,9 +584,13 @@ _COMMON_ATTRS = """
         ``layers``: one dict per layer with ``nodes``, ``solved`` (nodes that
         solved a problem, summed over the pairs of classes), ``samples_in``,
         ``support_vectors`` (out), ``n_iter``, ``seconds`` (the slowest rank),
-        ``comm_bytes`` and ``comm_messages`` (all ranks); ``busy_nodes``
-        (equation 2.13: the average number of nodes at work, weighted by the
-        layers' times); ``comm`` as for the partitioned estimators.
+        ``comm_bytes`` and ``comm_messages`` (all ranks), ``node_profile``
+        (every node that solved: ``node``, ``rank``, ``samples``,
+        ``support_vectors``, ``n_iter``, ``seconds``; Table 2.5 of the
+        reference) and ``critical_seconds`` (its slowest node); ``busy_nodes``
+        (equation 2.13: the average number of nodes at work, every layer
+        weighted by its slowest node's time); ``comm`` as for the partitioned
+        estimators.
     n_features_in_ : int
 """
 
@@ -587,7 +615,7 @@ def _multilevel_init(self, n_partitions, C, kernel, degree, gamma, coef0, tol, c
 
 
 class CascadeSVC(_MultiLevelSVC):
-    """Cascade SVM (Graf et al., Figure 2.1 of the reference).
+    __doc__ = ("""Cascade SVM (Graf et al., Figure 2.1 of the reference).
 
     P balanced random partitions; a binary reduction tree of
     ``ceil(log2 P) + 1`` layers in which every node passes only its support
@@ -621,7 +649,7 @@ class CascadeSVC(_MultiLevelSVC):
     [4, 2, 1]
     >>> float(clf.score(X, y)) > 0.9
     True
-    """
+    """)
 
     _default_partitioner = "random"
     _pass = "sv"
@@ -669,7 +697,7 @@ class CascadeSVC(_MultiLevelSVC):
 
 
 class DCSVC(_MultiLevelSVC):
-    """DC-SVM (divide-and-conquer SVM, Hsieh et al.): K-means partitions, every
+    __doc__ = ("""DC-SVM (divide-and-conquer SVM, Hsieh et al.): K-means partitions, every
     sample passed down with its dual variable as the warm start.
 
     The last layer solves the whole problem, warm-started from the layer above,
@@ -696,7 +724,7 @@ class DCSVC(_MultiLevelSVC):
     >>> clf = DCSVC(n_partitions=4, C=10, random_state=0).fit(X, y)
     >>> clf.fit_stats_["layers"][-1]["samples_in"]  # the last layer: every sample
     400
-    """
+    """)
 
     _default_partitioner = "kmeans"
     _pass = "all"
@@ -727,7 +755,7 @@ class DCSVC(_MultiLevelSVC):
 
 
 class DCFilterSVC(_MultiLevelSVC):
-    """DC-Filter: K-means partitions, only the support vectors passed down (as
+    __doc__ = ("""DC-Filter: K-means partitions, only the support vectors passed down (as
     Cascade SVM does).
     """ + _COMMON_DOC + _COMMON_ATTRS + """
     See Also
@@ -753,7 +781,7 @@ class DCFilterSVC(_MultiLevelSVC):
     >>> clf = DCFilterSVC(n_partitions=4, random_state=0).fit(X, y)
     >>> clf.classes_.size, len(clf.model_.models_)  # one tree per pair of classes
     (3, 3)
-    """
+    """)
 
     _default_partitioner = "kmeans"
     _pass = "sv"
