@@ -6,7 +6,8 @@ import sys
 
 import numpy as np
 import pytest
-from sklearn.datasets import dump_svmlight_file, make_classification, make_regression
+from sklearn.datasets import (dump_svmlight_file, load_svmlight_file, make_classification,
+                              make_regression)
 
 from cakernels import __version__
 from cakernels.__main__ import main
@@ -145,6 +146,41 @@ def test_scikit_learn_baselines(capsys, tmp_path, clf_files, reg_files, method, 
     assert code == 0, err
     assert ("SVC" if method == "svc" else "KernelRidge") in out
     assert run(capsys, "evaluate", model, files / "test.svm")[0] == 0
+
+
+@pytest.mark.parametrize("method, display, opts", [
+    ("cascadesvc", "CascadeSVC", ["-p", "4"]), ("dcsvc", "DCSVC", ["-p", "4"]),
+    ("dcfiltersvc", "DCFilterSVC", ["-p", "4"]), ("dissmosvc", "DisSMOSVC", [])])
+def test_multilevel_and_dissmo_methods(capsys, tmp_path, clf_files, method, display, opts):
+    """The chapter-2 methods train from the command line, and their predictions are the
+    estimator's own."""
+    from cakernels import svm
+
+    model = tmp_path / "m.pkl"
+    code, out, err = run(capsys, "fit", clf_files / "train.svm", "-o", model, "--method",
+                         method, "--C", "4", *opts)
+    assert code == 0, err
+    assert out.startswith(f"{display}: fitted") and ("4 partitions" in out) == bool(opts)
+    code, out, _ = run(capsys, "predict", model, clf_files / "test.svm")
+    assert code == 0
+    with open(model, "rb") as fh:
+        est = pickle.load(fh)["estimator"]
+    assert isinstance(est, getattr(svm, display)) and est.C == 4
+    X, _ = load_svmlight_file(str(clf_files / "test.svm"), n_features=est.n_features_in_)
+    assert out.split() == [str(int(v)) for v in est.predict(X)]
+
+
+def test_dissmo_takes_no_partitions(capsys, tmp_path, clf_files):
+    code, _, err = run(capsys, "fit", clf_files / "train.svm", "-o", tmp_path / "m.pkl",
+                       "--method", "dissmosvc", "-p", "4")
+    assert_one_line_error(code, err, "--n-partitions does not apply", "dissmosvc")
+
+
+def test_bench_defaults_leave_out_the_slow_chapter_2_methods():
+    from cakernels._cli.registry import BENCH_DEFAULTS, METHODS
+
+    assert {"cascadesvc", "dcsvc", "dcfiltersvc", "dissmosvc"} <= set(METHODS)
+    assert BENCH_DEFAULTS["classification"] == ("casvc", "fcfssvc", "bkmsvc", "cpsvc", "svc")
 
 
 def test_krr_baseline_matches_bkrr2_with_one_partition(capsys, tmp_path, reg_files):

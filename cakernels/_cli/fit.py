@@ -67,7 +67,7 @@ def _check_fit_options(args, params):
     if args.backend == "mpi":
         if method is not None and REGISTRY[method].kind == "baseline":
             raise CLIError(f"--method {method} (scikit-learn's baseline) runs in one process; "
-                           "--backend mpi applies to the partitioned methods and dkrr")
+                           "--backend mpi applies to the partitioned methods, dissmosvc and dkrr")
         if args.standardize:
             raise CLIError("--standardize does not apply to --backend mpi (a scaler fitted on "
                            "one rank's rows would differ between ranks): standardize the data "

@@ -179,6 +179,10 @@ def _estimator_params(args):
 
 
 def _n_partitions_of(est):
+    """Partitions of a fitted estimator (the leaves of a multi-level tree; 1 for the
+    single-model baselines and Dis-SMO)."""
+    if hasattr(est, "partition_sizes_"):
+        return len(est.partition_sizes_)
     return len(est.estimators_) if hasattr(est, "estimators_") else 1
 
 

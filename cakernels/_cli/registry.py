@@ -22,7 +22,9 @@ class Method:
 
     ``kind`` is ``'partitioned'`` (this package's partitioned estimators),
     ``'exact'`` (DKRR), ``'baseline'`` (scikit-learn's SVC / KernelRidge) or
-    ``'oracle'`` (an evaluation bound of the model ``bounds``).
+    ``'oracle'`` (an evaluation bound of the model ``bounds``). ``bench=False``
+    keeps a method out of ``bench``'s default list (the multi-level SVMs and
+    Dis-SMO: they take long on the default dataset; ``--methods`` runs them).
     """
 
     name: str
@@ -32,6 +34,7 @@ class Method:
     estimator: str = None
     options: tuple = ()
     bounds: str = None
+    bench: bool = True  # among the methods ``bench`` runs by default
 
     def estimator_class(self):
         module, _, cls = self.estimator.partition(":")
@@ -51,6 +54,14 @@ REGISTRY = {m.name: m for m in (
            SVM_OPTIONS),
     Method("cpsvc", "CPSVC", "classification", "partitioned", "cakernels.svm:CPSVC",
            SVM_OPTIONS),
+    Method("cascadesvc", "CascadeSVC", "classification", "partitioned",
+           "cakernels.svm:CascadeSVC", SVM_OPTIONS, bench=False),
+    Method("dcsvc", "DCSVC", "classification", "partitioned", "cakernels.svm:DCSVC",
+           SVM_OPTIONS, bench=False),
+    Method("dcfiltersvc", "DCFilterSVC", "classification", "partitioned",
+           "cakernels.svm:DCFilterSVC", SVM_OPTIONS, bench=False),
+    Method("dissmosvc", "DisSMOSVC", "classification", "exact", "cakernels.svm:DisSMOSVC",
+           ("C", "gamma", "kernel", "backend", "n_jobs", "verbose"), bench=False),
     Method("svc", "SVC", "classification", "baseline", "sklearn.svm:SVC",
            ("C", "gamma", "kernel")),
     Method("dckrr", "DCKRR", "regression", "partitioned", "cakernels.kernel_ridge:DCKRR",
@@ -88,6 +99,7 @@ BASELINE = {"classification": "svc", "regression": "krr"}
 #: the method ``fit`` trains when neither --method nor its options choose one
 DEFAULT_METHOD = {"classification": "casvc", "regression": "bkrr2"}
 #: the methods ``bench`` runs when --methods is not given
-BENCH_DEFAULTS = {"classification": SVM_METHODS + ("svc",),
+BENCH_DEFAULTS = {"classification": tuple(m for m in SVM_METHODS if REGISTRY[m].bench)
+                  + ("svc",),
                   "regression": KRR_METHODS + ("bkrr3", "kkrr3", "krr")}
 DISPLAY = {m.name: m.display for m in REGISTRY.values()}
