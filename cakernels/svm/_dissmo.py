@@ -38,24 +38,17 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import ClassifierMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import StrOptions
-from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._engine import (
-    PartitionedEstimator,
-    _group_by,
-    global_class_weight,
-    global_classes,
-    global_gamma,
-)
+from .._engine import PartitionedEstimator, _group_by
 from .._kernels import kernel_block, row_sq_norms
 from .._solvers.native_svc import NativeKernelSVC
 from ..backends._backend import BACKEND_NAMES, Backend
 from ..backends._comm import comm_report
 from ..partition import _int32_indices
-from ._partitioned import _SVM_CONSTRAINTS, _ClassifierInput
+from ._full_model import _FullModelSVC
+from ._partitioned import _SVM_CONSTRAINTS
 
 __all__ = ["DisSMOSVC", "dis_smo"]
 
@@ -303,7 +296,7 @@ def dis_smo(blocks, comm, *, tol, max_iter, kp, n_features, sparse, pool=None):
     return n_iter, converged, float(rho), float(objective)
 
 
-class DisSMOSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
+class DisSMOSVC(_FullModelSVC):
     """Distributed SMO (Dis-SMO, Algorithm 1 of the reference, after Cao et al.).
 
     The exact SVM, by SMO with the rows split over workers: MPI ranks
@@ -397,10 +390,6 @@ class DisSMOSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
         self.n_jobs = n_jobs
         self.verbose = verbose
 
-    def _kernel_params(self):
-        return {"kernel": self.kernel, "gamma": self.gamma_, "degree": self.degree,
-                "coef0": self.coef0}
-
     def fit(self, X, y, sample_weight=None):
         """Train the SVM with the rows split over the backend's workers.
 
@@ -420,14 +409,7 @@ class DisSMOSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
         self._validate_params()
         with self._session() as s:
             comm = s.comm
-            X, y, w, index = self._collect(s, X, y, sample_weight)
-            self.classes_ = global_classes(s, y)
-            y_idx = np.searchsorted(self.classes_, y).astype(np.int64)
-            self.gamma_ = global_gamma(s, self.gamma, X)
-            cw = global_class_weight(s, self.class_weight, self.classes_, y_idx)
-            if cw is not None:
-                w = w * np.array([cw[c] for c in self.classes_])[y_idx]
-            self._fit_sparse = bool(sp.issparse(X))
+            X, y_idx, w, index = self._prepare_classifier(s, X, y, sample_weight)
             t0 = time.perf_counter()
             with comm.phase("redistribution"):
                 X, y_idx, w, index = self._my_rows(s, X, y_idx, w, index)
@@ -542,51 +524,3 @@ class DisSMOSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
         else:
             Xs = np.ascontiguousarray(Xs)
         return Xs, coef[order][None, :], np.array([-rho]), idx[order]
-
-    # ------------------------------------------------------------------ predict
-    def _check_X(self, X):
-        check_is_fitted(self)
-        X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, order="C",
-                          reset=False)
-        return _int32_indices(self._as_fit_format(X))
-
-    def decision_function(self, X):
-        """Decision values: (n_samples,) for two classes (positive means
-        ``classes_[1]``), else (n_samples, n_classes) one-vs-rest scores as
-        :class:`~sklearn.svm.SVC`'s.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-
-        Returns
-        -------
-        dec : ndarray
-        """
-        X = self._check_X(X)
-        if self.classes_.size == 2:
-            return self.model_.decision_function(X)
-        return self.model_.ovr_decision(X)
-
-    def predict(self, X):
-        """Class of every sample (one-vs-one votes for more than two classes).
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-
-        Returns
-        -------
-        y_pred : ndarray of shape (n_samples,)
-        """
-        X = self._check_X(X)
-        return self.model_.predict(X)
-
-    def _predict(self, X, session=None):
-        return self.predict(X)
-
-    @property
-    def n_support_total_(self):
-        """Number of support vectors (over all pairs of classes)."""
-        check_is_fitted(self)
-        return int(self.support_.size)

@@ -30,22 +30,15 @@ import time
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import ClassifierMixin
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._engine import (
-    PartitionedEstimator,
-    global_class_weight,
-    global_classes,
-    global_gamma,
-)
+from .._engine import PartitionedEstimator
 from .._solvers.local import solve_binary_svm
 from .._solvers.native_svc import NativeKernelSVC
 from ..backends._comm import comm_report
-from ..partition import _int32_indices
-from ._partitioned import _SVM_CONSTRAINTS, _ClassifierInput
+from ._full_model import _FullModelSVC
+from ._partitioned import _SVM_CONSTRAINTS
 
 __all__ = ["CascadeSVC", "DCSVC", "DCFilterSVC"]
 
@@ -152,7 +145,7 @@ def _feasible_warm_start(alpha, y, upper):
     return a
 
 
-class _MultiLevelSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
+class _MultiLevelSVC(_FullModelSVC):
     """The shared driver of the multi-level SVMs (see the module docstring)."""
 
     _parameter_constraints = {
@@ -162,10 +155,6 @@ class _MultiLevelSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
     }
     #: what a node passes down: 'sv' (Cascade, DC-Filter) or 'all' (DC-SVM)
     _pass = "sv"
-
-    def _kernel_params(self):
-        return {"kernel": self.kernel, "gamma": self.gamma_, "degree": self.degree,
-                "coef0": self.coef0}
 
     # ------------------------------------------------------------------ fit
     def fit(self, X, y, sample_weight=None):
@@ -186,14 +175,7 @@ class _MultiLevelSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
         """
         self._validate_params()
         with self._session() as s:
-            X, y, w, index = self._collect(s, X, y, sample_weight)
-            self.classes_ = global_classes(s, y)
-            y_idx = np.searchsorted(self.classes_, y).astype(np.int64)
-            self.gamma_ = global_gamma(s, self.gamma, X)
-            cw = global_class_weight(s, self.class_weight, self.classes_, y_idx)
-            if cw is not None:
-                w = w * np.array([cw[c] for c in self.classes_])[y_idx]
-            self._fit_sparse = bool(sp.issparse(X))
+            X, y_idx, w, index = self._prepare_classifier(s, X, y, sample_weight)
             self._fit_tree(s, X, y_idx, w, index)
         return self
 
@@ -454,55 +436,21 @@ class _MultiLevelSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
         self.objective_ = self.model_.objective_
 
     # ------------------------------------------------------------------ predict
-    def _check_X(self, X):
-        check_is_fitted(self)
-        X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, order="C",
-                          reset=False)
-        return _int32_indices(self._as_fit_format(X))
+    # decision_function/predict of _FullModelSVC; with early prediction
+    # (DCSVC(predict_layer=...)) the nearest node's model answers instead
+    def _decision(self, X):
+        if self.model_ is not None:
+            return super()._decision(X)
+        return self._routed(X, lambda m, Xg: m.decision_function(Xg)
+                            if self.classes_.size == 2 else m.ovr_decision(Xg),
+                            np.empty((X.shape[0],) if self.classes_.size == 2
+                                     else (X.shape[0], self.classes_.size)))
 
-    def decision_function(self, X):
-        """Decision values of the final SVM: (n_samples,) for two classes
-        (positive means ``classes_[1]``), else (n_samples, n_classes) one-vs-rest
-        scores as :class:`~sklearn.svm.SVC`'s.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-
-        Returns
-        -------
-        dec : ndarray
-        """
-        X = self._check_X(X)
-        if self.model_ is None:  # early prediction: the nearest node's model
-            return self._routed(X, lambda m, Xg: m.decision_function(Xg)
-                                if self.classes_.size == 2 else m.ovr_decision(Xg),
-                                np.empty((X.shape[0],) if self.classes_.size == 2
-                                         else (X.shape[0], self.classes_.size)))
-        if self.classes_.size == 2:
-            return self.model_.decision_function(X)
-        return self.model_.ovr_decision(X)
-
-    def predict(self, X):
-        """Class of every sample by the final SVM (one-vs-one votes for more classes).
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-
-        Returns
-        -------
-        y_pred : ndarray of shape (n_samples,)
-        """
-        X = self._check_X(X)
-        if self.model_ is None:  # early prediction: the nearest node's model
-            return self._routed(X, lambda m, Xg: m.predict(Xg),
-                                np.empty(X.shape[0], dtype=self.classes_.dtype))
-        return self.model_.predict(X)
-
-    def _predict(self, X, session=None):
-        # the final model is complete on every rank: nothing to route between ranks
-        return self.predict(X)
+    def _predict_checked(self, X):
+        if self.model_ is not None:
+            return super()._predict_checked(X)
+        return self._routed(X, lambda m, Xg: m.predict(Xg),
+                            np.empty(X.shape[0], dtype=self.classes_.dtype))
 
     def _routed(self, X, local, out):
         from ..partition import nearest_center
@@ -512,12 +460,6 @@ class _MultiLevelSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
             rows = np.flatnonzero(route == q)
             out[rows] = local(self.layer_models_[q], X[rows])
         return out
-
-    @property
-    def n_support_total_(self):
-        """Number of support vectors of the final SVM (over all pairs of classes)."""
-        check_is_fitted(self)
-        return int(self.support_.size)
 
 
 def _to_bytes(packed):

@@ -1,0 +1,99 @@
+"""The shared base of the SVMs that end with one model of the whole training
+set: the multi-level trees (:mod:`._multilevel`) and Dis-SMO (:mod:`._dissmo`).
+
+It prepares the labels, weights and kernel width the same way on every rank
+(one-vs-one over the global classes, ``class_weight`` folded into the sample
+weights, ``gamma='scale'`` from the global variance) and predicts with the
+final :class:`~cakernels._solvers.native_svc.NativeKernelSVC`, which every
+rank holds.
+"""
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import ClassifierMixin
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from .._engine import (
+    PartitionedEstimator,
+    global_class_weight,
+    global_classes,
+    global_gamma,
+)
+from ..partition import _int32_indices
+from ._partitioned import _ClassifierInput
+
+
+class _FullModelSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
+    """Fit preamble and prediction of an SVM with one final model (``model_``)."""
+
+    def _kernel_params(self):
+        return {"kernel": self.kernel, "gamma": self.gamma_, "degree": self.degree,
+                "coef0": self.coef0}
+
+    def _prepare_classifier(self, s, X, y, sample_weight):
+        """Collect the training set in session ``s`` and set ``classes_``, ``gamma_``
+        and the input format; returns ``(X, y_idx, w, index)`` with ``y_idx`` the
+        class codes and ``w`` the per-sample multipliers of C (``class_weight``
+        included)."""
+        X, y, w, index = self._collect(s, X, y, sample_weight)
+        self.classes_ = global_classes(s, y)
+        y_idx = np.searchsorted(self.classes_, y).astype(np.int64)
+        self.gamma_ = global_gamma(s, self.gamma, X)
+        cw = global_class_weight(s, self.class_weight, self.classes_, y_idx)
+        if cw is not None:
+            w = w * np.array([cw[c] for c in self.classes_])[y_idx]
+        self._fit_sparse = bool(sp.issparse(X))
+        return X, y_idx, w, index
+
+    # ------------------------------------------------------------------ predict
+    def _check_X(self, X):
+        check_is_fitted(self)
+        X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, order="C",
+                          reset=False)
+        return _int32_indices(self._as_fit_format(X))
+
+    def decision_function(self, X):
+        """Decision values: (n_samples,) for two classes (positive means
+        ``classes_[1]``), else (n_samples, n_classes) one-vs-rest scores as
+        :class:`~sklearn.svm.SVC`'s.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        dec : ndarray
+        """
+        return self._decision(self._check_X(X))
+
+    def predict(self, X):
+        """Class of every sample (one-vs-one votes for more than two classes).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_samples,)
+        """
+        return self._predict_checked(self._check_X(X))
+
+    def _decision(self, X):
+        if self.classes_.size == 2:
+            return self.model_.decision_function(X)
+        return self.model_.ovr_decision(X)
+
+    def _predict_checked(self, X):
+        return self.model_.predict(X)
+
+    def _predict(self, X, session=None):
+        # the final model is complete on every rank: nothing to route between ranks
+        return self.predict(X)
+
+    @property
+    def n_support_total_(self):
+        """Number of support vectors of the final model (over all pairs of classes)."""
+        check_is_fitted(self)
+        return int(self.support_.size)
