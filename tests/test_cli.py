@@ -1,5 +1,7 @@
 """The ``cakernels`` command line: in-process through ``main(argv)``, a few via ``python -m``."""
 
+import functools
+import os
 import pickle
 import subprocess
 import sys
@@ -17,6 +19,13 @@ def run(capsys, *argv):
     code = main([str(a) for a in argv])
     out, err = capsys.readouterr()
     return code, out, err
+
+
+def read_model(path):
+    """A model file's payload, trusting exactly the types it names (test use only)."""
+    import skops.io as sio
+
+    return sio.load(path, trusted=sio.get_untrusted_types(file=path))
 
 
 def assert_one_line_error(code, err, *needles):
@@ -98,8 +107,7 @@ def test_classification_round_trip(capsys, tmp_path, clf_files):
     assert "BKMSVC" in out and "2 partitions" in out and "standardized" in out
     assert [p.name for p in tmp_path.iterdir()] == ["clf.pkl"]  # no temporary file left over
 
-    with open(model, "rb") as fh:
-        payload = pickle.load(fh)
+    payload = read_model(model)
     meta = payload["metadata"]
     assert payload["format"] == "cakernels-model"
     assert meta["method"] == "bkmsvc" and meta["n_features"] == 6
@@ -163,8 +171,7 @@ def test_multilevel_and_dissmo_methods(capsys, tmp_path, clf_files, method, disp
     assert out.startswith(f"{display}: fitted") and ("4 partitions" in out) == bool(opts)
     code, out, _ = run(capsys, "predict", model, clf_files / "test.svm")
     assert code == 0
-    with open(model, "rb") as fh:
-        est = pickle.load(fh)["estimator"]
+    est = read_model(model)["estimator"]
     assert isinstance(est, getattr(svm, display)) and est.C == 4
     X, _ = load_svmlight_file(str(clf_files / "test.svm"), n_features=est.n_features_in_)
     assert out.split() == [str(int(v)) for v in est.predict(X)]
@@ -235,7 +242,9 @@ def test_errors_are_one_line(capsys, tmp_path, clf_files, reg_files):
         (["fit", bad, "-o", model], ["bad.svm"]),
         (["fit", "ijcnn", "-o", model], ["unknown dataset", "ijcnn1"]),
         (["predict", not_model, clf_files / "test.svm"], ["not a cakernels model"]),
-        (["evaluate", other_pickle, clf_files / "test.svm"], ["not a cakernels model"]),
+        (["evaluate", other_pickle, clf_files / "test.svm"], ["is a pickle", "--trust-pickle"]),
+        (["evaluate", other_pickle, clf_files / "test.svm", "--trust-pickle"],
+         ["not a cakernels model"]),
         (["predict", missing, clf_files / "test.svm"], ["no such model file"]),
         (["fit", clf_files / "train.svm", "-o", model, "--C", "-1"], ["'C' parameter", "CASVC"]),
         (["fit", clf_files / "train.svm", "-o", model, "-p", "0"], ["n_partitions"]),
@@ -382,8 +391,7 @@ def lines(text):
 
 
 def metadata(model):
-    with open(model, "rb") as fh:
-        return pickle.load(fh)
+    return read_model(model)
 
 
 def relabel(src, dst, new_label):
@@ -560,7 +568,7 @@ def test_a_stray_index_0_is_dropped_for_a_one_based_model(cakernels_cli, capsys,
     model = tmp_path / "m.pkl"
     assert cakernels_cli("fit", clf_files / "train.svm", "-o", model, "-p", "2").returncode == 0
     payload = metadata(model)
-    assert payload["format_version"] == 2 and payload["metadata"]["index_base"] == 1
+    assert payload["format_version"] == 3 and payload["metadata"]["index_base"] == 1
     est = payload["estimator"]
     # short.svm ends at feature 5: read zero-based (as one 0: entry used to make it), every
     # feature moves one column up and still fits the model's 6 features
@@ -585,7 +593,7 @@ def test_a_stray_index_0_is_dropped_for_a_one_based_model(cakernels_cli, capsys,
     del payload["metadata"]["index_base"]
     old = tmp_path / "old.pkl"
     old.write_bytes(pickle.dumps(payload))
-    code, out, err = run(capsys, "predict", old, stray)
+    code, out, err = run(capsys, "predict", old, stray, "--trust-pickle")
     assert code == 0 and "index 0" not in err
     assert out.split() == [str(int(p)) for p in shifted]
 
@@ -646,3 +654,61 @@ def test_bench_on_a_file_says_what_it_inferred(cakernels_cli, clf_files, whole_f
     res = cakernels_cli("bench", clf_files / "train.svm", "-p", "2", "--task", "regression")
     assert res.returncode == 0, res.stderr
     assert "6 features, regression" in res.stdout and "note" not in res.stderr
+
+
+# --------------------------------------------------------------------------- untrusted files
+
+
+def test_a_pickle_that_runs_code_is_refused(capsys, tmp_path, clf_files):
+    """A model file that would run code when unpickled is refused before anything in it
+    runs; --trust-pickle is needed to unpickle at all."""
+    marker = tmp_path / "pwned"
+
+    class Evil:
+        def __reduce__(self):
+            return (os.system, (f"touch {marker}",))
+
+    bad = tmp_path / "evil.model"
+    bad.write_bytes(pickle.dumps({"format": "cakernels-model", "format_version": 2,
+                                  "metadata": {}, "estimator": Evil()}))
+    for cmd in ("predict", "evaluate"):
+        code, _, err = run(capsys, cmd, bad, clf_files / "test.svm")
+        assert_one_line_error(code, err, "is a pickle", "--trust-pickle")
+    assert not marker.exists()
+
+
+def test_a_skops_file_with_foreign_types_is_refused(capsys, tmp_path, clf_files):
+    import skops.io as sio
+
+    model = tmp_path / "m.model"
+    assert run(capsys, "fit", clf_files / "train.svm", "-o", model, "-p", "2")[0] == 0
+    payload = read_model(model)
+    payload["estimator"] = functools.partial(print, "hello")  # something that is not a model
+    bad = tmp_path / "bad.model"
+    sio.dump(payload, bad)
+    code, out, err = run(capsys, "predict", bad, clf_files / "test.svm")
+    assert_one_line_error(code, err, "refusing to load", "builtins.print")
+    assert "hello" not in out
+
+
+def test_legacy_pickle_with_trust_pickle(capsys, tmp_path, clf_files):
+    model = tmp_path / "m.model"
+    assert run(capsys, "fit", clf_files / "train.svm", "-o", model, "-p", "2")[0] == 0
+    code, expected, _ = run(capsys, "predict", model, clf_files / "test.svm")
+    assert code == 0
+    legacy = tmp_path / "legacy.model"
+    payload = read_model(model)
+    payload["format_version"] = 2
+    legacy.write_bytes(pickle.dumps(payload, protocol=5))
+    code, _, err = run(capsys, "predict", legacy, clf_files / "test.svm")
+    assert_one_line_error(code, err, "pickle", "--trust-pickle")
+    code, out, err = run(capsys, "predict", legacy, clf_files / "test.svm", "--trust-pickle")
+    assert code == 0, err
+    assert out == expected
+
+
+def test_garbage_model_file(capsys, tmp_path, clf_files):
+    bad = tmp_path / "junk.model"
+    bad.write_bytes(b"PK\x03\x04 not really a zip")
+    code, _, err = run(capsys, "predict", bad, clf_files / "test.svm")
+    assert code == 2 and "Traceback" not in err

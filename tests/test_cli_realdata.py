@@ -1,7 +1,6 @@
 """The command line on real LIBSVM files (small, fast): the task inferred from cpusmall's
 targets and a9a read with its training file's index base, through the real executable."""
 
-import pickle
 
 import numpy as np
 import pytest
@@ -17,8 +16,9 @@ def _lines(text):
 
 
 def _estimator(model):
-    with open(model, "rb") as fh:
-        payload = pickle.load(fh)
+    import skops.io as sio
+
+    payload = sio.load(model, trusted=sio.get_untrusted_types(file=model))
     return payload["estimator"], payload["metadata"]
 
 

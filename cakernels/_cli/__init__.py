@@ -71,6 +71,13 @@ def _add_common(parser):
                         help="show the traceback of an error")
 
 
+def _add_trust_pickle(parser):
+    parser.add_argument("--trust-pickle", action="store_true",
+                        help="load MODEL even if it is a pickle (model files of cakernels "
+                             "0.1 and other pickles): unpickling runs any code the file "
+                             "contains, so only for files you made yourself")
+
+
 def _add_estimator_options(parser, *, bench=False):
 
     g = parser.add_argument_group("estimator options")
@@ -159,7 +166,7 @@ def build_parser():
     p = sub.add_parser(
         "fit", help="train a model and save it",
         description="Train a model on DATA (a LIBSVM file, 'demo', or a registry name[:subset], "
-                    "default subset train) and save it with pickle.")
+                    "default subset train) and save it (a skops.io file: loading it runs no code).")
     p.add_argument("data", metavar="DATA")
     p.add_argument("-o", "--output", required=True, metavar="MODEL", help="model file to write")
     p.add_argument("--standardize", action="store_true",
@@ -169,7 +176,9 @@ def build_parser():
     _add_common(p)
     p.set_defaults(func=_cmd_fit)
 
-    trust = "MODEL files are pickles: only load models you trust."
+    trust = ("MODEL files are skops.io files: one that names a type other than cakernels', "
+             "scikit-learn's, NumPy's or SciPy's is refused, and so are pickles (they can run "
+             "code) unless --trust-pickle is given.")
     p = sub.add_parser(
         "predict", help="write one prediction per line",
         description="Predict DATA (a LIBSVM file, 'demo', or a registry name[:subset], default "
@@ -178,6 +187,7 @@ def build_parser():
     p.add_argument("model", metavar="MODEL")
     p.add_argument("data", metavar="DATA")
     p.add_argument("-o", "--output", metavar="OUT", help="output file (default: stdout)")
+    _add_trust_pickle(p)
     _add_common(p)
     p.set_defaults(func=_cmd_predict)
 
@@ -187,6 +197,7 @@ def build_parser():
                     "DATA, and the prediction time. " + trust)
     p.add_argument("model", metavar="MODEL")
     p.add_argument("data", metavar="DATA")
+    _add_trust_pickle(p)
     _add_common(p)
     p.set_defaults(func=_cmd_evaluate)
 

@@ -13,7 +13,11 @@ PROG = "cakernels"
 #: metadata ``index_base`` (the feature-index base of the training file, which the
 #: prediction files are read with)
 MODEL_FORMAT = "cakernels-model"
-MODEL_FORMAT_VERSION = 2
+MODEL_FORMAT_VERSION = 3  # 3: skops.io files (before: pickles)
+#: module prefixes of the types a model file may hold beyond what skops.io trusts by
+#: default (scikit-learn's estimators, NumPy arrays and builtins): this package's own
+#: classes and SciPy's sparse matrices (stored as .npz members, read without pickle)
+TRUSTED_PREFIXES = ("cakernels.", "scipy.sparse.")
 
 TASKS = ("classification", "regression")
 #: whole-number targets with at most this many distinct values are class labels
@@ -359,20 +363,50 @@ def _match_features(data, n_features, index_base=None):
 # --------------------------------------------------------------------------- model files
 
 
-def _load_model(path):
+def _save_model(path, payload):
+    """Write ``payload`` with skops.io (a zip of JSON and arrays: loading it runs no
+    code from the file)."""
+    import skops.io as sio
+
+    _atomic_write(path, lambda fh: sio.dump(payload, fh), binary=True)
+
+
+def _load_model(path, trust_pickle=False):
+    """``(estimator, metadata)`` of a model file written by ``cakernels fit``.
+
+    A skops.io file is loaded only when every type in it is this package's or one
+    skops trusts by default (scikit-learn, NumPy, SciPy): a file naming any other
+    type (a function to call, a class of another package) is refused before
+    anything in it is built. Pickles (model files of cakernels 0.1.0 before format 3, or a file
+    from elsewhere) can run arbitrary code while loading: refused unless
+    ``trust_pickle``.
+    """
+    import zipfile
+
     path = Path(path).expanduser()
     if not path.exists():
         raise CLIError(f"no such model file: {path}")
     if path.is_dir():
         raise CLIError(f"{path}: is a directory, not a model file")
-    try:
+    if zipfile.is_zipfile(path):
+        payload = _load_skops(path)
+    elif trust_pickle:
+        try:
+            with open(path, "rb") as fh:
+                payload = pickle.load(fh)
+        except OSError:
+            raise
+        except Exception as exc:
+            raise CLIError(f"{path} is not a cakernels model file (unpickling failed: "
+                           f"{_error_message(exc)})") from None
+    else:
         with open(path, "rb") as fh:
-            payload = pickle.load(fh)
-    except OSError:
-        raise
-    except Exception as exc:
-        raise CLIError(f"{path} is not a cakernels model file (unpickling failed: "
-                       f"{_error_message(exc)})") from None
+            head = fh.read(2)
+        what = ("a pickle (a model file of an older cakernels, or from elsewhere)"
+                if head[:1] == b"\x80" else "not a cakernels model file")
+        raise CLIError(f"{path} is {what}: loading a pickle can run any code it contains, so "
+                       "it is refused; if you trust the file, add --trust-pickle (then save "
+                       "it again with `cakernels fit`)")
     if not (isinstance(payload, dict) and payload.get("format") == MODEL_FORMAT
             and "estimator" in payload and isinstance(payload.get("metadata"), dict)):
         raise CLIError(f"{path} is not a cakernels model file (write one with `cakernels fit`)")
@@ -387,3 +421,24 @@ def _load_model(path):
         print(f"{PROG}: warning: {path} was written by cakernels {meta.get('cakernels_version')}, "
               f"this is {__version__}", file=sys.stderr)
     return payload["estimator"], meta
+
+
+def _load_skops(path):
+    import skops.io as sio
+
+    try:
+        untrusted = sio.get_untrusted_types(file=path)
+    except Exception as exc:
+        raise CLIError(f"{path} is not a cakernels model file (reading it failed: "
+                       f"{_error_message(exc)})") from None
+    foreign = sorted(t for t in untrusted if not t.startswith(TRUSTED_PREFIXES))
+    if foreign:
+        raise CLIError(f"refusing to load {path}: it names types that are not cakernels', "
+                       f"scikit-learn's, NumPy's or SciPy's ({', '.join(foreign)}); a model "
+                       "written by `cakernels fit` holds none, so the file was made or changed "
+                       "elsewhere")
+    try:
+        return sio.load(path, trusted=list(untrusted))
+    except Exception as exc:
+        raise CLIError(f"{path} is not a cakernels model file (loading failed: "
+                       f"{_error_message(exc)})") from None

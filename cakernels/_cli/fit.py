@@ -1,6 +1,5 @@
 """``cakernels fit``."""
 
-import pickle
 import time
 from pathlib import Path
 
@@ -14,7 +13,7 @@ from .common import (
     MODEL_FORMAT,
     MODEL_FORMAT_VERSION,
     TASKS,
-    _atomic_write,
+    _save_model,
     _check_output,
     _fmt_int,
     _load_data,
@@ -224,7 +223,7 @@ def _save(args, model, est, method, chosen, data, shape, sparse, fit_seconds, n_
         meta["classes"] = np.asarray(getattr(est, "classes_", np.unique(data.y))).tolist()
     payload = {"format": MODEL_FORMAT, "format_version": MODEL_FORMAT_VERSION,
                "metadata": meta, "estimator": model}
-    _atomic_write(args.output, lambda fh: pickle.dump(payload, fh, protocol=5), binary=True)
+    _save_model(args.output, payload)
     extra = []
     if REGISTRY[method].partitioned:
         extra.append(f"{_n_partitions_of(est)} partitions")

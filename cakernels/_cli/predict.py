@@ -37,7 +37,7 @@ def _prediction_lines(pred, task):
 def _predict_data(args):
     """The model and DATA read as the model's training data was: a LIBSVM file with the
     training file's index base (models without ``index_base`` decide it per file)."""
-    model, meta = _load_model(args.model)
+    model, meta = _load_model(args.model, trust_pickle=args.trust_pickle)
     base = meta.get("index_base")
     data = _load_data(args.data, split="test", index_base=base)
     n_features = int(meta["n_features"])
