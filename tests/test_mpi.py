@@ -291,8 +291,9 @@ def test_cli_fit_under_mpiexec_reads_sharded_and_writes_one_model(mpi_cli, caker
                          "-p", "8").returncode == 0
     serial = cakernels_cli("evaluate", serial_model, test)
     assert _accuracy(mpi) >= _accuracy(serial) - 0.03
-    with open(model, "rb") as fh:
-        meta = pickle.load(fh)["metadata"]
+    import skops.io as sio
+
+    meta = sio.load(model, trusted=sio.get_untrusted_types(file=model))["metadata"]
     assert meta["mpi_ranks"] == n and meta["n_samples"] == 1200
 
 
