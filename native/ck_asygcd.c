@@ -241,11 +241,14 @@ static ck_status ck_agcd_slice(ck_agcd_worker *w, const ck_agcd_problem *p,
         s = c->n_used++;
     } else {
         s = c->lru.tail;
+        if (s < 0)
+            return CK_ERR_INTERNAL;
         ck_lru_unlink(&c->lru, s);
-        c->col_slot[c->slot_col[s]] = -1;
+        /* a slot whose computation failed holds no column (slot_col -1) */
+        if (c->slot_col[s] >= 0)
+            c->col_slot[c->slot_col[s]] = -1;
         c->slot_col[s] = -1;
     }
-    ck_lru_push_front(&c->lru, s);
     {
         const double t0 = w->time_slices ? ck_agcd_now() : 0.0;
         if (ck_fmajor_built(&w->fm))
@@ -258,10 +261,13 @@ static ck_status ck_agcd_slice(ck_agcd_worker *w, const ck_agcd_problem *p,
             w->slice_seconds += ck_agcd_now() - t0;
         ++w->n_slices;
     }
-    if (st != CK_OK)
-        return st; /* the slot stays free (slot_col -1) */
+    if (st != CK_OK) {
+        ck_lru_push_back(&c->lru, s); /* free (slot_col -1), evicted first */
+        return st;
+    }
     c->slot_col[s] = i;
     c->col_slot[i] = s;
+    ck_lru_push_front(&c->lru, s);
     *out = c->mem + s * c->m;
     return CK_OK;
 }
@@ -508,6 +514,7 @@ typedef struct {
     double viol;     /* its latest largest violation (active set)   */
     char pad[64 - 2 * sizeof(int64_t) - sizeof(double)];
 } ck_agcd_slot;
+typedef char ck_agcd_slot_is_one_line[sizeof(ck_agcd_slot) == 64 ? 1 : -1];
 
 typedef struct {
     ck_agcd_entry *log;
@@ -931,6 +938,7 @@ ck_status ck_asygcd_solve_ex(const ck_matrix *X, const double *y,
 {
     ck_agcd_problem prob;
     ck_agcd_shared sh;
+    void *slots_raw = NULL;
     ck_agcd_worker *workers = NULL;
     double *QD = NULL, *sq = NULL, *a2 = NULL;
     int64_t *bstart = NULL, *bidx = NULL, *fill = NULL;
@@ -1011,7 +1019,11 @@ ck_status ck_asygcd_solve_ex(const ck_matrix *X, const double *y,
     fill = (int64_t *)calloc((size_t)T, sizeof(int64_t));
     workers = (ck_agcd_worker *)calloc((size_t)T, sizeof(ck_agcd_worker));
     sh.log = (ck_agcd_entry *)malloc(CK_AGCD_LOG * sizeof(ck_agcd_entry));
-    sh.slots = (ck_agcd_slot *)calloc((size_t)T, sizeof(ck_agcd_slot));
+    /* one cache line per thread, starting on a line boundary (calloc aligns to
+       16 bytes only): one spare slot of room, the pointer rounded up to 64 */
+    slots_raw = calloc((size_t)T + 1, sizeof(ck_agcd_slot));
+    sh.slots = slots_raw == NULL ? NULL
+             : (ck_agcd_slot *)(((uintptr_t)slots_raw + 63) & ~(uintptr_t)63);
     if (QD == NULL || sq == NULL || bstart == NULL || bidx == NULL ||
         fill == NULL || workers == NULL || sh.log == NULL ||
         sh.slots == NULL) {
@@ -1127,7 +1139,7 @@ cleanup:
     }
     free(workers);
     free(sh.log);
-    free(sh.slots);
+    free(slots_raw);
     free(QD);
     free(sq);
     free(a2);
