@@ -38,6 +38,7 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import Interval, StrOptions
 
+from ._kernels import check_magnitude
 from .backends import BACKEND_NAMES, Backend, SerialBackend, get_backend, lpt_placement
 from .backends._comm import (
     CollectiveError,
@@ -302,13 +303,21 @@ class PartitionedEstimator(BaseEstimator):
         return self._backend().session(verbose=self.verbose)
 
     # ------------------------------------------------------------------ setup
+    def _validate_checked(self, X, y, sample_weight):
+        """``_validate_local`` plus the magnitude check every distance and kernel
+        needs (``ValueError`` when a row's squared norm overflows)."""
+        X, y, w = self._validate_local(X, y, sample_weight)
+        if X.shape[0]:
+            check_magnitude(X)
+        return X, y, w
+
     def _collect(self, s, X, y, sample_weight):
         """This rank's validated rows (all of them on one process or rank 0 of
         root mode; none on the other ranks of root mode; the shard in sharded
         mode) with their global indices. Collective under MPI."""
         comm = s.comm
         if s.size == 1:
-            X, y, w = self._validate_local(X, y, sample_weight)
+            X, y, w = self._validate_checked(X, y, sample_weight)
             return X, y, w, np.arange(X.shape[0], dtype=np.int64)
         error = None
         check_same_params(comm, self)
@@ -316,7 +325,7 @@ class PartitionedEstimator(BaseEstimator):
             result = None
             if comm.rank == 0:
                 try:
-                    result = self._validate_local(X, y, sample_weight)
+                    result = self._validate_checked(X, y, sample_weight)
                 except (ValueError, TypeError) as exc:
                     error = str(exc)
             comm.agree(error)
@@ -331,7 +340,7 @@ class PartitionedEstimator(BaseEstimator):
             if X is None or (hasattr(X, "shape") and X.shape[0] == 0):
                 raise ValueError("this rank's shard is empty: in sharded mode every rank "
                                  "passes at least one row")
-            result = self._validate_local(X, y, sample_weight)
+            result = self._validate_checked(X, y, sample_weight)
         except (ValueError, TypeError) as exc:
             error = str(exc)
         comm.agree(error)

@@ -62,6 +62,57 @@ def row_sq_norms(X):
     return np.einsum("ij,ij->i", X, X)
 
 
+def check_magnitude(X, sq_norms=None):
+    """Raise ``ValueError`` when a row's squared norm overflows float64.
+
+    Distances to centres and every kernel need ``||x||^2``; with features near
+    1e154 or beyond it is inf, distances become NaN and a solver would return a
+    meaningless model without an error.
+
+    Parameters
+    ----------
+    X : {ndarray, CSR matrix} of shape (n_rows, n_features)
+    sq_norms : ndarray of shape (n_rows,), default=None
+        ``row_sq_norms(X)`` when already computed.
+
+    Returns
+    -------
+    sq_norms : ndarray of shape (n_rows,)
+    """
+    if sq_norms is None:
+        with np.errstate(over="ignore", invalid="ignore"):
+            sq_norms = row_sq_norms(X)
+    bad = ~np.isfinite(sq_norms)
+    if np.any(bad):
+        data = X.data if sp.issparse(X) else X
+        big = float(np.max(np.abs(data))) if data.size else 0.0
+        raise ValueError(
+            f"feature values too large: the squared norm of {int(bad.sum())} of "
+            f"{bad.size} rows overflows float64 (largest |value| {big:.3g}); distances and "
+            "kernels need ||x||^2 < 1.8e308: scale the features (e.g. StandardScaler)")
+    return sq_norms
+
+
+def check_kernel_diagonal(sq_norms, kernel, gamma, degree, coef0):
+    """Raise ``FloatingPointError`` when ``K(x, x)`` is not finite for some row
+    (a polynomial or linear kernel overflowing for large gamma, degree or
+    features), naming the likely cause."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        if kernel == "linear":
+            diag = sq_norms
+        elif kernel == "poly":
+            diag = (gamma * sq_norms + coef0) ** degree
+        else:  # rbf: 1; sigmoid: tanh, bounded
+            return
+    bad = ~np.isfinite(diag)
+    if np.any(bad):
+        raise FloatingPointError(
+            f"kernel values overflow float64: K(x, x) is not finite for {int(bad.sum())} of "
+            f"{bad.size} rows (kernel={kernel!r}, gamma={gamma:.3g}, degree={degree}, "
+            f"largest ||x||^2 {float(np.max(sq_norms)):.3g}); reduce gamma or degree, or "
+            "scale the features")
+
+
 def _gram(X, Y):
     """``X @ Y.T`` as a C-contiguous float64 ndarray (dense or CSR operands)."""
     if sp.issparse(X) or sp.issparse(Y):

@@ -117,6 +117,16 @@ def solve_binary_svm(X, y_pm, C, *, kernel_params, solver="smo", sample_weight=N
     y_pm = np.asarray(y_pm, dtype=np.float64)
     index = np.arange(y_pm.size) if index is None else index
     kp = kernel_params
+    _check_numerics_before(X, kp)
+    sol = _solve_binary_svm(X, y_pm, C, kp, solver, sample_weight, tol, max_iter, cache_size,
+                            n_threads, random_state, index, alpha0, asygcd_options)
+    _check_solution(sol, f"the {solver} solver (C={C:.3g})",
+                    "C may be too large for float64 (try a smaller C) or the features extreme")
+    return sol
+
+
+def _solve_binary_svm(X, y_pm, C, kp, solver, sample_weight, tol, max_iter, cache_size,
+                      n_threads, random_state, index, alpha0, asygcd_options):
     common = dict(sample_weight=sample_weight, kernel=kp["kernel"], gamma=kp["gamma"],
                   degree=kp["degree"], coef0=kp["coef0"], tol=tol, max_iter=max_iter,
                   cache_size=cache_size)
@@ -169,7 +179,34 @@ def solve_kernel_ridge(X, y, lam, *, kernel_params, index=None):
 
     params = {**kernel_params}
     m = X.shape[0]
+    _check_numerics_before(X, params)
     K = kernel_block(X, X, **params)
     alpha = solve_krr(K, y, lam * m, rebuild=lambda: kernel_block(X, X, **params))
     index = np.arange(m) if index is None else index
-    return LocalSolution(index, alpha, None, 0.0, np.nan, 1)
+    sol = LocalSolution(index, alpha, None, 0.0, np.nan, 1)
+    _check_solution(sol, f"kernel ridge (lam={lam:.3g})",
+                    "lam may be too small for float64, or the targets or features extreme")
+    return sol
+
+
+def _check_numerics_before(X, kp):
+    """Clear errors before a solve on rows whose norms or kernel diagonal overflow."""
+    from .._kernels import check_kernel_diagonal, check_magnitude
+
+    if X.shape[0] == 0:
+        return
+    sq = check_magnitude(X)
+    gamma = kp.get("gamma")
+    check_kernel_diagonal(sq, kp["kernel"], 1.0 if gamma is None else float(gamma),
+                          kp.get("degree", 3), kp.get("coef0", 0.0))
+
+
+def _check_solution(sol, what, cause):
+    """A solution with NaN or inf coefficients is an error, not a model."""
+    alpha = np.asarray(sol.alpha)
+    if not (np.all(np.isfinite(alpha)) and np.isfinite(sol.intercept)):
+        n_bad = int(np.sum(~np.isfinite(alpha)))
+        raise FloatingPointError(
+            f"{what} produced non-finite coefficients ({n_bad} of {alpha.size} NaN or inf"
+            f"{', and the intercept' if not np.isfinite(sol.intercept) else ''}): its "
+            f"gradient overflowed; {cause}")

@@ -11,7 +11,7 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 
 from ..partition import _int32_indices
 from .. import _native
-from .._kernels import resolve_gamma
+from .._kernels import check_magnitude, resolve_gamma
 from .._solvers.native_svc import NativeKernelSVC
 from ._partitioned import _SVM_CONSTRAINTS, _validate_training_data
 
@@ -174,6 +174,7 @@ class AsyGCDSVC(ClassifierMixin, BaseEstimator):
         """
         self._validate_params()
         X, y = _validate_training_data(self, X, y)
+        check_magnitude(X)
         weight = _check_sample_weight(sample_weight, X, dtype=np.float64,
                                       ensure_non_negative=True)
         if self.class_weight is not None:

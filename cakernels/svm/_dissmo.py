@@ -42,7 +42,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import StrOptions
 
 from .._engine import PartitionedEstimator, _group_by
-from .._kernels import kernel_block, row_sq_norms
+from .._kernels import check_kernel_diagonal, kernel_block, row_sq_norms
 from .._solvers.native_svc import NativeKernelSVC
 from ..backends._backend import BACKEND_NAMES, Backend
 from ..backends._comm import comm_report
@@ -410,6 +410,7 @@ class DisSMOSVC(_FullModelSVC):
         with self._session() as s:
             comm = s.comm
             X, y_idx, w, index = self._prepare_classifier(s, X, y, sample_weight)
+            self._check_kernel_overflow(comm, X)
             t0 = time.perf_counter()
             with comm.phase("redistribution"):
                 X, y_idx, w, index = self._my_rows(s, X, y_idx, w, index)
@@ -478,6 +479,21 @@ class DisSMOSVC(_FullModelSVC):
                 "n_ranks": s.size,
             }
         return self
+
+    def _check_kernel_overflow(self, comm, X):
+        """``FloatingPointError`` when K(x, x) overflows for some row (the local
+        solvers' check; under MPI the ranks agree on it)."""
+        try:
+            check_kernel_diagonal(row_sq_norms(X), self.kernel, float(self.gamma_),
+                                  self.degree, self.coef0)
+        except FloatingPointError as exc:
+            if comm.size == 1:
+                raise
+            error = str(exc)
+        else:
+            error = None
+        if comm.size > 1:
+            comm.agree(error)
 
     def _my_rows(self, s, X, y, w, index):
         """This rank's block of rows: root mode scatters contiguous blocks from

@@ -20,6 +20,7 @@ from .._engine import (
 )
 from .._kernels import KERNELS, kernel_dot
 from ..partition import _int32_indices
+from .._solvers.local import _check_numerics_before
 from .._solvers.native_svc import NATIVE_SOLVERS, NativeKernelSVC, ovr_from_ovo
 
 SOLVERS = ("libsvm",) + NATIVE_SOLVERS
@@ -317,6 +318,10 @@ class PartitionedSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
                 n_threads=ctx["n_threads"], random_state=ctx["seed"])
             model.fit(Xp, yp, w)
             return model, int(model.n_iter_.sum()), int(model.support_.size)
+        # LIBSVM: the native solvers' numerical checks first (clear errors instead of
+        # SVC's "dual coefficients are not finite")
+        _check_numerics_before(Xp, {"kernel": self.kernel, "gamma": self.gamma_,
+                                    "degree": self.degree, "coef0": self.coef0})
         cw = None if class_weight is None else {c: class_weight[c] for c in labels.tolist()}
         svc = SVC(C=self.C, kernel=self.kernel, degree=self.degree, gamma=self.gamma_,
                   coef0=self.coef0, tol=self.tol, cache_size=self.cache_size,

@@ -1,0 +1,108 @@
+"""Extreme values get clear errors, never a silent NaN model (issue 12, numerics)."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from cakernels import (BKRR2, CASVC, DCKRR, AsyGCDSVC, CascadeSVC, DisSMOSVC,
+                       PartitionedKernelRidge)
+from cakernels._kernels import check_kernel_diagonal, check_magnitude
+from cakernels._solvers import local
+
+
+def _data(n=120, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, 3))
+    return X, np.where(X[:, 0] + 0.3 * rng.standard_normal(n) > 0, 1, -1)
+
+
+ESTIMATORS = [
+    lambda **kw: CASVC(2, solver="smo", random_state=0, **kw),
+    lambda **kw: CASVC(2, solver="libsvm", random_state=0, **kw),
+    lambda **kw: AsyGCDSVC(**kw),
+    lambda **kw: CascadeSVC(2, random_state=0, **kw),
+    lambda **kw: DisSMOSVC(**kw),
+]
+
+
+@pytest.mark.parametrize("make", ESTIMATORS + [lambda **kw: BKRR2(2, random_state=0, **kw),
+                                               lambda **kw: DCKRR(2, random_state=0, **kw)])
+@pytest.mark.parametrize("sparse", [False, True])
+def test_features_whose_norms_overflow_are_refused(make, sparse):
+    X, y = _data()
+    X = X * 1e160  # ||x||^2 overflows: distances and RBF kernels would be NaN
+    est = make()
+    target = y if hasattr(est, "C") else X[:, 0] / 1e160
+    Xin = sp.csr_matrix(X) if sparse else X
+    before = Xin.copy()
+    with pytest.raises(ValueError, match="feature values too large.*scale the features"):
+        est.fit(Xin, target)
+    # nothing the user gave is modified
+    assert (abs(Xin - before)).max() == 0
+
+
+@pytest.mark.parametrize("make", ESTIMATORS)
+def test_svm_polynomial_kernel_overflow(make):
+    X, y = _data()
+    est = make(kernel="poly", gamma=1e200)
+    with pytest.raises(FloatingPointError, match="kernel values overflow.*reduce gamma"):
+        est.fit(X, y)
+
+
+def test_krr_polynomial_kernel_overflow():
+    X, y = _data()
+    with pytest.raises(FloatingPointError, match="kernel values overflow"):
+        PartitionedKernelRidge(n_partitions=2, kernel="poly", sigma=1e-120,
+                               random_state=0).fit(X, X[:, 0])
+
+
+def test_large_but_finite_values_still_fit():
+    """The guards only catch overflow: scaled data that fits in float64 trains as before."""
+    X, y = _data()
+    a = CASVC(2, solver="smo", random_state=0, gamma=1.0).fit(X, y)
+    b = CASVC(2, solver="smo", random_state=0, gamma=1e-100).fit(X * 1e50, y)
+    assert np.mean(a.predict(X) == b.predict(X * 1e50)) > 0.95
+
+
+@pytest.mark.parametrize("solver", ["smo", "asygcd"])
+def test_a_nan_gradient_is_a_floating_point_error(monkeypatch, solver):
+    """A native solve that returns non-finite dual variables (its gradient overflowed)
+    raises FloatingPointError naming C, instead of returning a NaN model."""
+    X, y = _data(40)
+    name = "smo_fit" if solver == "smo" else "asygcd_fit"
+    module = __import__(f"cakernels._solvers.{'smo' if solver == 'smo' else 'asygcd'}",
+                        fromlist=[name])
+    real = getattr(module, name)
+
+    def broken(*args, **kwargs):
+        res = dict(real(*args, **kwargs))
+        res["alpha"] = np.full_like(res["alpha"], np.nan)
+        return res
+
+    monkeypatch.setattr(module, name, broken)
+    with pytest.raises(FloatingPointError, match="non-finite coefficients.*C may be too large"):
+        local.solve_binary_svm(X, y.astype(float), 1e300,
+                               kernel_params={"kernel": "rbf", "gamma": 0.5, "degree": 3,
+                                              "coef0": 0.0}, solver=solver)
+
+
+def test_krr_nan_solution_is_a_floating_point_error(monkeypatch):
+    import cakernels._solvers.krr as krr
+
+    monkeypatch.setattr(krr, "solve_krr", lambda K, y, reg, rebuild=None: y * np.nan)
+    X, y = _data(30)
+    with pytest.raises(FloatingPointError, match="kernel ridge.*non-finite"):
+        local.solve_kernel_ridge(X, X[:, 0], 1e-3,
+                                 kernel_params={"kernel": "rbf", "gamma": 0.5, "degree": 3,
+                                                "coef0": 0.0})
+
+
+def test_check_helpers():
+    X = np.array([[1.0, 2.0], [1e200, 0.0]])
+    with pytest.raises(ValueError, match="1 of 2 rows"):
+        check_magnitude(X)
+    sq = check_magnitude(X[:1])
+    assert sq.tolist() == [5.0]
+    check_kernel_diagonal(np.array([1e300]), "rbf", 1e300, 3, 0.0)  # bounded kernels pass
+    with pytest.raises(FloatingPointError):
+        check_kernel_diagonal(np.array([1e300]), "poly", 1e10, 3, 0.0)
