@@ -106,3 +106,64 @@ def test_check_helpers():
     check_kernel_diagonal(np.array([1e300]), "rbf", 1e300, 3, 0.0)  # bounded kernels pass
     with pytest.raises(FloatingPointError):
         check_kernel_diagonal(np.array([1e300]), "poly", 1e10, 3, 0.0)
+
+
+# ------------------------------------------------------------------ kernel ridge conditioning
+def _spectrum_matrix(m, eigenvalues, seed=0):
+    q, _ = np.linalg.qr(np.random.default_rng(seed).standard_normal((m, m)))
+    return np.ascontiguousarray((q * eigenvalues) @ q.T)
+
+
+def test_krr_warns_when_the_factor_is_ill_conditioned():
+    """A factor that succeeds but with cond * eps > 1e-4 warns (the answer has lost
+    more than 12 digits); its solution is still the Cholesky one."""
+    from scipy.linalg import LinAlgWarning
+
+    from cakernels._solvers.krr import RCOND_WARN, solve_krr
+
+    m = 60
+    w = np.geomspace(1.0, 1e-13, m)  # cond 1e13: factorable, rcond < RCOND_WARN
+    K = _spectrum_matrix(m, w)
+    y = np.random.default_rng(1).standard_normal(m)
+    with pytest.warns(LinAlgWarning, match="ill-conditioned.*relative errors up to"):
+        alpha = solve_krr(K.copy(), y, 0.0)
+    # still the Cholesky answer (backward stable: a small residual), not the fallback
+    assert np.linalg.norm(K @ alpha - y) < 1e-3 * np.linalg.norm(y)
+    assert RCOND_WARN < 1e-11
+    # a well-conditioned system does not warn (warnings are errors in this suite)
+    solve_krr(_spectrum_matrix(m, np.geomspace(1.0, 1e-3, m)), y, 0.0)
+
+
+def test_krr_fallback_holds_one_matrix_at_a_time():
+    """A singular system falls back to least squares; with ``rebuild`` the factor is
+    released before K is rebuilt, so the peak is about one m x m matrix."""
+    import tracemalloc
+
+    from scipy.linalg import LinAlgWarning
+
+    from cakernels._solvers.krr import solve_krr
+
+    m = 500  # every sample twice: exactly singular; distinct samples well separated
+    X = np.repeat(np.random.default_rng(0).uniform(0, 40, (m // 2, 2)), 2, axis=0)
+
+    def make_K():  # one m x m allocation
+        sq = (X * X).sum(1)
+        G = X @ X.T
+        G *= 2.0
+        G -= sq[:, None]
+        G -= sq[None, :]
+        return np.exp(G, out=G)
+
+    y = np.random.default_rng(1).standard_normal(m)
+    expected = np.linalg.lstsq(make_K(), y, rcond=None)[0]  # the same cutoff
+    matrix = m * m * 8
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        with pytest.warns(LinAlgWarning, match="not numerically positive definite"):
+            alpha = solve_krr(make_K(), y, 0.0, rebuild=make_K)
+        peak = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+    assert np.allclose(alpha, expected, rtol=1e-6, atol=1e-9 * np.abs(expected).max())
+    assert peak < 1.5 * matrix, (peak / matrix)

@@ -11,13 +11,20 @@ from .. import _native
 from .._blas import cholesky_guard
 from .._kernels import kernel_dot, row_sq_norms
 
+#: a factor whose reciprocal condition number is below this gets a warning: the
+#: solution's relative error bound cond * eps then exceeds 1e-4 (four digits)
+RCOND_WARN = 1e4 * np.finfo(np.float64).eps
+
+
 def solve_krr(K, y, reg, rebuild=None):
     """Solve ``(K + reg * I) alpha = y`` in place by Cholesky.
 
     ``K`` is overwritten. When the regularised matrix is not numerically
     positive definite (Cholesky fails, or its reciprocal condition number is
     below machine precision) the minimum-norm least-squares solution is
-    returned instead, with a :class:`scipy.linalg.LinAlgWarning`.
+    returned instead, with a :class:`scipy.linalg.LinAlgWarning`. A factor that
+    succeeds with a reciprocal condition number below :data:`RCOND_WARN` (the
+    answer may have lost more than 12 of its 16 digits) also warns.
 
     Parameters
     ----------
@@ -38,24 +45,64 @@ def solve_krr(K, y, reg, rebuild=None):
     backup = K.copy() if rebuild is None else None
     K.flat[:: m + 1] += reg
     anorm = float(linalg.lapack.dlange("1", K.T))  # 1-norm, no temporary copy
+    failure = None
     try:
         with cholesky_guard(m):  # one BLAS thread where OpenBLAS would crash (_blas)
-            return _cholesky_solve(K, y, anorm)
+            alpha, rcond = _cholesky_solve(K, y, anorm)
     except linalg.LinAlgError as exc:
+        failure = str(exc)  # not the exception: its traceback would keep K alive
+    if failure is not None:
         warnings.warn(
-            f"kernel matrix + lam*m*I is not numerically positive definite ({exc}); "
+            f"kernel matrix + lam*m*I is not numerically positive definite ({failure}); "
             "using the least-squares solution. Increase lam or check the kernel.",
             linalg.LinAlgWarning,
             stacklevel=3,
         )
-        K = backup if rebuild is None else rebuild()
-        K.flat[:: m + 1] += reg
-        return linalg.lstsq(K, y, check_finite=False, lapack_driver="gelsd")[0]
+        if rebuild is not None:
+            del K  # the factor: one m x m matrix at a time
+            backup = rebuild()
+        backup.flat[:: m + 1] += reg
+        return _lstsq_in_place(backup, y)
+    if rcond < RCOND_WARN:
+        warnings.warn(
+            f"kernel matrix + lam*m*I is ill-conditioned (reciprocal condition number "
+            f"{rcond:.2g}): the coefficients may carry relative errors up to "
+            f"{np.finfo(np.float64).eps / rcond:.1g}. Increase lam for a trustworthy answer.",
+            linalg.LinAlgWarning,
+            stacklevel=3,
+        )
+    return alpha
+
+
+def _lstsq_in_place(A, y):
+    """Minimum-norm least-squares solution of the symmetric ``A x = y`` by LAPACK
+    dgelsd on ``A``'s own buffer (destroyed).
+
+    SciPy's ``lstsq`` copies ``A`` whatever ``overwrite_a`` says; dgelsd called
+    directly works in place with a workspace of O(m log m) doubles, so the
+    fallback holds one m x m matrix. Singular values below ``eps * m`` times the
+    largest count as zero (NumPy's ``lstsq`` default): without a cutoff,
+    duplicate samples turn the coefficients into rounding noise.
+    """
+    m = A.shape[0]
+    cond = np.finfo(np.float64).eps * m
+    y2 = np.asarray(y, dtype=np.float64)
+    b = np.array(y2.reshape(m, -1), order="F")  # dgelsd overwrites b with x
+    lwork, liwork, info = linalg.lapack.dgelsd_lwork(m, m, b.shape[1], cond)
+    if info != 0:  # pragma: no cover - LAPACK rejects its own query
+        raise linalg.LinAlgError(f"dgelsd workspace query failed (info {info})")
+    # A is symmetric, so its C-ordered buffer read in Fortran order (A.T) is A
+    x, _, _, info = linalg.lapack.dgelsd(A.T, b, int(lwork), int(liwork), cond,
+                                         overwrite_a=True, overwrite_b=True)
+    if info != 0:
+        raise linalg.LinAlgError(f"the least-squares fallback failed: SVD did not converge "
+                                 f"(dgelsd info {info})")
+    return x[:m].reshape(y2.shape)
 
 
 def _cholesky_solve(K, y, anorm):
-    """``K^-1 y`` by an in-place Cholesky of the regularised ``K``; LinAlgError when
-    it is not numerically positive definite."""
+    """``(K^-1 y, rcond)`` by an in-place Cholesky of the regularised ``K``;
+    LinAlgError when it is not numerically positive definite."""
     # LAPACK dpotrf on K's own buffer (K is symmetric, so its C-order buffer is
     # the same matrix in Fortran order), with the GIL released so that the
     # 'threads' backend factors partitions concurrently; SciPy's cho_factor would
@@ -68,7 +115,7 @@ def _cholesky_solve(K, y, anorm):
     rcond, info = linalg.lapack.dpocon(c, anorm, uplo="L")
     if info != 0 or not rcond > np.finfo(np.float64).eps:
         raise linalg.LinAlgError(f"reciprocal condition number {rcond:.3g}")
-    return linalg.cho_solve((c, True), y, overwrite_b=False, check_finite=False)
+    return linalg.cho_solve((c, True), y, overwrite_b=False, check_finite=False), float(rcond)
 
 
 #: SciPy's LAPACK dpotrf (the Cython capsule), called by the native module

@@ -180,8 +180,9 @@ def solve_kernel_ridge(X, y, lam, *, kernel_params, index=None):
     params = {**kernel_params}
     m = X.shape[0]
     _check_numerics_before(X, params)
-    K = kernel_block(X, X, **params)
-    alpha = solve_krr(K, y, lam * m, rebuild=lambda: kernel_block(X, X, **params))
+    # no reference kept here: solve_krr frees the factor before its fallback rebuilds K
+    alpha = solve_krr(kernel_block(X, X, **params), y, lam * m,
+                      rebuild=lambda: kernel_block(X, X, **params))
     index = np.arange(m) if index is None else index
     sol = LocalSolution(index, alpha, None, 0.0, np.nan, 1)
     _check_solution(sol, f"kernel ridge (lam={lam:.3g})",
