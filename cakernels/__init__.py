@@ -39,13 +39,19 @@ _EXPORTS = {
     "DKRR": "kernel_ridge",
     "oracle_predict": "kernel_ridge",
     "oracle_score": "kernel_ridge",
+    "PartitionedKernelRidgeCV": "model_selection",
+    "BKRR2CV": "model_selection",
+    "KKRR2CV": "model_selection",
+    "DCKRRCV": "model_selection",
+    "BKRRCV": "model_selection",
+    "KKRRCV": "model_selection",
     "RandomPartitioner": "partition",
     "KMeansPartitioner": "partition",
     "KBalancePartitioner": "partition",
     "FCFSPartitioner": "partition",
     "BKMPartitioner": "partition",
 }
-_SUBMODULES = ("backends", "datasets", "kernel_ridge", "partition", "svm")
+_SUBMODULES = ("backends", "datasets", "kernel_ridge", "model_selection", "partition", "svm")
 
 __all__ = ["__version__", *_EXPORTS, "show_config"]
 

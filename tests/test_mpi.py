@@ -392,3 +392,17 @@ def test_multilevel_and_dissmo_under_mpi_equal_serial(mpirun, n, tmp_path):
         with open(tmp_path / f"{line['name']}.pkl", "rb") as fh:
             saved = pickle.load(fh)
         np.testing.assert_array_equal(saved["model"].predict(saved["X"]), saved["pred"])
+
+
+@pytest.mark.parametrize("n", [1, 2, 4])
+def test_fast_krr_search_under_mpi(mpirun, n):
+    lines = _lines(mpirun(n, "spmd_search.py"))
+    assert [line["check"] for line in lines] == ["BKRR2CV", "DCKRRCV"]
+    for line in lines:
+        assert line["root_equal"] and line["everywhere"] and line["root_predict_equal"], line
+        assert line["sharded_rel"] <= 1e-8, line
+        for mode in ("root_phases", "sharded_phases"):
+            # Algorithm 10: the partitions stay on their ranks for the whole
+            # search; only the summed errors travel (phase 'validation')
+            assert line[mode]["training"] == 0, line
+            assert (line[mode]["validation"] > 0) == (n > 1), line

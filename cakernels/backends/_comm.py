@@ -34,7 +34,8 @@ import pickle
 import numpy as np
 
 #: the phases of a fit and of a prediction, in the order they happen
-PHASES = ("setup", "partitioning", "redistribution", "training", "model_gather", "prediction")
+PHASES = ("setup", "partitioning", "redistribution", "training", "model_gather",
+          "validation", "prediction")
 
 
 class CollectiveError(ValueError):

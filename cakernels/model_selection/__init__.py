@@ -6,6 +6,27 @@ routes over the same grids that partition once and share the work between
 the grid's points (Algorithm 10 of the reference for kernel ridge).
 """
 
+from ._krr_search import (
+    BKRR2CV,
+    BKRRCV,
+    DCKRRCV,
+    KKRR2CV,
+    KKRRCV,
+    PartitionedKernelRidgeCV,
+)
 from ._results import build_cv_results, check_grid
 
-__all__ = ["build_cv_results", "check_grid"]
+__all__ = [
+    "PartitionedKernelRidgeCV",
+    "BKRR2CV",
+    "KKRR2CV",
+    "DCKRRCV",
+    "BKRRCV",
+    "KKRRCV",
+    "build_cv_results",
+    "check_grid",
+]
+
+for _name in __all__[:6]:
+    globals()[_name].__module__ = __name__
+del _name

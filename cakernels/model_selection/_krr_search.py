@@ -1,0 +1,961 @@
+"""The fast grid search of the partitioned kernel ridge regressors over sigma
+and lambda: :class:`PartitionedKernelRidgeCV` and its front doors (Algorithm 10
+of the reference, with cross-validation).
+
+One search engine serves every front door. It
+
+1. validates the data and draws the validation splits once, on all rows;
+2. partitions once (the estimator's partitioner, on all rows) and moves every
+   partition to its worker or rank, as a fit does; the rows a partition must
+   predict during validation travel with it (under ``combine='nearest'`` the
+   rows whose nearest centre it is; under ``'average'`` every row);
+3. on every partition, computes the Gram matrix of its rows (the squared
+   distances, for the Gaussian kernel) once; for every sigma forms the kernel
+   once; for every split factorises the training block once per lambda
+   (Cholesky) or once for every lambda (an eigendecomposition, after which
+   every lambda is an O(m^2) solve) and predicts that split's validation rows;
+4. adds up the squared (and absolute) errors of every (sigma, lambda, split)
+   over the partitions: one reduction under MPI, nothing else communicated
+   during the search;
+5. refits the best (sigma, lambda) on all rows, as ``GridSearchCV(refit=True)``.
+
+Folds and partitions: the data are partitioned once, on all rows, and every
+split trains partition ``j``'s local model on the rows of ``j`` in the split's
+training set (ridge shift ``lam * m_jf`` with ``m_jf`` that count, as a fit on
+those rows would use) and validates on the split's validation rows, routed by
+nearest centre or averaged over all partitions. This is Algorithm 10's
+protocol; ``GridSearchCV`` instead re-partitions every split's training set.
+"""
+
+import numbers
+import sys
+import threading
+import time
+import warnings
+
+import numpy as np
+import scipy.sparse as sp
+from scipy import linalg
+from sklearn.base import RegressorMixin
+from sklearn.metrics import get_scorer
+from sklearn.model_selection import check_cv
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted
+
+from .. import _native
+from .._engine import (
+    PartitionedEstimator,
+    _group_by,
+    _LazyPartition,
+    _pack_block,
+    _unpack_block,
+    _unpack_rows,
+)
+from .._kernels import _KIND, KERNELS, _gram, check_kernel_diagonal, kernel_dot, row_sq_norms
+from .._kernels import sigma_to_gamma
+from .._solvers.krr import solve_krr
+from ..kernel_ridge import BKRR, BKRR2, DCKRR, KKRR, KKRR2, PartitionedKernelRidge
+from ._results import build_cv_results, check_grid
+
+#: the scorings computed from per-split sums (scikit-learn's names)
+SCORINGS = ("r2", "neg_mean_squared_error", "neg_root_mean_squared_error",
+            "neg_mean_absolute_error")
+
+#: ``solver='auto'`` takes the eigendecomposition from this many lambdas on:
+#: measured here (scipy ``eigh`` driver 'evd' against ``cho_factor``, m = 1,333
+#: and 2,000, 1 and 2 threads), one symmetric eigendecomposition costs 13 to
+#: 15 Cholesky factorisations of the same matrix
+EIGH_MIN_LAMS = 14
+
+# per (sigma, lambda, split, output): count, sum (y - c), sum (y - c)^2,
+# sum residual^2, sum |residual|   (c: the targets' mean, against cancellation)
+_N_STATS = 5
+
+
+class PartitionedKernelRidgeCV(RegressorMixin, PartitionedEstimator):
+    """Fast grid search of :class:`~cakernels.PartitionedKernelRidge` over sigma
+    and lambda.
+
+    Equivalent to ``GridSearchCV(PartitionedKernelRidge(...), {'sigma': sigmas,
+    'lam': lams}, cv=cv, scoring=scoring)`` with one difference of protocol: the
+    data are partitioned once, on all rows, and every split trains each
+    partition on its rows in the split's training set (Algorithm 10 of the
+    reference); see Notes. The partitioning, the Gram matrices and, per sigma,
+    the kernel matrices are computed once for the whole grid, and a partition's
+    factorisation serves every lambda (``solver='eigh'``).
+
+    Parameters
+    ----------
+    partitioner : str or partitioner instance, default='kbalance'
+        As in :class:`~cakernels.PartitionedKernelRidge`.
+    combine : {'nearest', 'average'}, default='nearest'
+        Prediction by the nearest centre's model, or the mean of all models.
+    n_partitions : int, default=8
+        Number of partitions P.
+    sigmas : array-like of float, default=(0.25, 0.5, 1, 2, 4, 8)
+        Gaussian kernel widths to try (> 0). The grid suits standardised
+        features (put a ``StandardScaler`` before the search).
+    lams : array-like of float, default=(1e-8, 1e-6, 1e-4, 1e-2)
+        Ridge parameters to try (>= 0); each partition of ``m`` training rows
+        adds ``lam * m`` to its kernel diagonal.
+    cv : int, cross-validation splitter, iterable or 'loo', default=5
+        Validation splits, as ``GridSearchCV``'s ``cv`` (an int is
+        :class:`~sklearn.model_selection.KFold` without shuffling). A held-out
+        validation set is ``ShuffleSplit(n_splits=1, test_size=0.2)`` or a
+        :class:`~sklearn.model_selection.PredefinedSplit`. ``'loo'`` is the
+        closed-form leave-one-out error of every local model (one split
+        column), at the cost of one eigendecomposition per partition and
+        sigma.
+    scoring : {'r2', 'neg_mean_squared_error', 'neg_root_mean_squared_error', \
+'neg_mean_absolute_error'}, default=None
+        Validation score, greater is better (None: ``'r2'``, the estimator's
+        ``score``). Every split is scored on all its validation rows together
+        (averaged over the outputs of a multi-output ``y``).
+    solver : {'auto', 'cholesky', 'eigh'}, default='auto'
+        ``'cholesky'``: one Cholesky factorisation per (sigma, lambda, split,
+        partition), the arithmetic of a refit. ``'eigh'``: one symmetric
+        eigendecomposition per (sigma, split, partition) shared by every
+        lambda. ``'auto'``: ``'eigh'`` for ``cv='loo'`` or at least
+        :data:`EIGH_MIN_LAMS` lambdas, ``'cholesky'`` otherwise.
+    refit : bool, default=True
+        Refit the best (sigma, lambda) on all rows as ``best_estimator_``.
+    kernel : {'rbf', 'linear', 'poly', 'sigmoid'}, default='rbf'
+        Kernel (Table 3.1); sigma sets ``1 / (2 sigma^2)`` as for the estimator.
+    degree : int, default=3
+    coef0 : float, default=1.0
+        Parameters of the polynomial and sigmoid kernels.
+    backend : {'serial', 'threads', 'mpi'} or Backend, default='serial'
+        Where the partitions' searches run (MPI: every rank keeps its
+        partitions for the whole search).
+    n_jobs : int, default=None
+        Workers of the ``'threads'`` backend.
+    random_state : int, RandomState instance or None, default=None
+        Seed of the partitioner (an int makes the refit partition exactly as
+        the search did).
+    verbose : bool, default=False
+        Progress bar over the (partition, sigma) steps of the grid.
+
+    Attributes
+    ----------
+    best_params_ : dict
+        ``{'lam': ..., 'sigma': ...}`` of the best mean validation score.
+    best_score_ : float
+    best_index_ : int
+        Index of the best candidate in ``cv_results_``.
+    cv_results_ : dict of ndarray
+        In :class:`~sklearn.model_selection.GridSearchCV`'s format and
+        candidate order (``lam`` outer, ``sigma`` inner): ``params``,
+        ``param_lam``, ``param_sigma``, ``split{i}_test_score``,
+        ``mean_test_score``, ``std_test_score``, ``rank_test_score``,
+        ``mean_fit_time``... (the times are each candidate's share of the
+        shared work).
+    best_estimator_ : PartitionedKernelRidge
+        Refitted on all rows (only with ``refit=True``).
+    refit_time_ : float
+    scorer_ : callable
+        The scikit-learn scorer of ``scoring``, used by :meth:`score`.
+    n_splits_ : int
+    partitioner_, centers_, partition_sizes_
+        The search's partitioning.
+    fit_stats_ : dict
+        ``partition_seconds``, ``search_seconds``, ``solver``,
+        ``n_factorizations``, ``comm`` (messages by phase: the search itself
+        is phase ``training``, with none; the reduction is ``validation``)...
+    n_features_in_ : int
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Defined only when ``X`` has string feature names.
+
+    See Also
+    --------
+    BKRR2CV, KKRR2CV, DCKRRCV, BKRRCV, KKRRCV : the front doors.
+    sklearn.model_selection.GridSearchCV : the plain route, which works too.
+
+    Notes
+    -----
+    Protocol. The partitions are drawn once from all rows; split ``f`` trains
+    partition ``j`` on ``rows(j) & train(f)`` with shift ``lam * |rows(j) &
+    train(f)|`` and predicts ``val(f)`` by nearest centre (or averages all
+    partitions), which is what refitting the estimator on ``train(f)`` with the
+    same partitions would give (the tests check 1e-8 agreement). A partition
+    with no training row in some split is an error (use fewer partitions or
+    folds). ``cv='loo'`` leaves each row out of its own partition only (shift
+    ``lam * (m_j - 1)``): the other partitions' models never saw it.
+
+    Cost. Per (sigma, split, partition), ``'eigh'`` costs about
+    :data:`EIGH_MIN_LAMS` Cholesky factorisations and then O(m^2) per lambda;
+    ``'cholesky'`` costs one factorisation per lambda. Against
+    ``GridSearchCV`` the search saves the repeated partitioning, kernel
+    formation and prediction set-up; the factorisations themselves remain
+    (see the README's benchmark for the measured ratio).
+
+    Memory. A worker holds one partition's m x m matrices (its Gram matrix, a
+    kernel, a split's block and its factor) at a time; more sigmas or lambdas
+    add nothing but the (sigma, lambda, split) score sums (and, for
+    ``combine='average'``, one prediction per validation row and candidate).
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_regression
+    >>> from cakernels import BKRR2CV
+    >>> X, y = make_regression(n_samples=400, n_features=4, noise=1, random_state=0)
+    >>> search = BKRR2CV(n_partitions=4, sigmas=[1, 4, 16], lams=[1e-6, 1e-3], cv=3,
+    ...                  random_state=0).fit(X, y)
+    >>> sorted(search.best_params_)
+    ['lam', 'sigma']
+    >>> search.predict(X[:2]).shape
+    (2,)
+    """
+
+    _parameter_constraints = {
+        **PartitionedEstimator._parameter_constraints,
+        "partitioner": [str, object],
+        "combine": [StrOptions({"nearest", "average"})],
+        "sigmas": ["array-like", Interval(numbers.Real, 0.0, None, closed="neither")],
+        "lams": ["array-like", Interval(numbers.Real, 0.0, None, closed="left")],
+        "cv": ["cv_object", StrOptions({"loo"})],
+        "scoring": [StrOptions(set(SCORINGS)), None],
+        "solver": [StrOptions({"auto", "cholesky", "eigh"})],
+        "refit": ["boolean"],
+        "kernel": [StrOptions(set(KERNELS))],
+        "degree": [Interval(numbers.Integral, 0, None, closed="left")],
+        "coef0": [Interval(numbers.Real, None, None, closed="neither")],
+    }
+    _estimator_class = PartitionedKernelRidge
+    _default_partitioner = "kbalance"
+    _default_combine = "nearest"
+    _cost_exponent = 3.0
+
+    def __init__(self, partitioner="kbalance", combine="nearest", n_partitions=8, *,
+                 sigmas=(0.25, 0.5, 1.0, 2.0, 4.0, 8.0), lams=(1e-8, 1e-6, 1e-4, 1e-2),
+                 cv=5, scoring=None, solver="auto", refit=True, kernel="rbf", degree=3,
+                 coef0=1.0, backend="serial", n_jobs=None, random_state=None,
+                 verbose=False):
+        self.partitioner = partitioner
+        self.combine = combine
+        self.n_partitions = n_partitions
+        self.sigmas = sigmas
+        self.lams = lams
+        self.cv = cv
+        self.scoring = scoring
+        self.solver = solver
+        self.refit = refit
+        self.kernel = kernel
+        self.degree = degree
+        self.coef0 = coef0
+        self.backend = backend
+        self.n_jobs = n_jobs
+        self.random_state = random_state
+        self.verbose = verbose
+
+    # the estimator's validation and target hooks (same data rules as its fit)
+    _validate_local = PartitionedKernelRidge._validate_local
+    _y_meta = PartitionedKernelRidge._y_meta
+    _merge_y_meta = PartitionedKernelRidge._merge_y_meta
+    _empty_y = PartitionedKernelRidge._empty_y
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True
+        return tags
+
+    @property
+    def _combine_mode(self):
+        return getattr(self, "combine", self._default_combine)
+
+    def _make_estimator(self, sigma, lam):
+        """The estimator this search tunes, with ``sigma`` and ``lam``."""
+        params = {k: getattr(self, k) for k in ("n_partitions", "kernel", "degree", "coef0",
+                                               "backend", "n_jobs", "random_state", "verbose")}
+        if self._estimator_class is PartitionedKernelRidge:
+            params.update(partitioner=self.partitioner, combine=self.combine)
+        return self._estimator_class(sigma=float(sigma), lam=float(lam), **params)
+
+    def _resolve_solver(self, loo, n_lams):
+        if self.solver == "cholesky" and loo:
+            raise ValueError("cv='loo' needs solver='eigh' (or 'auto'): the closed-form "
+                             "leave-one-out error uses the eigendecomposition")
+        if self.solver != "auto":
+            return self.solver
+        return "eigh" if loo or n_lams >= EIGH_MIN_LAMS else "cholesky"
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, X, y):
+        """Search the (sigma, lambda) grid, then refit the best on all rows.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Training samples (never modified).
+        y : array-like of shape (n_samples,) or (n_samples, n_targets)
+            Targets.
+
+        Returns
+        -------
+        self : object
+            Fitted search.
+        """
+        self._validate_params()
+        sigmas = check_grid("sigmas", self.sigmas)
+        lams = check_grid("lams", self.lams, allow_zero=True)
+        loo = isinstance(self.cv, str) and self.cv == "loo"
+        solver = self._resolve_solver(loo, lams.size)
+        scoring = "r2" if self.scoring is None else self.scoring
+        for attr in ("best_estimator_", "refit_time_"):
+            if hasattr(self, attr):
+                delattr(self, attr)
+        X_user, y_user = X, y
+        with self._session() as s:
+            comm = s.comm
+            Xl, yl, _, index = self._collect(s, X, y, None)
+            self._fit_sparse = bool(sp.issparse(Xl))
+            y2 = yl.reshape(yl.shape[0], int(np.prod(yl.shape[1:])))
+            masks, n_splits = self._split_masks(s, Xl, yl, index, loo)
+            shift = self._target_mean(s, y2)
+            t0 = time.perf_counter()
+            with comm.phase("partitioning"):
+                part, labels = self._partition_rows(s, Xl, index)
+            t_part = time.perf_counter() - t0
+            sizes = np.asarray(part.sizes_, dtype=np.int64)
+            empty = np.flatnonzero(sizes == 0)
+            if empty.size:
+                comm.agree(f"partitions {empty.tolist()} are empty; use fewer partitions or "
+                           "another partitioner")
+            owners = self._place_partitions(s, part, yl, labels, sizes)
+            yext = np.hstack([y2, masks.astype(np.float64)])
+            average = self._combine_mode == "average"
+            t0 = time.perf_counter()
+            with comm.phase("redistribution"):
+                tasks = self._distribute(s, Xl, yext, None, index, labels, owners, part)
+                queries = self._query_rows(s, Xl, yext, index, part, owners, loo, average,
+                                           tasks)
+            t_move = time.perf_counter() - t0
+            job = _SearchJob(sigmas, lams, n_splits, y2.shape[1], loo, average, solver,
+                             shift, self._kernel_params(s.threads), sizes.size)
+            progress = _Progress(s.verbose, len(tasks) * sigmas.size)
+            t0 = time.perf_counter()
+            with comm.phase("training"):  # nothing is communicated while searching
+                try:
+                    results, failure = s.map(
+                        lambda task: job.run(task.materialize(), queries(task.j), progress),
+                        tasks, "search partitions"), None
+                except Exception as exc:  # raised on every rank just below
+                    results, failure = None, exc
+            progress.close()
+            t_search = time.perf_counter() - t0
+            with comm.phase("validation"):
+                comm.raise_failures(failure)
+                stats, times, n_fact = job.combine(comm, results, queries)
+            gathered = comm.allgather(((t_part, t_move, t_search), comm.counter.summary()))
+        self._set_results(stats, times, sigmas, lams, scoring)
+        self.partitioner_ = part
+        self.centers_ = part.centers_
+        self.partition_sizes_ = sizes
+        self.n_splits_ = int(n_splits)
+        self.scorer_ = get_scorer(scoring)
+        from ..backends import comm_report
+
+        report = comm_report([g[1] for g in gathered])
+        self.fit_stats_ = {
+            "partition_seconds": float(max(g[0][0] for g in gathered)),
+            "redistribution_seconds": float(max(g[0][1] for g in gathered)),
+            "search_seconds": float(max(g[0][2] for g in gathered)),
+            "solver": solver,
+            "n_factorizations": int(n_fact),
+            "n_candidates": int(sigmas.size * lams.size),
+            "partition_sizes": sizes.tolist(),
+            "owners": owners.tolist(),
+            "comm": report,
+            "comm_bytes": int(report["total"]["bytes"]),
+            "comm_messages": int(report["total"]["messages"]),
+            "backend": s.backend.name,
+            "n_ranks": s.size,
+        }
+        if self.refit:
+            t0 = time.perf_counter()
+            best = self._make_estimator(self.best_params_["sigma"], self.best_params_["lam"])
+            self.best_estimator_ = best.fit(X_user, y_user)
+            self.refit_time_ = time.perf_counter() - t0
+        return self
+
+    # ------------------------------------------------------------------ predict
+    def predict(self, X):
+        """Predict with ``best_estimator_`` (needs ``refit=True``).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_samples,) or (n_samples, n_targets)
+        """
+        return self._best().predict(X)
+
+    def score(self, X, y):
+        """``scorer_`` of ``best_estimator_`` on ``(X, y)`` (greater is better).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,) or (n_samples, n_targets)
+
+        Returns
+        -------
+        score : float
+        """
+        return float(self.scorer_(self._best(), X, y))
+
+    def _best(self):
+        check_is_fitted(self, "cv_results_")
+        if not hasattr(self, "best_estimator_"):
+            raise AttributeError(f"{type(self).__name__} was fitted with refit=False: there "
+                                 "is no best_estimator_ to predict with; refit the "
+                                 "estimator with best_params_")
+        return self.best_estimator_
+
+    def _kernel_params(self, n_threads):
+        return {"kernel": self.kernel, "degree": self.degree, "coef0": self.coef0,
+                "n_threads": int(n_threads)}
+
+    def _set_results(self, stats, times, sigmas, lams, scoring):
+        """``cv_results_`` and the best candidate from the summed statistics
+        ``stats[sigma, lam, split, output, stat]``."""
+        scores = _scores(stats, scoring)  # (n_sigma, n_lam, n_splits)
+        # GridSearchCV's candidate order: ParameterGrid sorts the keys, 'lam' outer
+        order = [(il, isg) for il in range(lams.size) for isg in range(sigmas.size)]
+        params = [{"lam": float(lams[il]), "sigma": float(sigmas[isg])} for il, isg in order]
+        pick = lambda a: np.array([a[isg, il] for il, isg in order])  # noqa: E731
+        res = build_cv_results(params, pick(scores), pick(times[..., 0]),
+                               pick(times[..., 1]))
+        if np.any(np.isnan(res["mean_test_score"])):
+            bad = int(np.sum(np.isnan(res["mean_test_score"])))
+            warnings.warn(f"{bad} of {len(params)} candidates gave non-finite predictions "
+                          "(their scores are NaN): lam may be too small for float64",
+                          RuntimeWarning, stacklevel=3)
+        self.cv_results_ = res
+        self.best_index_ = int(np.argmin(res["rank_test_score"]))
+        self.best_params_ = dict(params[self.best_index_])
+        self.best_score_ = float(res["mean_test_score"][self.best_index_])
+
+    # ------------------------------------------------------------------ setup helpers
+    def _split_masks(self, s, X, y, index, loo):
+        """``(masks, n_splits)``: for this rank's rows, 1 in column ``f`` when
+        the row trains split ``f`` and in column ``n_splits + f`` when it
+        validates it. The splits are drawn once on all rows (rank 0)."""
+        comm = s.comm
+        if loo:
+            return np.zeros((X.shape[0], 0), dtype=np.int8), 1
+        error, masks = None, None
+        if s.size == 1 or not s.sharded:
+            if comm.rank == 0:
+                try:
+                    masks = _masks_from_cv(self.cv, X, y)
+                except (ValueError, TypeError) as exc:
+                    error = str(exc)
+            if s.size == 1:
+                if error is not None:
+                    raise ValueError(error)
+                return masks, masks.shape[1] // 2
+            comm.agree(error)
+            n_splits = comm.bcast_obj(masks.shape[1] // 2 if comm.rank == 0 else None)
+            if comm.rank:
+                masks = np.zeros((0, 2 * n_splits), dtype=np.int8)
+            return masks, n_splits
+        # sharded: the splitter sees the number of rows (and row order) only
+        n_total = int(comm.allreduce(int(X.shape[0])))
+        if comm.rank == 0:
+            try:
+                masks = _masks_from_cv(self.cv, np.zeros((n_total, 1)), None)
+            except (ValueError, TypeError) as exc:
+                error = str(exc)
+        comm.agree(error)
+        masks = comm.bcast_obj(masks)
+        return masks[index], masks.shape[1] // 2
+
+    @staticmethod
+    def _target_mean(s, y2):
+        """The targets' mean over all rows (the same on every rank)."""
+        sums = np.concatenate([[y2.shape[0]], y2.sum(axis=0)]).astype(np.float64)
+        if s.size > 1:
+            sums = s.comm.Allreduce(sums)
+        return sums[1:] / max(sums[0], 1.0)
+
+    def _query_rows(self, s, X, yext, index, part, owners, loo, average, tasks):
+        """A function ``j -> (X, yext, index)`` of the rows partition ``j``
+        predicts during validation: its own rows for a nearest-centre
+        leave-one-out, the rows whose nearest centre it is for other nearest-centre
+        splits, every row for averaging (moved once, with the partitions)."""
+        if loo and not average:
+            return lambda j: None  # its own rows
+        comm = s.comm
+        if average:
+            if s.size == 1:
+                rows = (X, yext, index)
+            else:
+                block = _pack_block(X, yext, None, index, np.zeros(X.shape[0], np.int64),
+                                    np.arange(X.shape[0]))
+                got = [_unpack_block(b) for b in comm.Allgatherv(block)]
+                keys = ("dense",) if not self._fit_sparse else ("nnz", "indices", "data")
+                cat = {k: np.concatenate([g[k] for g in got]) for k in keys + ("y", "index")}
+                Xa = _unpack_rows(cat, self.n_features_in_, self._fit_sparse)
+                order = np.argsort(cat["index"], kind="stable")
+                rows = (Xa[order], cat["y"][order], cat["index"][order])
+            return lambda j: rows
+        # nearest centre: route every row once, move it to its centre's owner
+        route = part.assign(X) if X.shape[0] else np.zeros(0, dtype=np.intp)
+        P = owners.size
+        if s.size == 1:
+            groups = _group_by(np.asarray(route), P)
+            routed = {j: _LazyPartition(j, X, yext, None, groups[j], index) for j in range(P)}
+        else:
+            mine = [t.j for t in tasks]
+            if not s.sharded:
+                got = self._scatter_partitions(s, X, yext, None, index,
+                                               _group_by(np.asarray(route), P), owners, mine)
+            else:
+                got = self._exchange_partitions(s, X, yext, None, index, np.asarray(route),
+                                                owners, mine)
+            routed = {t.j: t for t in got}
+
+        def rows_of(j):
+            p = routed[j].materialize()
+            return p.X, p.y, p.index
+        return rows_of
+
+
+def _masks_from_cv(cv, X, y):
+    splitter = check_cv(cv, y, classifier=False)
+    n = X.shape[0]
+    splits = list(splitter.split(X, y))
+    if not splits:
+        raise ValueError("cv gave no split")
+    masks = np.zeros((n, 2 * len(splits)), dtype=np.int8)
+    for f, (train, val) in enumerate(splits):
+        train, val = np.asarray(train), np.asarray(val)
+        if train.size == 0 or val.size == 0:
+            raise ValueError(f"split {f} of cv has an empty training or validation set")
+        masks[train, f] = 1
+        masks[val, len(splits) + f] = 1
+    return masks
+
+
+def _scores(stats, scoring):
+    """Scores ``(n_sigma, n_lam, n_splits)`` from the summed statistics,
+    averaged over the outputs (scikit-learn's ``'uniform_average'``)."""
+    cnt, sy, syy, sres, sabs = (stats[..., i] for i in range(_N_STATS))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        if scoring == "r2":
+            tot = syy - sy ** 2 / cnt
+            tot = np.where(tot > 1e-12 * np.maximum(syy, 1e-300), tot, 0.0)
+            per = np.where(tot > 0, 1.0 - sres / np.where(tot > 0, tot, 1.0),
+                           np.where(sres == 0, 1.0, 0.0))
+            per = np.where(np.isnan(sres), np.nan, per)
+        elif scoring == "neg_mean_squared_error":
+            per = -sres / cnt
+        elif scoring == "neg_root_mean_squared_error":
+            per = -np.sqrt(sres / cnt)
+        else:
+            per = -sabs / cnt
+    return per.mean(axis=-1)
+
+
+class _Progress:
+    """A thread-safe progress bar over the (partition, sigma) steps."""
+
+    def __init__(self, verbose, total):
+        self._bar = None
+        self._lock = threading.Lock()
+        if verbose:
+            try:
+                from tqdm.auto import tqdm
+
+                self._bar = tqdm(total=total, desc="search (partition, sigma)", leave=False,
+                                 file=sys.stderr)
+            except ImportError:  # pragma: no cover - tqdm is a dependency
+                self._bar = None
+
+    def tick(self):
+        if self._bar is not None:
+            with self._lock:
+                self._bar.update(1)
+
+    def close(self):
+        if self._bar is not None:
+            self._bar.close()
+
+
+class _SearchJob:
+    """The per-partition work of the search and the combination of its results."""
+
+    def __init__(self, sigmas, lams, n_splits, k, loo, average, solver, shift, kparams,
+                 n_partitions):
+        self.sigmas, self.lams = sigmas, lams
+        self.n_splits, self.k = int(n_splits), int(k)
+        self.loo, self.average, self.solver = loo, average, solver
+        self.shift = shift
+        self.kparams = kparams
+        self.n_partitions = int(n_partitions)
+
+    # ------------------------------------------------------------------ kernels
+    def _kernel_from_gram(self, G, xn, yn, gamma):
+        """The kernel from its Gram block ``G`` (overwritten and returned), with
+        the arithmetic of :func:`cakernels._kernels.kernel_block`."""
+        kp = self.kparams
+        if kp["kernel"] == "linear":
+            return G
+        rbf = kp["kernel"] == "rbf"
+        _native.kernel_from_gram(G, xn if rbf else None, yn if rbf else None,
+                                 _KIND[kp["kernel"]], float(gamma), float(kp["coef0"]),
+                                 float(kp["degree"]), int(kp["n_threads"]))
+        return G
+
+    def _predict(self, Xq, Xt, xn_t, alpha, gamma):
+        """``K(Xq, Xt) @ alpha`` in row blocks."""
+        kp = self.kparams
+        return kernel_dot(Xq, Xt, alpha, Y_sq_norms=xn_t if kp["kernel"] == "rbf" else None,
+                          kernel=kp["kernel"], gamma=float(gamma), degree=kp["degree"],
+                          coef0=kp["coef0"], n_threads=kp["n_threads"])
+
+    # ------------------------------------------------------------------ solves
+    def _solve_all(self, KT, yT, shifts, times_fit):
+        """Coefficients ``(m, n_lams * k)`` of every lambda for one kernel block
+        ``KT`` (destroyed); adds the seconds per lambda to ``times_fit``."""
+        m = KT.shape[0]
+        L, k = self.lams.size, self.k
+        if self.solver == "cholesky":
+            out = np.empty((m, L, k))
+            for i, reg in enumerate(shifts):
+                t = time.perf_counter()
+                out[:, i, :] = solve_krr(KT.copy(), yT, float(reg),
+                                         rebuild=KT.copy).reshape(m, k)
+                times_fit[i] += time.perf_counter() - t
+            return out.reshape(m, L * k), 1 * L
+        t = time.perf_counter()
+        w, Q = linalg.eigh(KT, overwrite_a=True, check_finite=False, driver="evd")
+        inv = _shifted_inverse(w, shifts)
+        Qty = Q.T @ yT
+        alpha = Q @ (inv[:, :, None] * Qty[:, None, :]).reshape(m, L * k)
+        times_fit += (time.perf_counter() - t) / L
+        return alpha, 1
+
+    # ------------------------------------------------------------------ one partition
+    def run(self, p, q, progress):
+        """The search on partition ``p`` with the validation rows ``q``.
+
+        Returns ``(stats or predictions, times, n_factorisations)``."""
+        S, L, k = self.n_splits, self.lams.size, self.k
+        Xj = p.X
+        yj = p.y[:, :k]
+        mj = Xj.shape[0]
+        tr = p.y[:, k:k + S].astype(bool)
+        xn = row_sq_norms(Xj)
+        G = _gram(Xj, Xj)
+        times = np.zeros((self.sigmas.size, L, S, 2))
+        n_fact = 0
+        if not self.loo:
+            counts = tr.sum(axis=0)
+            if np.any(counts == 0):
+                f = int(np.flatnonzero(counts == 0)[0])
+                raise ValueError(f"partition {p.j} has no training row in split {f} "
+                                 f"(it has {mj} rows); use fewer partitions or folds")
+        if self.average:
+            Xq, yq, iq = q
+            val = yq[:, k + S:].astype(bool) if not self.loo else None
+            preds = [np.zeros((self.sigmas.size, L, int(val[:, f].sum()) if val is not None
+                               else iq.size, k)) for f in range(S)]
+            out = preds
+        else:
+            out = np.zeros((self.sigmas.size, L, S, k, _N_STATS))
+            if not self.loo:
+                Xq, yq, iq = q
+                val = yq[:, k + S:].astype(bool)
+                xq = row_sq_norms(Xq)
+                Gq = _gram(Xq, Xj)  # the routed rows' Gram block, once
+        for a, sigma in enumerate(self.sigmas):
+            gamma = sigma_to_gamma(sigma)
+            check_kernel_diagonal(xn, self.kparams["kernel"], gamma, self.kparams["degree"],
+                                  self.kparams["coef0"])
+            K = self._kernel_from_gram(G.copy(), xn, xn, gamma)
+            if self.loo:
+                n_fact += self._loo(a, p, K, yj, xn, gamma, q, out, times)
+            else:
+                for f in range(S):
+                    T = np.flatnonzero(tr[:, f])
+                    alpha, nf = self._solve_all(K[np.ix_(T, T)], yj[T],
+                                                self.lams * T.size, times[a, :, f, 0])
+                    n_fact += nf
+                    t = time.perf_counter()
+                    if self.average:
+                        V = np.flatnonzero(val[:, f])
+                        pv = self._predict(Xq[V], Xj[T], xn[T], alpha, gamma)
+                        out[f][a] += pv.reshape(V.size, L, k).transpose(1, 0, 2)
+                    else:
+                        V = np.flatnonzero(val[:, f])
+                        if V.size:
+                            C = self._kernel_from_gram(Gq[np.ix_(V, T)], xq[V], xn[T], gamma)
+                            pv = (C @ alpha).reshape(V.size, L, k).transpose(1, 0, 2)
+                            out[a, :, f] += _stats(yq[V, :k], pv, self.shift)
+                    times[a, :, f, 1] += (time.perf_counter() - t) / L
+            del K
+            progress.tick()
+        return out, times, n_fact
+
+    def _loo(self, a, p, K, yj, xn, gamma, q, out, times):
+        """Closed-form leave-one-out of partition ``p`` for sigma number ``a``:
+        residual ``alpha_i / (A^-1)_ii`` with ``A = K + lam (m - 1) I``
+        (the shift of a refit on the other ``m - 1`` rows)."""
+        L, k = self.lams.size, self.k
+        m = K.shape[0]
+        t = time.perf_counter()
+        w, Q = linalg.eigh(K, overwrite_a=True, check_finite=False, driver="evd")
+        inv = _shifted_inverse(w, self.lams * (m - 1))  # (m, L)
+        Qty = Q.T @ yj
+        alpha = (Q @ (inv[:, :, None] * Qty[:, None, :]).reshape(m, L * k)).reshape(m, L, k)
+        diag = (Q * Q) @ inv  # (A^-1)_ii for every lambda
+        with np.errstate(divide="ignore", invalid="ignore"):
+            loo_pred = yj[:, None, :] - alpha / diag[:, :, None]  # (m, L, k)
+        times[a, :, 0, 0] += (time.perf_counter() - t) / L
+        t = time.perf_counter()
+        if not self.average:
+            out[a, :, 0] += _stats(yj, loo_pred.transpose(1, 0, 2), self.shift)
+        else:
+            Xq, yq, iq = q
+            own = np.searchsorted(iq, p.index)
+            others = np.setdiff1d(np.arange(iq.size), own, assume_unique=True)
+            full = Q @ (_shifted_inverse(w, self.lams * m)[:, :, None]
+                        * Qty[:, None, :]).reshape(m, L * k)
+            pv = self._predict(Xq[others], p.X, xn, full, gamma)
+            out[0][a][:, others] += pv.reshape(others.size, L, k).transpose(1, 0, 2)
+            out[0][a][:, own] += loo_pred.transpose(1, 0, 2)
+        times[a, :, 0, 1] += (time.perf_counter() - t) / L
+        return 1
+
+    # ------------------------------------------------------------------ combine
+    def combine(self, comm, results, queries):
+        """Sum the partitions' contributions (one reduction under MPI) into
+        ``stats[sigma, lam, split, output, stat]``; also the summed times and
+        the number of factorisations."""
+        shape_t = (self.sigmas.size, self.lams.size, self.n_splits, 2)
+        times = np.zeros(shape_t)
+        n_fact = 0
+        if not self.average:
+            stats = np.zeros((self.sigmas.size, self.lams.size, self.n_splits, self.k,
+                              _N_STATS))
+            for out, t, nf in results:
+                stats += out
+                times += t
+                n_fact += nf
+            parts = [stats, times, np.array([n_fact], dtype=np.float64)]
+        else:
+            preds = None
+            for out, t, nf in results:
+                preds = out if preds is None else [a + b for a, b in zip(preds, out)]
+                times += t
+                n_fact += nf
+            if preds is None:  # a rank without partitions
+                _, yq, iq = queries(None)
+                S, k = self.n_splits, self.k
+                sizes = ([int(yq[:, k + S + f].sum()) for f in range(S)] if not self.loo
+                         else [iq.size])
+                preds = [np.zeros((self.sigmas.size, self.lams.size, n, k)) for n in sizes]
+            parts = preds + [times, np.array([n_fact], dtype=np.float64)]
+        if comm.size > 1:  # the one reduction of the search
+            flat = comm.Allreduce(np.concatenate([a.ravel() for a in parts]))
+            pos = 0
+            for a in parts:
+                a.ravel()[:] = flat[pos:pos + a.size]
+                pos += a.size
+        times, n_fact = parts[-2], int(parts[-1][0])
+        if not self.average:
+            return parts[0], times, n_fact
+        _, yq, _ = queries(None)
+        S, k = self.n_splits, self.k
+        stats = np.zeros((self.sigmas.size, self.lams.size, S, k, _N_STATS))
+        for f in range(S):
+            V = np.flatnonzero(yq[:, k + S + f]) if not self.loo else np.arange(yq.shape[0])
+            mean = parts[f] / self.n_partitions
+            for a in range(self.sigmas.size):
+                stats[a, :, f] = _stats(yq[V, :k], mean[a], self.shift)
+        return stats, times, n_fact
+
+
+def _stats(y, pred, shift):
+    """Per-lambda sums ``(n_lams, k, 5)`` of the validation rows ``y (n, k)``
+    against ``pred (n_lams, n, k)``."""
+    yc = y - shift
+    res = y[None] - pred
+    L = pred.shape[0]
+    base = np.stack([np.full(y.shape[1], float(y.shape[0])), yc.sum(axis=0),
+                     (yc ** 2).sum(axis=0)], axis=-1)  # (k, 3)
+    out = np.empty((L, y.shape[1], _N_STATS))
+    out[..., :3] = base[None]
+    out[..., 3] = (res ** 2).sum(axis=1)
+    out[..., 4] = np.abs(res).sum(axis=1)
+    return out
+
+
+def _shifted_inverse(w, shifts):
+    """``1 / (w_i + s)`` for every eigenvalue and shift, ``(m, n_shifts)``;
+    terms below the least-squares cutoff (``eps * m`` times the largest) count
+    as zero with a :class:`~scipy.linalg.LinAlgWarning`, as the Cholesky route's
+    fallback does."""
+    denom = w[:, None] + np.asarray(shifts, dtype=np.float64)[None, :]
+    cutoff = np.finfo(np.float64).eps * w.size * np.max(np.abs(denom), axis=0)
+    bad = denom <= cutoff[None, :]
+    if np.any(bad):
+        warnings.warn("kernel matrix + lam*m*I is not numerically positive definite for "
+                      "some lambda; using the least-squares (pseudo-inverse) solution. "
+                      "Increase lam or check the kernel.", linalg.LinAlgWarning,
+                      stacklevel=4)
+    with np.errstate(divide="ignore"):
+        return np.where(bad, 0.0, 1.0 / np.where(bad, 1.0, denom))
+
+
+# --------------------------------------------------------------------------- front doors
+
+
+def _front_init(self, n_partitions, sigmas, lams, cv, scoring, solver, refit, kernel, degree,
+                coef0, backend, n_jobs, random_state, verbose):
+    self.n_partitions = n_partitions
+    self.sigmas = sigmas
+    self.lams = lams
+    self.cv = cv
+    self.scoring = scoring
+    self.solver = solver
+    self.refit = refit
+    self.kernel = kernel
+    self.degree = degree
+    self.coef0 = coef0
+    self.backend = backend
+    self.n_jobs = n_jobs
+    self.random_state = random_state
+    self.verbose = verbose
+
+
+class DCKRRCV(PartitionedKernelRidgeCV):
+    """Fast (sigma, lambda) search of :class:`~cakernels.DCKRR`: random balanced
+    partitions, averaged predictions.
+
+    Parameters
+    ----------
+    n_partitions : int, default=8
+    sigmas, lams, cv, scoring, solver, refit, kernel, degree, coef0, backend, \
+n_jobs, random_state, verbose
+        See :class:`PartitionedKernelRidgeCV`.
+
+    Attributes
+    ----------
+    best_params_, best_score_, best_index_, cv_results_, best_estimator_, fit_stats_
+        See :class:`PartitionedKernelRidgeCV`.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_regression
+    >>> from cakernels import DCKRRCV
+    >>> X, y = make_regression(n_samples=300, n_features=3, random_state=0)
+    >>> DCKRRCV(n_partitions=3, sigmas=[2, 8], lams=[1e-6, 1e-3], cv=3,
+    ...         random_state=0).fit(X, y).best_estimator_.n_partitions
+    3
+    """
+
+    _parameter_constraints = {k: v for k, v in
+                              PartitionedKernelRidgeCV._parameter_constraints.items()
+                              if k not in ("partitioner", "combine")}
+    _estimator_class = DCKRR
+    _default_partitioner = DCKRR._default_partitioner
+    _default_combine = DCKRR._default_combine
+
+    def __init__(self, n_partitions=8, *, sigmas=(0.25, 0.5, 1.0, 2.0, 4.0, 8.0),
+                 lams=(1e-8, 1e-6, 1e-4, 1e-2), cv=5, scoring=None, solver="auto",
+                 refit=True, kernel="rbf", degree=3, coef0=1.0, backend="serial",
+                 n_jobs=None, random_state=None, verbose=False):
+        _front_init(self, n_partitions, sigmas, lams, cv, scoring, solver, refit, kernel,
+                    degree, coef0, backend, n_jobs, random_state, verbose)
+
+
+class BKRR2CV(DCKRRCV):
+    """Fast (sigma, lambda) search of :class:`~cakernels.BKRR2`: K-balance
+    partitions, nearest-centre prediction (Algorithm 10).
+
+    Parameters and attributes as :class:`DCKRRCV` (see
+    :class:`PartitionedKernelRidgeCV`).
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_regression
+    >>> from cakernels import BKRR2CV
+    >>> X, y = make_regression(n_samples=300, n_features=3, random_state=0)
+    >>> BKRR2CV(n_partitions=3, sigmas=[2, 8], lams=[1e-6, 1e-3], cv=3,
+    ...         random_state=0).fit(X, y).partition_sizes_
+    array([100, 100, 100])
+    """
+
+    _estimator_class = BKRR2
+    _default_partitioner = BKRR2._default_partitioner
+    _default_combine = BKRR2._default_combine
+
+
+class KKRR2CV(DCKRRCV):
+    """Fast (sigma, lambda) search of :class:`~cakernels.KKRR2`: K-means
+    partitions, nearest-centre prediction.
+
+    Parameters and attributes as :class:`DCKRRCV` (see
+    :class:`PartitionedKernelRidgeCV`).
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_regression
+    >>> from cakernels import KKRR2CV
+    >>> X, y = make_regression(n_samples=300, n_features=3, random_state=0)
+    >>> KKRR2CV(n_partitions=3, sigmas=[2, 8], lams=[1e-6, 1e-3], cv=3,
+    ...         random_state=0).fit(X, y).best_estimator_.n_partitions
+    3
+    """
+
+    _estimator_class = KKRR2
+    _default_partitioner = KKRR2._default_partitioner
+    _default_combine = KKRR2._default_combine
+
+
+class BKRRCV(DCKRRCV):
+    """Fast (sigma, lambda) search of :class:`~cakernels.BKRR`: K-balance
+    partitions, averaged predictions.
+
+    Parameters and attributes as :class:`DCKRRCV` (see
+    :class:`PartitionedKernelRidgeCV`).
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_regression
+    >>> from cakernels import BKRRCV
+    >>> X, y = make_regression(n_samples=300, n_features=3, random_state=0)
+    >>> BKRRCV(n_partitions=3, sigmas=[2, 8], lams=[1e-6, 1e-3], cv=3,
+    ...        random_state=0).fit(X, y).best_estimator_.n_partitions
+    3
+    """
+
+    _estimator_class = BKRR
+    _default_partitioner = BKRR._default_partitioner
+    _default_combine = BKRR._default_combine
+
+
+class KKRRCV(DCKRRCV):
+    """Fast (sigma, lambda) search of :class:`~cakernels.KKRR`: K-means
+    partitions, averaged predictions.
+
+    Parameters and attributes as :class:`DCKRRCV` (see
+    :class:`PartitionedKernelRidgeCV`).
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_regression
+    >>> from cakernels import KKRRCV
+    >>> X, y = make_regression(n_samples=300, n_features=3, random_state=0)
+    >>> KKRRCV(n_partitions=3, sigmas=[2, 8], lams=[1e-6, 1e-3], cv=3,
+    ...        random_state=0).fit(X, y).best_estimator_.n_partitions
+    3
+    """
+
+    _estimator_class = KKRR
+    _default_partitioner = KKRR._default_partitioner
+    _default_combine = KKRR._default_combine

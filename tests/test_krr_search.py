@@ -1,0 +1,241 @@
+"""The fast (sigma, lambda) search of the KRR family against brute-force refits
+on the same partitions and folds, leave-one-out against refits without each
+row, and the selection against GridSearchCV."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.base import clone
+from sklearn.datasets import make_regression
+from sklearn.metrics import (
+    mean_absolute_error,
+    mean_squared_error,
+    r2_score,
+    root_mean_squared_error,
+)
+from sklearn.metrics.pairwise import rbf_kernel
+from sklearn.model_selection import GridSearchCV, KFold, ParameterGrid, ShuffleSplit
+
+from cakernels import BKRR2, BKRR2CV, BKRRCV, DCKRRCV, KKRR2CV, KKRRCV, PartitionedKernelRidgeCV
+from cakernels.model_selection._krr_search import EIGH_MIN_LAMS
+
+METRICS = {"r2": r2_score, "neg_mean_squared_error": mean_squared_error,
+           "neg_root_mean_squared_error": root_mean_squared_error,
+           "neg_mean_absolute_error": mean_absolute_error}
+
+
+def _data(n=240, d=4, seed=0, targets=1):
+    X, y = make_regression(n_samples=n, n_features=d, noise=5.0, random_state=seed,
+                           n_targets=targets)
+    X = (X - X.mean(0)) / X.std(0)
+    return X, y / np.std(y)
+
+
+def _brute_split_scores(search, X, y, splits, scoring):
+    """Refit every partition on its training rows of every split from scratch
+    (sklearn's rbf_kernel and numpy's solve) and score the routed or averaged
+    validation predictions."""
+    part = search.partitioner_
+    labels = np.asarray(part.labels_)
+    P = search.partition_sizes_.size
+    average = search._combine_mode == "average"
+    out = np.zeros((len(search.cv_results_["params"]), len(splits)))
+    for c, params in enumerate(search.cv_results_["params"]):
+        gamma = 1.0 / (2 * params["sigma"] ** 2)
+        for f, (train, val) in enumerate(splits):
+            tr = np.zeros(len(y), bool)
+            tr[train] = True
+            preds = np.zeros((P, len(val)) + y.shape[1:])
+            for j in range(P):
+                T = np.flatnonzero((labels == j) & tr)
+                K = rbf_kernel(X[T], X[T], gamma=gamma)
+                alpha = np.linalg.solve(K + params["lam"] * T.size * np.eye(T.size), y[T])
+                preds[j] = rbf_kernel(X[val], X[T], gamma=gamma) @ alpha
+            if average:
+                pred = preds.mean(axis=0)
+            else:
+                route = part.assign(X[val])
+                pred = preds[route, np.arange(len(val))]
+            value = METRICS[scoring](y[val], pred)
+            out[c, f] = value if scoring == "r2" else -value
+    return out
+
+
+@pytest.mark.parametrize("cls", [BKRR2CV, DCKRRCV, KKRR2CV])
+@pytest.mark.parametrize("solver", ["cholesky", "eigh"])
+def test_kfold_scores_equal_refits_on_the_same_partitions_and_folds(cls, solver):
+    X, y = _data()
+    cv = KFold(3, shuffle=True, random_state=1)
+    search = cls(n_partitions=3, sigmas=[0.7, 2.0], lams=[1e-4, 1e-2], cv=cv, solver=solver,
+                 random_state=0).fit(X, y)
+    brute = _brute_split_scores(search, X, y, list(cv.split(X)), "r2")
+    got = np.column_stack([search.cv_results_[f"split{f}_test_score"] for f in range(3)])
+    np.testing.assert_allclose(got, brute, rtol=1e-8)
+    assert search.fit_stats_["solver"] == solver
+
+
+@pytest.mark.parametrize("scoring", sorted(METRICS))
+def test_every_scoring_equals_scikit_learn_metric_on_refits(scoring):
+    X, y = _data(seed=3)
+    cv = KFold(3)
+    search = BKRR2CV(n_partitions=2, sigmas=[1.0, 3.0], lams=[1e-3], cv=cv, scoring=scoring,
+                     random_state=0).fit(X, y)
+    brute = _brute_split_scores(search, X, y, list(cv.split(X)), scoring)
+    got = np.column_stack([search.cv_results_[f"split{f}_test_score"] for f in range(3)])
+    np.testing.assert_allclose(got, brute, rtol=1e-8)
+
+
+def test_multi_output_and_sparse_and_held_out_split():
+    X, y = _data(targets=2)
+    cv = ShuffleSplit(n_splits=1, test_size=0.25, random_state=0)
+    dense = BKRR2CV(n_partitions=3, sigmas=[1.0, 2.0], lams=[1e-3, 1e-1], cv=cv,
+                    random_state=0).fit(X, y)
+    brute = _brute_split_scores(dense, X, y, list(cv.split(X)), "r2")
+    np.testing.assert_allclose(dense.cv_results_["split0_test_score"], brute[:, 0], rtol=1e-8)
+    sparse = clone(dense).fit(sp.csr_matrix(X), y)
+    np.testing.assert_allclose(sparse.cv_results_["mean_test_score"],
+                               dense.cv_results_["mean_test_score"], rtol=1e-8)
+    assert dense.predict(X[:3]).shape == (3, 2)
+
+
+def _brute_loo(search, X, y):
+    """Leave each row out of its own partition (shift lam * (m - 1)); the other
+    partitions keep their full models (averaging)."""
+    part = search.partitioner_
+    labels = np.asarray(part.labels_)
+    P = search.partition_sizes_.size
+    average = search._combine_mode == "average"
+    out = []
+    for params in search.cv_results_["params"]:
+        gamma = 1.0 / (2 * params["sigma"] ** 2)
+        full = []
+        for j in range(P):
+            T = np.flatnonzero(labels == j)
+            K = rbf_kernel(X[T], X[T], gamma=gamma)
+            full.append((T, np.linalg.solve(K + params["lam"] * T.size * np.eye(T.size), y[T])))
+        pred = np.zeros(len(y))
+        for i in range(len(y)):
+            j = labels[i]
+            T = np.flatnonzero(labels == j)
+            T = T[T != i]
+            K = rbf_kernel(X[T], X[T], gamma=gamma)
+            alpha = np.linalg.solve(K + params["lam"] * T.size * np.eye(T.size), y[T])
+            own = rbf_kernel(X[i:i + 1], X[T], gamma=gamma) @ alpha
+            if average:
+                others = sum(rbf_kernel(X[i:i + 1], X[Tl], gamma=gamma) @ a
+                             for l, (Tl, a) in enumerate(full) if l != j)
+                pred[i] = ((own + others) / P)[0]
+            else:
+                pred[i] = own[0]
+        out.append(-mean_squared_error(y, pred))
+    return np.array(out)
+
+
+@pytest.mark.parametrize("cls", [BKRR2CV, BKRRCV])
+def test_closed_form_leave_one_out_equals_refits_without_each_row(cls):
+    X, y = _data(n=60, d=3, seed=5)
+    search = cls(n_partitions=3, sigmas=[0.8, 2.5], lams=[1e-3, 1e-1], cv="loo",
+                 scoring="neg_mean_squared_error", random_state=0).fit(X, y)
+    assert search.n_splits_ == 1 and search.fit_stats_["solver"] == "eigh"
+    np.testing.assert_allclose(search.cv_results_["split0_test_score"],
+                               _brute_loo(search, X, y), rtol=1e-8)
+
+
+def test_cv_results_have_grid_search_format_and_order():
+    X, y = _data()
+    grid = {"sigma": [0.5, 1.0, 2.0], "lam": [1e-4, 1e-2]}
+    search = BKRR2CV(n_partitions=2, sigmas=grid["sigma"], lams=grid["lam"], cv=3,
+                     random_state=0).fit(X, y)
+    gs = GridSearchCV(BKRR2(n_partitions=2, random_state=0), grid, cv=3).fit(X, y)
+    assert search.cv_results_["params"] == list(ParameterGrid(grid))
+    assert set(gs.cv_results_) == set(search.cv_results_)
+    for key in ("param_sigma", "param_lam"):
+        assert isinstance(search.cv_results_[key], np.ma.MaskedArray)
+        np.testing.assert_array_equal(search.cv_results_[key], gs.cv_results_[key])
+    best = search.cv_results_["rank_test_score"] == 1
+    assert search.cv_results_["params"][int(np.flatnonzero(best)[0])] == search.best_params_
+    assert search.best_score_ == search.cv_results_["mean_test_score"].max()
+    # the refit is the plain estimator with the best parameters, partitioned alike
+    assert isinstance(search.best_estimator_, BKRR2)
+    assert search.best_estimator_.sigma == search.best_params_["sigma"]
+    np.testing.assert_array_equal(search.best_estimator_.partitioner_.labels_,
+                                  search.partitioner_.labels_)
+    assert search.score(X, y) == pytest.approx(search.best_estimator_.score(X, y))
+
+
+def test_selection_is_as_good_as_grid_search_on_test_data():
+    X, y = _data(n=700, seed=11)
+    Xtr, ytr, Xte, yte = X[:500], y[:500], X[500:], y[500:]
+    grid = {"sigma": [0.3, 1.0, 3.0, 10.0], "lam": [1e-6, 1e-3, 1e-1]}
+    fast = BKRR2CV(n_partitions=4, sigmas=grid["sigma"], lams=grid["lam"], cv=3,
+                   random_state=0).fit(Xtr, ytr)
+    gs = GridSearchCV(BKRR2(n_partitions=4, random_state=0), grid, cv=3).fit(Xtr, ytr)
+    mse_fast = mean_squared_error(yte, fast.predict(Xte))
+    mse_gs = mean_squared_error(yte, gs.predict(Xte))
+    assert mse_fast <= 1.05 * mse_gs, (fast.best_params_, gs.best_params_, mse_fast, mse_gs)
+
+
+def test_threads_backend_equals_serial_and_generic_class_equals_front_door():
+    X, y = _data()
+    kw = dict(n_partitions=4, sigmas=[0.7, 2.0], lams=[1e-4, 1e-2], cv=3, random_state=0)
+    serial = BKRR2CV(**kw).fit(X, y)
+    threads = BKRR2CV(backend="threads", n_jobs=2, **kw).fit(X, y)
+    generic = PartitionedKernelRidgeCV("kbalance", "nearest", **kw).fit(X, y)
+    for other in (threads, generic):
+        np.testing.assert_allclose(other.cv_results_["mean_test_score"],
+                                   serial.cv_results_["mean_test_score"], rtol=1e-12)
+    kk = KKRRCV(**kw).fit(X, y)
+    assert kk.best_estimator_.__class__.__name__ == "KKRR"
+
+
+@pytest.mark.parametrize("bad", [dict(sigmas=[]), dict(sigmas=[1.0, -1.0]),
+                                 dict(sigmas=[np.nan]), dict(lams=[1e-3, 1e-3]),
+                                 dict(lams=[-1e-3]), dict(lams=[np.inf])])
+def test_bad_grids_are_value_errors(bad):
+    X, y = _data(n=60)
+    kw = dict(n_partitions=2, sigmas=[1.0], lams=[1e-3], cv=3)
+    kw.update(bad)
+    with pytest.raises(ValueError, match="sigmas|lams"):
+        BKRR2CV(**kw).fit(X, y)
+
+
+def test_other_bad_settings_are_clear_errors():
+    X, y = _data(n=60)
+    with pytest.raises(ValueError, match="solver='eigh'"):
+        BKRR2CV(n_partitions=2, cv="loo", solver="cholesky").fit(X, y)
+    labels = BKRR2(n_partitions=2, random_state=0).fit(X, y).partitioner_.labels_
+    with pytest.raises(ValueError, match="partition 1 has no training row in split 0"):
+        # a split whose training rows are all in partition 0
+        BKRR2CV(n_partitions=2, cv=[(np.flatnonzero(labels == 0), np.flatnonzero(labels))],
+                random_state=0).fit(X, y)
+    with pytest.raises(ValueError):
+        BKRR2CV(n_partitions=2, cv=100).fit(X, y)  # more folds than rows
+    with pytest.raises(ValueError, match="scoring"):
+        BKRR2CV(n_partitions=2, scoring="accuracy").fit(X, y)
+    search = BKRR2CV(n_partitions=2, sigmas=[1.0], lams=[1e-3], cv=3, refit=False).fit(X, y)
+    assert search.best_params_ == {"lam": 1e-3, "sigma": 1.0}
+    with pytest.raises(AttributeError, match="refit=False"):
+        search.predict(X)
+
+
+def test_the_user_data_is_left_alone_and_the_search_is_reproducible():
+    X, y = _data()
+    X32 = np.asfortranarray(X.astype(np.float32))
+    before = X32.copy(), y.copy()
+    a = BKRR2CV(n_partitions=3, sigmas=[1.0, 2.0], lams=[1e-3], cv=3, random_state=0)
+    a.fit(X32, y)
+    np.testing.assert_array_equal(X32, before[0])
+    np.testing.assert_array_equal(y, before[1])
+    b = clone(a).fit(X32, y)
+    np.testing.assert_array_equal(a.cv_results_["mean_test_score"],
+                                  b.cv_results_["mean_test_score"])
+
+
+def test_auto_solver_choice():
+    X, y = _data(n=80)
+    few = BKRR2CV(n_partitions=2, lams=[1e-3, 1e-2], cv=2).fit(X, y)
+    many = BKRR2CV(n_partitions=2, lams=np.geomspace(1e-6, 1, EIGH_MIN_LAMS), cv=2).fit(X, y)
+    assert few.fit_stats_["solver"] == "cholesky" and many.fit_stats_["solver"] == "eigh"
+    # one factorisation per (sigma, split, partition) for eigh, per lambda too for cholesky
+    assert many.fit_stats_["n_factorizations"] == 6 * 2 * 2
+    assert few.fit_stats_["n_factorizations"] == 6 * 2 * 2 * 2
