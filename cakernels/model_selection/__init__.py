@@ -15,6 +15,7 @@ from ._krr_search import (
     PartitionedKernelRidgeCV,
 )
 from ._results import build_cv_results, check_grid
+from ._svm_search import BKMSVCCV, CASVCCV, CPSVCCV, FCFSSVCCV, PartitionedSVCCV
 
 __all__ = [
     "PartitionedKernelRidgeCV",
@@ -23,10 +24,15 @@ __all__ = [
     "DCKRRCV",
     "BKRRCV",
     "KKRRCV",
+    "PartitionedSVCCV",
+    "CASVCCV",
+    "FCFSSVCCV",
+    "BKMSVCCV",
+    "CPSVCCV",
     "build_cv_results",
     "check_grid",
 ]
 
-for _name in __all__[:6]:
+for _name in __all__[:11]:
     globals()[_name].__module__ = __name__
 del _name

@@ -28,34 +28,23 @@ protocol; ``GridSearchCV`` instead re-partitions every split's training set.
 """
 
 import numbers
-import sys
-import threading
 import time
 import warnings
 
 import numpy as np
-import scipy.sparse as sp
 from scipy import linalg
 from sklearn.base import RegressorMixin
 from sklearn.metrics import get_scorer
-from sklearn.model_selection import check_cv
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_is_fitted
 
 from .. import _native
-from .._engine import (
-    PartitionedEstimator,
-    _group_by,
-    _LazyPartition,
-    _pack_block,
-    _unpack_block,
-    _unpack_rows,
-)
+from .._engine import PartitionedEstimator
 from .._kernels import _KIND, KERNELS, _gram, check_kernel_diagonal, kernel_dot, row_sq_norms
 from .._kernels import sigma_to_gamma
 from .._solvers.krr import solve_krr
 from ..kernel_ridge import BKRR, BKRR2, DCKRR, KKRR, KKRR2, PartitionedKernelRidge
-from ._results import build_cv_results, check_grid
+from ._results import check_grid
+from ._search import _PartitionedSearchCV, allreduce_parts
 
 #: the scorings computed from per-split sums (scikit-learn's names)
 SCORINGS = ("r2", "neg_mean_squared_error", "neg_root_mean_squared_error",
@@ -72,7 +61,7 @@ EIGH_MIN_LAMS = 14
 _N_STATS = 5
 
 
-class PartitionedKernelRidgeCV(RegressorMixin, PartitionedEstimator):
+class PartitionedKernelRidgeCV(RegressorMixin, _PartitionedSearchCV):
     """Fast grid search of :class:`~cakernels.PartitionedKernelRidge` over sigma
     and lambda.
 
@@ -262,14 +251,6 @@ class PartitionedKernelRidgeCV(RegressorMixin, PartitionedEstimator):
     def _combine_mode(self):
         return getattr(self, "combine", self._default_combine)
 
-    def _make_estimator(self, sigma, lam):
-        """The estimator this search tunes, with ``sigma`` and ``lam``."""
-        params = {k: getattr(self, k) for k in ("n_partitions", "kernel", "degree", "coef0",
-                                               "backend", "n_jobs", "random_state", "verbose")}
-        if self._estimator_class is PartitionedKernelRidge:
-            params.update(partitioner=self.partitioner, combine=self.combine)
-        return self._estimator_class(sigma=float(sigma), lam=float(lam), **params)
-
     def _resolve_solver(self, loo, n_lams):
         if self.solver == "cholesky" and loo:
             raise ValueError("cv='loo' needs solver='eigh' (or 'auto'): the closed-form "
@@ -277,6 +258,18 @@ class PartitionedKernelRidgeCV(RegressorMixin, PartitionedEstimator):
         if self.solver != "auto":
             return self.solver
         return "eigh" if loo or n_lams >= EIGH_MIN_LAMS else "cholesky"
+
+    @property
+    def _is_average(self):
+        return self._combine_mode == "average"
+
+    def _make_estimator(self, sigma, lam):
+        """The estimator this search tunes, with ``sigma`` and ``lam``."""
+        params = {k: getattr(self, k) for k in ("n_partitions", "kernel", "degree", "coef0",
+                                               "backend", "n_jobs", "random_state", "verbose")}
+        if self._estimator_class is PartitionedKernelRidge:
+            params.update(partitioner=self.partitioner, combine=self.combine)
+        return self._estimator_class(sigma=float(sigma), lam=float(lam), **params)
 
     # ------------------------------------------------------------------ fit
     def fit(self, X, y):
@@ -294,307 +287,58 @@ class PartitionedKernelRidgeCV(RegressorMixin, PartitionedEstimator):
         self : object
             Fitted search.
         """
-        self._validate_params()
+        return self._search_fit(X, y, None)
+
+    # ------------------------------------------------------------------ engine hooks
+    def _grid(self):
         sigmas = check_grid("sigmas", self.sigmas)
         lams = check_grid("lams", self.lams, allow_zero=True)
         loo = isinstance(self.cv, str) and self.cv == "loo"
-        solver = self._resolve_solver(loo, lams.size)
-        scoring = "r2" if self.scoring is None else self.scoring
-        for attr in ("best_estimator_", "refit_time_"):
-            if hasattr(self, attr):
-                delattr(self, attr)
-        X_user, y_user = X, y
-        with self._session() as s:
-            comm = s.comm
-            Xl, yl, _, index = self._collect(s, X, y, None)
-            self._fit_sparse = bool(sp.issparse(Xl))
-            y2 = yl.reshape(yl.shape[0], int(np.prod(yl.shape[1:])))
-            masks, n_splits = self._split_masks(s, Xl, yl, index, loo)
-            shift = self._target_mean(s, y2)
-            t0 = time.perf_counter()
-            with comm.phase("partitioning"):
-                part, labels = self._partition_rows(s, Xl, index)
-            t_part = time.perf_counter() - t0
-            sizes = np.asarray(part.sizes_, dtype=np.int64)
-            empty = np.flatnonzero(sizes == 0)
-            if empty.size:
-                comm.agree(f"partitions {empty.tolist()} are empty; use fewer partitions or "
-                           "another partitioner")
-            owners = self._place_partitions(s, part, yl, labels, sizes)
-            yext = np.hstack([y2, masks.astype(np.float64)])
-            average = self._combine_mode == "average"
-            t0 = time.perf_counter()
-            with comm.phase("redistribution"):
-                tasks = self._distribute(s, Xl, yext, None, index, labels, owners, part)
-                queries = self._query_rows(s, Xl, yext, index, part, owners, loo, average,
-                                           tasks)
-            t_move = time.perf_counter() - t0
-            job = _SearchJob(sigmas, lams, n_splits, y2.shape[1], loo, average, solver,
-                             shift, self._kernel_params(s.threads), sizes.size)
-            progress = _Progress(s.verbose, len(tasks) * sigmas.size)
-            t0 = time.perf_counter()
-            with comm.phase("training"):  # nothing is communicated while searching
-                try:
-                    results, failure = s.map(
-                        lambda task: job.run(task.materialize(), queries(task.j), progress),
-                        tasks, "search partitions"), None
-                except Exception as exc:  # raised on every rank just below
-                    results, failure = None, exc
-            progress.close()
-            t_search = time.perf_counter() - t0
-            with comm.phase("validation"):
-                comm.raise_failures(failure)
-                stats, times, n_fact = job.combine(comm, results, queries)
-            gathered = comm.allgather(((t_part, t_move, t_search), comm.counter.summary()))
-        self._set_results(stats, times, sigmas, lams, scoring)
-        self.partitioner_ = part
-        self.centers_ = part.centers_
-        self.partition_sizes_ = sizes
-        self.n_splits_ = int(n_splits)
-        self.scorer_ = get_scorer(scoring)
-        from ..backends import comm_report
+        return {"sigmas": sigmas, "lams": lams, "solver": self._resolve_solver(loo, lams.size)}
 
-        report = comm_report([g[1] for g in gathered])
-        self.fit_stats_ = {
-            "partition_seconds": float(max(g[0][0] for g in gathered)),
-            "redistribution_seconds": float(max(g[0][1] for g in gathered)),
-            "search_seconds": float(max(g[0][2] for g in gathered)),
-            "solver": solver,
-            "n_factorizations": int(n_fact),
-            "n_candidates": int(sigmas.size * lams.size),
-            "partition_sizes": sizes.tolist(),
-            "owners": owners.tolist(),
-            "comm": report,
-            "comm_bytes": int(report["total"]["bytes"]),
-            "comm_messages": int(report["total"]["messages"]),
-            "backend": s.backend.name,
-            "n_ranks": s.size,
-        }
-        if self.refit:
-            t0 = time.perf_counter()
-            best = self._make_estimator(self.best_params_["sigma"], self.best_params_["lam"])
-            self.best_estimator_ = best.fit(X_user, y_user)
-            self.refit_time_ = time.perf_counter() - t0
-        return self
+    def _prepare(self, s, X, y, w, index, masks):
+        """The targets as columns, and their mean over all rows (the score
+        sums are taken about it, against cancellation)."""
+        y2 = y.reshape(y.shape[0], int(np.prod(y.shape[1:])))
+        sums = np.concatenate([[y2.shape[0]], y2.sum(axis=0)]).astype(np.float64)
+        if s.size > 1:
+            sums = s.comm.Allreduce(sums)
+        self.scorer_ = get_scorer("r2" if self.scoring is None else self.scoring)
+        return y2, {"shift": sums[1:] / max(sums[0], 1.0)}
 
-    # ------------------------------------------------------------------ predict
-    def predict(self, X):
-        """Predict with ``best_estimator_`` (needs ``refit=True``).
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-
-        Returns
-        -------
-        y_pred : ndarray of shape (n_samples,) or (n_samples, n_targets)
-        """
-        return self._best().predict(X)
-
-    def score(self, X, y):
-        """``scorer_`` of ``best_estimator_`` on ``(X, y)`` (greater is better).
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-        y : array-like of shape (n_samples,) or (n_samples, n_targets)
-
-        Returns
-        -------
-        score : float
-        """
-        return float(self.scorer_(self._best(), X, y))
-
-    def _best(self):
-        check_is_fitted(self, "cv_results_")
-        if not hasattr(self, "best_estimator_"):
-            raise AttributeError(f"{type(self).__name__} was fitted with refit=False: there "
-                                 "is no best_estimator_ to predict with; refit the "
-                                 "estimator with best_params_")
-        return self.best_estimator_
+    def _make_job(self, s, grid, n_splits, loo, facts, n_cols, n_partitions):
+        return _SearchJob(grid["sigmas"], grid["lams"], n_splits, n_cols, loo,
+                          self._is_average, grid["solver"], facts["shift"],
+                          self._kernel_params(s.threads), n_partitions,
+                          "r2" if self.scoring is None else self.scoring)
 
     def _kernel_params(self, n_threads):
         return {"kernel": self.kernel, "degree": self.degree, "coef0": self.coef0,
                 "n_threads": int(n_threads)}
 
-    def _set_results(self, stats, times, sigmas, lams, scoring):
-        """``cv_results_`` and the best candidate from the summed statistics
-        ``stats[sigma, lam, split, output, stat]``."""
-        scores = _scores(stats, scoring)  # (n_sigma, n_lam, n_splits)
-        # GridSearchCV's candidate order: ParameterGrid sorts the keys, 'lam' outer
-        order = [(il, isg) for il in range(lams.size) for isg in range(sigmas.size)]
-        params = [{"lam": float(lams[il]), "sigma": float(sigmas[isg])} for il, isg in order]
-        pick = lambda a: np.array([a[isg, il] for il, isg in order])  # noqa: E731
-        res = build_cv_results(params, pick(scores), pick(times[..., 0]),
-                               pick(times[..., 1]))
-        if np.any(np.isnan(res["mean_test_score"])):
-            bad = int(np.sum(np.isnan(res["mean_test_score"])))
-            warnings.warn(f"{bad} of {len(params)} candidates gave non-finite predictions "
-                          "(their scores are NaN): lam may be too small for float64",
-                          RuntimeWarning, stacklevel=3)
-        self.cv_results_ = res
-        self.best_index_ = int(np.argmin(res["rank_test_score"]))
-        self.best_params_ = dict(params[self.best_index_])
-        self.best_score_ = float(res["mean_test_score"][self.best_index_])
-
-    # ------------------------------------------------------------------ setup helpers
-    def _split_masks(self, s, X, y, index, loo):
-        """``(masks, n_splits)``: for this rank's rows, 1 in column ``f`` when
-        the row trains split ``f`` and in column ``n_splits + f`` when it
-        validates it. The splits are drawn once on all rows (rank 0)."""
-        comm = s.comm
-        if loo:
-            return np.zeros((X.shape[0], 0), dtype=np.int8), 1
-        error, masks = None, None
-        if s.size == 1 or not s.sharded:
-            if comm.rank == 0:
-                try:
-                    masks = _masks_from_cv(self.cv, X, y)
-                except (ValueError, TypeError) as exc:
-                    error = str(exc)
-            if s.size == 1:
-                if error is not None:
-                    raise ValueError(error)
-                return masks, masks.shape[1] // 2
-            comm.agree(error)
-            n_splits = comm.bcast_obj(masks.shape[1] // 2 if comm.rank == 0 else None)
-            if comm.rank:
-                masks = np.zeros((0, 2 * n_splits), dtype=np.int8)
-            return masks, n_splits
-        # sharded: the splitter sees the number of rows (and row order) only
-        n_total = int(comm.allreduce(int(X.shape[0])))
-        if comm.rank == 0:
-            try:
-                masks = _masks_from_cv(self.cv, np.zeros((n_total, 1)), None)
-            except (ValueError, TypeError) as exc:
-                error = str(exc)
-        comm.agree(error)
-        masks = comm.bcast_obj(masks)
-        return masks[index], masks.shape[1] // 2
-
-    @staticmethod
-    def _target_mean(s, y2):
-        """The targets' mean over all rows (the same on every rank)."""
-        sums = np.concatenate([[y2.shape[0]], y2.sum(axis=0)]).astype(np.float64)
-        if s.size > 1:
-            sums = s.comm.Allreduce(sums)
-        return sums[1:] / max(sums[0], 1.0)
-
-    def _query_rows(self, s, X, yext, index, part, owners, loo, average, tasks):
-        """A function ``j -> (X, yext, index)`` of the rows partition ``j``
-        predicts during validation: its own rows for a nearest-centre
-        leave-one-out, the rows whose nearest centre it is for other nearest-centre
-        splits, every row for averaging (moved once, with the partitions)."""
-        if loo and not average:
-            return lambda j: None  # its own rows
-        comm = s.comm
-        if average:
-            if s.size == 1:
-                rows = (X, yext, index)
-            else:
-                block = _pack_block(X, yext, None, index, np.zeros(X.shape[0], np.int64),
-                                    np.arange(X.shape[0]))
-                got = [_unpack_block(b) for b in comm.Allgatherv(block)]
-                keys = ("dense",) if not self._fit_sparse else ("nnz", "indices", "data")
-                cat = {k: np.concatenate([g[k] for g in got]) for k in keys + ("y", "index")}
-                Xa = _unpack_rows(cat, self.n_features_in_, self._fit_sparse)
-                order = np.argsort(cat["index"], kind="stable")
-                rows = (Xa[order], cat["y"][order], cat["index"][order])
-            return lambda j: rows
-        # nearest centre: route every row once, move it to its centre's owner
-        route = part.assign(X) if X.shape[0] else np.zeros(0, dtype=np.intp)
-        P = owners.size
-        if s.size == 1:
-            groups = _group_by(np.asarray(route), P)
-            routed = {j: _LazyPartition(j, X, yext, None, groups[j], index) for j in range(P)}
-        else:
-            mine = [t.j for t in tasks]
-            if not s.sharded:
-                got = self._scatter_partitions(s, X, yext, None, index,
-                                               _group_by(np.asarray(route), P), owners, mine)
-            else:
-                got = self._exchange_partitions(s, X, yext, None, index, np.asarray(route),
-                                                owners, mine)
-            routed = {t.j: t for t in got}
-
-        def rows_of(j):
-            p = routed[j].materialize()
-            return p.X, p.y, p.index
-        return rows_of
-
-
-def _masks_from_cv(cv, X, y):
-    splitter = check_cv(cv, y, classifier=False)
-    n = X.shape[0]
-    splits = list(splitter.split(X, y))
-    if not splits:
-        raise ValueError("cv gave no split")
-    masks = np.zeros((n, 2 * len(splits)), dtype=np.int8)
-    for f, (train, val) in enumerate(splits):
-        train, val = np.asarray(train), np.asarray(val)
-        if train.size == 0 or val.size == 0:
-            raise ValueError(f"split {f} of cv has an empty training or validation set")
-        masks[train, f] = 1
-        masks[val, len(splits) + f] = 1
-    return masks
-
-
-def _scores(stats, scoring):
-    """Scores ``(n_sigma, n_lam, n_splits)`` from the summed statistics,
-    averaged over the outputs (scikit-learn's ``'uniform_average'``)."""
-    cnt, sy, syy, sres, sabs = (stats[..., i] for i in range(_N_STATS))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        if scoring == "r2":
-            tot = syy - sy ** 2 / cnt
-            tot = np.where(tot > 1e-12 * np.maximum(syy, 1e-300), tot, 0.0)
-            per = np.where(tot > 0, 1.0 - sres / np.where(tot > 0, tot, 1.0),
-                           np.where(sres == 0, 1.0, 0.0))
-            per = np.where(np.isnan(sres), np.nan, per)
-        elif scoring == "neg_mean_squared_error":
-            per = -sres / cnt
-        elif scoring == "neg_root_mean_squared_error":
-            per = -np.sqrt(sres / cnt)
-        else:
-            per = -sabs / cnt
-    return per.mean(axis=-1)
-
-
-class _Progress:
-    """A thread-safe progress bar over the (partition, sigma) steps."""
-
-    def __init__(self, verbose, total):
-        self._bar = None
-        self._lock = threading.Lock()
-        if verbose:
-            try:
-                from tqdm.auto import tqdm
-
-                self._bar = tqdm(total=total, desc="search (partition, sigma)", leave=False,
-                                 file=sys.stderr)
-            except ImportError:  # pragma: no cover - tqdm is a dependency
-                self._bar = None
-
-    def tick(self):
-        if self._bar is not None:
-            with self._lock:
-                self._bar.update(1)
-
-    def close(self):
-        if self._bar is not None:
-            self._bar.close()
-
 
 class _SearchJob:
     """The per-partition work of the search and the combination of its results."""
 
+    progress_label = "partition, sigma"
+
     def __init__(self, sigmas, lams, n_splits, k, loo, average, solver, shift, kparams,
-                 n_partitions):
+                 n_partitions, scoring):
         self.sigmas, self.lams = sigmas, lams
         self.n_splits, self.k = int(n_splits), int(k)
         self.loo, self.average, self.solver = loo, average, solver
         self.shift = shift
         self.kparams = kparams
         self.n_partitions = int(n_partitions)
+        self.scoring = scoring
+        self.n_steps = sigmas.size
+        # GridSearchCV's candidate order: ParameterGrid sorts the keys, 'lam' outer
+        self.order = [(isg, il) for il in range(lams.size) for isg in range(sigmas.size)]
+        self.params = [{"lam": float(lams[il]), "sigma": float(sigmas[isg])}
+                       for isg, il in self.order]
+
+    def stats(self, n_fact):
+        return {"solver": self.solver, "n_factorizations": int(n_fact)}
 
     # ------------------------------------------------------------------ kernels
     def _kernel_from_gram(self, G, xn, yn, gamma):
@@ -759,24 +503,43 @@ class _SearchJob:
                          else [iq.size])
                 preds = [np.zeros((self.sigmas.size, self.lams.size, n, k)) for n in sizes]
             parts = preds + [times, np.array([n_fact], dtype=np.float64)]
-        if comm.size > 1:  # the one reduction of the search
-            flat = comm.Allreduce(np.concatenate([a.ravel() for a in parts]))
-            pos = 0
-            for a in parts:
-                a.ravel()[:] = flat[pos:pos + a.size]
-                pos += a.size
+        allreduce_parts(comm, parts)  # the one reduction of the search
         times, n_fact = parts[-2], int(parts[-1][0])
         if not self.average:
-            return parts[0], times, n_fact
-        _, yq, _ = queries(None)
-        S, k = self.n_splits, self.k
-        stats = np.zeros((self.sigmas.size, self.lams.size, S, k, _N_STATS))
-        for f in range(S):
-            V = np.flatnonzero(yq[:, k + S + f]) if not self.loo else np.arange(yq.shape[0])
-            mean = parts[f] / self.n_partitions
-            for a in range(self.sigmas.size):
-                stats[a, :, f] = _stats(yq[V, :k], mean[a], self.shift)
-        return stats, times, n_fact
+            stats = parts[0]
+        else:
+            _, yq, _ = queries(None)
+            S, k = self.n_splits, self.k
+            stats = np.zeros((self.sigmas.size, self.lams.size, S, k, _N_STATS))
+            for f in range(S):
+                V = (np.flatnonzero(yq[:, k + S + f]) if not self.loo
+                     else np.arange(yq.shape[0]))
+                mean = parts[f] / self.n_partitions
+                for a in range(self.sigmas.size):
+                    stats[a, :, f] = _stats(yq[V, :k], mean[a], self.shift)
+        scores = _scores(stats, self.scoring)  # (n_sigma, n_lam, n_splits)
+        pick = lambda a: np.array([a[isg, il] for isg, il in self.order])  # noqa: E731
+        return pick(scores), pick(times[..., 0]), pick(times[..., 1]), n_fact
+
+
+def _scores(stats, scoring):
+    """Scores ``(n_sigma, n_lam, n_splits)`` from the summed statistics,
+    averaged over the outputs (scikit-learn's ``'uniform_average'``)."""
+    cnt, sy, syy, sres, sabs = (stats[..., i] for i in range(_N_STATS))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        if scoring == "r2":
+            tot = syy - sy ** 2 / cnt
+            tot = np.where(tot > 1e-12 * np.maximum(syy, 1e-300), tot, 0.0)
+            per = np.where(tot > 0, 1.0 - sres / np.where(tot > 0, tot, 1.0),
+                           np.where(sres == 0, 1.0, 0.0))
+            per = np.where(np.isnan(sres), np.nan, per)
+        elif scoring == "neg_mean_squared_error":
+            per = -sres / cnt
+        elif scoring == "neg_root_mean_squared_error":
+            per = -np.sqrt(sres / cnt)
+        else:
+            per = -sabs / cnt
+    return per.mean(axis=-1)
 
 
 def _stats(y, pred, shift):

@@ -71,3 +71,22 @@ for cls in (BKRR2CV, DCKRRCV):
     }
     if rank == 0:
         print(json.dumps(line), flush=True)
+
+# the SVM search: root mode equals serial (the warm-started SMO path is deterministic)
+from sklearn.datasets import make_classification  # noqa: E402
+
+from cakernels import BKMSVCCV  # noqa: E402
+
+Xc, yc = make_classification(n_samples=300, n_features=5, n_classes=3, n_informative=3,
+                             random_state=0)
+skw = dict(n_partitions=4, Cs=[0.5, 5.0], gammas=[0.1, "scale"], cv=3, random_state=0)
+serial = BKMSVCCV(**skw).fit(Xc, yc)
+root = BKMSVCCV(backend="mpi", **skw).fit(Xc if rank == 0 else None, yc if rank == 0 else None)
+best = comm.allgather(root.best_params_)
+line = {"check": "BKMSVCCV",
+        "root_equal": bool(np.array_equal(root.cv_results_["mean_test_score"],
+                                          serial.cv_results_["mean_test_score"])),
+        "everywhere": all(b == best[0] for b in best), "root_phases": phases(root),
+        "root_predict_equal": bool(np.array_equal(root.predict(Xc), serial.predict(Xc)))}
+if rank == 0:
+    print(json.dumps(line), flush=True)

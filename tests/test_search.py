@@ -1,6 +1,7 @@
-"""The fast (sigma, lambda) search of the KRR family against brute-force refits
+"""The fast searches: the KRR family against brute-force refits
 on the same partitions and folds, leave-one-out against refits without each
-row, and the selection against GridSearchCV."""
+row, the selection against GridSearchCV; the SVM search against LIBSVM refits
+and its warm start over C."""
 
 import numpy as np
 import pytest
@@ -239,3 +240,94 @@ def test_auto_solver_choice():
     # one factorisation per (sigma, split, partition) for eigh, per lambda too for cholesky
     assert many.fit_stats_["n_factorizations"] == 6 * 2 * 2
     assert few.fit_stats_["n_factorizations"] == 6 * 2 * 2 * 2
+
+
+# --------------------------------------------------------------------------- SVM search
+
+from sklearn.datasets import make_classification  # noqa: E402
+from sklearn.model_selection import StratifiedKFold  # noqa: E402
+from sklearn.svm import SVC  # noqa: E402
+
+from cakernels import BKMSVCCV, CASVC, CASVCCV, CPSVCCV, FCFSSVCCV, PartitionedSVCCV  # noqa: E402
+
+
+def _brute_svm_scores(search, X, y, splits):
+    """LIBSVM (scikit-learn's SVC) refitted on every partition's rows of every
+    split, nearest-centre routing, accuracy; 'scale' resolved on the split."""
+    part, labels = search.partitioner_, np.asarray(search.partitioner_.labels_)
+    out = np.zeros((len(search.cv_results_["params"]), len(splits)))
+    for c, params in enumerate(search.cv_results_["params"]):
+        for f, (train, val) in enumerate(splits):
+            tr = np.zeros(len(y), bool)
+            tr[train] = True
+            gamma = params["gamma"]
+            if gamma == "scale":
+                gamma = 1.0 / (X.shape[1] * X[train].var())
+            route = part.assign(X[val])
+            pred = np.empty(len(val), dtype=y.dtype)
+            for j in range(search.partition_sizes_.size):
+                T = np.flatnonzero((labels == j) & tr)
+                here = route == j
+                if not here.any():
+                    continue
+                if np.unique(y[T]).size == 1:
+                    pred[here] = y[T][0]
+                else:
+                    svc = SVC(C=params["C"], gamma=gamma).fit(X[T], y[T])
+                    pred[here] = svc.predict(X[val][here])
+            out[c, f] = np.mean(pred == y[val])
+    return out
+
+
+@pytest.mark.parametrize("cls", [CASVCCV, BKMSVCCV])
+@pytest.mark.parametrize("n_classes", [2, 3])
+def test_svm_search_equals_libsvm_refits_on_the_same_partitions(cls, n_classes):
+    X, y = make_classification(n_samples=300, n_features=6, n_informative=4,
+                               n_classes=n_classes, random_state=0)
+    cv = StratifiedKFold(3, shuffle=True, random_state=0)
+    search = cls(n_partitions=3, Cs=[0.5, 5.0], gammas=[0.05, "scale"], cv=cv,
+                 solver="libsvm", random_state=0).fit(X, y)
+    brute = _brute_svm_scores(search, X, y, list(cv.split(X, y)))
+    got = np.column_stack([search.cv_results_[f"split{f}_test_score"] for f in range(3)])
+    np.testing.assert_allclose(got, brute, rtol=0, atol=1e-12)
+    assert search.cv_results_["params"] == list(ParameterGrid({"C": [0.5, 5.0],
+                                                               "gamma": [0.05, "scale"]}))
+
+
+def test_warm_start_over_C_saves_iterations_and_keeps_the_scores():
+    X, y = make_classification(n_samples=900, n_features=8, n_informative=5, flip_y=0.05,
+                               random_state=0)
+    kw = dict(n_partitions=2, Cs=np.geomspace(1, 1000, 6), gammas=[0.1], cv=3, random_state=0)
+    warm = CASVCCV(**kw).fit(X, y)
+    cold = CASVCCV(warm_start=False, **kw).fit(X, y)
+    assert warm.fit_stats_["warm_start"] and not cold.fit_stats_["warm_start"]
+    assert warm.fit_stats_["n_iter"] < 0.9 * cold.fit_stats_["n_iter"]
+    # the same optimum within tol: the validation accuracy moves by a few rows at most
+    np.testing.assert_allclose(warm.cv_results_["mean_test_score"],
+                               cold.cv_results_["mean_test_score"], atol=0.01)
+    # cold SMO is the estimator's own fit: the refit of the same parameters
+    assert isinstance(cold.best_estimator_, CASVC)
+    assert cold.best_estimator_.solver == "smo"
+
+
+def test_svm_search_format_errors_and_front_doors():
+    X, y = make_classification(n_samples=200, n_features=5, random_state=1)
+    for cls in (FCFSSVCCV, CPSVCCV):
+        s = cls(n_partitions=2, Cs=[1.0], gammas=[0.1, 0.5], cv=2, random_state=0).fit(X, y)
+        assert set(s.best_params_) == {"C", "gamma"}
+        assert s.score(X, y) == pytest.approx(s.best_estimator_.score(X, y))
+        assert list(s.classes_) == [0, 1]
+    generic = PartitionedSVCCV("bkm", n_partitions=2, Cs=[1.0], cv=2, random_state=0).fit(X, y)
+    ref = BKMSVCCV(n_partitions=2, Cs=[1.0], cv=2, random_state=0).fit(X, y)
+    np.testing.assert_array_equal(generic.cv_results_["mean_test_score"],
+                                  ref.cv_results_["mean_test_score"])
+    for bad in (dict(Cs=[]), dict(Cs=[-1.0]), dict(gammas=["median"]), dict(gammas=[0.0]),
+                dict(Cs=[1.0, 1.0])):
+        with pytest.raises(ValueError, match="Cs|gammas"):
+            CASVCCV(n_partitions=2, cv=2, **{"Cs": [1.0], **bad}).fit(X, y)
+    with pytest.raises(ValueError, match="classes"):
+        CASVCCV(n_partitions=2, cv=2).fit(X, np.zeros(len(y)))
+    w = np.ones(len(y))
+    w[:10] = 3.0
+    weighted = CASVCCV(n_partitions=2, Cs=[1.0], cv=2, random_state=0).fit(X, y, w)
+    assert weighted.best_estimator_.n_partitions == 2

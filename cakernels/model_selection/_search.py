@@ -1,0 +1,321 @@
+"""The search engine shared by the fast searches (:mod:`._krr_search`,
+:mod:`._svm_search`): Algorithm 10's protocol with validation splits.
+
+A search fit
+
+1. validates the data collectively (as the tuned estimator's ``fit``) and
+   draws the validation splits once, on all rows (rank 0);
+2. partitions once, places the partitions on ranks and moves their rows there
+   (the engine's steps 2-3), together with the rows every partition predicts
+   during validation (its nearest-centre rows, or every row for averaging);
+3. runs a *job* on every partition: for every candidate and split, train on
+   the partition's rows of the split's training set, predict its validation
+   rows, keep additive sums (nothing is communicated);
+4. adds the sums over the partitions (one reduction under MPI), scores every
+   candidate and split, and refits the best candidate on all rows.
+
+The subclasses provide the grid, the row encoding and the job.
+"""
+
+import sys
+import threading
+import time
+import warnings
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import is_classifier
+from sklearn.model_selection import check_cv
+from sklearn.utils.validation import check_is_fitted
+
+from .._engine import (
+    PartitionedEstimator,
+    _group_by,
+    _LazyPartition,
+    _pack_block,
+    _unpack_block,
+    _unpack_rows,
+)
+from ..backends import comm_report
+from ._results import build_cv_results
+
+
+class _PartitionedSearchCV(PartitionedEstimator):
+    """Base of the fast searches: the fit driver, results, predict and score.
+
+    Subclasses implement ``_grid()`` (the candidate axes, validated),
+    ``_prepare(s, X, y, w, index, masks)`` (the per-row float columns that
+    travel with the rows, and the facts the job needs), ``_make_job(...)``,
+    ``_make_estimator(**params)`` and ``_is_average``.
+    """
+
+    _is_average = False
+
+    def _search_fit(self, X, y, sample_weight):
+        self._validate_params()
+        grid = self._grid()
+        loo = isinstance(self.cv, str) and self.cv == "loo"
+        for attr in ("best_estimator_", "refit_time_"):
+            if hasattr(self, attr):
+                delattr(self, attr)
+        with self._session() as s:
+            comm = s.comm
+            Xl, yl, wl, index = self._collect(s, X, y, sample_weight)
+            self._fit_sparse = bool(sp.issparse(Xl))
+            masks, n_splits = self._split_masks(s, Xl, yl, index, loo)
+            cols, facts = self._prepare(s, Xl, yl, wl, index, masks)
+            t0 = time.perf_counter()
+            with comm.phase("partitioning"):
+                part, labels = self._partition_rows(s, Xl, index)
+            t_part = time.perf_counter() - t0
+            sizes = np.asarray(part.sizes_, dtype=np.int64)
+            empty = np.flatnonzero(sizes == 0)
+            if empty.size:
+                comm.agree(f"partitions {empty.tolist()} are empty; use fewer partitions or "
+                           "another partitioner")
+            owners = self._place_partitions(s, part, facts.get("placement_y"), labels, sizes)
+            rows = np.hstack([cols, masks.astype(np.float64)])
+            t0 = time.perf_counter()
+            with comm.phase("redistribution"):
+                tasks = self._distribute(s, Xl, rows, None, index, labels, owners, part)
+                queries = self._query_rows(s, Xl, rows, index, part, owners, loo, tasks)
+            t_move = time.perf_counter() - t0
+            job = self._make_job(s, grid, n_splits, loo, facts, cols.shape[1], sizes.size)
+            progress = _Progress(s.verbose, len(tasks) * job.n_steps, job.progress_label)
+            t0 = time.perf_counter()
+            with comm.phase("training"):  # nothing is communicated while searching
+                try:
+                    results, failure = s.map(
+                        lambda task: job.run(task.materialize(), queries(task.j), progress),
+                        tasks, "search partitions"), None
+                except Exception as exc:  # raised on every rank just below
+                    results, failure = None, exc
+            progress.close()
+            t_search = time.perf_counter() - t0
+            with comm.phase("validation"):
+                comm.raise_failures(failure)
+                scores, fit_t, score_t, n_fact = job.combine(comm, results, queries)
+            gathered = comm.allgather(((t_part, t_move, t_search), comm.counter.summary()))
+        self._set_results(job.params, scores, fit_t, score_t)
+        self.partitioner_ = part
+        self.centers_ = part.centers_
+        self.partition_sizes_ = sizes
+        self.n_splits_ = int(n_splits)
+        report = comm_report([g[1] for g in gathered])
+        self.fit_stats_ = {
+            "partition_seconds": float(max(g[0][0] for g in gathered)),
+            "redistribution_seconds": float(max(g[0][1] for g in gathered)),
+            "search_seconds": float(max(g[0][2] for g in gathered)),
+            **job.stats(n_fact),
+            "n_candidates": len(job.params),
+            "partition_sizes": sizes.tolist(),
+            "owners": owners.tolist(),
+            "comm": report,
+            "comm_bytes": int(report["total"]["bytes"]),
+            "comm_messages": int(report["total"]["messages"]),
+            "backend": s.backend.name,
+            "n_ranks": s.size,
+        }
+        if self.refit:
+            t0 = time.perf_counter()
+            best = self._make_estimator(**self.best_params_)
+            fit_args = () if sample_weight is None else (sample_weight,)
+            self.best_estimator_ = best.fit(X, y, *fit_args)
+            self.refit_time_ = time.perf_counter() - t0
+        return self
+
+    # ------------------------------------------------------------------ results
+    def _set_results(self, params, scores, fit_times, score_times):
+        res = build_cv_results(params, scores, fit_times, score_times)
+        if np.any(np.isnan(res["mean_test_score"])):
+            bad = int(np.sum(np.isnan(res["mean_test_score"])))
+            warnings.warn(f"{bad} of {len(params)} candidates gave non-finite predictions "
+                          "(their scores are NaN)", RuntimeWarning, stacklevel=4)
+        self.cv_results_ = res
+        self.best_index_ = int(np.argmin(res["rank_test_score"]))
+        self.best_params_ = dict(params[self.best_index_])
+        self.best_score_ = float(res["mean_test_score"][self.best_index_])
+
+    # ------------------------------------------------------------------ predict
+    def predict(self, X):
+        """Predict with ``best_estimator_`` (needs ``refit=True``).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_samples,) or (n_samples, n_targets)
+        """
+        return self._best().predict(X)
+
+    def score(self, X, y, sample_weight=None):
+        """``scorer_`` of ``best_estimator_`` on ``(X, y)`` (greater is better).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,) or (n_samples, n_targets)
+        sample_weight : array-like of shape (n_samples,), default=None
+
+        Returns
+        -------
+        score : float
+        """
+        kw = {} if sample_weight is None else {"sample_weight": sample_weight}
+        return float(self.scorer_(self._best(), X, y, **kw))
+
+    def _best(self):
+        check_is_fitted(self, "cv_results_")
+        if not hasattr(self, "best_estimator_"):
+            raise AttributeError(f"{type(self).__name__} was fitted with refit=False: there "
+                                 "is no best_estimator_ to predict with; refit the "
+                                 "estimator with best_params_")
+        return self.best_estimator_
+
+    # ------------------------------------------------------------------ setup helpers
+    def _split_masks(self, s, X, y, index, loo):
+        """``(masks, n_splits)``: for this rank's rows, 1 in column ``f`` when
+        the row trains split ``f`` and in column ``n_splits + f`` when it
+        validates it. The splits are drawn once on all rows (rank 0); in
+        sharded mode the splitter sees only the number of rows."""
+        comm = s.comm
+        if loo:
+            return np.zeros((X.shape[0], 0), dtype=np.int8), 1
+        classifier = is_classifier(self)
+        error, masks = None, None
+        if s.size == 1 or not s.sharded:
+            if comm.rank == 0:
+                try:
+                    masks = _masks_from_cv(self.cv, X, y, classifier)
+                except (ValueError, TypeError) as exc:
+                    error = str(exc)
+            if s.size == 1:
+                if error is not None:
+                    raise ValueError(error)
+                return masks, masks.shape[1] // 2
+            comm.agree(error)
+            n_splits = comm.bcast_obj(masks.shape[1] // 2 if comm.rank == 0 else None)
+            if comm.rank:
+                masks = np.zeros((0, 2 * n_splits), dtype=np.int8)
+            return masks, n_splits
+        n_total = int(comm.allreduce(int(X.shape[0])))
+        y_all = None
+        if classifier:  # stratified splits need every label (n integers)
+            y_all = np.concatenate(comm.allgather(np.asarray(y)))
+        if comm.rank == 0:
+            try:
+                masks = _masks_from_cv(self.cv, np.zeros((n_total, 1)), y_all, classifier)
+            except (ValueError, TypeError) as exc:
+                error = str(exc)
+        comm.agree(error)
+        masks = comm.bcast_obj(masks)
+        return masks[index], masks.shape[1] // 2
+
+    def _query_rows(self, s, X, rows, index, part, owners, loo, tasks):
+        """A function ``j -> (X, rows, index)`` of the rows partition ``j``
+        predicts during validation: its own rows for a nearest-centre
+        leave-one-out (None), the rows whose nearest centre it is for other
+        nearest-centre splits, every row for averaging (moved once, with the
+        partitions)."""
+        average = self._is_average
+        if loo and not average:
+            return lambda j: None
+        comm = s.comm
+        if average:
+            if s.size == 1:
+                every = (X, rows, index)
+            else:
+                block = _pack_block(X, rows, None, index, np.zeros(X.shape[0], np.int64),
+                                    np.arange(X.shape[0]))
+                got = [_unpack_block(b) for b in comm.Allgatherv(block)]
+                keys = ("dense",) if not self._fit_sparse else ("nnz", "indices", "data")
+                cat = {k: np.concatenate([g[k] for g in got]) for k in keys + ("y", "index")}
+                Xa = _unpack_rows(cat, self.n_features_in_, self._fit_sparse)
+                order = np.argsort(cat["index"], kind="stable")
+                every = (Xa[order], cat["y"][order], cat["index"][order])
+            return lambda j: every
+        route = part.assign(X) if X.shape[0] else np.zeros(0, dtype=np.intp)
+        route = np.asarray(route)
+        P = owners.size
+        if s.size == 1:
+            groups = _group_by(route, P)
+            routed = {j: _LazyPartition(j, X, rows, None, groups[j], index) for j in range(P)}
+        else:
+            mine = [t.j for t in tasks]
+            if not s.sharded:
+                got = self._scatter_partitions(s, X, rows, None, index, _group_by(route, P),
+                                               owners, mine)
+            else:
+                got = self._exchange_partitions(s, X, rows, None, index, route, owners, mine)
+            routed = {t.j: t for t in got}
+
+        def rows_of(j):
+            p = routed[j].materialize()
+            return p.X, p.y, p.index
+        return rows_of
+
+
+def _masks_from_cv(cv, X, y, classifier=False):
+    splitter = check_cv(cv, y, classifier=classifier)
+    n = X.shape[0]
+    splits = list(splitter.split(X, y))
+    if not splits:
+        raise ValueError("cv gave no split")
+    masks = np.zeros((n, 2 * len(splits)), dtype=np.int8)
+    for f, (train, val) in enumerate(splits):
+        train, val = np.asarray(train), np.asarray(val)
+        if train.size == 0 or val.size == 0:
+            raise ValueError(f"split {f} of cv has an empty training or validation set")
+        masks[train, f] = 1
+        masks[val, len(splits) + f] = 1
+    return masks
+
+
+def split_columns(rows, n_cols, n_splits):
+    """``(train, val)`` boolean masks ``(n_rows, n_splits)`` of the rows' columns."""
+    return (rows[:, n_cols:n_cols + n_splits].astype(bool),
+            rows[:, n_cols + n_splits:n_cols + 2 * n_splits].astype(bool))
+
+
+def allreduce_parts(comm, parts):
+    """Sum the arrays ``parts`` over the ranks in place, in one reduction."""
+    if comm.size > 1:
+        flat = comm.Allreduce(np.concatenate([a.ravel() for a in parts]))
+        pos = 0
+        for a in parts:
+            a.ravel()[:] = flat[pos:pos + a.size]
+            pos += a.size
+    return parts
+
+
+class _Progress:
+    """A thread-safe progress bar over the steps of a search."""
+
+    def __init__(self, verbose, total, label):
+        self._bar = None
+        self._lock = threading.Lock()
+        self._verbose, self._total, self._done = verbose, total, 0
+        self._desc = f"search ({label})"
+        if verbose:
+            try:
+                from tqdm.auto import tqdm
+            except ImportError:  # the 'progress' extra is not installed: log lines
+                return
+            self._bar = tqdm(total=total, desc=self._desc, leave=False, file=sys.stderr)
+
+    def tick(self):
+        if not self._verbose:
+            return
+        with self._lock:
+            self._done += 1
+            if self._bar is not None:
+                self._bar.update(1)
+            else:
+                print(f"[cakernels] {self._desc}: {self._done}/{self._total}",
+                      file=sys.stderr)
+
+    def close(self):
+        if self._bar is not None:
+            self._bar.close()

@@ -1,0 +1,511 @@
+"""The fast grid search of the partitioned SVMs over C and gamma:
+:class:`PartitionedSVCCV` and its front doors CASVCCV, FCFSSVCCV, BKMSVCCV and
+CPSVCCV (the search engine of :mod:`._search`)."""
+
+import numbers
+import time
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import ClassifierMixin
+from sklearn.metrics import get_scorer
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
+
+from .._engine import Partition, PartitionedEstimator, global_classes
+from .._kernels import resolve_gamma
+from .._solvers.local import solve_binary_svm
+from .._solvers.native_svc import NativeKernelSVC
+from ..svm import BKMSVC, CASVC, CPSVC, FCFSSVC, PartitionedSVC
+from ..svm._partitioned import _SVM_CONSTRAINTS, SOLVERS, _ClassifierInput, _SingleClassModel
+from ._results import check_grid
+from ._search import _PartitionedSearchCV, allreduce_parts, split_columns
+
+#: solvers that take a warm start (the dual variables of the previous C)
+WARM_SOLVERS = ("smo", "asygcd", "pscd")
+
+
+def _check_gammas(values):
+    """Validate ``gammas``: positive floats and the strings 'scale' and 'auto'."""
+    if isinstance(values, str):
+        values = [values]
+    values = list(values) if not isinstance(values, numbers.Real) else [values]
+    strings = [v for v in values if isinstance(v, str)]
+    bad = [v for v in strings if v not in ("scale", "auto")]
+    if bad:
+        raise ValueError(f"gammas may hold positive numbers, 'scale' and 'auto'; got {bad}")
+    if len(set(strings)) != len(strings):
+        raise ValueError(f"gammas has repeated values: {values}")
+    numbers_ = [v for v in values if not isinstance(v, str)]
+    if numbers_:
+        check_grid("gammas", numbers_)
+    elif not values:
+        raise ValueError("gammas must be a non-empty sequence")
+    return [v if isinstance(v, str) else float(v) for v in values]
+
+
+class PartitionedSVCCV(ClassifierMixin, _ClassifierInput, _PartitionedSearchCV):
+    """Fast grid search of :class:`~cakernels.PartitionedSVC` over C and gamma.
+
+    Equivalent to ``GridSearchCV(PartitionedSVC(...), {'C': Cs, 'gamma':
+    gammas}, cv=cv)`` with the protocol of the KRR search
+    (:class:`PartitionedKernelRidgeCV`): the data are partitioned once, on all
+    rows; every split trains each partition on its rows of the split's training
+    set and predicts the split's validation rows routed by nearest centre.
+    For every partition, gamma and split, the Cs are solved in increasing
+    order, each from the dual variables of the previous one (a feasible start:
+    ``0 <= alpha_i <= C_prev w_i <= C w_i`` and ``y^T alpha = 0`` hold), which
+    saves most of the iterations of the larger, slower Cs.
+
+    Parameters
+    ----------
+    partitioner : str or partitioner instance, default='random'
+        As in :class:`~cakernels.PartitionedSVC`.
+    n_partitions : int, default=8
+    Cs : array-like of float, default=(0.1, 1, 10, 100)
+        Values of C to try (> 0).
+    gammas : array-like of float or {'scale', 'auto'}, default=('scale',)
+        Values of gamma to try; ``'scale'`` and ``'auto'`` are resolved on each
+        split's training rows, as a refit on them would.
+    cv : int, cross-validation splitter or iterable, default=5
+        Validation splits, as ``GridSearchCV``'s ``cv`` (an int is
+        :class:`~sklearn.model_selection.StratifiedKFold`).
+    scoring : {'accuracy'} or None, default=None
+        Accuracy of all validation rows of a split (unweighted, as
+        ``GridSearchCV``'s default scorer).
+    warm_start : bool, default=True
+        Start every C from the previous C's solution (native solvers only).
+    refit : bool, default=True
+        Refit the best (C, gamma) on all rows as ``best_estimator_``.
+    kernel, degree, coef0, tol, cache_size, class_weight, max_iter
+        As in :class:`sklearn.svm.SVC`.
+    solver : {'smo', 'asygcd', 'pscd', 'libsvm'}, default='smo'
+        Local solver; ``'libsvm'`` solves every C from scratch.
+    backend, n_jobs, random_state, verbose
+        As in :class:`~cakernels.PartitionedSVC`; ``verbose`` shows a progress
+        bar over the (partition, gamma) steps.
+
+    Attributes
+    ----------
+    best_params_ : dict
+        ``{'C': ..., 'gamma': ...}``.
+    best_score_, best_index_, cv_results_, best_estimator_, refit_time_, scorer_, \
+n_splits_
+        As in :class:`PartitionedKernelRidgeCV` (candidates in ``GridSearchCV``'s
+        order: ``C`` outer, ``gamma`` inner).
+    classes_ : ndarray
+    partitioner_, centers_, partition_sizes_
+        The search's partitioning.
+    fit_stats_ : dict
+        ``n_iter`` (solver iterations of the whole search), ``n_solves``,
+        ``warm_start``, ``comm``...
+
+    See Also
+    --------
+    CASVCCV, FCFSSVCCV, BKMSVCCV, CPSVCCV : the front doors.
+
+    Notes
+    -----
+    With ``warm_start=False`` (or ``solver='libsvm'``) every score equals a
+    refit of the estimator on the split's training rows with the same
+    partitions. A warm start converges to the same optimum within ``tol``, so
+    the validation predictions of the two may differ on a few samples near a
+    decision boundary.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_classification
+    >>> from cakernels import CASVCCV
+    >>> X, y = make_classification(n_samples=400, random_state=0)
+    >>> search = CASVCCV(n_partitions=2, Cs=[0.1, 1, 10], gammas=[0.01, 0.1], cv=3,
+    ...                  random_state=0).fit(X, y)
+    >>> sorted(search.best_params_)
+    ['C', 'gamma']
+    >>> search.predict(X[:3]).shape
+    (3,)
+    """
+
+    _parameter_constraints = {
+        **PartitionedEstimator._parameter_constraints,
+        **{k: v for k, v in _SVM_CONSTRAINTS.items() if k not in ("C", "gamma")},
+        "partitioner": [str, object],
+        "Cs": ["array-like", Interval(numbers.Real, 0.0, None, closed="neither")],
+        "gammas": ["array-like", str, Interval(numbers.Real, 0.0, None, closed="neither")],
+        "cv": ["cv_object"],
+        "scoring": [StrOptions({"accuracy"}), None],
+        "warm_start": ["boolean"],
+        "refit": ["boolean"],
+        "solver": [StrOptions(set(SOLVERS))],
+    }
+    _estimator_class = PartitionedSVC
+    _default_partitioner = "random"
+
+    def __init__(self, partitioner="random", n_partitions=8, *, Cs=(0.1, 1.0, 10.0, 100.0),
+                 gammas=("scale",), cv=5, scoring=None, warm_start=True, refit=True,
+                 kernel="rbf", degree=3, coef0=0.0, tol=1e-3, cache_size=200,
+                 class_weight=None, max_iter=-1, solver="smo", backend="serial", n_jobs=None,
+                 random_state=None, verbose=False):
+        self.partitioner = partitioner
+        self.n_partitions = n_partitions
+        self.Cs = Cs
+        self.gammas = gammas
+        self.cv = cv
+        self.scoring = scoring
+        self.warm_start = warm_start
+        self.refit = refit
+        self.kernel = kernel
+        self.degree = degree
+        self.coef0 = coef0
+        self.tol = tol
+        self.cache_size = cache_size
+        self.class_weight = class_weight
+        self.max_iter = max_iter
+        self.solver = solver
+        self.backend = backend
+        self.n_jobs = n_jobs
+        self.random_state = random_state
+        self.verbose = verbose
+
+    def _make_estimator(self, C, gamma):
+        names = ("n_partitions", "kernel", "degree", "coef0", "tol", "cache_size",
+                 "class_weight", "max_iter", "solver", "backend", "n_jobs", "random_state",
+                 "verbose")
+        params = {k: getattr(self, k) for k in names}
+        if self._estimator_class is PartitionedSVC:
+            params["partitioner"] = self.partitioner
+        return self._estimator_class(C=float(C), gamma=gamma, **params)
+
+    def fit(self, X, y, sample_weight=None):
+        """Search the (C, gamma) grid, then refit the best on all rows.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Training samples (never modified).
+        y : array-like of shape (n_samples,)
+            Class labels.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Per-sample weights (rescale C per sample), for the search and the
+            refit.
+
+        Returns
+        -------
+        self : object
+            Fitted search.
+        """
+        return self._search_fit(X, y, sample_weight)
+
+    # ------------------------------------------------------------------ engine hooks
+    def _grid(self):
+        return {"Cs": check_grid("Cs", self.Cs), "gammas": _check_gammas(self.gammas)}
+
+    def _prepare(self, s, X, y, w, index, masks):
+        """Class indices and weights as columns; the gammas and class weights of
+        every split, resolved on its training rows as a refit would."""
+        self.classes_ = global_classes(s, y)
+        y_idx = np.searchsorted(self.classes_, y).astype(np.int64)
+        self.scorer_ = get_scorer("accuracy")
+        n_splits = masks.shape[1] // 2
+        train = masks[:, :n_splits].astype(bool)
+        k = self.classes_.size
+        # per split: class counts and the moments of X (for 'scale'), summed over ranks
+        counts = np.stack([np.bincount(y_idx[train[:, f]], minlength=k)
+                           for f in range(n_splits)]).astype(np.float64)
+        moments = np.zeros((n_splits, 3))
+        for f in range(n_splits):
+            Xf = X[train[:, f]]
+            sq = Xf.multiply(Xf).sum() if sp.issparse(Xf) else np.einsum("ij,ij->", Xf, Xf)
+            moments[f] = (Xf.sum(), sq, Xf.shape[0] * Xf.shape[1])
+        exact = None
+        if s.size == 1 or not s.sharded:  # every row on rank 0: SVC's own formula
+            exact = [[resolve_gamma(g, X[train[:, f]]) if s.rank == 0 else 0.0
+                      for f in range(n_splits)] for g in self._grid()["gammas"]]
+        if s.size > 1:
+            counts, moments = allreduce_parts(s.comm, [counts, moments])
+            if exact is not None:
+                exact = s.comm.bcast_obj(exact)
+        gammas = np.zeros((len(self._grid()["gammas"]), n_splits))
+        for a, g in enumerate(self._grid()["gammas"]):
+            for f in range(n_splits):
+                if exact is not None:
+                    gammas[a, f] = exact[a][f]
+                elif g == "scale":
+                    cnt = moments[f, 2]
+                    var = moments[f, 1] / cnt - (moments[f, 0] / cnt) ** 2
+                    gammas[a, f] = 1.0 / (X.shape[1] * var) if var != 0 else 1.0
+                else:
+                    gammas[a, f] = resolve_gamma(g, X[:1])
+        class_weights = [self._class_weight(counts[f]) for f in range(n_splits)]
+        cols = np.column_stack([y_idx.astype(np.float64), w])
+        return cols, {"placement_y": y_idx, "gammas": gammas, "class_weights": class_weights}
+
+    def _class_weight(self, counts):
+        """``class_weight`` as a weight per class index, for one split's counts
+        (``'balanced'``: n / (n_classes * count), as scikit-learn's)."""
+        k = self.classes_.size
+        if self.class_weight is None:
+            return np.ones(k)
+        if isinstance(self.class_weight, str):
+            present = counts > 0
+            out = np.ones(k)
+            out[present] = counts.sum() / (present.sum() * counts[present])
+            return out
+        return np.array([float(self.class_weight.get(c, 1.0)) for c in self.classes_.tolist()])
+
+    def _make_job(self, s, grid, n_splits, loo, facts, n_cols, n_partitions):
+        return _SVMSearchJob(self, grid, n_splits, facts, s.threads)
+
+
+class _SVMSearchJob:
+    """Per-partition work of the SVM search: every gamma and split, the Cs in
+    increasing order (warm started), nearest-centre validation."""
+
+    progress_label = "partition, gamma"
+
+    def __init__(self, search, grid, n_splits, facts, n_threads):
+        self.search = search
+        self.Cs = grid["Cs"]
+        self.gamma_values = grid["gammas"]
+        self.gammas = facts["gammas"]  # (n_gammas, n_splits), resolved
+        self.class_weights = facts["class_weights"]
+        self.n_splits = int(n_splits)
+        self.n_threads = int(n_threads)
+        self.n_steps = len(self.gamma_values)
+        self.warm = bool(search.warm_start) and search.solver in WARM_SOLVERS
+        self.seed = check_random_state(search.random_state).randint(np.iinfo(np.int32).max)
+        # GridSearchCV's order: ParameterGrid sorts the keys, 'C' outer, 'gamma' inner
+        self.order = [(a, c) for c in range(self.Cs.size) for a in range(len(self.gamma_values))]
+        self.params = [{"C": float(self.Cs[c]), "gamma": self.gamma_values[a]}
+                       for a, c in self.order]
+
+    def stats(self, n_iter):
+        return {"solver": self.search.solver, "warm_start": self.warm,
+                "n_iter": int(n_iter)}
+
+    def run(self, p, q, progress):
+        S, nC = self.n_splits, self.Cs.size
+        Xq, rows_q, _ = q
+        tr, _ = split_columns(p.y, 2, S)
+        _, val = split_columns(rows_q, 2, S)
+        y_idx, w = p.y[:, 0].astype(np.int64), p.y[:, 1]
+        yq = rows_q[:, 0].astype(np.int64)
+        # per (gamma, C, split): correct, total; seconds fit, score; iterations
+        out = np.zeros((len(self.gamma_values), nC, S, 2))
+        times = np.zeros((len(self.gamma_values), nC, S, 2))
+        n_iter = 0
+        counts = tr.sum(axis=0)
+        if np.any(counts == 0):
+            f = int(np.flatnonzero(counts == 0)[0])
+            raise ValueError(f"partition {p.j} has no training row in split {f} (it has "
+                             f"{p.X.shape[0]} rows); use fewer partitions or folds")
+        order = np.argsort(self.Cs, kind="stable")  # the warm-start path: increasing C
+        for a in range(len(self.gamma_values)):
+            for f in range(S):
+                T = np.flatnonzero(tr[:, f])
+                V = np.flatnonzero(val[:, f])
+                for c, model, it, secs in self._path(p, T, y_idx, w, a, f, order):
+                    n_iter += it
+                    times[a, c, f, 0] += secs
+                    if V.size:
+                        t = time.perf_counter()
+                        est = self._estimator(a, f, c)
+                        pred = est._local_predict(model, Xq[V], self.n_threads)
+                        out[a, c, f, 0] += np.sum(pred == self.search.classes_[yq[V]])
+                        out[a, c, f, 1] += V.size
+                        times[a, c, f, 1] += time.perf_counter() - t
+            progress.tick()
+        return out, times, n_iter
+
+    def _estimator(self, a, f, c):
+        """An unfitted estimator with the candidate's parameters and the facts of
+        split ``f`` (its local fit and prediction are the estimator's own)."""
+        est = self.search._make_estimator(self.Cs[c], self.gammas[a, f])
+        est.classes_ = self.search.classes_
+        est.gamma_ = float(self.gammas[a, f])
+        return est
+
+    def _path(self, p, T, y_idx, w, a, f, order):
+        """``(c, model, n_iter, seconds)`` for every C of the grid on the rows
+        ``T`` of partition ``p`` in split ``f``."""
+        classes = self.search.classes_
+        cw = self.class_weights[f]
+        if not self.warm:
+            for c in order:
+                est = self._estimator(a, f, c)
+                ctx = {"class_weight": None if self.search.class_weight is None
+                       else dict(zip(classes.tolist(), cw.tolist())),
+                       "n_threads": self.n_threads, "seed": self.seed}
+                t = time.perf_counter()
+                model, it, _ = est._fit_partition(
+                    Partition(p.j, p.X[T], y_idx[T], w[T], p.index[T]), ctx)
+                yield c, model, it, time.perf_counter() - t
+            return
+        keep = T[w[T] > 0]
+        if keep.size == 0:
+            raise ValueError("a partition has no sample with positive sample_weight; use "
+                             "fewer partitions")
+        labels = np.unique(y_idx[keep])
+        if labels.size == 1:
+            for c in order:
+                yield c, _SingleClassModel(classes[labels[0]]), 0, 0.0
+            return
+        s = self.search
+        kp = {"kernel": s.kernel, "gamma": float(self.gammas[a, f]), "degree": s.degree,
+              "coef0": s.coef0}
+        pairs = [(i, j) for ii, i in enumerate(labels) for j in labels[ii + 1:]]
+        problems = []
+        for i, j in pairs:  # SVC's one-vs-one order; +1 for the pair's second class
+            members = keep[(y_idx[keep] == i) | (y_idx[keep] == j)]
+            y_pm = np.where(y_idx[members] == j, 1.0, -1.0)
+            problems.append((members, y_pm, w[members] * cw[y_idx[members]], None))
+        for c in order:
+            t = time.perf_counter()
+            models, its, objs, support = [], 0, [], set()
+            for n, (members, y_pm, weight, alpha0) in enumerate(problems):
+                Xm = p.X[members]
+                sol = solve_binary_svm(Xm, y_pm, float(self.Cs[c]), kernel_params=kp,
+                                       solver=s.solver, sample_weight=weight, tol=s.tol,
+                                       max_iter=s.max_iter, cache_size=s.cache_size,
+                                       n_threads=self.n_threads, random_state=self.seed,
+                                       alpha0=alpha0)
+                problems[n] = (members, y_pm, weight, sol.alpha)
+                sv = sol.support
+                sv_X = Xm[sv] if sp.issparse(Xm) else np.ascontiguousarray(Xm[sv])
+                models.append((sv_X, sol.dual_coef[None, :], np.array([sol.intercept])))
+                its += sol.n_iter
+                objs.append(sol.objective)
+                support.update(members[sv].tolist())
+            model = NativeKernelSVC.from_models(classes[labels], kp, models,
+                                                n_iter=[its], objectives=objs,
+                                                support=sorted(support), solver=s.solver)
+            yield c, model, its, time.perf_counter() - t
+
+    def combine(self, comm, results, queries):
+        shape = (len(self.gamma_values), self.Cs.size, self.n_splits, 2)
+        out, times, n_iter = np.zeros(shape), np.zeros(shape), np.zeros(1)
+        for o, t, it in results:
+            out += o
+            times += t
+            n_iter += it
+        allreduce_parts(comm, [out, times, n_iter])  # the one reduction of the search
+        with np.errstate(invalid="ignore", divide="ignore"):
+            acc = out[..., 0] / out[..., 1]
+        pick = lambda arr: np.array([arr[a, c] for a, c in self.order])  # noqa: E731
+        return pick(acc), pick(times[..., 0]), pick(times[..., 1]), int(n_iter[0])
+
+
+# --------------------------------------------------------------------------- front doors
+
+
+class CASVCCV(PartitionedSVCCV):
+    """Fast (C, gamma) search of :class:`~cakernels.CASVC`: random balanced
+    partitions, nearest-centre prediction, warm-started path over C.
+
+    Parameters
+    ----------
+    n_partitions : int, default=8
+    Cs, gammas, cv, scoring, warm_start, refit, kernel, degree, coef0, tol, \
+cache_size, class_weight, max_iter, solver, backend, n_jobs, random_state, verbose
+        See :class:`PartitionedSVCCV`.
+
+    Attributes
+    ----------
+    best_params_, best_score_, best_index_, cv_results_, best_estimator_, classes_, \
+fit_stats_
+        See :class:`PartitionedSVCCV`.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_classification
+    >>> from cakernels import CASVCCV
+    >>> X, y = make_classification(n_samples=300, random_state=0)
+    >>> CASVCCV(n_partitions=2, Cs=[1, 10], gammas=[0.1], cv=3,
+    ...         random_state=0).fit(X, y).best_estimator_.n_partitions
+    2
+    """
+
+    _parameter_constraints = {k: v for k, v in PartitionedSVCCV._parameter_constraints.items()
+                              if k != "partitioner"}
+    _estimator_class = CASVC
+    _default_partitioner = CASVC._default_partitioner
+
+    def __init__(self, n_partitions=8, *, Cs=(0.1, 1.0, 10.0, 100.0), gammas=("scale",), cv=5,
+                 scoring=None, warm_start=True, refit=True, kernel="rbf", degree=3,
+                 coef0=0.0, tol=1e-3, cache_size=200, class_weight=None, max_iter=-1,
+                 solver="smo", backend="serial", n_jobs=None, random_state=None,
+                 verbose=False):
+        self.n_partitions = n_partitions
+        self.Cs = Cs
+        self.gammas = gammas
+        self.cv = cv
+        self.scoring = scoring
+        self.warm_start = warm_start
+        self.refit = refit
+        self.kernel = kernel
+        self.degree = degree
+        self.coef0 = coef0
+        self.tol = tol
+        self.cache_size = cache_size
+        self.class_weight = class_weight
+        self.max_iter = max_iter
+        self.solver = solver
+        self.backend = backend
+        self.n_jobs = n_jobs
+        self.random_state = random_state
+        self.verbose = verbose
+
+
+class FCFSSVCCV(CASVCCV):
+    """Fast (C, gamma) search of :class:`~cakernels.FCFSSVC` (FCFS partitions).
+
+    Parameters and attributes as :class:`CASVCCV`.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_classification
+    >>> from cakernels import FCFSSVCCV
+    >>> X, y = make_classification(n_samples=300, random_state=0)
+    >>> FCFSSVCCV(n_partitions=2, Cs=[1, 10], cv=3, random_state=0).fit(X, y).n_splits_
+    3
+    """
+
+    _estimator_class = FCFSSVC
+    _default_partitioner = FCFSSVC._default_partitioner
+
+
+class BKMSVCCV(CASVCCV):
+    """Fast (C, gamma) search of :class:`~cakernels.BKMSVC` (balanced K-means
+    partitions).
+
+    Parameters and attributes as :class:`CASVCCV`.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_classification
+    >>> from cakernels import BKMSVCCV
+    >>> X, y = make_classification(n_samples=300, random_state=0)
+    >>> BKMSVCCV(n_partitions=2, Cs=[1, 10], cv=3, random_state=0).fit(X, y).n_splits_
+    3
+    """
+
+    _estimator_class = BKMSVC
+    _default_partitioner = BKMSVC._default_partitioner
+
+
+class CPSVCCV(CASVCCV):
+    """Fast (C, gamma) search of :class:`~cakernels.CPSVC` (K-means partitions).
+
+    Parameters and attributes as :class:`CASVCCV`.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_classification
+    >>> from cakernels import CPSVCCV
+    >>> X, y = make_classification(n_samples=300, random_state=0)
+    >>> CPSVCCV(n_partitions=2, Cs=[1, 10], cv=3, random_state=0).fit(X, y).n_splits_
+    3
+    """
+
+    _estimator_class = CPSVC
+    _default_partitioner = CPSVC._default_partitioner
+
