@@ -712,3 +712,57 @@ def test_garbage_model_file(capsys, tmp_path, clf_files):
     bad.write_bytes(b"PK\x03\x04 not really a zip")
     code, _, err = run(capsys, "predict", bad, clf_files / "test.svm")
     assert code == 2 and "Traceback" not in err
+
+
+# --------------------------------------------------------------------------- search
+
+
+def test_search_on_libsvm_files_saves_the_refitted_best_model(capsys, tmp_path, clf_files,
+                                                              reg_files):
+    from cakernels import BKRR2CV, CASVCCV
+    load = functools.partial(load_svmlight_file, zero_based=False)
+
+    model = tmp_path / "svm.skops"
+    code, out, err = run(capsys, "search", clf_files / "train.svm", "-o", model, "--Cs", "0.5",
+                         "5", "--gammas", "0.1", "scale", "--cv", "3", "-p", "2")
+    assert code == 0, err
+    assert "search (partition, gamma)" in err  # the progress bar over the grid (stderr)
+    lines = out.splitlines()
+    assert lines[0].startswith("rank  mean accuracy") and lines[1].split()[0] == "1"
+    assert lines[-1].startswith("CASVC (searched 4 candidates x 3 splits; best C=")
+    X, y = load(str(clf_files / "train.svm"))
+    ref = CASVCCV(n_partitions=2, Cs=[0.5, 5], gammas=[0.1, "scale"], cv=3,
+                  random_state=0).fit(X, y)
+    saved = read_model(model)["estimator"]
+    assert saved.get_params() == ref.best_estimator_.get_params()
+    code, out, _ = run(capsys, "evaluate", model, clf_files / "test.svm")
+    assert code == 0 and "accuracy" in out
+
+    model = tmp_path / "krr.skops"
+    code, out, err = run(capsys, "search", reg_files / "train.svm", "-o", model, "--sigmas", "1",
+                         "4", "--lams", "1e-6", "1e-3", "--cv", "loo", "-p", "2",
+                         "--standardize", "-q")
+    assert code == 0, err
+    assert "search (" not in err  # -q: no progress bar
+    assert out.splitlines()[-1].startswith("BKRR2 (searched 4 candidates x 1 split; best ")
+    Xr, yr = load(str(reg_files / "train.svm"))
+    pipe = read_model(model)["estimator"]
+    from sklearn.preprocessing import StandardScaler
+
+    Xs = StandardScaler().fit_transform(Xr.toarray())
+    ref = BKRR2CV(n_partitions=2, sigmas=[1, 4], lams=[1e-6, 1e-3], cv="loo",
+                  random_state=0).fit(Xs, yr)
+    assert pipe[-1].get_params() == ref.best_estimator_.get_params()
+
+
+@pytest.mark.parametrize("argv, needles", [
+    (["--Cs", "1", "--sigmas", "1"], ["SVM grids", "kernel ridge"]),
+    (["--method", "bkrr2", "--Cs", "1"], ["--Cs", "do not apply", "bkrr2"]),
+    (["--method", "casvc", "--cv", "loo"], ["--cv loo", "SVM"]),
+    (["--cv", "three"], ["--cv must be"]),
+    (["--Cs", "-1"], ["Cs"]),
+])
+def test_search_errors_are_one_line(capsys, tmp_path, clf_files, argv, needles):
+    code, _, err = run(capsys, "search", clf_files / "train.svm", "-o", tmp_path / "m.skops",
+                       "-p", "2", "-q", *argv)
+    assert_one_line_error(code, err, *needles)

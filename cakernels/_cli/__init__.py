@@ -1,4 +1,5 @@
-"""The ``cakernels`` command line: ``info``, ``fit``, ``predict``, ``evaluate``, ``bench``.
+"""The ``cakernels`` command line: ``info``, ``fit``, ``search``, ``predict``, ``evaluate``,
+``bench``.
 
 Run ``cakernels --help`` (or ``python -m cakernels --help``) for the usage. Every
 user error (missing or malformed file, unknown dataset, failed download, a file
@@ -38,6 +39,7 @@ from .fit import (
 from .info import (
     _cmd_info,
 )
+from .search import add_search_parser
 from .predict import (
     _cmd_evaluate,
     _cmd_predict,
@@ -175,6 +177,8 @@ def build_parser():
     _add_estimator_options(p)
     _add_common(p)
     p.set_defaults(func=_cmd_fit)
+
+    add_search_parser(sub, _add_common, _positive_int, _gamma)
 
     trust = ("MODEL files are skops.io files: one that names a type other than cakernels', "
              "scikit-learn's, NumPy's or SciPy's is refused, and so are pickles (they can run "

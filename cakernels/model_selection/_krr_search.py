@@ -88,8 +88,11 @@ class PartitionedKernelRidgeCV(RegressorMixin, _PartitionedSearchCV):
         Ridge parameters to try (>= 0); each partition of ``m`` training rows
         adds ``lam * m`` to its kernel diagonal.
     cv : int, cross-validation splitter, iterable or 'loo', default=5
-        Validation splits, as ``GridSearchCV``'s ``cv`` (an int is
-        :class:`~sklearn.model_selection.KFold` without shuffling). A held-out
+        Validation splits, as ``GridSearchCV``'s ``cv``, except that an int is
+        ``KFold(cv, shuffle=True, random_state=random_state)``: the partitions
+        depend on the data order (K-balance fills its last partition with the
+        last rows), so unshuffled folds could leave a partition without a
+        training row (pass ``KFold(cv)`` for those). A held-out
         validation set is ``ShuffleSplit(n_splits=1, test_size=0.2)`` or a
         :class:`~sklearn.model_selection.PredefinedSplit`. ``'loo'`` is the
         closed-form leave-one-out error of every local model (one split
@@ -401,7 +404,8 @@ class _SearchJob:
             if np.any(counts == 0):
                 f = int(np.flatnonzero(counts == 0)[0])
                 raise ValueError(f"partition {p.j} has no training row in split {f} "
-                                 f"(it has {mj} rows); use fewer partitions or folds")
+                                 f"(it has {mj} rows); use fewer partitions or folds, or "
+                                 "shuffled folds")
         if self.average:
             Xq, yq, iq = q
             val = yq[:, k + S:].astype(bool) if not self.loo else None

@@ -98,8 +98,12 @@ def build_cv_results(params, test_scores, fit_times=None, score_times=None,
     for name in names:
         vals = [p.get(name) for p in params]
         present = [v for v in vals if v is not None]
+        # one numeric dtype when every value is a number, else object (as
+        # GridSearchCV: gamma=[0.1, 'scale'] keeps the float and the string)
+        numeric = present and all(isinstance(v, (int, float, np.number))
+                                  and not isinstance(v, bool) for v in present)
         arr = np.ma.MaskedArray(np.empty(n_cand, dtype=np.asarray(present).dtype
-                                         if present else object), mask=True)
+                                         if numeric else object), mask=True)
         for i, v in enumerate(vals):
             if name in params[i]:
                 arr[i] = v

@@ -17,6 +17,7 @@ A search fit
 The subclasses provide the grid, the row encoding and the job.
 """
 
+import numbers
 import sys
 import threading
 import time
@@ -25,7 +26,7 @@ import warnings
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import is_classifier
-from sklearn.model_selection import check_cv
+from sklearn.model_selection import KFold, StratifiedKFold, check_cv
 from sklearn.utils.validation import check_is_fitted
 
 from .._engine import (
@@ -58,7 +59,8 @@ class _PartitionedSearchCV(PartitionedEstimator):
         for attr in ("best_estimator_", "refit_time_"):
             if hasattr(self, attr):
                 delattr(self, attr)
-        with self._session() as s:
+        # the grid's own progress bar replaces the per-partition one
+        with self._backend().session(verbose=False) as s:
             comm = s.comm
             Xl, yl, wl, index = self._collect(s, X, y, sample_weight)
             self._fit_sparse = bool(sp.issparse(Xl))
@@ -81,7 +83,8 @@ class _PartitionedSearchCV(PartitionedEstimator):
                 queries = self._query_rows(s, Xl, rows, index, part, owners, loo, tasks)
             t_move = time.perf_counter() - t0
             job = self._make_job(s, grid, n_splits, loo, facts, cols.shape[1], sizes.size)
-            progress = _Progress(s.verbose, len(tasks) * job.n_steps, job.progress_label)
+            progress = _Progress(self.verbose and comm.rank == 0, len(tasks) * job.n_steps,
+                                 job.progress_label)
             t0 = time.perf_counter()
             with comm.phase("training"):  # nothing is communicated while searching
                 try:
@@ -119,6 +122,7 @@ class _PartitionedSearchCV(PartitionedEstimator):
         if self.refit:
             t0 = time.perf_counter()
             best = self._make_estimator(**self.best_params_)
+            best.set_params(verbose=False)
             fit_args = () if sample_weight is None else (sample_weight,)
             self.best_estimator_ = best.fit(X, y, *fit_args)
             self.refit_time_ = time.perf_counter() - t0
@@ -188,7 +192,7 @@ class _PartitionedSearchCV(PartitionedEstimator):
         if s.size == 1 or not s.sharded:
             if comm.rank == 0:
                 try:
-                    masks = _masks_from_cv(self.cv, X, y, classifier)
+                    masks = _masks_from_cv(self.cv, X, y, classifier, self.random_state)
                 except (ValueError, TypeError) as exc:
                     error = str(exc)
             if s.size == 1:
@@ -206,7 +210,8 @@ class _PartitionedSearchCV(PartitionedEstimator):
             y_all = np.concatenate(comm.allgather(np.asarray(y)))
         if comm.rank == 0:
             try:
-                masks = _masks_from_cv(self.cv, np.zeros((n_total, 1)), y_all, classifier)
+                masks = _masks_from_cv(self.cv, np.zeros((n_total, 1)), y_all, classifier,
+                                       self.random_state)
             except (ValueError, TypeError) as exc:
                 error = str(exc)
         comm.agree(error)
@@ -257,7 +262,14 @@ class _PartitionedSearchCV(PartitionedEstimator):
         return rows_of
 
 
-def _masks_from_cv(cv, X, y, classifier=False):
+def _masks_from_cv(cv, X, y, classifier=False, random_state=None):
+    """The splits of ``cv`` as row masks. An int is *shuffled* (Stratified)KFold:
+    the partitioners depend on the data order (K-balance and FCFS fill their
+    last partitions from the last rows), so unshuffled folds could leave a
+    partition without training rows in some split."""
+    if isinstance(cv, numbers.Integral):
+        cls = StratifiedKFold if classifier and y is not None else KFold
+        cv = cls(int(cv), shuffle=True, random_state=random_state)
     splitter = check_cv(cv, y, classifier=classifier)
     n = X.shape[0]
     splits = list(splitter.split(X, y))

@@ -68,8 +68,9 @@ class PartitionedSVCCV(ClassifierMixin, _ClassifierInput, _PartitionedSearchCV):
         Values of gamma to try; ``'scale'`` and ``'auto'`` are resolved on each
         split's training rows, as a refit on them would.
     cv : int, cross-validation splitter or iterable, default=5
-        Validation splits, as ``GridSearchCV``'s ``cv`` (an int is
-        :class:`~sklearn.model_selection.StratifiedKFold`).
+        Validation splits, as ``GridSearchCV``'s ``cv``, except that an int is
+        a *shuffled* :class:`~sklearn.model_selection.StratifiedKFold` (seeded
+        by ``random_state``; see :class:`PartitionedKernelRidgeCV`).
     scoring : {'accuracy'} or None, default=None
         Accuracy of all validation rows of a split (unweighted, as
         ``GridSearchCV``'s default scorer).
@@ -297,7 +298,8 @@ class _SVMSearchJob:
         if np.any(counts == 0):
             f = int(np.flatnonzero(counts == 0)[0])
             raise ValueError(f"partition {p.j} has no training row in split {f} (it has "
-                             f"{p.X.shape[0]} rows); use fewer partitions or folds")
+                             f"{p.X.shape[0]} rows); use fewer partitions or folds, or "
+                             "shuffled folds")
         order = np.argsort(self.Cs, kind="stable")  # the warm-start path: increasing C
         for a in range(len(self.gamma_values)):
             for f in range(S):

@@ -1,0 +1,168 @@
+"""``cakernels search``: the fast grid search of a partitioned method on DATA,
+with a progress bar over the grid, saving the refitted best model."""
+
+import time
+
+from .common import CLIError, _check_output, _fmt_int, _load_data, _note, _task_of_method
+from .fit import _index_base_note, _save
+from .methods import _check_class_labels
+
+#: --method -> the search class of cakernels.model_selection
+SEARCHES = {
+    "casvc": "CASVCCV", "fcfssvc": "FCFSSVCCV", "bkmsvc": "BKMSVCCV", "cpsvc": "CPSVCCV",
+    "dckrr": "DCKRRCV", "kkrr": "KKRRCV", "kkrr2": "KKRR2CV", "bkrr": "BKRRCV",
+    "bkrr2": "BKRR2CV",
+}
+DEFAULT_SEARCH = {"classification": "casvc", "regression": "bkrr2"}
+
+
+def add_search_parser(sub, add_common, positive_int, gamma_type):
+    p = sub.add_parser(
+        "search", help="grid search of a partitioned method; save the best model",
+        description="Search a grid of C and gamma (SVMs) or sigma and lambda (kernel ridge) "
+                    "by cross-validation with the fast search of cakernels.model_selection "
+                    "(partition once, share the work between the grid's points), print the "
+                    "best candidates and save the best model refitted on all of DATA.")
+    p.add_argument("data", metavar="DATA")
+    p.add_argument("-o", "--output", required=True, metavar="MODEL",
+                   help="model file to write (the refitted best estimator)")
+    p.add_argument("--method", choices=sorted(SEARCHES), type=str.lower,
+                   help="partitioned method to tune (default: casvc for classification, "
+                        "bkrr2 for regression)")
+    p.add_argument("--task", choices=("classification", "regression"), type=str.lower,
+                   help="default: the method's, a dataset's own, the kind of grid given, or "
+                        "inferred from the targets")
+    p.add_argument("--Cs", dest="Cs", nargs="+", type=float, metavar="C",
+                   help="SVM: values of C (default 0.1 1 10 100)")
+    p.add_argument("--gammas", nargs="+", type=gamma_type, metavar="G",
+                   help="SVM: values of gamma, numbers or 'scale'/'auto' (default scale)")
+    p.add_argument("--sigmas", nargs="+", type=float, metavar="S",
+                   help="kernel ridge: Gaussian widths (default 0.25 0.5 1 2 4 8)")
+    p.add_argument("--lams", nargs="+", type=float, metavar="L",
+                   help="kernel ridge: values of lambda (default 1e-8 1e-6 1e-4 1e-2)")
+    p.add_argument("--cv", default="5", metavar="K",
+                   help="number of shuffled folds (stratified for SVMs), or 'loo' (kernel "
+                        "ridge: closed-form leave-one-out); default 5")
+    p.add_argument("--n-partitions", "-p", type=positive_int, default=8, metavar="P",
+                   help="number of partitions (default 8)")
+    p.add_argument("--standardize", action="store_true",
+                   help="fit a StandardScaler first (with_mean=False for sparse input); saved "
+                        "with the model")
+    p.add_argument("--backend", choices=("serial", "threads"), default="serial",
+                   help="how partitions are run (default serial)")
+    p.add_argument("--n-jobs", type=int, metavar="N", help="workers of the threads backend")
+    p.add_argument("--random-state", type=int, default=0, metavar="SEED",
+                   help="seed of the partitioners (default 0)")
+    p.add_argument("--top", type=positive_int, default=5, metavar="N",
+                   help="candidates to print (default 5)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    add_common(p)
+    p.set_defaults(func=_cmd_search)
+    return p
+
+
+def _search_task(args, data):
+    if args.method is not None:
+        task = _task_of_method(args.method)
+        if args.task is not None and args.task != task:
+            raise CLIError(f"--method {args.method} is for {task}, but --task {args.task} "
+                           "was given")
+        return task
+    svm = [f for f, v in (("--Cs", args.Cs), ("--gammas", args.gammas)) if v is not None]
+    krr = [f for f, v in (("--sigmas", args.sigmas), ("--lams", args.lams)) if v is not None]
+    if svm and krr:
+        raise CLIError(f"{' and '.join(svm)} are SVM grids, {' and '.join(krr)} kernel ridge "
+                       "grids: give one kind")
+    if args.task is not None:
+        return args.task
+    if svm or krr:
+        task = "classification" if svm else "regression"
+        if data.kind != "file" and task != data.task:
+            raise CLIError(f"{data.label} is a {data.task} dataset: "
+                           f"{' and '.join(svm or krr)} do not apply")
+        return task
+    if data.kind == "file":
+        _note(f"{data.label}: {data.task} inferred: {data.reason}")
+    return data.task
+
+
+def _cmd_search(args):
+    import scipy.sparse as sp
+
+    from .. import model_selection
+
+    _check_output(args.output)
+    cv = args.cv.lower()
+    if cv != "loo":
+        try:
+            cv = int(cv)
+        except ValueError:
+            raise CLIError(f"--cv must be a number of folds or 'loo', got {args.cv!r}") from None
+    data = _load_data(args.data, split="train")
+    task = _search_task(args, data)
+    method = args.method or DEFAULT_SEARCH[task]
+    grids = ({"Cs": args.Cs, "gammas": args.gammas} if task == "classification"
+             else {"sigmas": args.sigmas, "lams": args.lams})
+    other = ({"--sigmas": args.sigmas, "--lams": args.lams} if task == "classification"
+             else {"--Cs": args.Cs, "--gammas": args.gammas})
+    given = [k for k, v in other.items() if v is not None]
+    if given:
+        raise CLIError(f"{', '.join(given)} do not apply to --method {method} ({task})")
+    if cv == "loo" and task == "classification":
+        raise CLIError("--cv loo is the kernel ridge searches' closed-form leave-one-out; "
+                       "give a number of folds for an SVM")
+    if task == "classification":
+        _check_class_labels(data.label, data.y, f"--method {method}", "fit")
+    if data.kind == "file":
+        _index_base_note(data, data.X.shape[0], data.read.rows_with_index_0)
+    cls = getattr(model_selection, SEARCHES[method])
+    params = {k: v for k, v in grids.items() if v is not None}
+    search = cls(n_partitions=args.n_partitions, cv=cv, backend=args.backend,
+                 n_jobs=args.n_jobs, random_state=args.random_state, verbose=not args.quiet,
+                 **params)
+    search._validate_params()
+    X, y = data.X, data.y
+    sparse = sp.issparse(X)
+    scaler = None
+    t0 = time.perf_counter()
+    if args.standardize:
+        from sklearn.preprocessing import StandardScaler
+
+        scaler = StandardScaler(with_mean=not sparse)
+        X = scaler.fit_transform(X)
+    search.fit(X, y)
+    seconds = time.perf_counter() - t0
+    _print_top(search, args.top)
+    best = search.best_estimator_
+    model = best
+    if scaler is not None:
+        from sklearn.pipeline import Pipeline
+
+        model = Pipeline([("standardscaler", scaler), (method, best)])
+    n_cand = len(search.cv_results_["params"])
+    chosen = (f" (searched {n_cand} candidates x {search.n_splits_} split"
+              f"{'s' if search.n_splits_ != 1 else ''}; best "
+              + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                          for k, v in search.best_params_.items()) + ")")
+    _save(args, model, best, method, chosen, data, X.shape, sparse,
+          seconds, n_ranks=None)
+    return 0
+
+
+def _print_top(search, top):
+    import numpy as np
+
+    res = search.cv_results_
+    order = np.argsort(res["rank_test_score"], kind="stable")[:top]
+    from sklearn.base import is_classifier
+
+    scoring = getattr(search, "scoring", None) or (
+        "accuracy" if is_classifier(search) else "r2")
+    print(f"rank  mean {scoring} (std)      parameters")
+    for i in order:
+        params = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                           for k, v in res["params"][i].items())
+        print(f"{res['rank_test_score'][i]:>4}  {res['mean_test_score'][i]:.6f} "
+              f"({res['std_test_score'][i]:.4f})  {params}")
+    print(f"{_fmt_int(len(res['params']))} candidates; partitions "
+          f"{search.partition_sizes_.tolist()}")
