@@ -331,3 +331,13 @@ def test_svm_search_format_errors_and_front_doors():
     w[:10] = 3.0
     weighted = CASVCCV(n_partitions=2, Cs=[1.0], cv=2, random_state=0).fit(X, y, w)
     assert weighted.best_estimator_.n_partitions == 2
+
+
+def test_int_cv_folds_are_not_the_random_partitions():
+    # the same seed for the partitioner's permutation and the folds' would make every
+    # random partition exactly one validation fold (no training row in that split)
+    X, y = _data(n=300)
+    search = DCKRRCV(n_partitions=3, sigmas=[1.0], lams=[1e-3], cv=3, random_state=0).fit(X, y)
+    assert search.n_splits_ == 3 and np.all(np.isfinite(search.cv_results_["mean_test_score"]))
+    svm = CASVCCV(n_partitions=3, Cs=[1.0], cv=3, random_state=0).fit(X, y > np.median(y))
+    assert svm.n_splits_ == 3

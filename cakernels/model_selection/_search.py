@@ -27,6 +27,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import is_classifier
 from sklearn.model_selection import KFold, StratifiedKFold, check_cv
+from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from .._engine import (
@@ -269,7 +270,11 @@ def _masks_from_cv(cv, X, y, classifier=False, random_state=None):
     partition without training rows in some split."""
     if isinstance(cv, numbers.Integral):
         cls = StratifiedKFold if classifier and y is not None else KFold
-        cv = cls(int(cv), shuffle=True, random_state=random_state)
+        # a seed of its own: with random_state itself, a random partitioner's
+        # permutation would make every partition exactly one fold
+        seed = (None if random_state is None else
+                check_random_state(random_state).randint(np.iinfo(np.int32).max))
+        cv = cls(int(cv), shuffle=True, random_state=seed)
     splitter = check_cv(cv, y, classifier=classifier)
     n = X.shape[0]
     splits = list(splitter.split(X, y))
