@@ -193,3 +193,17 @@ def test_command_line_parses_without_numpy(spawn):
     out = spawn([sys.executable, "-c", code])
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["True", "True"]
+
+
+def test_every_subpackage_is_listed_for_the_wheel():
+    # a package folder missing from pyproject's list is absent from the installed
+    # wheel (the tests of a source checkout would not notice)
+    import tomllib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    listed = set(tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]
+                 ["packages"])
+    found = {".".join(p.parent.relative_to(root).parts)
+             for p in (root / "cakernels").rglob("__init__.py")}
+    assert found <= listed, sorted(found - listed)
