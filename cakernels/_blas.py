@@ -47,9 +47,9 @@ def cholesky_guard(n_rows):
     nothing otherwise."""
     if n_rows < LARGE_CHOLESKY or not risky_openblas():
         return contextlib.nullcontext()
-    from threadpoolctl import threadpool_limits
+    from .backends import blas_limits  # the process's one BLAS policy
 
-    return threadpool_limits(limits=1, user_api="blas")
+    return blas_limits(1)
 
 
 def _cpu_flags():

@@ -27,6 +27,7 @@ from ._backend import (
     get_backend,
     lpt_placement,
 )
+from ._budget import blas_limits, reserve_threads, threads_available
 from ._comm import (
     PHASES,
     CollectiveError,
@@ -51,6 +52,9 @@ __all__ = [
     "SelfCommunicator",
     "comm_report",
     "cpu_count",
+    "threads_available",
+    "reserve_threads",
+    "blas_limits",
     "effective_n_jobs",
     "lpt_placement",
 ]

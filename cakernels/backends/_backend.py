@@ -10,8 +10,11 @@ estimators, so it is cloned, compared and pickled with them). A fit opens a
   communication counters;
 * placement: which rank solves which partition (:meth:`Session.place`);
 * the thread budget: ``workers x threads`` never exceeds the cores this
-  process may use; BLAS is limited once around the parallel region, and every
-  local solve is handed its share (``Session.threads``) for its OpenMP threads;
+  process may use (:mod:`~cakernels.backends._budget`: affinity, cgroup quota,
+  ``OMP_NUM_THREADS``, less what other open sessions of the process hold);
+  BLAS is limited once around the parallel region, and every local solve is
+  handed its share (``Session.threads``) for its OpenMP threads; local solves
+  never change process-wide settings themselves;
 * running the local tasks (:meth:`Session.map`), serially or on threads.
 """
 
@@ -22,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from ._budget import blas_limits, cpu_count, reserve_threads
 from ._comm import Communicator, SelfCommunicator
 
 BACKEND_NAMES = ("serial", "threads", "mpi")
@@ -29,40 +33,6 @@ BACKEND_NAMES = ("serial", "threads", "mpi")
 _MPI_HINT = ('backend="mpi" needs mpi4py and an MPI library: install them with '
              'pip install "cakernels[mpi]" (the MPICH wheel and mpi4py, no system '
              'packages needed)')
-
-
-def cpu_count():
-    """Cores this process may use: its CPU affinity, capped by a cgroup CPU quota."""
-    try:
-        n = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # pragma: no cover - non-Linux
-        n = os.cpu_count() or 1
-    quota = _cgroup_cpu_limit()
-    if quota is not None:
-        n = min(n, quota)
-    return max(1, n)
-
-
-def _cgroup_cpu_limit():
-    """Whole cores allowed by a cgroup v2 (cpu.max) or v1 (cfs quota) limit, or None."""
-    try:
-        with open("/sys/fs/cgroup/cpu.max", encoding="ascii") as fh:
-            quota, period = fh.read().split()[:2]
-        if quota != "max":
-            return max(1, int(float(quota) / float(period)))
-        return None
-    except (OSError, ValueError):
-        pass
-    try:
-        with open("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", encoding="ascii") as fh:
-            quota = int(fh.read())
-        with open("/sys/fs/cgroup/cpu/cpu.cfs_period_us", encoding="ascii") as fh:
-            period = int(fh.read())
-        if quota > 0 and period > 0:
-            return max(1, quota // period)
-    except (OSError, ValueError):
-        pass
-    return None
 
 
 def effective_n_jobs(n_jobs, n_cpu=None):
@@ -134,8 +104,9 @@ class Backend:
 class SerialBackend(Backend):
     """Solve the partitions one after another in this thread (the reference).
 
-    Every local solve may use every core of the process (OpenMP solvers get
-    ``cpu_count()`` threads; BLAS keeps its own setting).
+    Every local solve may use every core of the process that no other open
+    session holds (OpenMP solvers get ``cpu_count()`` threads when the fit
+    is the only one; BLAS keeps its own setting).
 
     Examples
     --------
@@ -159,7 +130,10 @@ class ThreadsBackend(Backend):
     Parameters
     ----------
     n_jobs : int, default=None
-        Worker threads (None: every core; negative values count back from it).
+        Worker threads (None: every core this process may use and no other
+        open session of it holds; negative values count back from the
+        process's cores). Each worker gets ``cores // n_jobs`` OpenMP/BLAS
+        threads (at least one).
 
     Examples
     --------
@@ -179,9 +153,11 @@ class ThreadsBackend(Backend):
 
     def session(self, n_jobs=None, verbose=False):
         n_cpu = cpu_count()
-        workers = effective_n_jobs(self.n_jobs if n_jobs is None else n_jobs, n_cpu)
+        n_jobs = self.n_jobs if n_jobs is None else n_jobs
+        workers = effective_n_jobs(n_jobs, n_cpu)
         return Session(self, SelfCommunicator(), n_workers=workers,
-                       threads=max(1, n_cpu // workers), verbose=verbose, limit_blas=True)
+                       threads=max(1, n_cpu // workers), verbose=verbose, limit_blas=True,
+                       auto_workers=n_jobs is None)
 
 
 class MPIBackend(Backend):
@@ -320,9 +296,11 @@ class Session:
         OpenMP/BLAS threads for every local solve.
     """
 
-    def __init__(self, backend, comm, *, n_workers, threads, verbose, limit_blas):
+    def __init__(self, backend, comm, *, n_workers, threads, verbose, limit_blas,
+                 auto_workers=False):
         self.backend = backend
         self.comm = comm
+        self._auto_workers = bool(auto_workers)
         self.n_workers = int(n_workers)
         self.threads = int(threads)
         self.verbose = verbose
@@ -347,11 +325,18 @@ class Session:
 
     def __enter__(self):
         self._stack = contextlib.ExitStack()
+        # the process's budget: sessions open in other threads (a threads
+        # backend nested in another, concurrent fits) hold part of it
+        granted = self._stack.enter_context(
+            reserve_threads(self.n_workers * self.threads))
+        if self._auto_workers:
+            self.n_workers = granted
+        # an explicit worker count is kept (the user's choice), each worker
+        # then gets its share of the threads granted
+        self.threads = max(1, min(self.threads, granted // self.n_workers))
         if self._limit_blas:
-            from threadpoolctl import threadpool_limits
-
             # once, around the whole parallel region: workers never change it
-            self._stack.enter_context(threadpool_limits(limits=self.threads, user_api="blas"))
+            self._stack.enter_context(blas_limits(self.threads))
         return self
 
     def __exit__(self, *exc):

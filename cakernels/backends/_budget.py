@@ -1,0 +1,184 @@
+"""The process's thread budget: one policy for OpenMP and BLAS threads.
+
+Every parallel region of the package (a backend session, an
+:class:`~cakernels.AsyGCDSVC` fit) takes its threads from one process-wide
+ledger, and every BLAS limit goes through one process-wide stack:
+
+* :func:`cpu_count` is what the process may use: its CPU affinity, capped by a
+  cgroup CPU quota and by ``OMP_NUM_THREADS`` when that is set (joblib's loky
+  workers set it to ``cores // n_jobs``, so a fit inside
+  ``GridSearchCV(n_jobs=2)`` gets its share, not every core);
+* :func:`reserve_threads` hands a region at most what the regions already
+  open in this process have left (at least one thread), so a threads backend
+  nested in another one, or fits started concurrently from several threads,
+  never run more threads than cores;
+* :func:`blas_limits` limits BLAS for the length of a block; limits nest and
+  interleave across threads safely: the BLAS limit is the smallest one
+  requested by any open block, and the original setting comes back when the
+  last block closes (``threadpoolctl``'s own context manager, entered in
+  several threads, restores whatever it saw when it entered, so interleaved
+  exits could leave another region with the wrong count).
+"""
+
+import contextlib
+import os
+import sys
+import threading
+
+__all__ = ["cpu_count", "reserve_threads", "threads_available", "blas_limits"]
+
+
+def cpu_count():
+    """Threads this process may use: its CPU affinity, capped by a cgroup CPU
+    quota and by ``OMP_NUM_THREADS`` when set (at least 1)."""
+    try:
+        n = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - non-Linux
+        n = os.cpu_count() or 1
+    quota = _cgroup_cpu_limit()
+    if quota is not None:
+        n = min(n, quota)
+    env = _omp_num_threads()
+    if env is not None:
+        n = min(n, env)
+    return max(1, n)
+
+
+def _omp_num_threads():
+    """The first value of ``OMP_NUM_THREADS`` (a list is allowed), or None."""
+    value = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
+    try:
+        n = int(value)
+    except ValueError:
+        return None
+    return n if n >= 1 else None
+
+
+def _cgroup_cpu_limit():
+    """Whole cores allowed by a cgroup v2 (cpu.max) or v1 (cfs quota) limit, or None."""
+    try:
+        with open("/sys/fs/cgroup/cpu.max", encoding="ascii") as fh:
+            quota, period = fh.read().split()[:2]
+        if quota != "max":
+            return max(1, int(float(quota) / float(period)))
+        return None
+    except (OSError, ValueError):
+        pass
+    try:
+        with open("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", encoding="ascii") as fh:
+            quota = int(fh.read())
+        with open("/sys/fs/cgroup/cpu/cpu.cfs_period_us", encoding="ascii") as fh:
+            period = int(fh.read())
+        if quota > 0 and period > 0:
+            return max(1, quota // period)
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+# ---------------------------------------------------------------- the ledger
+_LOCK = threading.Lock()
+_HELD = [0]  # threads held by the open regions of this process
+
+
+def threads_available():
+    """Threads a new parallel region may use now: :func:`cpu_count` minus the
+    threads the regions already open in this process hold (at least 1)."""
+    with _LOCK:
+        return max(1, cpu_count() - _HELD[0])
+
+
+@contextlib.contextmanager
+def reserve_threads(wanted):
+    """Hold up to ``wanted`` threads of the process's budget for a block.
+
+    Yields the number granted: ``min(wanted, threads_available())``, at least
+    1. The threads go back to the budget when the block ends.
+    """
+    with _LOCK:
+        granted = max(1, min(int(wanted), cpu_count() - _HELD[0]))
+        _HELD[0] += granted
+    try:
+        yield granted
+    finally:
+        with _LOCK:
+            _HELD[0] -= granted
+
+
+# -------------------------------------------------------------- BLAS limits
+class _BlasLimits:
+    """The process-wide stack of BLAS limits (see the module docstring)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._requests = []
+        self._limiters = []  # threadpoolctl limiters, oldest first
+        self._applied = None
+        self._controller = None
+        self._n_modules = -1
+
+    def _control(self):
+        # discovering the loaded libraries costs milliseconds (10 ms on a busy
+        # machine); new extension modules may bring new ones
+        if self._controller is None or len(sys.modules) != self._n_modules:
+            from threadpoolctl import ThreadpoolController
+
+            self._controller = ThreadpoolController()
+            self._n_modules = len(sys.modules)
+        return self._controller
+
+    def _apply(self):
+        want = min(self._requests) if self._requests else None
+        if want == self._applied:
+            return
+        # threadpoolctl >= 3.6 lets only one "controlling" Python thread set
+        # a pthreads OpenBLAS's (process-wide) pool, and silently ignores the
+        # others; this stack is the process's single policy and runs under its
+        # own lock, so it takes control for the change and hands it back
+        _release_openblas_control()
+        try:
+            self._set(want)
+        finally:
+            _release_openblas_control()
+        self._applied = want
+
+    def _set(self, want):
+        if want is None:
+            # every library back to what it had before the first limit
+            for limiter in reversed(self._limiters):
+                limiter.restore_original_limits()
+            self._limiters = []
+        else:
+            self._limiters.append(self._control().limit(limits=want, user_api="blas"))
+
+    @contextlib.contextmanager
+    def __call__(self, n_threads):
+        n_threads = max(1, int(n_threads))
+        with self._lock:
+            self._requests.append(n_threads)
+            self._apply()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._requests.remove(n_threads)
+                self._apply()
+
+    @property
+    def current(self):
+        """The limit in force (None: BLAS's own setting)."""
+        return self._applied
+
+
+def _release_openblas_control():
+    """Let any thread set OpenBLAS's pool next (threadpoolctl >= 3.6)."""
+    import threadpoolctl
+
+    controller = getattr(threadpoolctl, "OpenBLASController", None)
+    clear = getattr(controller, "clear_controlling_thread", None)
+    if clear is not None:
+        clear(force=True)
+
+
+#: ``with blas_limits(n): ...`` limits BLAS to ``n`` threads (nests, thread-safe)
+blas_limits = _BlasLimits()
