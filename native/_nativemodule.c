@@ -685,8 +685,9 @@ PyDoc_STRVAR(
     smo_solve_doc,
     "smo_solve(X, y, upper, alpha, kind, gamma, coef0, degree, tol, max_iter, "
     "cache_size_mb)\n--\n\n"
-    "Solve the binary SVM dual with bias by SMO (LIBSVM's WSS2, no\n"
-    "shrinking), GIL released:\n"
+    "Solve the binary SVM dual with bias by SMO (LIBSVM's second-order\n"
+    "working set and shrinking, always on, as cakernels' solver='smo'),\n"
+    "GIL released:\n"
     "min 0.5 a^T Q a - sum(a)  s.t.  y^T a = 0, 0 <= a <= upper,\n"
     "Q_ij = y_i y_j K(x_i, x_j).\n\n"
     "X: C-contiguous (n, d) float64, or a CSR tuple (values float64,\n"
@@ -775,8 +776,9 @@ fail:
 PyDoc_STRVAR(
     asygcd_solve_doc,
     "asygcd_solve(X, y, upper, block, alpha, kind, gamma, coef0, degree, "
-    "n_threads, greedy, seed, tol, max_iter, cache_size_mb, shrinking=True, "
-    "shift=0.0, feature_major=True, return_stats=False)"
+    "n_threads, greedy, seed, tol, max_iter, cache_size_mb, shrinking=False, "
+    "shift=0.0, max_delay=0, feature_major=True, return_stats=False, "
+    "collapse_at=0)"
     "\n--\n\n"
     "Solve the binary SVM dual WITHOUT bias by asynchronous greedy\n"
     "coordinate descent (Asy-GCD), GIL released:\n"
@@ -792,14 +794,17 @@ PyDoc_STRVAR(
     "greedy: True for Asy-GCD (largest projected gradient of the block),\n"
     "False for PSCD (random coordinate of the block, seeded by seed).\n"
     "shrinking: drop bounded variables from the thread's active set\n"
-    "(rebuilt before the stopping test; see cakernels.h).\n"
+    "(rebuilt before the stopping test; see cakernels.h); off by default,\n"
+    "as in cakernels.AsyGCDSVC.\n"
     "shift >= 0: added to every kernel value (a regularised bias, the\n"
     "intercept is shift * sum(alpha * y)).\n"
     "Stops when max |projected gradient| <= tol, or after max_iter\n"
     "coordinate updates in total (<= 0: no limit).  cache_size_mb: total\n"
     "kernel cache in MiB; every thread caches the slices of the columns\n"
     "over its own variables (inf: unlimited; at least one column,\n"
-    "8 * n bytes).\n\n"
+    "8 * n bytes).  max_delay: the delay bound, the steps a thread may be\n"
+    "behind the team (0: ceil(n / 8), at least 8 per thread; at most\n"
+    "4096).\n\n"
     "Private switches, for benchmarks and tests: feature_major=False\n"
     "never builds the feature-major copies of the threads' rows and\n"
     "computes every kernel slice from the rows of X, with the same number\n"
@@ -807,7 +812,12 @@ PyDoc_STRVAR(
     "bits); return_stats=True appends a dict to the result: n_slices\n"
     "(kernel slices computed, all threads), slice_seconds (wall time spent\n"
     "computing them, summed over the threads), fm_threads (threads that\n"
-    "used a copy) and capacity (slices a thread's cache holds).\n\n"
+    "used a copy), capacity (slices a thread's cache holds), max_delay\n"
+    "(the delay bound used), forced_steps (steps taken while the team\n"
+    "had stalled, against the stepping rule) and collapsed (True when the\n"
+    "team handed the rest of the solve to one thread); collapse_at > 0\n"
+    "makes a team of several threads hand over after that many steps\n"
+    "(tests of the hand-over, whatever the timing).\n\n"
     "Returns (objective, n_updates, converged, grad) with grad = Q a - e\n"
     "(every step applied; a 1-D float64 memoryview).  Decision function\n"
     "f(x) = sum_i alpha_i y_i K(x_i, x).  With more than one thread the\n"
@@ -821,10 +831,12 @@ static PyObject *py_asygcd_solve(PyObject *module, PyObject *args,
                              "alpha",     "kind",   "gamma", "coef0",
                              "degree",    "n_threads", "greedy", "seed",
                              "tol",       "max_iter", "cache_size_mb",
-                             "shrinking", "shift", "feature_major",
-                             "return_stats", NULL};
+                             "shrinking", "shift", "max_delay",
+                             "feature_major", "return_stats", "collapse_at",
+                             NULL};
     PyObject *x_obj, *y_obj, *u_obj, *b_obj, *a_obj, *grad_obj = NULL;
-    int kind, n_threads, greedy, shrinking = 1, feature_major = 1;
+    int kind, n_threads, greedy, shrinking = 0, feature_major = 1;
+    long long max_delay = 0, collapse_at = 0;
     int return_stats = 0;
     double shift = 0.0;
     ck_agcd_opts opts;
@@ -843,10 +855,10 @@ static PyObject *py_asygcd_solve(PyObject *module, PyObject *args,
 
     (void)module;
     if (!PyArg_ParseTupleAndKeywords(
-            args, kwargs, "OOOOOidddipKdLd|pdpp:asygcd_solve", kwlist, &x_obj,
+            args, kwargs, "OOOOOidddipKdLd|pdLppL:asygcd_solve", kwlist, &x_obj,
             &y_obj, &u_obj, &b_obj, &a_obj, &kind, &gamma, &coef0, &degree,
             &n_threads, &greedy, &seed, &tol, &max_iter, &cache_mb, &shrinking, &shift,
-            &feature_major, &return_stats))
+            &max_delay, &feature_major, &return_stats, &collapse_at))
         return NULL;
     if (ck_check_solver_params(kind, gamma, coef0, degree, tol, cache_mb) < 0)
         return NULL;
@@ -860,6 +872,10 @@ static PyObject *py_asygcd_solve(PyObject *module, PyObject *args,
     if (n_threads < 1)
         return PyErr_Format(PyExc_ValueError,
                             "n_threads must be >= 1, got %d", n_threads);
+    if (max_delay < 0 || max_delay > CK_AGCD_LOG_CAPACITY)
+        return PyErr_Format(PyExc_ValueError,
+                            "max_delay must be in [0, %d], got %lld",
+                            CK_AGCD_LOG_CAPACITY, max_delay);
 
     n = ck_get_problem(x_obj, y_obj, u_obj, &pa);
     if (n < 0)
@@ -932,6 +948,8 @@ static PyObject *py_asygcd_solve(PyObject *module, PyObject *args,
     memset(&opts, 0, sizeof opts);
     opts.feature_major = feature_major;
     opts.time_slices = return_stats;
+    opts.max_delay = (int64_t)max_delay;
+    opts.collapse_at = collapse_at > 0 ? (int64_t)collapse_at : 0;
     Py_BEGIN_ALLOW_THREADS
     status = ck_asygcd_solve_ex(
         &pa.x.m, (const double *)pa.y.buf, up, kind, gamma,
@@ -961,11 +979,14 @@ static PyObject *py_asygcd_solve(PyObject *module, PyObject *args,
             return NULL;
         if (return_stats)
             res = Py_BuildValue(
-                "dLOO{s:L,s:d,s:i,s:L}", objective, (long long)n_updates,
-                converged ? Py_True : Py_False, cast, "n_slices",
-                (long long)opts.n_slices, "slice_seconds", opts.slice_seconds,
-                "fm_threads", opts.fm_threads, "capacity",
-                (long long)opts.capacity);
+                "dLOO{s:L,s:d,s:i,s:L,s:L,s:L,s:O}", objective,
+                (long long)n_updates, converged ? Py_True : Py_False, cast,
+                "n_slices", (long long)opts.n_slices, "slice_seconds",
+                opts.slice_seconds, "fm_threads", opts.fm_threads,
+                "capacity", (long long)opts.capacity, "max_delay",
+                (long long)opts.max_delay, "forced_steps",
+                (long long)opts.forced_steps, "collapsed",
+                opts.collapsed ? Py_True : Py_False);
         else
             res = Py_BuildValue("dLOO", objective, (long long)n_updates,
                                 converged ? Py_True : Py_False, cast);

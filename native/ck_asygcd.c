@@ -43,9 +43,14 @@
  * Owner-computes performs the same updates with plain vectorised stores on
  * thread-private memory.  The iteration is still asynchronous: a thread
  * selects with the steps it has applied so far, i.e. with a gradient that
- * may miss up to CK_AGCD_LOG steps of the others -- the bounded-delay
- * inconsistent read that the convergence analysis of Asy-GCD (Theorem 4.1)
- * assumes.  At the end every thread has applied every step, so g is
+ * may miss up to D steps of the others -- the bounded-delay inconsistent
+ * read that the convergence analysis of Asy-GCD (Theorem 4.1) assumes.
+ * The delay bound D scales with the problem: ceil(n / 8), at least 8 per
+ * thread and at most the log's capacity of 4,096 (a fixed 4,096 let a
+ * thread of a 400-variable problem run ten sweeps ahead of a descheduled
+ * peer, and the stale steps cost up to 6x the updates; the theorem's
+ * T(T+1) <= O(sqrt(n)) made a thread of 20,000 variables wait for a peer
+ * busy computing kernel slices, on idle cores).  At the end every thread has applied every step, so g is
  * Q a - e up to rounding, with no stale entries.  A thread applies its own
  * step at once (else a step of another thread still in flight holds it
  * back and the thread steps the same variable again from the same
@@ -63,7 +68,31 @@
  * ones (a9a, 2 threads, even with every step consistent: 75-108k updates
  * and 5.4-6.1 s; with the rule 42-61k updates and 3.9-4.8 s, where serial
  * GCD makes 63.6k; rho = 0.8 was no better on ijcnn1).  The thread with
- * the largest violation always qualifies, so the team never stalls.
+ * the largest violation always qualifies, so the team never stalls while
+ * it runs; when that thread is descheduled (more threads than free cores)
+ * the others would wait for it, so the wait is bounded: a thread that sees
+ * no new step in the log for CK_AGCD_PATIENCE polls steps anyway.
+ *
+ * 3. Waiting is bounded and gives the core away.  A thread with nothing to
+ * do (idle near the end, behind the delay bound, or held by the stepping
+ * rule) polls CK_AGCD_SPIN times (behind the delay bound: polls while the
+ * slowest peer's cursor does not move), then sleeps with an exponential backoff
+ * from 20 us to 250 us: with more threads than free cores, a spinning waiter
+ * took the core its descheduled peer needed, and sched_yield gave it to a
+ * busy process for a whole time slice.
+ *
+ * 4. The team collapses to one thread when its threads keep waiting.  A
+ * team with a descheduled member advances at the speed of its slowest
+ * thread (the delay bound, the stepping rule and the final test all wait
+ * for it): 400 variables on 2 threads while two other processes kept both
+ * cores busy took 24-52 ms against 2-7 ms for one thread.  When a thread
+ * has slept behind the delay bound (a step to take, a peer that does not
+ * apply the log) for more than a quarter of the solve and 2 ms, the team
+ * stops claiming steps, applies every step taken, and one thread finishes
+ * the solve from the team's alpha and gradient (its own cache, cold).  On
+ * a machine with free cores the waits are microseconds and this never
+ * happens; ck_agcd_opts.collapsed reports it
+ * (benchmarks/bench_contention.py).
  */
 #include "ck_internal.h"
 
@@ -76,13 +105,19 @@
 #ifdef _OPENMP
 #include <omp.h>
 #if defined(__unix__) || defined(__APPLE__)
-#include <sched.h>
-#define CK_AGCD_HAVE_SCHED_YIELD 1
+#define CK_AGCD_HAVE_SLEEP 1 /* nanosleep */
 #endif
 #endif
 
 #define CK_AGCD_TAU 1e-12
-#define CK_AGCD_LOG 4096 /* log capacity (power of two): the maximal delay */
+#define CK_AGCD_LOG CK_AGCD_LOG_CAPACITY /* log capacity (power of two) */
+typedef char ck_agcd_log_is_pow2[(CK_AGCD_LOG & (CK_AGCD_LOG - 1)) == 0 ? 1 : -1];
+/* waiting (deviation 3): polls before sleeping, and the polls without a new
+ * step after which a thread steps against the stepping rule */
+#define CK_AGCD_SPIN 512
+#define CK_AGCD_PATIENCE CK_AGCD_SPIN
+#define CK_AGCD_SLEEP_MIN_NS 20000L
+#define CK_AGCD_SLEEP_MAX_NS 250000L
 #define CK_AGCD_RHO 0.5  /* step only with >= RHO x the team's top violation */
 
 /* values of the shared stop flag */
@@ -90,6 +125,13 @@
 #define CK_AGCD_DONE 1    /* every thread optimal and up to date */
 #define CK_AGCD_MAXITER 2 /* max_iter steps claimed                */
 #define CK_AGCD_ERROR 3   /* a thread failed (status in err)        */
+#define CK_AGCD_COLLAPSE 4 /* the team hands over to one thread      */
+/* set in the log head when the team collapses: later claims are refused */
+#define CK_AGCD_COLLAPSE_BIT ((int64_t)1 << 62)
+/* collapse when a thread has slept, waiting for the others, for more than
+ * this share of the solve's time, and at least this many seconds */
+#define CK_AGCD_COLLAPSE_SHARE 0.25
+#define CK_AGCD_COLLAPSE_MIN_S 0.002
 
 /* ======================================================================== */
 /* Per-thread LRU cache of slices Q[S_t, i]                                 */
@@ -184,6 +226,7 @@ typedef struct {
     int time_slices;
     int64_t n_slices;
     double slice_seconds;
+    double blocked; /* seconds spent asleep behind the delay bound */
 } ck_agcd_worker;
 
 static void ck_agcd_worker_free(ck_agcd_worker *w)
@@ -466,17 +509,6 @@ static ck_status ck_agcd_unshrink(ck_agcd_worker *w, const ck_agcd_problem *p)
     return CK_OK;
 }
 
-/* An idle thread waiting for the others: give the core away (matters when
- * the team oversubscribes the machine). */
-static void ck_agcd_yield(int nt)
-{
-#ifdef CK_AGCD_HAVE_SCHED_YIELD
-    if (nt > 1)
-        sched_yield();
-#else
-    (void)nt;
-#endif
-}
 
 static uint64_t ck_agcd_splitmix(uint64_t x)
 {
@@ -524,6 +556,11 @@ typedef struct {
     ck_status err;
     int nt;
     int64_t max_iter;
+    int64_t delay;        /* the delay bound D (<= CK_AGCD_LOG)         */
+    int64_t forced_steps; /* steps against the rule (team stalled)      */
+    int64_t limit;        /* on collapse: the steps the team took       */
+    int64_t collapse_at;  /* tests: collapse after this many steps      */
+    double t0;            /* start of the asynchronous phase            */
 } ck_agcd_shared;
 
 static int ck_agcd_load_stop(ck_agcd_shared *sh)
@@ -552,6 +589,23 @@ static void ck_agcd_set_stop(ck_agcd_shared *sh, int v)
     }
 }
 
+/* End the solve now (a NaN gradient), whatever the team was doing: its
+ * threads may not wait for this one's cursor any more. */
+static void ck_agcd_halt(ck_agcd_shared *sh)
+{
+#ifdef _OPENMP
+#pragma omp critical(ck_agcd_stop)
+#endif
+    {
+        if (sh->stop != CK_AGCD_ERROR) {
+#ifdef _OPENMP
+#pragma omp atomic write seq_cst
+#endif
+            sh->stop = CK_AGCD_DONE;
+        }
+    }
+}
+
 static void ck_agcd_fail(ck_agcd_shared *sh, ck_status st)
 {
 #ifdef _OPENMP
@@ -562,6 +616,79 @@ static void ck_agcd_fail(ck_agcd_shared *sh, ck_status st)
             sh->err = st;
     }
     ck_agcd_set_stop(sh, CK_AGCD_ERROR);
+}
+
+/* Hand the rest of the solve to one thread (deviation 4): refuse every
+ * later claim of a log position, and let the team apply the steps taken
+ * so far and leave.  No-op when the team already stops. */
+static void ck_agcd_collapse(ck_agcd_shared *sh)
+{
+#ifdef _OPENMP
+#pragma omp critical(ck_agcd_stop)
+#endif
+    {
+        if (sh->stop == CK_AGCD_RUN) {
+            int64_t old;
+#ifdef _OPENMP
+#pragma omp atomic capture seq_cst
+#endif
+            {
+                old = sh->head;
+                sh->head += CK_AGCD_COLLAPSE_BIT;
+            }
+            /* a claim at or past max_iter is refused, never published */
+            if (sh->max_iter > 0 && old > sh->max_iter)
+                old = sh->max_iter;
+            sh->limit = old;
+#ifdef _OPENMP
+#pragma omp atomic write seq_cst
+#endif
+            sh->stop = CK_AGCD_COLLAPSE;
+        }
+    }
+}
+
+/* A thread waiting for the others (deviation 3): poll, then sleep with an
+ * exponential backoff, so that with more threads than free cores the peer
+ * it waits for gets the core (sched_yield was no help: under CFS it gave
+ * the core to a busy process for a whole time slice).  `polls` counts the
+ * polls of the current wait (reset to 0 when the thread makes progress).
+ * With `blocked` (a thread that has a step to take, held by the delay
+ * bound) the time asleep adds up in w->blocked, and a thread blocked for
+ * more than CK_AGCD_COLLAPSE_SHARE of the solve collapses the team
+ * (deviation 4); an idle thread's sleep is not counted (on a quiet machine
+ * a thread whose variables are optimal may idle for long). */
+static void ck_agcd_backoff(ck_agcd_shared *sh, ck_agcd_worker *w,
+                            int64_t *polls, int blocked)
+{
+    const int64_t k = (*polls)++;
+    if (sh->nt <= 1 || k < CK_AGCD_SPIN)
+        return;
+#ifdef CK_AGCD_HAVE_SLEEP
+    {
+        const int64_t e = k - CK_AGCD_SPIN;
+        long ns = CK_AGCD_SLEEP_MIN_NS;
+        struct timespec ts;
+        double t;
+        if (e < 6)
+            ns <<= e;
+        if (e >= 6 || ns > CK_AGCD_SLEEP_MAX_NS)
+            ns = CK_AGCD_SLEEP_MAX_NS;
+        ts.tv_sec = 0;
+        ts.tv_nsec = ns;
+        t = ck_agcd_now();
+        nanosleep(&ts, NULL);
+        if (!blocked)
+            return;
+        t = ck_agcd_now() - t;
+        w->blocked += t;
+        if (w->blocked > CK_AGCD_COLLAPSE_MIN_S &&
+            w->blocked > CK_AGCD_COLLAPSE_SHARE * (ck_agcd_now() - sh->t0))
+            ck_agcd_collapse(sh);
+    }
+#else
+    (void)w;
+#endif
 }
 
 static int64_t ck_agcd_load64(int64_t *p)
@@ -664,6 +791,9 @@ static void ck_agcd_run(ck_agcd_shared *sh, ck_agcd_worker *w,
     int64_t best_j = -1;
     double best = INFINITY;
     int dirty = 1; /* g or a changed since the last scan */
+    int64_t polls = 0;      /* polls of the current wait          */
+    int64_t seen_head = -1; /* the log head when the rule held us */
+    int64_t last_min = -1;  /* the team's smallest cursor, last seen */
 
     for (;;) {
         const int stop = ck_agcd_load_stop(sh);
@@ -674,18 +804,23 @@ static void ck_agcd_run(ck_agcd_shared *sh, ck_agcd_worker *w,
          * draining "until the log is empty" let a thread that applies the
          * others' steps no faster than they take them drain forever and
          * never step (the threads then took turns of ~10^4 steps each) */
-        got = ck_agcd_drain(sh, w, p, tid,
-                            stop == CK_AGCD_MAXITER ? sh->max_iter
-                                                    : ck_agcd_load64(&sh->head));
+        got = ck_agcd_drain(
+            sh, w, p, tid,
+            stop == CK_AGCD_MAXITER    ? sh->max_iter
+            : stop == CK_AGCD_COLLAPSE ? sh->limit
+                                       : ck_agcd_load64(&sh->head));
         if (got < 0)
             return;
         if (got > 0)
             dirty = 1;
-        if (stop == CK_AGCD_MAXITER) {
+        if (stop == CK_AGCD_MAXITER || stop == CK_AGCD_COLLAPSE) {
             /* apply every step taken before the limit, then leave */
-            if (sh->slots[tid].cursor >= sh->max_iter)
+            if (sh->slots[tid].cursor >=
+                (stop == CK_AGCD_MAXITER ? sh->max_iter : sh->limit))
                 break;
-            ck_agcd_yield(sh->nt);
+            if (got > 0)
+                polls = 0;
+            ck_agcd_backoff(sh, w, &polls, 0);
             continue;
         }
 
@@ -699,7 +834,7 @@ static void ck_agcd_run(ck_agcd_shared *sh, ck_agcd_worker *w,
             sh->slots[tid].viol = best;
         }
         if (best != best) { /* NaN/inf gradient: give up (caller reports) */
-            ck_agcd_set_stop(sh, CK_AGCD_DONE);
+            ck_agcd_halt(sh);
             return;
         }
         if (w->na < w->m &&
@@ -721,8 +856,22 @@ static void ck_agcd_run(ck_agcd_shared *sh, ck_agcd_worker *w,
                 /* step only with a violation of at least CK_AGCD_RHO times
                  * the team's largest (see "Deviations" above) */
                 if (!(best >= CK_AGCD_RHO * ck_agcd_team_viol(sh, best))) {
-                    ck_agcd_yield(sh->nt);
-                    continue; /* apply the others' steps meanwhile */
+                    /* wait (applying the others' steps meanwhile) while
+                     * the team steps; step anyway when it has stalled,
+                     * its best thread perhaps descheduled (deviation 2) */
+                    const int64_t h = ck_agcd_load64(&sh->head);
+                    if (h != seen_head) {
+                        seen_head = h;
+                        polls = 0;
+                    }
+                    if (polls < CK_AGCD_PATIENCE) {
+                        ck_agcd_backoff(sh, w, &polls, 0);
+                        continue;
+                    }
+#ifdef _OPENMP
+#pragma omp atomic
+#endif
+                    sh->forced_steps += 1;
                 }
                 j = best_j;
             } else {
@@ -743,22 +892,37 @@ static void ck_agcd_run(ck_agcd_shared *sh, ck_agcd_worker *w,
 #pragma omp atomic capture seq_cst
 #endif
             s = sh->head++;
+            if (s & CK_AGCD_COLLAPSE_BIT)
+                continue; /* the team collapses: the step is not taken */
             if (sh->max_iter > 0 && s >= sh->max_iter) {
                 ck_agcd_set_stop(sh, CK_AGCD_MAXITER);
                 continue;
             }
             /* wait until every thread has applied the entry that slot s
              * overwrites (applying published entries meanwhile) */
-            while (s - CK_AGCD_LOG >= ck_agcd_min_cursor(sh)) {
+            polls = 0;
+            for (;;) {
+                /* a peer that applies the log, however slowly, is running:
+                 * poll on; only a peer that does not move puts us to sleep */
+                const int64_t mc = ck_agcd_min_cursor(sh);
+                if (s - sh->delay < mc)
+                    break;
+                if (mc != last_min) {
+                    last_min = mc;
+                    polls = 0;
+                }
                 got = ck_agcd_drain(sh, w, p, tid, s);
                 if (got < 0)
                     return;
                 if (got > 0)
                     dirty = 1;
                 else
-                    ck_agcd_yield(sh->nt);
-                if (ck_agcd_load_stop(sh) == CK_AGCD_ERROR)
-                    return;
+                    ck_agcd_backoff(sh, w, &polls, 1);
+                {
+                    const int now_stop = ck_agcd_load_stop(sh);
+                    if (now_stop == CK_AGCD_ERROR || now_stop == CK_AGCD_DONE)
+                        return; /* failed or halted: the step is dropped */
+                }
             }
             /* the step from the gradient as it is now */
             q = w->qd[j] > 0.0 ? w->qd[j] : CK_AGCD_TAU;
@@ -773,6 +937,8 @@ static void ck_agcd_run(ck_agcd_shared *sh, ck_agcd_worker *w,
             e->value = an;
             e->owner = tid;
             ck_agcd_store64(&e->seq, s); /* publish */
+            if (sh->collapse_at > 0 && s + 1 == sh->collapse_at)
+                ck_agcd_collapse(sh); /* tests: a collapse on demand */
             /* Apply the own step at once, not in log order: an earlier
              * entry still in flight (its thread preempted between claiming
              * and publishing) would otherwise hold it back, and the next
@@ -781,6 +947,7 @@ static void ck_agcd_run(ck_agcd_shared *sh, ck_agcd_worker *w,
             if (ck_agcd_apply(sh, w, p, w->rows[j], delta, an) != 0)
                 return;
             dirty = 1;
+            polls = 0;
             if (sh->slots[tid].idle_at >= 0)
                 ck_agcd_store64(&sh->slots[tid].idle_at, -1);
             if (shrinking && ++w->since_shrink >= shrink_every) {
@@ -800,8 +967,10 @@ static void ck_agcd_run(ck_agcd_shared *sh, ck_agcd_worker *w,
             const int64_t cur = sh->slots[tid].cursor;
             const int64_t h = ck_agcd_load64(&sh->head);
             int t, all = 1;
-            if (h != cur)
+            if (h != cur) {
+                polls = 0;
                 continue; /* steps not applied yet */
+            }
             ck_agcd_store64(&sh->slots[tid].idle_at, cur);
             for (t = 0; t < sh->nt && all; ++t)
                 all = ck_agcd_load64(&sh->slots[t].idle_at) == cur;
@@ -809,10 +978,10 @@ static void ck_agcd_run(ck_agcd_shared *sh, ck_agcd_worker *w,
                 ck_agcd_set_stop(sh, CK_AGCD_DONE);
                 return;
             }
-            ck_agcd_yield(sh->nt);
+            ck_agcd_backoff(sh, w, &polls, 0);
         }
     }
-    /* stopped by max_iter: report the gradient of every variable */
+    /* stopped by max_iter or the collapse: every gradient entry */
     {
         ck_status st = ck_agcd_unshrink(w, p);
         if (st != CK_OK)
@@ -830,7 +999,8 @@ static ck_status ck_agcd_worker_init(ck_agcd_worker *w,
                                      const double *upper, const double *QD,
                                      int64_t capacity, int unlimited,
                                      int want_fm, int fm_float,
-                                     int time_slices, uint64_t seed)
+                                     int time_slices, uint64_t seed,
+                                     const double *g0)
 {
     const int64_t n = p->X->n_rows;
     int64_t m = 0, k, i;
@@ -880,7 +1050,7 @@ static ck_status ck_agcd_worker_init(ck_agcd_worker *w,
             w->a[m] = alpha[r];
             w->u[m] = upper[r];
             w->qd[m] = QD[r];
-            w->g[m] = -1.0;
+            w->g[m] = g0 != NULL ? g0[r] : -1.0;
             ck_agcd_signs(w->a[m], w->u[m], &w->s1[m], &w->s2[m]);
             ++m;
         }
@@ -894,8 +1064,9 @@ static ck_status ck_agcd_worker_init(ck_agcd_worker *w,
     st = ck_agcd_cache_init(&w->cache, n, m, capacity, unlimited);
     if (st != CK_OK)
         return st;
-    /* the owned part of the gradient of a warm start, in variable order */
-    for (i = 0; i < n; ++i) {
+    /* the owned part of the gradient of a warm start, in variable order
+     * (given in g0 when a collapsed team hands over) */
+    for (i = 0; i < n && g0 == NULL; ++i) {
         if (alpha[i] != 0.0) {
             const double *q;
             st = ck_agcd_slice(w, p, i, &q);
@@ -944,7 +1115,9 @@ ck_status ck_asygcd_solve_ex(const ck_matrix *X, const double *y,
     int64_t *bstart = NULL, *bidx = NULL, *fill = NULL;
     ck_status st = CK_OK;
     int64_t i, n, capacity;
-    int T, team, b, t, want_fm = 0, fm_float = 0;
+    int T, team, b, t, want_fm = 0, fm_float = 0, collapsed = 0;
+    int64_t n_slices = 0;      /* of a collapsed team's threads */
+    double slice_seconds = 0.0;
     const int time_slices = opts != NULL && opts->time_slices;
 
     /* ---- validation ---- */
@@ -1057,9 +1230,21 @@ ck_status ck_asygcd_solve_ex(const ck_matrix *X, const double *y,
     team = 1;
 #endif
     sh.max_iter = max_iter;
+    /* the delay bound (see "Deviations" 1) */
+    {
+        int64_t d = opts != NULL ? opts->max_delay : 0;
+        if (d <= 0) {
+            d = (n + 7) / 8;
+            if (d < 8 * (int64_t)team)
+                d = 8 * (int64_t)team;
+        }
+        sh.delay = d > CK_AGCD_LOG ? CK_AGCD_LOG : d;
+    }
     sh.err = CK_OK;
     sh.stop = CK_AGCD_RUN;
     sh.nt = team;
+    sh.t0 = ck_agcd_now();
+    sh.collapse_at = team > 1 && opts != NULL ? opts->collapse_at : 0;
 
 #ifdef _OPENMP
 #pragma omp parallel num_threads(team)
@@ -1077,7 +1262,7 @@ ck_status ck_asygcd_solve_ex(const ck_matrix *X, const double *y,
         lst = ck_agcd_worker_init(&workers[tid], &prob, bstart, bidx, T, tid,
                                   nt, a2, upper, QD, capacity,
                                   isinf(cache_bytes), want_fm, fm_float,
-                                  time_slices, seed);
+                                  time_slices, seed, NULL);
         if (lst != CK_OK)
             ck_agcd_fail(&sh, lst);
         sh.slots[tid].idle_at = -1;
@@ -1085,13 +1270,64 @@ ck_status ck_asygcd_solve_ex(const ck_matrix *X, const double *y,
 #ifdef _OPENMP
 #pragma omp barrier
 #endif
-        if (ck_agcd_load_stop(&sh) == CK_AGCD_RUN)
+        /* not when init failed; a team that collapses (its other threads
+         * already running) still needs this thread's cursor to advance */
+        if (ck_agcd_load_stop(&sh) != CK_AGCD_ERROR)
             ck_agcd_run(&sh, &workers[tid], &prob, tid, greedy, shrinking,
                         tol);
     }
     if (sh.err != CK_OK) {
         st = sh.err;
         goto cleanup;
+    }
+    if (sh.stop == CK_AGCD_COLLAPSE) {
+        /* deviation 4: one thread finishes from the team's alpha and g */
+        const int64_t taken = sh.limit;
+        for (t = 0; t < sh.nt; ++t) {
+            const ck_agcd_worker *w = &workers[t];
+            int64_t k;
+            for (k = 0; k < w->m; ++k) {
+                a2[w->rows[k]] = w->a[k];
+                grad[w->rows[k]] = w->g[k];
+            }
+            n_slices += w->n_slices;
+            slice_seconds += w->slice_seconds;
+        }
+        for (t = 0; t < T; ++t)
+            ck_agcd_worker_free(&workers[t]);
+        collapsed = 1;
+        sh.head = taken;
+        if (max_iter <= 0 || taken < max_iter) {
+            for (i = 0; i < CK_AGCD_LOG; ++i)
+                sh.log[i].seq = -1;
+            sh.head = 0;
+            sh.stop = CK_AGCD_RUN;
+            sh.nt = 1;
+            sh.collapse_at = 0;
+            sh.max_iter = max_iter > 0 ? max_iter - taken : max_iter;
+            sh.slots[0].cursor = 0;
+            sh.slots[0].idle_at = -1;
+            sh.slots[0].viol = 0.0;
+            st = ck_agcd_worker_init(&workers[0], &prob, bstart, bidx, T, 0,
+                                     1, a2, upper, QD, capacity,
+                                     isinf(cache_bytes), want_fm, fm_float,
+                                     time_slices, seed, grad);
+            if (st != CK_OK)
+                goto cleanup;
+            ck_agcd_run(&sh, &workers[0], &prob, 0, greedy, shrinking, tol);
+            if (sh.err != CK_OK) {
+                st = sh.err;
+                goto cleanup;
+            }
+            if (sh.max_iter > 0 && sh.head > sh.max_iter)
+                sh.head = sh.max_iter;
+            sh.head += taken;
+            sh.max_iter = max_iter;
+        } else {
+            /* max_iter reached by the team: report what it left */
+            for (i = 0; i < n; ++i)
+                alpha[i] = a2[i];
+        }
     }
 
     /* ---- gather alpha and g ---- */
@@ -1105,7 +1341,7 @@ ck_status ck_asygcd_solve_ex(const ck_matrix *X, const double *y,
     }
     {
         double obj = 0.0, maxpg = 0.0;
-        int64_t total = sh.head;
+        int64_t total = sh.head & ~CK_AGCD_COLLAPSE_BIT;
         for (i = 0; i < n; ++i) {
             const double v = fabs(ck_agcd_pg(alpha[i], grad[i], upper[i]));
             if (!(v <= maxpg))
@@ -1123,6 +1359,11 @@ ck_status ck_asygcd_solve_ex(const ck_matrix *X, const double *y,
         opts->slice_seconds = 0.0;
         opts->fm_threads = 0;
         opts->capacity = 0;
+        opts->max_delay = sh.delay;
+        opts->forced_steps = sh.forced_steps;
+        opts->collapsed = collapsed;
+        opts->n_slices = n_slices;
+        opts->slice_seconds = slice_seconds;
         for (t = 0; t < sh.nt; ++t) {
             if (workers[t].cache.capacity > opts->capacity)
                 opts->capacity = workers[t].cache.capacity;

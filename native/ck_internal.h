@@ -125,8 +125,19 @@ ck_status ck_q_row_fmajor(const ck_matrix *X, const ck_fmajor *f,
  *   slice_seconds  out: wall time spent computing them, summed over the
  *                       threads (0 unless time_slices);
  *   fm_threads     out: threads that computed their slices from a copy;
- *   capacity       out: slices each thread's cache holds.
+ *   capacity       out: slices each thread's cache holds;
+ *   max_delay      in:  the delay bound (steps a thread may be behind the
+ *                       team, <= CK_AGCD_LOG_CAPACITY), 0: automatic;
+ *                  out: the bound used;
+ *   forced_steps   out: steps taken against the stepping rule because the
+ *                       team made no progress while the thread waited;
+ *   collapsed      out: nonzero when the team handed the rest of the solve
+ *                       to one thread (its threads kept waiting for
+ *                       descheduled peers);
+ *   collapse_at    in:  tests: > 0 collapses a team of several threads
+ *                       after that many steps, whatever the timing.
  */
+#define CK_AGCD_LOG_CAPACITY 4096
 typedef struct {
     int feature_major;
     int time_slices;
@@ -134,6 +145,10 @@ typedef struct {
     double slice_seconds;
     int fm_threads;
     int64_t capacity;
+    int64_t max_delay;
+    int64_t forced_steps;
+    int collapsed;
+    int64_t collapse_at;
 } ck_agcd_opts;
 
 ck_status ck_asygcd_solve_ex(const ck_matrix *X, const double *y,

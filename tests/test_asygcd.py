@@ -19,6 +19,14 @@ from cakernels._solvers.asygcd import asygcd_fit, variable_blocks
 KIND = {"linear": 0, "rbf": 1, "poly": 2, "sigmoid": 3}
 
 
+@pytest.fixture(autouse=True)
+def every_thread_requested(monkeypatch):
+    """These tests exercise the team itself on small problems: run the threads
+    asked for (the default gives every thread at least 1,500 variables; that
+    rule has tests of its own in tests/test_contention.py)."""
+    monkeypatch.setattr("cakernels._solvers.asygcd.MIN_ROWS_PER_THREAD", 1)
+
+
 # --------------------------------------------------------------------------
 # helpers
 # --------------------------------------------------------------------------

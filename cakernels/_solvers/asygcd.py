@@ -45,12 +45,11 @@ import warnings
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.cluster import KMeans
+from sklearn.cluster import kmeans_plusplus
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
-from threadpoolctl import threadpool_limits
-
 from .. import _native
+from ..backends import blas_limits, threads_available
 from .smo import check_dual_problem, native_matrix
 from .._kernels import _KIND, resolve_gamma
 from ..partition import (
@@ -62,13 +61,35 @@ from ..partition import (
     to_partition_storage,
 )
 
-__all__ = ["asygcd_fit", "variable_blocks"]
+__all__ = ["asygcd_fit", "variable_blocks", "MIN_ROWS_PER_THREAD", "team_size"]
+
+#: A thread of Asy-GCD gets at least this many variables (rows with a
+#: positive weight). Below it a second thread did not pay, or not reliably
+#: (``benchmarks/bench_contention.py``): 1,000 ijcnn1 rows took 10.7 ms on 1
+#: thread and 13.7 ms on 2 on idle cores; 3,000 a9a rows (cheap sparse
+#: columns) took 1.3-2x longer on 2 threads even on idle cores; and with
+#: other processes on the cores, 3,000-4,500 rows on 2 threads took up to 3x
+#: the 1-thread time in single runs (a team's start and its waits cost
+#: milliseconds there). Dense ijcnn1 at 3,000-4,500 rows gives up a 0.55x
+#: speed-up on idle cores for this.
+MIN_ROWS_PER_THREAD = 5000
+
+
+def team_size(n_rows, n_threads, min_rows_per_thread=None):
+    """Threads Asy-GCD runs on ``n_rows`` variables when given ``n_threads``:
+    ``min(n_threads, max(1, n_rows // min_rows_per_thread))``
+    (default :data:`MIN_ROWS_PER_THREAD`)."""
+    per = MIN_ROWS_PER_THREAD if min_rows_per_thread is None else int(min_rows_per_thread)
+    if per < 1:
+        raise ValueError(f"min_rows_per_thread must be >= 1, got {per}")
+    return int(max(1, min(int(n_threads), int(n_rows) // per)))
 
 
 def variable_blocks(X, n_threads, random_state=None):
     """Balanced K-means partition of the variables into ``n_threads`` blocks.
 
-    K-means (``n_threads`` centres) runs on a random subsample of at most
+    K-means (``n_threads`` centres; k-means++ seeding and Lloyd's iterations
+    in NumPy, no threads) runs on a random subsample of at most
     ``20 * n_threads * 50`` rows; every row then goes, in data order, to its
     nearest centre that still has room, so every block gets
     ``floor(n / n_threads)`` or ``ceil(n / n_threads)`` variables. CSR input
@@ -102,28 +123,52 @@ def variable_blocks(X, n_threads, random_state=None):
         return rng.permutation(n_threads)[:n].astype(np.int64)
     # the blocks of one canonical storage, as the partitioners compute
     X = to_partition_storage(X, partition_storage(X))
-    if sp.issparse(X):
-        X = _int32_indices(X)  # scikit-learn's K-means takes 32-bit indices only
     n_sub = min(n, 20 * n_threads * 50)
     sub = rng.choice(n, n_sub, replace=False) if n_sub < n else np.arange(n)
-    km = KMeans(n_clusters=n_threads, n_init=1,
-                random_state=rng.randint(np.iinfo(np.int32).max))
-    with warnings.catch_warnings():
-        # fewer distinct points than clusters: the balancing below still
-        # gives every block its share
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        km.fit(X[sub])
-    centers = np.asarray(km.cluster_centers_, dtype=np.float64)
+    # scikit-learn's k-means++ takes 32-bit indices only: the subsample (at
+    # most 2,000 rows per thread) always fits them
+    centers = _lloyd(_int32_indices(X[sub]), n_threads, rng.randint(np.iinfo(np.int32).max))
     D = squared_distances(X, centers)
     labels = greedy_capacity_assign(D, _Capacity(n, n_threads))
     return np.ascontiguousarray(labels, dtype=np.int64)
+
+
+def _lloyd(X, k, seed, max_iter=100):
+    """K-means centres of a small sample: k-means++ seeding (scikit-learn's
+    :func:`~sklearn.cluster.kmeans_plusplus`), then Lloyd's iterations in
+    NumPy until the labels stop changing.
+
+    Not :class:`~sklearn.cluster.KMeans`: its OpenMP team (scikit-learn's own
+    libgomp) keeps spinning after the fit, and with another process on the
+    cores its start took 170-210 ms for these 2,000 rows against 4 ms idle
+    (``benchmarks/bench_contention.py``); the blocks need no threads.
+    """
+    Xd = X if sp.issparse(X) else np.asarray(X, dtype=np.float64)
+    with warnings.catch_warnings():
+        # fewer distinct points than clusters: the balancing after it still
+        # gives every block its share
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        warnings.simplefilter("ignore", RuntimeWarning)
+        centers, _ = kmeans_plusplus(Xd, n_clusters=k, random_state=seed)
+    labels = None
+    for _ in range(max_iter):
+        new = np.argmin(squared_distances(Xd, centers), axis=1)
+        if labels is not None and np.array_equal(new, labels):
+            break
+        labels = new
+        for j in range(k):
+            members = labels == j
+            if members.any():  # an empty cluster keeps its centre
+                centers[j] = np.asarray(Xd[members].mean(axis=0)).ravel()
+    return np.ascontiguousarray(centers, dtype=np.float64)
 
 
 def asygcd_fit(X, y, C, *, sample_weight=None, kernel="rbf", gamma="scale",
                degree=3, coef0=0.0, tol=1e-3, max_iter=-1, cache_size=200,
                n_threads=None, selection="greedy", shrinking=False,
                fit_intercept=False, intercept_scaling=1.0, random_state=None,
-               alpha0=None, feature_major=True, return_stats=False):
+               alpha0=None, feature_major=True, return_stats=False,
+               min_rows_per_thread=None):
     """Train a binary kernel SVM without bias by native Asy-GCD.
 
     Parameters
@@ -159,8 +204,12 @@ def asygcd_fit(X, y, C, *, sample_weight=None, kernel="rbf", gamma="scale",
         column on a9a, CSR; 1.3x on dense ijcnn1:
         ``benchmarks/bench_feature_major.py``), with bit-identical values.
     n_threads : int, optional
-        Number of threads (= blocks); ``cakernels._native.max_threads()``
-        when None.
+        Most threads (= blocks) to use; None: the threads this process may
+        use that no open parallel region of it holds
+        (:func:`cakernels.backends.threads_available`: CPU affinity, cgroup
+        quota, ``OMP_NUM_THREADS``). The team is smaller on small problems:
+        every thread gets at least ``min_rows_per_thread`` variables
+        (:func:`team_size`); the result's ``n_threads`` is the team used.
     selection : {'greedy', 'random'}
         'greedy' is Asy-GCD (largest projected gradient of the block);
         'random' is asynchronous stochastic coordinate descent (PSCD).
@@ -185,19 +234,25 @@ def asygcd_fit(X, y, C, *, sample_weight=None, kernel="rbf", gamma="scale",
         the copy leaves, so that both settings compute the same slices and
         give the same bits (``benchmarks/bench_feature_major.py`` compares
         them).
+    min_rows_per_thread : int, default=None
+        Fewest variables per thread (None: :data:`MIN_ROWS_PER_THREAD`);
+        1 runs ``n_threads`` threads whatever the problem's size.
     return_stats : bool, default=False
         Private: add ``stats`` to the result, a dict with ``n_slices``
         (kernel slices computed, all threads), ``slice_seconds`` (wall time
         spent computing them, summed over the threads), ``fm_threads``
-        (threads that used a feature-major copy) and ``capacity`` (slices
-        a thread's cache holds).
+        (threads that used a feature-major copy), ``capacity`` (slices
+        a thread's cache holds), ``max_delay`` (the delay bound used),
+        ``forced_steps`` (steps taken while the team had stalled) and
+        ``collapsed`` (True when the team handed the solve to one thread
+        because its threads kept waiting for descheduled peers).
 
     Returns
     -------
     dict with keys ``alpha`` (n_samples,), ``intercept``, ``objective``
     (dual value ``0.5 a^T Q a - sum(a)``), ``n_updates``, ``converged``,
-    ``support`` (indices with ``alpha > 0``) and ``grad`` (``Q a - 1``,
-    zeros for samples of weight 0).  The decision function is
+    ``support`` (indices with ``alpha > 0``), ``grad`` (``Q a - 1``,
+    zeros for samples of weight 0) and ``n_threads`` (the team used).  The decision function is
     ``f(x) = sum_i alpha_i y_i K(x_i, x) + intercept``.
 
     Warns
@@ -217,10 +272,11 @@ def asygcd_fit(X, y, C, *, sample_weight=None, kernel="rbf", gamma="scale",
             f"intercept_scaling must be positive and finite, got {intercept_scaling}")
     shift = intercept_scaling ** 2 if fit_intercept else 0.0
     if n_threads is None:
-        n_threads = _native.max_threads()
+        n_threads = threads_available()
     n_threads = int(n_threads)
     if n_threads < 1:
         raise ValueError(f"n_threads must be >= 1, got {n_threads}")
+    n_threads = team_size(int(np.count_nonzero(keep)), n_threads, min_rows_per_thread)
 
     rng = check_random_state(random_state)
     g = resolve_gamma(gamma, X)
@@ -230,8 +286,9 @@ def asygcd_fit(X, y, C, *, sample_weight=None, kernel="rbf", gamma="scale",
     ak = np.ascontiguousarray(alpha[keep])
     yk = np.ascontiguousarray(y[keep])
     # the solver uses no BLAS: keep BLAS threads (e.g. still spinning after
-    # the K-means above) off the cores its OpenMP threads run on
-    with threadpool_limits(limits=1, user_api="blas"):
+    # the K-means above) off the cores its OpenMP threads run on (the
+    # process's one BLAS policy: safe inside a backend's worker threads)
+    with blas_limits(1):
         objective, n_updates, converged, grad_k, *stats = _native.asygcd_solve(
             native_matrix(Xk), yk, np.ascontiguousarray(upper[keep]),
             block, ak, _KIND[kernel], float(g), float(coef0), float(degree),
@@ -258,6 +315,7 @@ def asygcd_fit(X, y, C, *, sample_weight=None, kernel="rbf", gamma="scale",
         "converged": bool(converged),
         "support": np.flatnonzero(alpha > 0.0),
         "grad": grad,
+        "n_threads": n_threads,
     }
     if return_stats:
         result["stats"] = stats[0]

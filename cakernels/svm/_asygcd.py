@@ -9,8 +9,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.class_weight import compute_class_weight
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
-from ..partition import _int32_indices
-from .. import _native
+from ..backends import reserve_threads, threads_available
 from .._kernels import check_magnitude, resolve_gamma
 from .._solvers.native_svc import NativeKernelSVC
 from ._partitioned import _SVM_CONSTRAINTS, _validate_training_data
@@ -60,7 +59,14 @@ class AsyGCDSVC(ClassifierMixin, BaseEstimator):
     multi_class : {'ovo', 'ovr'}, default='ovo'
         One-vs-one or one-vs-rest for more than two classes.
     n_threads : int, default=None
-        OpenMP threads (None: the OpenMP default, every core).
+        Most OpenMP threads to use (None: the cores this process may use --
+        CPU affinity, cgroup quota, ``OMP_NUM_THREADS`` -- less those other
+        parallel regions of the process hold, see
+        :func:`cakernels.backends.threads_available`). Every thread gets at
+        least :data:`cakernels._solvers.asygcd.MIN_ROWS_PER_THREAD` (5,000)
+        variables, so small problems run on fewer threads; a team whose
+        threads keep waiting for descheduled peers (more threads than free
+        cores) hands the rest of the solve to one thread.
     selection : {'greedy', 'random'}, default='greedy'
         Asy-GCD or PSCD.
     shrinking : bool, default=False
@@ -184,8 +190,13 @@ class AsyGCDSVC(ClassifierMixin, BaseEstimator):
         if not np.all(np.isin(self.classes_, y[keep])):
             raise ValueError("every class needs a sample with positive weight")
         self.gamma_ = resolve_gamma(self.gamma, X)
-        n_threads = self.n_threads or _native.max_threads()
         seed = check_random_state(self.random_state).randint(np.iinfo(np.int32).max)
+        # a parallel region of the process: hold its threads in the budget
+        with reserve_threads(self.n_threads or threads_available()) as granted:
+            self._fit_native(X, y, weight, keep, self.n_threads or granted, seed)
+        return self
+
+    def _fit_native(self, X, y, weight, keep, n_threads, seed):
         self.model_ = NativeKernelSVC(
             "asygcd" if self.selection == "greedy" else "pscd",
             {"kernel": self.kernel, "gamma": self.gamma_, "degree": self.degree,
@@ -199,7 +210,6 @@ class AsyGCDSVC(ClassifierMixin, BaseEstimator):
         self.n_iter_ = self.model_.n_iter_
         self.intercept_ = np.array([m[2][0] for m in self.model_.models_])
         self.objective_ = self.model_.objective_
-        return self
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -212,7 +222,6 @@ class AsyGCDSVC(ClassifierMixin, BaseEstimator):
         check_is_fitted(self)
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, order="C",
                           reset=False)
-        X = _int32_indices(X)
         if self.classes_.size == 2:
             return self.model_.decision_function(X)
         return self.model_.ovr_decision(X)
@@ -221,5 +230,5 @@ class AsyGCDSVC(ClassifierMixin, BaseEstimator):
         """Class labels (the argmax of :meth:`decision_function`)."""
         dec = self.decision_function(X)
         if dec.ndim == 1:
-            return self.classes_[(dec > 0).astype(int)]
+            return self.classes_[(dec >= 0).astype(int)]  # 0: classes_[1], as SVC
         return self.classes_[np.argmax(dec, axis=1)]
