@@ -133,11 +133,8 @@ def _unpack_rows(packed, n_features, sparse):
     if not sparse:
         return packed["dense"].reshape(-1, n_features)
     indptr = np.concatenate([[0], np.cumsum(packed["nnz"])]).astype(np.int64)
-    X = sp.csr_matrix((packed["data"], packed["indices"], indptr),
-                      shape=(packed["nnz"].size, n_features))
-    from .partition import _int32_indices
-
-    return _int32_indices(X)
+    return sp.csr_matrix((packed["data"], packed["indices"], indptr),
+                         shape=(packed["nnz"].size, n_features))
 
 
 class Partition:

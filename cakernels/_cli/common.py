@@ -274,13 +274,18 @@ def _registry_info(spec):
 
 
 def _int32_indices(X):
-    """CSR with 32-bit indices: scikit-learn's LIBSVM reader gives int64 indices, which
-    SVC refuses (the partitioned SVMs narrow them themselves)."""
+    """CSR with 32-bit indices when they hold it: scikit-learn's LIBSVM reader gives
+    int64 indices, which SVC refuses; a matrix beyond 2**31 - 1 non-zeros keeps its
+    64-bit indices (the native solvers take them; solver='libsvm' then says why not)."""
     import scipy.sparse as sp
 
     from ..partition import _int32_indices as narrow
+    from ..partition._storage import INT32_LIMIT
 
-    return narrow(X.tocsr()) if sp.issparse(X) else X
+    if not sp.issparse(X):
+        return X
+    X = X.tocsr()
+    return narrow(X) if X.nnz <= INT32_LIMIT and X.shape[1] <= INT32_LIMIT else X
 
 
 def _registry_index_base(info, filenames):

@@ -144,7 +144,7 @@ def _load_data_mpi(args, comm):
 
     from .._svmlight_shard import read_shard
     from ..backends import MPIBackend
-    from ..partition import _int32_indices
+    from .common import _int32_indices
 
     path = Path(args.data).expanduser()
     if _collective(comm, path.exists):

@@ -25,7 +25,10 @@ def ovr_from_ovo(ovo, n_classes):
 
     ``ovo[:, k]`` is positive for the first class of the k-th pair. The
     result is the vote count plus confidences squashed into (-1/3, 1/3), so
-    that votes decide and confidences only break ties.
+    that votes decide and confidences only break ties. A decision value of
+    exactly 0 votes for the first class of its pair, as scikit-learn's
+    ``_ovr_decision_function`` (``predict``'s one-vs-one vote, as LIBSVM's,
+    gives it to the second).
     """
     n = ovo.shape[0]
     votes = np.zeros((n, n_classes))
@@ -34,8 +37,8 @@ def ovr_from_ovo(ovo, n_classes):
     for i in range(n_classes):
         for j in range(i + 1, n_classes):
             d = ovo[:, k]
-            votes[:, i] += d > 0
-            votes[:, j] += d <= 0
+            votes[:, i] += d >= 0
+            votes[:, j] += d < 0
             conf[:, i] += d
             conf[:, j] -= d
             k += 1
@@ -167,7 +170,8 @@ class NativeKernelSVC:
     def predict(self, X):
         dec = self.decision_function(X)
         if dec.ndim == 1:
-            return self.classes_[(dec > 0).astype(int)]
+            # 0 is classes_[1]'s, as LIBSVM's (its value is -dec) in SVC
+            return self.classes_[(dec >= 0).astype(int)]
         if self.problems_[0][1] is None:
             return self.classes_[np.argmax(dec, axis=1)]
         votes = np.zeros((X.shape[0], self.classes_.size), dtype=np.int64)

@@ -33,6 +33,83 @@ def _check_n_partitions(n_partitions, n_samples):
 
 
 # ----------------------------------------------------------------------------
+# distinct centres
+# ----------------------------------------------------------------------------
+# Two identical centres make a partition that nearest-centre routing can never
+# reach (ties go to the lowest index, as scikit-learn's KMeans.predict): its
+# model is trained and never used. The partitioners below therefore pick
+# distinct rows as initial centres, replace K-means centres that collapsed
+# onto each other by distinct samples, and route by the assignment's centres
+# when the recomputed means of two partitions coincide.
+
+def _duplicate_rows(C):
+    """Mask of the rows of ``C`` equal to an earlier row (``-0.0 == 0.0``)."""
+    C = np.ascontiguousarray(np.asarray(C, dtype=np.float64) + 0.0)
+    if C.shape[0] < 2:
+        return np.zeros(C.shape[0], dtype=bool)
+    _, first = np.unique(C, axis=0, return_index=True)
+    dup = np.ones(C.shape[0], dtype=bool)
+    dup[first] = False
+    return dup
+
+
+def _row_keys(rows):
+    rows = np.ascontiguousarray(np.asarray(rows, dtype=np.float64) + 0.0)
+    return [r.tobytes() for r in rows]
+
+
+#: rounds of random candidates tried for distinct centres before giving up
+_DISTINCT_ROUNDS = 8
+
+
+def _make_distinct(centers, fetch, n, rng, what):
+    """Replace the rows of ``centers`` that repeat an earlier row by samples
+    (``fetch(global_indices)`` gives them dense) equal to no centre.
+
+    Candidates come in rounds of random samples; the same draws on every MPI
+    rank (``rng`` is replicated and ``fetch`` collective) give the same
+    centres everywhere. Raises ``ValueError`` when no such sample turns up.
+    """
+    centers = np.array(centers, dtype=np.float64)
+    dup = _duplicate_rows(centers)
+    if not dup.any():
+        return centers
+    seen = set(_row_keys(centers[~dup]))
+    todo = list(np.flatnonzero(dup))
+    for _ in range(_DISTINCT_ROUNDS):
+        rows = fetch(rng.choice(n, min(n, 8 * centers.shape[0]), replace=False))
+        for key, row in zip(_row_keys(rows), rows):
+            if key not in seen:
+                seen.add(key)
+                centers[todo.pop(0)] = row
+                if not todo:
+                    return centers
+    raise ValueError(
+        f"{what} needs {centers.shape[0]} distinct centres but found only "
+        f"{centers.shape[0] - len(todo)} distinct samples in {_DISTINCT_ROUNDS} rounds of "
+        "random draws: X has (nearly) fewer distinct samples than n_partitions; "
+        "use fewer partitions or remove the duplicates")
+
+
+def _dense_rows(X):
+    def fetch(index):
+        rows = X[np.asarray(index)]
+        return rows.toarray() if sp.issparse(rows) else np.asarray(rows, dtype=np.float64)
+    return fetch
+
+
+def _routable(recomputed, assigned):
+    """The partition means, or the centres the assignment used when two means
+    coincide (a partition nearest-centre routing could never reach)."""
+    return assigned if _duplicate_rows(recomputed).any() else recomputed
+
+
+def _check_distinct(partitioner, centers):
+    if _duplicate_rows(centers).any():  # pragma: no cover - a defect, never data
+        raise RuntimeError(f"{type(partitioner).__name__} produced two identical centres")
+
+
+# ----------------------------------------------------------------------------
 # partitioners
 # ----------------------------------------------------------------------------
 class _BasePartitioner(BaseEstimator):
@@ -75,6 +152,7 @@ class _BasePartitioner(BaseEstimator):
         self._owners = None
         self._rows_local = False
         labels, centers = self._partition(X, rng)
+        _check_distinct(self, centers)
         for name in ("owners_", "rows_stay_local_", "n_assign_events_"):
             self.__dict__.pop(name, None)
         n_parts = centers.shape[0]
@@ -144,11 +222,10 @@ class _BasePartitioner(BaseEstimator):
         nnz = comm.allreduce(count_nonzero(X))
         self._storage = storage_for(n, X.shape[1], nnz)
         X = to_partition_storage(X, self._storage)
-        if sp.issparse(X):
-            X = _int32_indices(X)
         rng = check_random_state(self.random_state)
         self._owners, self._rows_local = None, False
         local, centers = self._partition_sharded(comm, X, rng, n, offset)
+        _check_distinct(self, centers)
         labels = np.concatenate(comm.Allgatherv(np.asarray(local, dtype=np.int64)))
         #: owner rank of every partition, when the partitioner fixes it
         self.owners_ = self._owners
@@ -170,7 +247,7 @@ class _BasePartitioner(BaseEstimator):
         from ._distributed import partition_means as dist_means
 
         if getattr(self, "recompute_centers", True):
-            centers, _ = dist_means(comm, X, labels, centers.shape[0])
+            centers = _routable(dist_means(comm, X, labels, centers.shape[0])[0], centers)
         return centers
 
     def fit_assign(self, X, y=None):
@@ -247,11 +324,15 @@ class RandomPartitioner(_BasePartitioner):
 
     def _partition(self, X, rng):
         n, P = X.shape[0], self.n_partitions
-        perm = rng.permutation(n)
-        labels = np.empty(n, dtype=np.intp)
-        for j, chunk in enumerate(np.array_split(perm, P)):
-            labels[chunk] = j
-        return labels, partition_means(X, labels, P)
+        for _ in range(_DISTINCT_ROUNDS):
+            perm = rng.permutation(n)
+            labels = np.empty(n, dtype=np.intp)
+            for j, chunk in enumerate(np.array_split(perm, P)):
+                labels[chunk] = j
+            centers = partition_means(X, labels, P)
+            if not _duplicate_rows(centers).any():
+                break  # else two means coincide: shuffle again
+        return labels, centers
 
     def _partition_sharded(self, comm, X, rng, n, offset):
         from ._distributed import partition_means as dist_means
@@ -266,12 +347,16 @@ class RandomPartitioner(_BasePartitioner):
         mine = np.arange(comm.rank, P, R)
         targets = mine if mine.size else np.arange(P)
         labels = np.empty(X.shape[0], dtype=np.intp)
-        for j, chunk in zip(targets, np.array_split(local_rng.permutation(X.shape[0]),
-                                                    targets.size)):
-            labels[chunk] = j
+        for _ in range(_DISTINCT_ROUNDS):
+            for j, chunk in zip(targets, np.array_split(local_rng.permutation(X.shape[0]),
+                                                        targets.size)):
+                labels[chunk] = j
+            centers = dist_means(comm, X, labels, P)[0]
+            if not _duplicate_rows(centers).any():
+                break  # (the same on every rank) else shuffle again
         self._owners = np.arange(P) % R
         self._rows_local = R <= P
-        return labels, dist_means(comm, X, labels, P)[0]
+        return labels, centers
 
 
 class KMeansPartitioner(_BasePartitioner):
@@ -435,8 +520,21 @@ class _KMeansBasedBalanced(KMeansPartitioner):
 
     def _finish(self, X, labels, centers):
         if self.recompute_centers:
-            centers = partition_means(X, labels, centers.shape[0])
+            centers = _routable(partition_means(X, labels, centers.shape[0]), centers)
         return labels, centers
+
+    def _distinct_kmeans(self, X, rng):
+        """K-means centres, those that collapsed onto another replaced by
+        distinct samples (balanced partitions need all P)."""
+        return _make_distinct(self._kmeans(X, rng), _dense_rows(X), X.shape[0], rng,
+                              type(self).__name__)
+
+    def _distinct_kmeans_sharded(self, comm, X, rng, n):
+        from ._distributed import gather_rows
+
+        return _make_distinct(self._kmeans_sharded(comm, X, rng),
+                              lambda index: gather_rows(comm, X, index), n, rng,
+                              type(self).__name__)
 
 
 class KBalancePartitioner(_KMeansBasedBalanced):
@@ -509,7 +607,7 @@ class KBalancePartitioner(_KMeansBasedBalanced):
                    "needs every row on one rank; use sharded_assign='local' (regret order "
                    "within each shard) or root mode" if exact and self.assign_order == "regret"
                    else None)
-        centers = self._kmeans_sharded(comm, X, rng)
+        centers = self._distinct_kmeans_sharded(comm, X, rng, n)
         D = squared_distances(X, centers)
         if exact:
             stats = {}
@@ -521,7 +619,7 @@ class KBalancePartitioner(_KMeansBasedBalanced):
         return labels, self._means_sharded(comm, X, labels, centers)
 
     def _partition(self, X, rng):
-        centers = self._kmeans(X, rng)
+        centers = self._distinct_kmeans(X, rng)
         D = squared_distances(X, centers)
         order = None
         if self.assign_order == "regret" and centers.shape[0] > 1:
@@ -587,9 +685,10 @@ class FCFSPartitioner(_BasePartitioner):
         self.random_state = random_state
 
     def _partition(self, X, rng):
-        idx = rng.choice(X.shape[0], self.n_partitions, replace=False)
-        centers = X[idx]
-        centers = centers.toarray() if sp.issparse(centers) else np.array(centers)
+        fetch = _dense_rows(X)
+        centers = _make_distinct(fetch(rng.choice(X.shape[0], self.n_partitions,
+                                                  replace=False)),
+                                 fetch, X.shape[0], rng, type(self).__name__)
         self.initial_centers_ = centers
         return self._assign_fcfs(X, centers)
 
@@ -597,7 +696,11 @@ class FCFSPartitioner(_BasePartitioner):
         from ._distributed import gather_rows, greedy_assign
 
         # the same P global rows as the serial algorithm draws for n samples
-        centers = gather_rows(comm, X, rng.choice(n, self.n_partitions, replace=False))
+        def fetch(index):
+            return gather_rows(comm, X, index)
+
+        centers = _make_distinct(fetch(rng.choice(n, self.n_partitions, replace=False)),
+                                 fetch, n, rng, type(self).__name__)
         self.initial_centers_ = centers
         D = squared_distances(X, centers)
         stats = {}
@@ -609,7 +712,7 @@ class FCFSPartitioner(_BasePartitioner):
         D = squared_distances(X, centers)
         labels = greedy_capacity_assign(D, _Capacity(X.shape[0], centers.shape[0]))
         if self.recompute_centers:
-            centers = partition_means(X, labels, centers.shape[0])
+            centers = _routable(partition_means(X, labels, centers.shape[0]), centers)
         return labels, centers
 
 
@@ -668,22 +771,14 @@ class BKMPartitioner(_KMeansBasedBalanced):
         self.recompute_centers = recompute_centers
 
     def _partition(self, X, rng):
-        P = self.n_partitions
-        centers = self._kmeans(X, rng)
-        if centers.shape[0] < P:
-            # K-means collapsed (duplicate points): pad with random samples so
-            # that P balanced partitions still exist
-            extra = rng.choice(X.shape[0], P - centers.shape[0], replace=False)
-            pad = X[extra]
-            pad = pad.toarray() if sp.issparse(pad) else np.asarray(pad)
-            centers = np.vstack([centers, pad])
+        centers = self._distinct_kmeans(X, rng)
         D = squared_distances(X, centers)
         km_labels = np.argmin(D, axis=1)
         return self._finish(X, self._rebalance(D, km_labels), centers)
 
     def _partition_sharded(self, comm, X, rng, n, offset):
         P = self.n_partitions
-        centers = self._kmeans_sharded(comm, X, rng)
+        centers = self._distinct_kmeans_sharded(comm, X, rng, n)
         D = squared_distances(X, centers)
         km = np.argmin(D, axis=1).astype(np.intp)
         counts = comm.Allreduce(np.bincount(km, minlength=P).astype(np.int64))

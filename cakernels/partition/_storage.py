@@ -82,6 +82,11 @@ def to_partition_storage(X, storage):
     return X
 
 
+#: the largest non-zero count (and column count) 32-bit CSR indices hold
+#: (a module constant so that tests can lower it)
+INT32_LIMIT = np.iinfo(np.int32).max
+
+
 def _int32_indices(X, purpose=None):
     """CSR with 32-bit indices (what LIBSVM and scikit-learn's K-means take),
     sharing the values.
@@ -91,15 +96,17 @@ def _int32_indices(X, purpose=None):
     caller's matrix is not modified). ``purpose`` names the step that needs
     32-bit indices in the error raised when they cannot hold the matrix.
     """
-    if not sp.issparse(X) or (X.indices.dtype == np.int32 and X.indptr.dtype == np.int32):
+    if not sp.issparse(X):
         return X
-    limit = np.iinfo(np.int32).max
+    limit = INT32_LIMIT
     if X.nnz > limit or X.shape[1] > limit:
         what = "sparse input" if purpose is None else f"{purpose}: sparse input"
         raise ValueError(
             f"{what} with more than 2**31 - 1 non-zeros or columns is not supported "
             f"(this one has {X.nnz} non-zeros and {X.shape[1]} columns)"
         )
+    if X.indices.dtype == np.int32 and X.indptr.dtype == np.int32:
+        return X
     return sp.csr_matrix((X.data, X.indices.astype(np.int32), X.indptr.astype(np.int32)),
                          shape=X.shape)
 

@@ -46,7 +46,6 @@ from .._kernels import check_kernel_diagonal, kernel_block, row_sq_norms
 from .._solvers.native_svc import NativeKernelSVC
 from ..backends._backend import BACKEND_NAMES, Backend
 from ..backends._comm import comm_report
-from ..partition import _int32_indices
 from ._full_model import _FullModelSVC
 from ._partitioned import _SVM_CONSTRAINTS
 
@@ -536,7 +535,7 @@ class DisSMOSVC(_FullModelSVC):
         order = np.argsort(idx, kind="stable")
         Xs = Xs[order]
         if self._fit_sparse:
-            Xs = _int32_indices(sp.csr_matrix(Xs))
+            Xs = sp.csr_matrix(Xs)
         else:
             Xs = np.ascontiguousarray(Xs)
         return Xs, coef[order][None, :], np.array([-rho]), idx[order]

@@ -19,7 +19,6 @@ from .._engine import (
     global_classes,
     global_gamma,
 )
-from ..partition import _int32_indices
 from ._partitioned import _ClassifierInput
 
 
@@ -50,7 +49,7 @@ class _FullModelSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
         check_is_fitted(self)
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, order="C",
                           reset=False)
-        return _int32_indices(self._as_fit_format(X))
+        return self._as_fit_format(X)
 
     def decision_function(self, X):
         """Decision values: (n_samples,) for two classes (positive means

@@ -52,11 +52,15 @@ _SVM_CONSTRAINTS = {
 }
 
 
+#: what needs CSR with 32-bit indices (named in the error when they cannot
+#: hold the matrix); the native solvers take 64-bit indices as they are
+_LIBSVM = "solver='libsvm' (scikit-learn's SVC)"
+
+
 def _validate_training_data(est, X, y):
-    """Validated float64 (dense or int32-indexed CSR) ``X`` and labels ``y`` of a
-    classifier's ``fit``; sets ``est.classes_`` (at least two classes)."""
+    """Validated float64 (dense or CSR, indices as given) ``X`` and labels ``y``
+    of a classifier's ``fit``; sets ``est.classes_`` (at least two classes)."""
     X, y = validate_data(est, X, y, accept_sparse="csr", dtype=np.float64, order="C")
-    X = _int32_indices(X)
     check_classification_targets(y)
     est.classes_ = np.unique(y)
     if est.classes_.size < 2:
@@ -73,7 +77,6 @@ class _ClassifierInput:
 
     def _validate_local(self, X, y, sample_weight):
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, order="C")
-        X = _int32_indices(X)
         check_classification_targets(y)
         w = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
         return X, y, w
@@ -327,7 +330,7 @@ class PartitionedSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
                   coef0=self.coef0, tol=self.tol, cache_size=self.cache_size,
                   class_weight=cw, max_iter=self.max_iter, break_ties=False,
                   decision_function_shape="ovo")
-        svc.fit(Xp, yp, sample_weight=wp)
+        svc.fit(_int32_indices(Xp, purpose=_LIBSVM), yp, sample_weight=wp)
         return svc, int(np.sum(svc.n_iter_)), int(svc.support_.size)
 
     # -------------------------------------------------------------- predict
@@ -335,7 +338,8 @@ class PartitionedSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
         check_is_fitted(self)
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, order="C",
                           reset=False)
-        return _int32_indices(self._as_fit_format(X))
+        # CSR keeps its index width: only LIBSVM's own predict needs 32 bits
+        return self._as_fit_format(X)
 
     def _binary_decision(self, model, Xg, n_threads):
         """Decision values of a binary local SVC, positive for ``model.classes_[1]``.
@@ -353,7 +357,10 @@ class PartitionedSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
 
     def _local_predict(self, model, Xg, n_threads):
         if model.classes_.size == 2 and hasattr(model, "dual_coef_"):
-            return model.classes_[(self._binary_decision(model, Xg, n_threads) > 0).astype(int)]
+            # a decision of exactly 0 is classes_[1]'s, as in SVC.predict
+            return model.classes_[(self._binary_decision(model, Xg, n_threads) >= 0).astype(int)]
+        if isinstance(model, SVC):
+            Xg = _int32_indices(Xg, purpose=_LIBSVM)
         return model.predict(Xg)
 
     def _local_decision(self, model, Xg, n_threads):
@@ -369,7 +376,8 @@ class PartitionedSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
             return out
         k = model.classes_.size
         dec = (self._binary_decision(model, Xg, n_threads) if k == 2
-               else model.decision_function(Xg))
+               else model.decision_function(_int32_indices(Xg, purpose=_LIBSVM)
+                                            if isinstance(model, SVC) else Xg))
         if n_classes == 2:
             return dec
         if k == 2:

@@ -1,0 +1,200 @@
+"""Duplicate points, tied centres, ties in routing and voting, and 64-bit
+sparse indices.
+
+* No partitioner produces two identical centres (a partition nearest-centre
+  routing could never reach), also on data full of duplicates, and a clear
+  error says so when the data have too few distinct samples.
+* Ties break as scikit-learn's: routing to the lowest centre index (as
+  ``KMeans.predict``), a binary decision of exactly 0 to ``classes_[1]`` (as
+  ``SVC.predict``), one-vs-one votes to the lowest class, the one-vs-rest
+  decision function as scikit-learn's ``_ovr_decision_function``.
+* CSR input with 64-bit indices reaches the native solvers as it is; only
+  LIBSVM (and scikit-learn's K-means) need 32-bit indices, and only they
+  refuse a matrix with more than 2**31 - 1 non-zeros (tested with the limit
+  lowered: such a matrix takes 24 GiB).
+"""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.cluster import KMeans
+from sklearn.datasets import make_classification
+from sklearn.svm import SVC
+from sklearn.utils.multiclass import _ovr_decision_function
+
+import cakernels.partition._storage as storage
+from cakernels import CASVC, CPSVC, AsyGCDSVC, DisSMOSVC
+from cakernels._solvers.native_svc import ovr_from_ovo
+from cakernels.partition import (
+    BKMPartitioner,
+    FCFSPartitioner,
+    KBalancePartitioner,
+    KMeansPartitioner,
+    RandomPartitioner,
+)
+from cakernels.partition._partitioners import _duplicate_rows, _make_distinct, _routable
+from cakernels.partition._storage import nearest_center
+
+BALANCED = [RandomPartitioner, FCFSPartitioner, KBalancePartitioner, BKMPartitioner]
+
+
+def reachable(part):
+    """Every partition receives its own centre (so it can receive test points)."""
+    return np.array_equal(part.assign(part.centers_), np.arange(part.n_partitions_))
+
+
+# --------------------------------------------------------------------------
+# distinct centres
+# --------------------------------------------------------------------------
+@pytest.mark.parametrize("cls", BALANCED + [KMeansPartitioner])
+@pytest.mark.parametrize("seed", range(6))
+def test_duplicate_heavy_data_gives_distinct_reachable_centres(cls, seed):
+    rng = np.random.RandomState(seed)
+    distinct = rng.randn(5, 3)
+    X = distinct[rng.randint(0, 5, 60)]  # 60 rows, 5 distinct values
+    X[:5] = distinct                     # every value present
+    part = cls(n_partitions=4, random_state=seed).fit(X)
+    assert not _duplicate_rows(part.centers_).any()
+    assert reachable(part)
+    if cls is not KMeansPartitioner:
+        assert part.sizes_.max() - part.sizes_.min() <= 1
+
+
+@pytest.mark.parametrize("cls", [FCFSPartitioner, KBalancePartitioner, BKMPartitioner])
+def test_too_few_distinct_samples_is_a_clear_error(cls):
+    X = np.repeat(np.array([[0.0, 1.0], [2.0, 3.0]]), 10, axis=0)  # 2 distinct rows
+    with pytest.raises(ValueError, match="distinct"):
+        cls(n_partitions=3, random_state=0).fit(X)
+    # K-means partitions drop the clusters that stay empty instead
+    part = KMeansPartitioner(n_partitions=3, random_state=0).fit(X)
+    assert part.n_partitions_ == 2 and reachable(part)
+
+
+def test_random_partitions_of_symmetric_data_never_share_a_mean():
+    # two random halves of {-1, 1, -1, 1} have equal means in a third of the
+    # shuffles; the partitioner shuffles again
+    X = np.array([[-1.0], [1.0], [-1.0], [1.0]])
+    for seed in range(30):
+        part = RandomPartitioner(n_partitions=2, random_state=seed).fit(X)
+        assert not _duplicate_rows(part.centers_).any() and reachable(part)
+
+
+def test_collapsed_kmeans_centres_are_replaced_by_distinct_samples(monkeypatch):
+    X = np.random.RandomState(0).randn(40, 2)
+    collapsed = np.array([X[3], X[3], X[3], X[7]])
+    monkeypatch.setattr(KMeansPartitioner, "_kmeans", lambda self, X, rng: collapsed.copy())
+    for cls in (KBalancePartitioner, BKMPartitioner):
+        part = cls(n_partitions=4, recompute_centers=False, random_state=0).fit(X)
+        assert not _duplicate_rows(part.centers_).any() and reachable(part)
+        # the replacements are samples, the other centres stay
+        assert np.array_equal(part.centers_[[0, 3]], collapsed[[0, 3]])
+        assert all((X == c).all(axis=1).any() for c in part.centers_)
+
+
+def test_make_distinct_and_routable_helpers():
+    rng = np.random.RandomState(0)
+    X = np.arange(12.0).reshape(6, 2)
+    C = np.array([X[0], X[0], -0.0 * X[1] + X[1], X[1] + 0.0])
+    out = _make_distinct(C, lambda i: X[i], 6, rng, "test")
+    assert not _duplicate_rows(out).any() and np.array_equal(out[0], X[0])
+    assert _duplicate_rows(np.array([[0.0], [-0.0]])).tolist() == [False, True]
+    assigned = np.array([[0.0], [1.0]])
+    assert _routable(np.array([[0.5], [0.5]]), assigned) is assigned
+    means = np.array([[0.2], [0.7]])
+    assert _routable(means, assigned) is means
+
+
+# --------------------------------------------------------------------------
+# ties in routing and voting
+# --------------------------------------------------------------------------
+def test_routing_ties_go_to_the_lowest_centre_as_kmeans_predict():
+    C = np.array([[2.0, 0.0], [0.0, 0.0], [1.0, 2.0]])
+    X = np.array([[1.0, 0.0], [1.0, 5.0], [1.0, -3.0], [0.5, 1.0]])
+    km = KMeans(n_clusters=3, n_init=1, random_state=0).fit(np.r_[C, C + 0.01])
+    km.cluster_centers_ = C
+    assert np.array_equal(nearest_center(X, C), km.predict(X))
+    assert nearest_center(X[:1], C)[0] == 0  # equidistant from centres 0 and 1
+
+
+@pytest.mark.parametrize("solver", ["smo", "libsvm", "asygcd"])
+@pytest.mark.parametrize("y", [[0, 1], [1, 0]])
+def test_binary_decision_of_zero_predicts_as_svc(solver, y):
+    X, y = np.array([[-1.0], [1.0]]), np.array(y)
+    ref = SVC(kernel="linear").fit(X, y)
+    est = CASVC(n_partitions=1, kernel="linear", solver=solver).fit(X, y)
+    assert est.decision_function([[0.0]])[0] == 0.0 == ref.decision_function([[0.0]])[0]
+    assert est.predict([[0.0]])[0] == ref.predict([[0.0]])[0]
+
+
+def test_bias_free_and_full_model_zero_decisions_predict_as_svc():
+    X, y = np.array([[-1.0], [1.0]]), np.array([0, 1])
+    ref = SVC(kernel="linear").fit(X, y).predict([[0.0]])[0]
+    assert AsyGCDSVC(kernel="linear").fit(X, y).predict([[0.0]])[0] == ref
+    assert DisSMOSVC(kernel="linear").fit(X, y).predict([[0.0]])[0] == ref
+
+
+def test_one_vs_rest_ties_match_scikit_learn():
+    rng = np.random.RandomState(0)
+    for n_classes in (3, 4, 5):
+        n_pairs = n_classes * (n_classes - 1) // 2
+        ovo = rng.choice([-1.0, 0.0, 1.0], size=(200, n_pairs)) * rng.choice([1.0, 0.5], 200)[:, None]
+        ref = _ovr_decision_function(ovo < 0, -ovo, n_classes)
+        np.testing.assert_allclose(ovr_from_ovo(ovo, n_classes), ref, rtol=1e-12, atol=1e-12)
+
+
+def test_one_vs_one_vote_ties_go_to_the_lowest_class_as_libsvm():
+    # three classes at 120 degrees: at the centre every pair is nearly tied;
+    # predict the vote winner as SVC does on the same local model
+    angles = np.deg2rad([90, 210, 330])
+    rng = np.random.RandomState(0)
+    X = np.vstack([np.c_[np.cos(a), np.sin(a)] * 3 + 0.3 * rng.randn(20, 2) for a in angles])
+    y = np.repeat([0, 1, 2], 20)
+    grid = np.c_[np.linspace(-1, 1, 41), np.zeros(41)]
+    for solver in ("smo", "libsvm"):
+        est = CASVC(n_partitions=1, solver=solver, C=1.0, gamma=0.5).fit(X, y)
+        ref = SVC(C=1.0, gamma=0.5).fit(X, y)
+        agree = est.predict(grid) == ref.predict(grid)
+        assert agree.mean() >= 0.95  # the solvers differ within tol near the ties
+
+
+# --------------------------------------------------------------------------
+# 64-bit sparse indices
+# --------------------------------------------------------------------------
+def _int64_csr(X):
+    X = sp.csr_matrix(X)
+    X.indices, X.indptr = X.indices.astype(np.int64), X.indptr.astype(np.int64)
+    return X
+
+
+@pytest.fixture
+def small_int32_limit(monkeypatch):
+    """Pretend that 32-bit indices hold only 50 non-zeros."""
+    monkeypatch.setattr(storage, "INT32_LIMIT", 50)
+
+
+@pytest.mark.parametrize("solver", ["smo", "asygcd"])
+def test_native_solvers_take_64_bit_indices_beyond_the_32_bit_limit(small_int32_limit, solver):
+    X, y = make_classification(n_samples=80, n_features=6, random_state=0)
+    Xs = _int64_csr(X)
+    assert Xs.nnz > storage.INT32_LIMIT and Xs.indices.dtype == np.int64
+    est = CPSVC(n_partitions=2, solver=solver, random_state=0).fit(Xs, y)
+    ref = CPSVC(n_partitions=2, solver=solver, random_state=0).fit(X, y)
+    np.testing.assert_array_equal(est.predict(Xs), ref.predict(X))
+    np.testing.assert_allclose(est.decision_function(Xs), ref.decision_function(X),
+                               rtol=1e-10, atol=1e-12)
+    if solver == "asygcd":
+        one = AsyGCDSVC(n_threads=1, random_state=0).fit(Xs, y)
+        np.testing.assert_array_equal(one.predict(Xs),
+                                      AsyGCDSVC(n_threads=1, random_state=0).fit(X, y).predict(X))
+    dis = DisSMOSVC().fit(Xs, y)
+    np.testing.assert_array_equal(dis.predict(Xs), DisSMOSVC().fit(X, y).predict(X))
+
+
+def test_libsvm_refuses_what_32_bit_indices_cannot_hold(small_int32_limit):
+    X, y = make_classification(n_samples=80, n_features=6, random_state=0)
+    with pytest.raises(ValueError, match=r"solver='libsvm'.*2\*\*31 - 1 non-zeros"):
+        CPSVC(n_partitions=1, solver="libsvm", random_state=0).fit(_int64_csr(X), y)
+    # below the limit the same matrix is narrowed on a copy, the caller's kept
+    Xs = _int64_csr(X[:5])
+    CASVC(n_partitions=1, solver="libsvm").fit(Xs, [0, 1, 0, 1, 0])
+    assert Xs.indices.dtype == np.int64
