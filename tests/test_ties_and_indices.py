@@ -65,6 +65,8 @@ def test_too_few_distinct_samples_is_a_clear_error(cls):
     X = np.repeat(np.array([[0.0, 1.0], [2.0, 3.0]]), 10, axis=0)  # 2 distinct rows
     with pytest.raises(ValueError, match="distinct"):
         cls(n_partitions=3, random_state=0).fit(X)
+    with pytest.raises(ValueError, match="distinct"):
+        RandomPartitioner(n_partitions=2, random_state=0).fit(np.ones((10, 2)))
     # K-means partitions drop the clusters that stay empty instead
     part = KMeansPartitioner(n_partitions=3, random_state=0).fit(X)
     assert part.n_partitions_ == 2 and reachable(part)

@@ -104,6 +104,14 @@ def _routable(recomputed, assigned):
     return assigned if _duplicate_rows(recomputed).any() else recomputed
 
 
+def _coinciding_means(partitioner):
+    return ValueError(
+        f"{type(partitioner).__name__}: the means of two random partitions coincided in "
+        f"{_DISTINCT_ROUNDS} shuffles (X has too few distinct samples for "
+        f"n_partitions={partitioner.n_partitions}); use fewer partitions or remove the "
+        "duplicates")
+
+
 def _check_distinct(partitioner, centers):
     if _duplicate_rows(centers).any():  # pragma: no cover - a defect, never data
         raise RuntimeError(f"{type(partitioner).__name__} produced two identical centres")
@@ -331,8 +339,9 @@ class RandomPartitioner(_BasePartitioner):
                 labels[chunk] = j
             centers = partition_means(X, labels, P)
             if not _duplicate_rows(centers).any():
-                break  # else two means coincide: shuffle again
-        return labels, centers
+                return labels, centers
+            # else two means coincide: shuffle again
+        raise _coinciding_means(self)
 
     def _partition_sharded(self, comm, X, rng, n, offset):
         from ._distributed import partition_means as dist_means
@@ -353,10 +362,11 @@ class RandomPartitioner(_BasePartitioner):
                 labels[chunk] = j
             centers = dist_means(comm, X, labels, P)[0]
             if not _duplicate_rows(centers).any():
-                break  # (the same on every rank) else shuffle again
-        self._owners = np.arange(P) % R
-        self._rows_local = R <= P
-        return labels, centers
+                self._owners = np.arange(P) % R
+                self._rows_local = R <= P
+                return labels, centers
+            # else two means coincide (the same on every rank): shuffle again
+        raise _coinciding_means(self)
 
 
 class KMeansPartitioner(_BasePartitioner):
