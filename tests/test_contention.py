@@ -317,13 +317,13 @@ def test_asygcd_partitions_on_threads_restore_blas():
     assert threads_available() == cpu_count()
 
 
-def _threads_held(est, X, y):
-    """A scorer: the threads the fitted estimator's session held."""
-    return float(est.fit_stats_["n_workers"] * est.fit_stats_["threads_per_worker"])
-
-
 def test_threads_backend_inside_gridsearch_n_jobs_2():
     from sklearn.model_selection import GridSearchCV
+
+    def _threads_held(est, X, y):
+        """A scorer: the threads the fitted estimator's session held (a local
+        function, pickled by value: CI's workers cannot import ``tests``)."""
+        return float(est.fit_stats_["n_workers"] * est.fit_stats_["threads_per_worker"])
 
     X, y = data(300)
     grid = GridSearchCV(CASVC(n_partitions=2, backend="threads", random_state=0),
