@@ -71,7 +71,13 @@
  * the largest violation always qualifies, so the team never stalls while
  * it runs; when that thread is descheduled (more threads than free cores)
  * the others would wait for it, so the wait is bounded: a thread that sees
- * no new step in the log for CK_AGCD_PATIENCE polls steps anyway.
+ * no new step in the log for CK_AGCD_PATIENCE polls (its spins and then
+ * CK_AGCD_PATIENCE_SLEEPS sleeps of the back-off, about 1.3 ms) steps
+ * anyway.  Stepping right after the spins (no sleep) made the waiting
+ * thread take ~10^4 forced steps on its own block's small violations while
+ * its peer was descheduled, 2.5-4x the updates of one thread (a9a, C = 1,
+ * gamma = 0.05, 10,000 rows, one other process on the 2 cores); sleeping
+ * first gives the core to the descheduled peer, and ~20 forced steps remain.
  *
  * 3. Waiting is bounded and gives the core away.  A thread with nothing to
  * do (idle near the end, behind the delay bound, or held by the stepping
@@ -115,7 +121,10 @@ typedef char ck_agcd_log_is_pow2[(CK_AGCD_LOG & (CK_AGCD_LOG - 1)) == 0 ? 1 : -1
 /* waiting (deviation 3): polls before sleeping, and the polls without a new
  * step after which a thread steps against the stepping rule */
 #define CK_AGCD_SPIN 512
-#define CK_AGCD_PATIENCE CK_AGCD_SPIN
+#ifndef CK_AGCD_PATIENCE_SLEEPS
+#define CK_AGCD_PATIENCE_SLEEPS 8
+#endif
+#define CK_AGCD_PATIENCE (CK_AGCD_SPIN + CK_AGCD_PATIENCE_SLEEPS)
 #define CK_AGCD_SLEEP_MIN_NS 20000L
 #define CK_AGCD_SLEEP_MAX_NS 250000L
 #define CK_AGCD_RHO 0.5  /* step only with >= RHO x the team's top violation */
