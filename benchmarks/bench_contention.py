@@ -17,8 +17,9 @@ median fit time of each side, the ratio of the medians (2 threads / 1
 thread) and the worst ratio of a pair of consecutive runs; ``team`` is the
 number of threads the solver ran (every thread gets at least 5,000
 variables, so small problems run on one thread) and ``collapsed`` how many
-2-thread fits handed over to one thread because their threads kept waiting
-for descheduled peers. A separate table forces the team (``min_rows_per_thread=1``)
+2-thread fits handed over to one thread, and why (``waits``: its threads
+kept waiting for descheduled peers; ``cpu_share``: the OS ran them for less
+than 0.8 of their time). A separate table forces the team (``min_rows_per_thread=1``)
 to show what the size rule avoids. Needs ``../shared/datasets`` (or
 ``--data-home``).
 
@@ -87,6 +88,7 @@ def one_fit(X, y, n_threads, cache, params):
         res = real(*args, return_stats=True, **kwargs)
         stats["team"] = res["n_threads"]
         stats["collapsed"] = res["stats"]["collapsed"]
+        stats["reason"] = res["stats"]["collapse_reason"]
         return res
 
     agcd_fit = agcd.asygcd_fit
@@ -103,7 +105,7 @@ def one_fit(X, y, n_threads, cache, params):
 
 
 def measure(X, y, params, cache, busy, repeat):
-    t1, t2, pair, teams, collapsed, objs = [], [], [], set(), 0, []
+    t1, t2, pair, teams, collapsed, objs, why = [], [], [], set(), 0, [], set()
     with Busy(busy):
         for r in range(repeat + 1):  # the first round warms up, not timed
             a, _, o1 = one_fit(X, y, 1, cache, params)
@@ -115,9 +117,12 @@ def measure(X, y, params, cache, busy, repeat):
             pair.append(b / a)
             teams.add(st["team"])
             collapsed += bool(st["collapsed"])
+            if st["reason"]:
+                why.add(st["reason"])
             objs.append(abs(o2 - o1) / abs(o1))
     m1, m2 = float(np.median(t1)), float(np.median(t2))
-    return m1, m2, m2 / m1, max(pair), sorted(teams), collapsed, max(objs)
+    col = f"{collapsed}/{repeat}" + (f" ({', '.join(sorted(why))})" if why else "")
+    return m1, m2, m2 / m1, max(pair), sorted(teams), col, max(objs)
 
 
 def main(argv=None):
@@ -133,25 +138,32 @@ def main(argv=None):
             ("a9a", [] if args.quick else [3000, 10000])]
     settings = [("quiet", 0), ("1 busy", 1), ("2 busy", 2)]
     caches = [200] if args.quick else [200, 20]
-    rows, worst = [], 0.0
+    rows, worst, worst_busy, noise = [], 0.0, 0.0, 0.0
     for name, sizes in plan:
         for n, X, y in subsets(name, home, sizes):
             for cache in caches:
                 for label, busy in settings:
                     m1, m2, ratio, pmax, teams, col, dobj = measure(
                         X, y, PARAMS[name], cache, busy, repeat)
-                    if busy == 2:
-                        worst = max(worst, ratio)
+                    if busy and teams == [2]:  # where 2 threads actually run
+                        worst_busy = max(worst_busy, ratio)
+                        if busy == 2:
+                            worst = max(worst, ratio)
+                    elif busy:  # one thread on both sides: the setting's noise
+                        noise = max(noise, ratio)
                     rows.append([name, f"{n:,}", cache, label, f"{1e3 * m1:.1f}",
                                  f"{1e3 * m2:.1f}", f"{ratio:.2f}x", f"{pmax:.2f}x",
-                                 "/".join(map(str, teams)), f"{col}/{repeat}",
+                                 "/".join(map(str, teams)), col,
                                  f"{dobj:.1e}"])
                     print(rows[-1], flush=True)
     rep.table("2 threads against 1 thread (median ms of full fits)",
               ["data", "n", "cache MB", "setting", "1 thread", "2 threads", "ratio",
                "worst pair", "team", "collapsed", "objective rel. diff"], rows,
-              note=f"Goal (2 busy: ratio <= {GOAL}x for every size and cache): "
-                   f"worst median ratio {worst:.2f}x, {common.pass_miss(worst <= GOAL)}.")
+              note=f"Goal (ratio <= {GOAL}x wherever the team has 2 threads): two busy "
+                   f"processes (the issue's setting) worst median {worst:.2f}x, "
+                   f"{common.pass_miss(worst <= GOAL)}; one or two busy processes "
+                   f"{worst_busy:.2f}x, {common.pass_miss(worst_busy <= GOAL)}. Rows where "
+                   f"both sides run one thread show the setting's noise: up to {noise:.2f}x.")
 
     # what the size rule avoids: the team forced on small problems
     forced = []
@@ -162,7 +174,7 @@ def main(argv=None):
                 m1, m2, ratio, pmax, teams, col, dobj = measure(
                     X, y, PARAMS["ijcnn1"], 200, busy, repeat)
                 forced.append([f"{n:,}", label, f"{1e3 * m1:.1f}", f"{1e3 * m2:.1f}",
-                               f"{ratio:.2f}x", "/".join(map(str, teams)), f"{col}/{repeat}"])
+                               f"{ratio:.2f}x", "/".join(map(str, teams)), col])
                 print(forced[-1], flush=True)
     finally:
         agcd.MIN_ROWS_PER_THREAD = saved

@@ -814,8 +814,11 @@ PyDoc_STRVAR(
     "computing them, summed over the threads), fm_threads (threads that\n"
     "used a copy), capacity (slices a thread's cache holds), max_delay\n"
     "(the delay bound used), forced_steps (steps taken while the team\n"
-    "had stalled, against the stepping rule) and collapsed (True when the\n"
-    "team handed the rest of the solve to one thread); collapse_at > 0\n"
+    "had stalled, against the stepping rule), collapsed (True when the\n"
+    "team handed the rest of the solve to one thread) and collapse_reason\n"
+    "(None, 'waits': its threads kept waiting for descheduled peers,\n"
+    "'cpu_share': the OS ran them for less than 0.8 of their time, or\n"
+    "'on_demand'); collapse_at > 0\n"
     "makes a team of several threads hand over after that many steps\n"
     "(tests of the hand-over, whatever the timing).\n\n"
     "Returns (objective, n_updates, converged, grad) with grad = Q a - e\n"
@@ -979,14 +982,19 @@ static PyObject *py_asygcd_solve(PyObject *module, PyObject *args,
             return NULL;
         if (return_stats)
             res = Py_BuildValue(
-                "dLOO{s:L,s:d,s:i,s:L,s:L,s:L,s:O}", objective,
+                "dLOO{s:L,s:d,s:i,s:L,s:L,s:L,s:O,s:z}", objective,
                 (long long)n_updates, converged ? Py_True : Py_False, cast,
                 "n_slices", (long long)opts.n_slices, "slice_seconds",
                 opts.slice_seconds, "fm_threads", opts.fm_threads,
                 "capacity", (long long)opts.capacity, "max_delay",
                 (long long)opts.max_delay, "forced_steps",
                 (long long)opts.forced_steps, "collapsed",
-                opts.collapsed ? Py_True : Py_False);
+                opts.collapsed ? Py_True : Py_False, "collapse_reason",
+                opts.collapsed == CK_AGCD_COLLAPSE_WAITS     ? "waits"
+                : opts.collapsed == CK_AGCD_COLLAPSE_STARVED ? "cpu_share"
+                : opts.collapsed == CK_AGCD_COLLAPSE_ON_DEMAND
+                    ? "on_demand"
+                    : NULL);
         else
             res = Py_BuildValue("dLOO", objective, (long long)n_updates,
                                 converged ? Py_True : Py_False, cast);

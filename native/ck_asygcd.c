@@ -99,6 +99,23 @@
  * a machine with free cores the waits are microseconds and this never
  * happens; ck_agcd_opts.collapsed reports it
  * (benchmarks/bench_contention.py).
+ *
+ * 5. The team also collapses when the OS does not run it: a thread whose
+ * CPU time (CLOCK_THREAD_CPUTIME_ID) stays below CK_AGCD_SHARE_MIN = 0.8 of
+ * its waking wall time (its own sleeps in the waits excluded) in
+ * CK_AGCD_SHARE_WINDOWS = 3 consecutive windows of >= 30 ms, and for at
+ * least CK_AGCD_SHARE_STREAK = a tenth of the solve so far, shares its core
+ * with another runnable thread.  With one other process on 2 cores (three
+ * runnable threads, ~2/3 of a core each) the team never stalls long enough
+ * for deviation 4, but while one thread is descheduled the other steps up
+ * to the delay bound ahead on its own block's violations, which on a
+ * strongly coupled kernel cost 2-4x the updates of one thread (a9a, C = 1,
+ * gamma = 0.05, 10,000 rows: 1.5-1.8x the 1-thread time; collapsed after
+ * ~0.1 s: 0.9-1.3x).  Three windows let a transient (OpenBLAS threads spin
+ * ~0.1 s after a call) pass, the tenth a longer burst in a long solve (a
+ * second of another program in a minute's solve would otherwise leave it on
+ * one thread for the rest); on a machine with free cores the whole solve is
+ * the team's.  The test is off where the thread CPU clock is missing.
  */
 #include "ck_internal.h"
 
@@ -137,6 +154,14 @@ typedef char ck_agcd_log_is_pow2[(CK_AGCD_LOG & (CK_AGCD_LOG - 1)) == 0 ? 1 : -1
 #define CK_AGCD_COLLAPSE 4 /* the team hands over to one thread      */
 /* set in the log head when the team collapses: later claims are refused */
 #define CK_AGCD_COLLAPSE_BIT ((int64_t)1 << 62)
+/* deviation 5: collapse when a thread ran for less than this share of its
+ * wall time (not counting its own sleeps) over a window of at least
+ * CK_AGCD_SHARE_WINDOW_S seconds, tested every CK_AGCD_SHARE_EVERY steps */
+#define CK_AGCD_SHARE_MIN 0.8
+#define CK_AGCD_SHARE_WINDOW_S 0.03
+#define CK_AGCD_SHARE_WINDOWS 3
+#define CK_AGCD_SHARE_STREAK 0.1
+#define CK_AGCD_SHARE_EVERY 64
 /* collapse when a thread has slept, waiting for the others, for more than
  * this share of the solve's time, and at least this many seconds */
 #define CK_AGCD_COLLAPSE_SHARE 0.25
@@ -236,6 +261,12 @@ typedef struct {
     int64_t n_slices;
     double slice_seconds;
     double blocked; /* seconds spent asleep behind the delay bound */
+    /* the CPU share test (deviation 5): seconds asleep in waits, and the
+     * thread CPU time, wall time and sleep of the current window */
+    double slept, win_cpu, win_wall, win_slept;
+    int64_t since_share;
+    int starved; /* consecutive windows below CK_AGCD_SHARE_MIN */
+    double starved_since; /* wall time at the start of those windows */
 } ck_agcd_worker;
 
 static void ck_agcd_worker_free(ck_agcd_worker *w)
@@ -267,6 +298,18 @@ static double ck_agcd_now(void)
 #else
     return (double)clock() / (double)CLOCKS_PER_SEC;
 #endif
+}
+
+/* CPU seconds of the calling thread, or -1 where there is no such clock
+ * (then the CPU share test of deviation 5 is off). */
+static double ck_agcd_thread_cpu(void)
+{
+#if defined(CK_AGCD_HAVE_SLEEP) && defined(CLOCK_THREAD_CPUTIME_ID)
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0)
+        return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+#endif
+    return -1.0;
 }
 
 /* The slice Q[S_t, i], from the thread's cache or computed (evicting the
@@ -569,6 +612,7 @@ typedef struct {
     int64_t forced_steps; /* steps against the rule (team stalled)      */
     int64_t limit;        /* on collapse: the steps the team took       */
     int64_t collapse_at;  /* tests: collapse after this many steps      */
+    int collapse_reason;  /* CK_AGCD_COLLAPSE_*, 0 while the team runs   */
     double t0;            /* start of the asynchronous phase            */
 } ck_agcd_shared;
 
@@ -630,7 +674,7 @@ static void ck_agcd_fail(ck_agcd_shared *sh, ck_status st)
 /* Hand the rest of the solve to one thread (deviation 4): refuse every
  * later claim of a log position, and let the team apply the steps taken
  * so far and leave.  No-op when the team already stops. */
-static void ck_agcd_collapse(ck_agcd_shared *sh)
+static void ck_agcd_collapse(ck_agcd_shared *sh, int reason)
 {
 #ifdef _OPENMP
 #pragma omp critical(ck_agcd_stop)
@@ -649,6 +693,7 @@ static void ck_agcd_collapse(ck_agcd_shared *sh)
             if (sh->max_iter > 0 && old > sh->max_iter)
                 old = sh->max_iter;
             sh->limit = old;
+            sh->collapse_reason = reason;
 #ifdef _OPENMP
 #pragma omp atomic write seq_cst
 #endif
@@ -687,17 +732,58 @@ static void ck_agcd_backoff(ck_agcd_shared *sh, ck_agcd_worker *w,
         ts.tv_nsec = ns;
         t = ck_agcd_now();
         nanosleep(&ts, NULL);
+        t = ck_agcd_now() - t;
+        w->slept += t;
         if (!blocked)
             return;
-        t = ck_agcd_now() - t;
         w->blocked += t;
         if (w->blocked > CK_AGCD_COLLAPSE_MIN_S &&
             w->blocked > CK_AGCD_COLLAPSE_SHARE * (ck_agcd_now() - sh->t0))
-            ck_agcd_collapse(sh);
+            ck_agcd_collapse(sh, CK_AGCD_COLLAPSE_WAITS);
     }
 #else
     (void)w;
 #endif
+}
+
+/* Deviation 5, the CPU share test: a thread that the OS runs for less than
+ * CK_AGCD_SHARE_MIN of its waking time (other processes share the cores)
+ * collapses the team.  Counted over windows of at least
+ * CK_AGCD_SHARE_WINDOW_S seconds awake, checked every CK_AGCD_SHARE_EVERY
+ * steps; `start` opens the first window. */
+static void ck_agcd_share_test(ck_agcd_shared *sh, ck_agcd_worker *w,
+                               int start)
+{
+    double cpu, wall, awake;
+    if (sh->nt <= 1)
+        return;
+    if (!start && ++w->since_share < CK_AGCD_SHARE_EVERY)
+        return;
+    w->since_share = 0;
+    cpu = ck_agcd_thread_cpu();
+    if (cpu < 0.0)
+        return;
+    wall = ck_agcd_now();
+    if (!start) {
+        awake = (wall - w->win_wall) - (w->slept - w->win_slept);
+        if (awake < CK_AGCD_SHARE_WINDOW_S)
+            return;
+        if (cpu - w->win_cpu >= CK_AGCD_SHARE_MIN * awake) {
+            w->starved = 0;
+        } else {
+            if (w->starved++ == 0)
+                w->starved_since = w->win_wall;
+            /* and starved for a tenth of the solve so far: a transient
+             * (another program's burst) does not end a long solve's team */
+            if (w->starved >= CK_AGCD_SHARE_WINDOWS &&
+                wall - w->starved_since >=
+                    CK_AGCD_SHARE_STREAK * (wall - sh->t0))
+                ck_agcd_collapse(sh, CK_AGCD_COLLAPSE_STARVED);
+        }
+    }
+    w->win_cpu = cpu;
+    w->win_wall = wall;
+    w->win_slept = w->slept;
 }
 
 static int64_t ck_agcd_load64(int64_t *p)
@@ -804,6 +890,7 @@ static void ck_agcd_run(ck_agcd_shared *sh, ck_agcd_worker *w,
     int64_t seen_head = -1; /* the log head when the rule held us */
     int64_t last_min = -1;  /* the team's smallest cursor, last seen */
 
+    ck_agcd_share_test(sh, w, 1);
     for (;;) {
         const int stop = ck_agcd_load_stop(sh);
         int64_t got, j;
@@ -947,7 +1034,8 @@ static void ck_agcd_run(ck_agcd_shared *sh, ck_agcd_worker *w,
             e->owner = tid;
             ck_agcd_store64(&e->seq, s); /* publish */
             if (sh->collapse_at > 0 && s + 1 == sh->collapse_at)
-                ck_agcd_collapse(sh); /* tests: a collapse on demand */
+                ck_agcd_collapse(sh, CK_AGCD_COLLAPSE_ON_DEMAND);
+            ck_agcd_share_test(sh, w, 0);
             /* Apply the own step at once, not in log order: an earlier
              * entry still in flight (its thread preempted between claiming
              * and publishing) would otherwise hold it back, and the next
@@ -1304,7 +1392,7 @@ ck_status ck_asygcd_solve_ex(const ck_matrix *X, const double *y,
         }
         for (t = 0; t < T; ++t)
             ck_agcd_worker_free(&workers[t]);
-        collapsed = 1;
+        collapsed = sh.collapse_reason;
         sh.head = taken;
         if (max_iter <= 0 || taken < max_iter) {
             for (i = 0; i < CK_AGCD_LOG; ++i)

@@ -132,12 +132,19 @@ ck_status ck_q_row_fmajor(const ck_matrix *X, const ck_fmajor *f,
  *   forced_steps   out: steps taken against the stepping rule because the
  *                       team made no progress while the thread waited;
  *   collapsed      out: nonzero when the team handed the rest of the solve
- *                       to one thread (its threads kept waiting for
- *                       descheduled peers);
+ *                       to one thread, and why: CK_AGCD_COLLAPSE_WAITS (its
+ *                       threads kept waiting for descheduled peers),
+ *                       CK_AGCD_COLLAPSE_STARVED (the OS ran its threads
+ *                       for less than 0.8 of their time: more runnable
+ *                       threads than cores) or CK_AGCD_COLLAPSE_ON_DEMAND
+ *                       (collapse_at);
  *   collapse_at    in:  tests: > 0 collapses a team of several threads
  *                       after that many steps, whatever the timing.
  */
 #define CK_AGCD_LOG_CAPACITY 4096
+#define CK_AGCD_COLLAPSE_WAITS 1
+#define CK_AGCD_COLLAPSE_STARVED 2
+#define CK_AGCD_COLLAPSE_ON_DEMAND 3
 typedef struct {
     int feature_major;
     int time_slices;

@@ -218,6 +218,58 @@ def test_oversubscribed_team_reaches_the_serial_optimum(n_busy, n, n_threads):
         assert run["objective"] == pytest.approx(res["reference"], rel=1e-3), run
 
 
+PINNED = textwrap.dedent("""
+    import json, os
+    import numpy as np
+    from sklearn.datasets import make_classification
+    import cakernels._native as _native
+    from cakernels._solvers.smo import native_matrix
+
+    # the whole process on one core: a 2-thread team shares it
+    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+    n = 8000
+    X, y = make_classification(n_samples=n, n_features=20, random_state=0)
+    y = np.where(y == 1, 1.0, -1.0)
+    M = native_matrix(np.ascontiguousarray(X))
+    out = []
+    for nt in (1, 2, 2, 2):
+        a = np.zeros(n)
+        block = (np.arange(n) % nt).astype(np.int64)
+        obj, upd, conv, g, st = _native.asygcd_solve(
+            M, y, np.full(n, 4.0), block, a, 1, 0.05, 0.0, 3.0, nt, True, 0, 1e-3, -1,
+            200.0, return_stats=True)
+        out.append(dict(threads=nt, objective=obj, converged=conv,
+                        collapsed=st["collapsed"], reason=st["collapse_reason"]))
+    print(json.dumps(out))
+""")
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs CPU affinity (Linux)")
+def test_team_on_one_core_hands_over_to_one_thread():
+    """Two threads pinned to one core: the OS runs each for about half of its
+    time, and the CPU share test (deviation 5 in ck_asygcd.c) hands the solve
+    to one thread, which reaches the serial optimum."""
+    proc = subprocess.run([sys.executable, "-c", PINNED], capture_output=True, text=True,
+                          timeout=300, start_new_session=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = json.loads(proc.stdout.strip().splitlines()[-1])
+    serial, teams = runs[0], runs[1:]
+    assert serial["collapsed"] is False and serial["reason"] is None
+    for run in teams:
+        assert run["converged"] and run["collapsed"] is True, run
+        assert run["objective"] == pytest.approx(serial["objective"], rel=1e-4), run
+    # the CPU share test is what notices (the delay-bound waits may too, rarely)
+    assert "cpu_share" in [run["reason"] for run in teams], teams
+
+
+def test_collapse_reason_reported():
+    X, y = data(600)
+    *_, stats = solve(X, y, 4.0, 0.3, 2, collapse_at=10)
+    assert stats["collapsed"] is True and stats["collapse_reason"] == "on_demand"
+    *_, stats = solve(X, y, 4.0, 0.3, 1)
+    assert stats["collapse_reason"] is None
+
+
 # --------------------------------------------------------------------------
 # the thread budget
 # --------------------------------------------------------------------------

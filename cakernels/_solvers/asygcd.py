@@ -244,8 +244,11 @@ def asygcd_fit(X, y, C, *, sample_weight=None, kernel="rbf", gamma="scale",
         (threads that used a feature-major copy), ``capacity`` (slices
         a thread's cache holds), ``max_delay`` (the delay bound used),
         ``forced_steps`` (steps taken while the team had stalled) and
-        ``collapsed`` (True when the team handed the solve to one thread
-        because its threads kept waiting for descheduled peers).
+        ``collapsed`` (True when the team handed the solve to one thread)
+        and ``collapse_reason`` (None; ``'waits'``: its threads kept
+        waiting for descheduled peers; ``'cpu_share'``: the OS ran them for
+        less than 0.8 of their time, more runnable threads than cores;
+        ``'on_demand'``: tests).
 
     Returns
     -------
@@ -281,14 +284,18 @@ def asygcd_fit(X, y, C, *, sample_weight=None, kernel="rbf", gamma="scale",
     rng = check_random_state(random_state)
     g = resolve_gamma(gamma, X)
     Xk = X if keep.all() else X[keep]
-    block = variable_blocks(Xk, n_threads, rng)
-    seed = int(rng.randint(np.iinfo(np.int32).max))
-    ak = np.ascontiguousarray(alpha[keep])
-    yk = np.ascontiguousarray(y[keep])
-    # the solver uses no BLAS: keep BLAS threads (e.g. still spinning after
-    # the K-means above) off the cores its OpenMP threads run on (the
-    # process's one BLAS policy: safe inside a backend's worker threads)
+    # BLAS on one thread from here on (the process's one BLAS policy: safe
+    # inside a backend's worker threads).  Not only during the solve, which
+    # uses no BLAS: OpenBLAS's idle threads spin for ~0.1 s after a
+    # multithreaded call, so the blocks' K-means distances on 2 BLAS threads
+    # left a spinner that took a core from the 2-thread team and made it
+    # collapse on an idle machine (a9a 10,000 rows: 2 threads 540-650 ms,
+    # 270-370 ms with one BLAS thread, against 490-600 ms for one thread)
     with blas_limits(1):
+        block = variable_blocks(Xk, n_threads, rng)
+        seed = int(rng.randint(np.iinfo(np.int32).max))
+        ak = np.ascontiguousarray(alpha[keep])
+        yk = np.ascontiguousarray(y[keep])
         objective, n_updates, converged, grad_k, *stats = _native.asygcd_solve(
             native_matrix(Xk), yk, np.ascontiguousarray(upper[keep]),
             block, ak, _KIND[kernel], float(g), float(coef0), float(degree),
@@ -298,6 +305,7 @@ def asygcd_fit(X, y, C, *, sample_weight=None, kernel="rbf", gamma="scale",
             shift=shift,
             feature_major=bool(feature_major),
             return_stats=bool(return_stats))
+        intercept = float(shift * np.dot(ak, yk))
     alpha = np.zeros(X.shape[0])
     alpha[keep] = ak
     grad = np.zeros(X.shape[0])
@@ -309,7 +317,7 @@ def asygcd_fit(X, y, C, *, sample_weight=None, kernel="rbf", gamma="scale",
             stacklevel=2)
     result = {
         "alpha": alpha,
-        "intercept": float(shift * np.dot(ak, yk)),
+        "intercept": intercept,
         "objective": objective,
         "n_updates": int(n_updates),
         "converged": bool(converged),
