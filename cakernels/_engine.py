@@ -50,6 +50,14 @@ from .partition import make_partitioner
 
 
 
+def _halo_of(part):
+    """The fitted partitioner's halos (``halo_indices_``), or None when there is none."""
+    halo = getattr(part, "halo_indices_", None)
+    if halo is None or not any(np.asarray(h).size for h in halo):
+        return None
+    return [np.asarray(h, dtype=np.int64) for h in halo]
+
+
 def _group_by(labels, n_groups):
     """Sample indices of every group ``0..n_groups-1``, each in increasing order."""
     order = np.argsort(labels, kind="stable")
@@ -261,6 +269,7 @@ class PartitionedEstimator(BaseEstimator):
 
     _parameter_constraints = {
         "n_partitions": [Interval(numbers.Integral, 1, None, closed="left")],
+        "halo": [Interval(numbers.Real, 0, None, closed="left")],
         "backend": [StrOptions(set(BACKEND_NAMES)), Backend],
         "n_jobs": [numbers.Integral, None],
         "random_state": ["random_state"],
@@ -291,7 +300,8 @@ class PartitionedEstimator(BaseEstimator):
 
     def _get_partitioner(self):
         spec = getattr(self, "partitioner", self._default_partitioner)
-        return make_partitioner(spec, self.n_partitions, self.random_state)
+        return make_partitioner(spec, self.n_partitions, self.random_state,
+                                getattr(self, "halo", 0.0))
 
     def _backend(self):
         return get_backend(self.backend, self.n_jobs)
@@ -415,16 +425,21 @@ class PartitionedEstimator(BaseEstimator):
         """This rank's partitions, as lazily materialised tasks."""
         P = owners.size
         groups = _group_by(labels, P)
+        halo = _halo_of(part)
+        if halo is not None and (s.size == 1 or not s.sharded) and labels.size:
+            # one process, or rank 0 of root mode (all rows, index == arange):
+            # a partition's rows are its own and its halo, in data order
+            groups = [np.sort(np.concatenate([g, h])) for g, h in zip(groups, halo)]
         if s.size == 1:
             return [_LazyPartition(j, X, y, w, g, index) for j, g in enumerate(groups)]
         comm = s.comm
         mine = [j for j in range(P) if owners[j] == comm.rank]
         if not s.sharded:
             return self._scatter_partitions(s, X, y, w, index, groups, owners, mine)
-        if getattr(part, "rows_stay_local_", False):
+        if halo is None and getattr(part, "rows_stay_local_", False):
             # sharded random partitions: every row is already on its owner
             return [_LazyPartition(j, X, y, w, groups[j], index) for j in mine]
-        return self._exchange_partitions(s, X, y, w, index, labels, owners, mine)
+        return self._exchange_partitions(s, X, y, w, index, labels, owners, mine, halo)
 
     def _scatter_partitions(self, s, X, y, w, index, groups, owners, mine):
         """Root mode: one scatter from rank 0 sends every rank the rows of its
@@ -443,15 +458,26 @@ class PartitionedEstimator(BaseEstimator):
             return [_LazyPartition(j, X, y, w, groups[j], index) for j in mine]
         return self._received_partitions([got], mine)
 
-    def _exchange_partitions(self, s, X, y, w, index, labels, owners, mine):
-        """Sharded mode: one all-to-all moves every row to its partition's owner."""
+    def _exchange_partitions(self, s, X, y, w, index, labels, owners, mine, halo=None):
+        """Sharded mode: one all-to-all moves every row to its partition's owner
+        (and a halo row also to the owners of the partitions whose halo holds it)."""
         comm = s.comm
-        dest = owners[labels] if labels.size else np.zeros(0, np.int64)
+        rows_of = np.arange(labels.size, dtype=np.int64)
+        part_of = np.asarray(labels, dtype=np.int64)
+        if halo is not None and labels.size:
+            # this shard's rows in every halo (index is this shard's contiguous
+            # global range)
+            start, stop = int(index[0]), int(index[-1]) + 1
+            extra = [(h[(h >= start) & (h < stop)] - start, j) for j, h in enumerate(halo)]
+            rows_of = np.concatenate([rows_of] + [r for r, _ in extra])
+            part_of = np.concatenate([part_of] + [np.full(r.size, j, np.int64)
+                                                  for r, j in extra])
+        dest = owners[part_of] if part_of.size else np.zeros(0, np.int64)
         blocks = []
         for r in range(comm.size):
-            rows = np.flatnonzero(dest == r)
-            rows = rows[np.lexsort((index[rows], labels[rows]))]
-            blocks.append(_pack_block(X, y, w, index, labels[rows].astype(np.int64), rows))
+            sel = np.flatnonzero(dest == r)
+            sel = sel[np.lexsort((index[rows_of[sel]], part_of[sel]))]
+            blocks.append(_pack_block(X, y, w, index, part_of[sel], rows_of[sel]))
         return self._received_partitions([_unpack_block(b) for b in comm.Alltoallv(blocks)],
                                          mine)
 
@@ -485,7 +511,9 @@ class PartitionedEstimator(BaseEstimator):
         if empty.size:
             comm.agree(f"partitions {empty.tolist()} are empty; use fewer partitions or "
                        "another partitioner")
-        owners = self._place_partitions(s, part, y, labels, sizes)
+        halo_sizes = np.asarray(getattr(part, "halo_sizes_", np.zeros_like(sizes)),
+                                dtype=np.int64)
+        owners = self._place_partitions(s, part, y, labels, sizes + halo_sizes)
         t0 = time.perf_counter()
         with comm.phase("redistribution"):
             tasks = self._distribute(s, X, y, w, index, labels, owners, part)
@@ -526,6 +554,7 @@ class PartitionedEstimator(BaseEstimator):
             "n_iter": [r[2] for r in results],
             "n_support": [r[3] for r in results],
             "partition_sizes": sizes.tolist(),
+            "halo_sizes": halo_sizes.tolist(),
             "owners": owners.tolist(),
             "comm": report,
             "comm_bytes": int(report["total"]["bytes"]),

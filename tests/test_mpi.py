@@ -406,3 +406,26 @@ def test_fast_searches_under_mpi(mpirun, n):
             # search; only the summed errors travel (phase 'validation')
             assert line[mode]["training"] == 0, line
             assert (line[mode]["validation"] > 0) == (n > 1), line
+
+
+@pytest.mark.parametrize("n", [1, 2, 4])
+def test_halo_partitions_under_mpi(mpirun, n):
+    lines = _lines(mpirun(n, "spmd_halo.py"))
+    select = [line for line in lines if line["check"] == "select"]
+    assert [line["name"] for line in select] == ["fcfs", "kbalance", "random"]
+    for line in select:
+        # the distributed selection (margins gathered, no rows) is the serial one
+        assert line["equal"] and min(line["halo_sizes"]) > 0, line
+    assert select[0]["serial"]
+    for line in (x for x in lines if x["check"] == "root"):
+        assert line["equal"], line
+        assert line["halo_sizes"] == line["serial_halo_sizes"] and min(line["halo_sizes"]) > 0
+    (svc,) = [x for x in lines if x["check"] == "sharded_svc"]
+    assert svc["worst"] <= 1e-6, svc  # every model: SVC on its own rows and its halo
+    assert max(svc["sizes"]) - min(svc["sizes"]) <= 1, svc  # still balanced
+    assert svc["training"] == {"bytes": 0, "messages": 0}
+    assert svc["plain_redistribution"]["bytes"] == 0  # sharded random: rows stay put
+    if n > 1:  # the halo rows move in the one all-to-all
+        assert svc["redistribution"]["bytes"] > 0, svc
+    (krr,) = [x for x in lines if x["check"] == "sharded_krr"]
+    assert krr["rel"] <= 1e-8 and krr["training"] == {"bytes": 0, "messages": 0}, krr

@@ -116,6 +116,15 @@ class PartitionedKernelRidgeCV(RegressorMixin, _PartitionedSearchCV):
     degree : int, default=3
     coef0 : float, default=1.0
         Parameters of the polynomial and sigmoid kernels.
+    halo : float, default=0.0
+        Halo fraction, as in :class:`~cakernels.PartitionedKernelRidge`: the
+        halo is computed once on all rows with the partition; a split trains
+        partition ``j`` on its own and its halo rows that are in the split's
+        training set, and every validation row is predicted by its owner
+        (nearest centre) or by all partitions (averaging). Leave-one-out
+        leaves a row out of every partition that trains on it and scores it
+        with its owner's model. Fixed for the search (compare halos with one
+        search per value).
     backend : {'serial', 'threads', 'mpi'} or Backend, default='serial'
         Where the partitions' searches run (MPI: every rank keeps its
         partitions for the whole search).
@@ -220,11 +229,12 @@ class PartitionedKernelRidgeCV(RegressorMixin, _PartitionedSearchCV):
     def __init__(self, partitioner="kbalance", combine="nearest", n_partitions=8, *,
                  sigmas=(0.25, 0.5, 1.0, 2.0, 4.0, 8.0), lams=(1e-8, 1e-6, 1e-4, 1e-2),
                  cv=5, scoring=None, solver="auto", refit=True, kernel="rbf", degree=3,
-                 coef0=1.0, backend="serial", n_jobs=None, random_state=None,
+                 coef0=1.0, halo=0.0, backend="serial", n_jobs=None, random_state=None,
                  verbose=False):
         self.partitioner = partitioner
         self.combine = combine
         self.n_partitions = n_partitions
+        self.halo = halo
         self.sigmas = sigmas
         self.lams = lams
         self.cv = cv
@@ -269,7 +279,8 @@ class PartitionedKernelRidgeCV(RegressorMixin, _PartitionedSearchCV):
     def _make_estimator(self, sigma, lam):
         """The estimator this search tunes, with ``sigma`` and ``lam``."""
         params = {k: getattr(self, k) for k in ("n_partitions", "kernel", "degree", "coef0",
-                                               "backend", "n_jobs", "random_state", "verbose")}
+                                               "halo", "backend", "n_jobs", "random_state",
+                                               "verbose")}
         if self._estimator_class is PartitionedKernelRidge:
             params.update(partitioner=self.partitioner, combine=self.combine)
         return self._estimator_class(sigma=float(sigma), lam=float(lam), **params)
@@ -330,6 +341,7 @@ class _SearchJob:
         self.sigmas, self.lams = sigmas, lams
         self.n_splits, self.k = int(n_splits), int(k)
         self.loo, self.average, self.solver = loo, average, solver
+        self.owner = None  # owner partition of every row, when partitions have halos
         self.shift = shift
         self.kparams = kparams
         self.n_partitions = int(n_partitions)
@@ -465,6 +477,9 @@ class _SearchJob:
         times[a, :, 0, 0] += (time.perf_counter() - t) / L
         t = time.perf_counter()
         if not self.average:
+            if self.owner is not None:  # a halo row is validated by its owner only
+                mine = self.owner[p.index] == p.j
+                yj, loo_pred = yj[mine], loo_pred[mine]
             out[a, :, 0] += _stats(yj, loo_pred.transpose(1, 0, 2), self.shift)
         else:
             Xq, yq, iq = q
@@ -582,8 +597,9 @@ def _shifted_inverse(w, shifts):
 
 
 def _front_init(self, n_partitions, sigmas, lams, cv, scoring, solver, refit, kernel, degree,
-                coef0, backend, n_jobs, random_state, verbose):
+                coef0, halo, backend, n_jobs, random_state, verbose):
     self.n_partitions = n_partitions
+    self.halo = halo
     self.sigmas = sigmas
     self.lams = lams
     self.cv = cv
@@ -606,8 +622,8 @@ class DCKRRCV(PartitionedKernelRidgeCV):
     Parameters
     ----------
     n_partitions : int, default=8
-    sigmas, lams, cv, scoring, solver, refit, kernel, degree, coef0, backend, \
-n_jobs, random_state, verbose
+    sigmas, lams, cv, scoring, solver, refit, kernel, degree, coef0, halo, \
+backend, n_jobs, random_state, verbose
         See :class:`PartitionedKernelRidgeCV`.
 
     Attributes
@@ -634,10 +650,10 @@ n_jobs, random_state, verbose
 
     def __init__(self, n_partitions=8, *, sigmas=(0.25, 0.5, 1.0, 2.0, 4.0, 8.0),
                  lams=(1e-8, 1e-6, 1e-4, 1e-2), cv=5, scoring=None, solver="auto",
-                 refit=True, kernel="rbf", degree=3, coef0=1.0, backend="serial",
+                 refit=True, kernel="rbf", degree=3, coef0=1.0, halo=0.0, backend="serial",
                  n_jobs=None, random_state=None, verbose=False):
         _front_init(self, n_partitions, sigmas, lams, cv, scoring, solver, refit, kernel,
-                    degree, coef0, backend, n_jobs, random_state, verbose)
+                    degree, coef0, halo, backend, n_jobs, random_state, verbose)
 
 
 class BKRR2CV(DCKRRCV):

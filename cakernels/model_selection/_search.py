@@ -33,6 +33,7 @@ from sklearn.utils.validation import check_is_fitted
 from .._engine import (
     PartitionedEstimator,
     _group_by,
+    _halo_of,
     _LazyPartition,
     _pack_block,
     _unpack_block,
@@ -84,6 +85,9 @@ class _PartitionedSearchCV(PartitionedEstimator):
                 queries = self._query_rows(s, Xl, rows, index, part, owners, loo, tasks)
             t_move = time.perf_counter() - t0
             job = self._make_job(s, grid, n_splits, loo, facts, cols.shape[1], sizes.size)
+            # with halos a partition also trains on rows it does not own (and
+            # does not validate: a row is predicted by its owner)
+            job.owner = None if _halo_of(part) is None else np.asarray(part.labels_)
             progress = _Progress(self.verbose and comm.rank == 0, len(tasks) * job.n_steps,
                                  job.progress_label)
             t0 = time.perf_counter()

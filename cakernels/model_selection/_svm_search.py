@@ -82,6 +82,9 @@ class PartitionedSVCCV(ClassifierMixin, _ClassifierInput, _PartitionedSearchCV):
         As in :class:`sklearn.svm.SVC`.
     solver : {'smo', 'asygcd', 'pscd', 'libsvm'}, default='smo'
         Local solver; ``'libsvm'`` solves every C from scratch.
+    halo : float, default=0.0
+        Halo fraction, as in :class:`~cakernels.PartitionedSVC` (fixed for the
+        search; compare halos with ``GridSearchCV`` or one search per value).
     backend, n_jobs, random_state, verbose
         As in :class:`~cakernels.PartitionedSVC`; ``verbose`` shows a progress
         bar over the (partition, gamma) steps.
@@ -144,10 +147,11 @@ n_splits_
     def __init__(self, partitioner="random", n_partitions=8, *, Cs=(0.1, 1.0, 10.0, 100.0),
                  gammas=("scale",), cv=5, scoring=None, warm_start=True, refit=True,
                  kernel="rbf", degree=3, coef0=0.0, tol=1e-3, cache_size=200,
-                 class_weight=None, max_iter=-1, solver="smo", backend="serial", n_jobs=None,
-                 random_state=None, verbose=False):
+                 class_weight=None, max_iter=-1, solver="smo", halo=0.0, backend="serial",
+                 n_jobs=None, random_state=None, verbose=False):
         self.partitioner = partitioner
         self.n_partitions = n_partitions
+        self.halo = halo
         self.Cs = Cs
         self.gammas = gammas
         self.cv = cv
@@ -169,8 +173,8 @@ n_splits_
 
     def _make_estimator(self, C, gamma):
         names = ("n_partitions", "kernel", "degree", "coef0", "tol", "cache_size",
-                 "class_weight", "max_iter", "solver", "backend", "n_jobs", "random_state",
-                 "verbose")
+                 "class_weight", "max_iter", "solver", "halo", "backend", "n_jobs",
+                 "random_state", "verbose")
         params = {k: getattr(self, k) for k in names}
         if self._estimator_class is PartitionedSVC:
             params["partitioner"] = self.partitioner
@@ -407,7 +411,7 @@ class CASVCCV(PartitionedSVCCV):
     ----------
     n_partitions : int, default=8
     Cs, gammas, cv, scoring, warm_start, refit, kernel, degree, coef0, tol, \
-cache_size, class_weight, max_iter, solver, backend, n_jobs, random_state, verbose
+cache_size, class_weight, max_iter, solver, halo, backend, n_jobs, random_state, verbose
         See :class:`PartitionedSVCCV`.
 
     Attributes
@@ -434,9 +438,10 @@ fit_stats_
     def __init__(self, n_partitions=8, *, Cs=(0.1, 1.0, 10.0, 100.0), gammas=("scale",), cv=5,
                  scoring=None, warm_start=True, refit=True, kernel="rbf", degree=3,
                  coef0=0.0, tol=1e-3, cache_size=200, class_weight=None, max_iter=-1,
-                 solver="smo", backend="serial", n_jobs=None, random_state=None,
+                 solver="smo", halo=0.0, backend="serial", n_jobs=None, random_state=None,
                  verbose=False):
         self.n_partitions = n_partitions
+        self.halo = halo
         self.Cs = Cs
         self.gammas = gammas
         self.cv = cv

@@ -13,6 +13,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import _storage
 from ._greedy import _Capacity, greedy_capacity_assign
+from ._halo import halo_indices, halo_indices_sharded
 from ._storage import (
     _int32_indices,
     count_nonzero,
@@ -125,6 +126,7 @@ class _BasePartitioner(BaseEstimator):
 
     _parameter_constraints = {
         "n_partitions": [Interval(numbers.Integral, 1, None, closed="left")],
+        "halo": [Interval(numbers.Real, 0, None, closed="left")],
         "random_state": ["random_state"],
     }
     #: whether every partition gets floor(m/P) or ceil(m/P) samples
@@ -168,8 +170,39 @@ class _BasePartitioner(BaseEstimator):
         self.centers_ = np.ascontiguousarray(centers, dtype=np.float64)
         self.sizes_ = np.bincount(self.labels_, minlength=n_parts)
         self.n_partitions_ = n_parts
+        self._set_halo(halo_indices(X, self.labels_, self.centers_, self.sizes_,
+                                    self._halo(), self.balanced))
         self.fit_seconds_ = time.perf_counter() - t0
         return self
+
+    def _halo(self):
+        h = float(getattr(self, "halo", 0.0))
+        if not (h >= 0.0 and np.isfinite(h)):  # partitioners without _validate_params
+            raise ValueError(f"halo must be a finite number >= 0, got {h!r}")
+        return h
+
+    def _set_halo(self, halo):
+        #: the halo of every partition (sorted sample indices, none of its own)
+        self.halo_indices_ = halo
+        self.halo_sizes_ = np.array([h.size for h in halo], dtype=np.int64)
+
+    def training_indices(self, j):
+        """Samples partition ``j`` trains on: its own and its halo, sorted.
+
+        Parameters
+        ----------
+        j : int
+            Partition index.
+
+        Returns
+        -------
+        indices : ndarray of int64
+            Indices into the training data, increasing.
+        """
+        check_is_fitted(self)
+        own = np.flatnonzero(self.labels_ == j).astype(np.int64)
+        halo = self.halo_indices_[j]
+        return np.sort(np.concatenate([own, halo])) if halo.size else own
 
     def assign(self, X):
         """Route every sample to the partition of its nearest centre.
@@ -245,6 +278,8 @@ class _BasePartitioner(BaseEstimator):
         self.sizes_ = np.bincount(self.labels_, minlength=n_parts)
         self.n_partitions_ = n_parts
         self.n_features_in_ = X.shape[1]
+        self._set_halo(halo_indices_sharded(comm, X, local, offset, self.centers_, self.sizes_,
+                                            self._halo(), self.balanced))
         self.fit_seconds_ = time.perf_counter() - t0
         return self
 
@@ -275,6 +310,12 @@ class RandomPartitioner(_BasePartitioner):
     ----------
     n_partitions : int, default=8
         Number of partitions P.
+    halo : float, default=0.0
+        Fraction h >= 0 of the mean partition size: every partition also
+        trains on the ``round(h * m / P)`` outside samples nearest to its
+        border (``round(h * sizes_[j])`` for unbalanced partitioners), see
+        :mod:`cakernels.partition._halo`. Ownership, ``labels_``, ``sizes_``
+        and routing are unchanged; 0 is the reference's partition.
     random_state : int, RandomState instance or None, default=None
         Seed of the shuffle.
 
@@ -288,6 +329,11 @@ class RandomPartitioner(_BasePartitioner):
         Samples per partition: ``floor(m/P)`` or ``ceil(m/P)``.
     n_partitions_ : int
         Number of partitions.
+    halo_indices_ : list of ndarray
+        The halo of every partition: increasing indices of the outside samples
+        it also trains on (empty arrays when ``halo=0``).
+    halo_sizes_ : ndarray of shape (n_partitions_,)
+        Halo samples per partition.
     fit_seconds_ : float
         Time spent partitioning.
     n_features_in_ : int
@@ -326,8 +372,9 @@ class RandomPartitioner(_BasePartitioner):
     (2,)
     """
 
-    def __init__(self, n_partitions=8, *, random_state=None):
+    def __init__(self, n_partitions=8, *, halo=0.0, random_state=None):
         self.n_partitions = n_partitions
+        self.halo = halo
         self.random_state = random_state
 
     def _partition(self, X, rng):
@@ -387,12 +434,18 @@ class KMeansPartitioner(_BasePartitioner):
         Maximum number of Lloyd iterations.
     tol : float, default=1e-4
         Relative tolerance of K-means.
+    halo : float, default=0.0
+        Fraction h >= 0 of the mean partition size: every partition also
+        trains on the ``round(h * m / P)`` outside samples nearest to its
+        border (``round(h * sizes_[j])`` for unbalanced partitioners), see
+        :mod:`cakernels.partition._halo`. Ownership, ``labels_``, ``sizes_``
+        and routing are unchanged; 0 is the reference's partition.
     random_state : int, RandomState instance or None, default=None
         Seed of the initialisation.
 
     Attributes
     ----------
-    labels_, centers_, sizes_, n_partitions_, fit_seconds_
+    labels_, centers_, sizes_, n_partitions_, fit_seconds_, halo_indices_, halo_sizes_
         As in :class:`RandomPartitioner`. ``n_partitions_`` can be smaller
         than ``n_partitions`` when K-means leaves clusters empty (for example
         with fewer distinct points than clusters): empty clusters are dropped
@@ -438,8 +491,9 @@ class KMeansPartitioner(_BasePartitioner):
     }
 
     def __init__(self, n_partitions=8, *, method="kmeans", init="k-means++", n_init=1,
-                 max_iter=100, tol=1e-4, random_state=None):
+                 max_iter=100, tol=1e-4, halo=0.0, random_state=None):
         self.n_partitions = n_partitions
+        self.halo = halo
         self.method = method
         self.init = init
         self.n_init = n_init
@@ -570,11 +624,16 @@ class KBalancePartitioner(_KMeansBasedBalanced):
         samples.
     method, init, n_init, max_iter, tol, random_state
         Passed to K-means, see :class:`KMeansPartitioner`.
+    halo : float, default=0.0
+        Halo fraction, see :class:`RandomPartitioner` (``round(h * m / P)``
+        samples for every partition: training sets stay balanced).
 
     Attributes
     ----------
     labels_, centers_, sizes_, n_partitions_, fit_seconds_, n_iter_, inertia_
         See :class:`KMeansPartitioner`.
+    halo_indices_, halo_sizes_
+        See :class:`RandomPartitioner`.
 
     Notes
     -----
@@ -602,9 +661,9 @@ class KBalancePartitioner(_KMeansBasedBalanced):
 
     def __init__(self, n_partitions=8, *, assign_order="data", recompute_centers=True,
                  sharded_assign="exact", method="kmeans", init="k-means++", n_init=1,
-                 max_iter=100, tol=1e-4, random_state=None):
+                 max_iter=100, tol=1e-4, halo=0.0, random_state=None):
         super().__init__(n_partitions, method=method, init=init, n_init=n_init,
-                         max_iter=max_iter, tol=tol, random_state=random_state)
+                         max_iter=max_iter, tol=tol, halo=halo, random_state=random_state)
         self.assign_order = assign_order
         self.recompute_centers = recompute_centers
         self.sharded_assign = sharded_assign
@@ -656,12 +715,14 @@ class FCFSPartitioner(_BasePartitioner):
         does not necessarily help). Which is better depends on the data: on
         ijcnn1 (16 partitions, 30 seeds) routing by the picked samples was
         0.36 points more accurate on average (see benchmarks/README.md).
+    halo : float, default=0.0
+        Halo fraction, see :class:`RandomPartitioner`.
     random_state : int, RandomState instance or None, default=None
         Seed of the choice of centres.
 
     Attributes
     ----------
-    labels_, centers_, sizes_, n_partitions_, fit_seconds_
+    labels_, centers_, sizes_, n_partitions_, fit_seconds_, halo_indices_, halo_sizes_
         See :class:`RandomPartitioner`.
     initial_centers_ : ndarray of shape (n_partitions, n_features)
         The randomly picked samples used as centres during the assignment.
@@ -689,9 +750,10 @@ class FCFSPartitioner(_BasePartitioner):
         "recompute_centers": ["boolean"],
     }
 
-    def __init__(self, n_partitions=8, *, recompute_centers=True, random_state=None):
+    def __init__(self, n_partitions=8, *, recompute_centers=True, halo=0.0, random_state=None):
         self.n_partitions = n_partitions
         self.recompute_centers = recompute_centers
+        self.halo = halo
         self.random_state = random_state
 
     def _partition(self, X, rng):
@@ -742,11 +804,16 @@ class BKMPartitioner(_KMeansBasedBalanced):
         Algorithm 4).
     method, init, n_init, max_iter, tol, random_state
         Passed to K-means, see :class:`KMeansPartitioner`.
+    halo : float, default=0.0
+        Halo fraction, see :class:`RandomPartitioner` (``round(h * m / P)``
+        samples for every partition: training sets stay balanced).
 
     Attributes
     ----------
     labels_, centers_, sizes_, n_partitions_, fit_seconds_, n_iter_, inertia_
         See :class:`KMeansPartitioner`.
+    halo_indices_, halo_sizes_
+        See :class:`RandomPartitioner`.
 
     Notes
     -----
@@ -775,9 +842,10 @@ class BKMPartitioner(_KMeansBasedBalanced):
     """
 
     def __init__(self, n_partitions=8, *, recompute_centers=True, method="kmeans",
-                 init="k-means++", n_init=1, max_iter=100, tol=1e-4, random_state=None):
+                 init="k-means++", n_init=1, max_iter=100, tol=1e-4, halo=0.0,
+                 random_state=None):
         super().__init__(n_partitions, method=method, init=init, n_init=n_init,
-                         max_iter=max_iter, tol=tol, random_state=random_state)
+                         max_iter=max_iter, tol=tol, halo=halo, random_state=random_state)
         self.recompute_centers = recompute_centers
 
     def _partition(self, X, rng):
@@ -848,11 +916,12 @@ PARTITIONERS = {
 }
 
 
-def make_partitioner(partitioner, n_partitions, random_state):
+def make_partitioner(partitioner, n_partitions, random_state, halo=0.0):
     """Resolve a partitioner given by name or instance (cloned, never modified).
 
-    A name gets ``n_partitions`` and ``random_state``; an instance is cloned
-    and keeps its own settings.
+    A name gets ``n_partitions``, ``random_state`` and ``halo``; an instance
+    is cloned and keeps its own settings, except that a ``halo`` > 0 (the
+    estimator's) replaces the instance's.
     """
     if isinstance(partitioner, str):
         if partitioner not in PARTITIONERS:
@@ -860,10 +929,17 @@ def make_partitioner(partitioner, n_partitions, random_state):
                 f"partitioner must be one of {sorted(PARTITIONERS)} or a partitioner "
                 f"instance, got {partitioner!r}"
             )
-        return PARTITIONERS[partitioner](n_partitions=n_partitions, random_state=random_state)
+        return PARTITIONERS[partitioner](n_partitions=n_partitions, random_state=random_state,
+                                         halo=halo)
     if not (hasattr(partitioner, "fit") and hasattr(partitioner, "assign")):
         raise ValueError(
             "partitioner must be a name or an object with fit(X) and assign(X), "
             f"got {partitioner!r}"
         )
-    return clone(partitioner)
+    part = clone(partitioner)
+    if halo:
+        if "halo" not in part.get_params(deep=False):
+            raise ValueError(f"halo={halo} needs a partitioner with a halo parameter; "
+                             f"{type(part).__name__} has none")
+        part.set_params(halo=halo)
+    return part

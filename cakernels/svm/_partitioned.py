@@ -164,6 +164,14 @@ class PartitionedSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
         solvers take dense or CSR input and solve more classes one-vs-one;
         Asy-GCD uses ``cpu_count // workers`` threads inside every partition
         (use :class:`AsyGCDSVC` for its intercept and shrinking options).
+    halo : float, default=0.0
+        Halo partitions (beyond the reference; README "Halo partitions"):
+        every partition also trains on the ``round(halo * m / P)`` samples of
+        the other partitions nearest to its border (proportional to its size
+        for unbalanced K-means partitions); prediction stays with the owner's
+        model (nearest centre). ``0`` is the reference's method, bit for bit;
+        a halo multiplies every local problem's size by ``1 + halo``.
+        ``fit_stats_['halo_sizes']`` gives the halo of every partition.
     backend : {'serial', 'threads'}, default='serial'
         How the independent partitions are run.
     n_jobs : int, default=None
@@ -241,10 +249,11 @@ class PartitionedSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
 
     def __init__(self, partitioner="random", n_partitions=8, *, C=1.0, kernel="rbf", degree=3,
                  gamma="scale", coef0=0.0, tol=1e-3, cache_size=200, class_weight=None,
-                 max_iter=-1, break_ties=False, solver="libsvm", backend="serial",
+                 max_iter=-1, break_ties=False, solver="libsvm", halo=0.0, backend="serial",
                  n_jobs=None, random_state=None, verbose=False):
         self.partitioner = partitioner
         self.n_partitions = n_partitions
+        self.halo = halo
         self.C = C
         self.kernel = kernel
         self.degree = degree
@@ -467,6 +476,8 @@ class CASVC(PartitionedSVC):
         As in :class:`sklearn.svm.SVC` (see :class:`PartitionedSVC`).
     solver : {'libsvm', 'smo', 'asygcd', 'pscd'}, default='libsvm'
         Local solver (see :class:`PartitionedSVC`).
+    halo : float, default=0.0
+        Halo fraction (see :class:`PartitionedSVC`).
     backend : {'serial', 'threads'}, default='serial'
         How the independent partitions are run.
     n_jobs : int, default=None
@@ -509,9 +520,10 @@ class CASVC(PartitionedSVC):
 
     def __init__(self, n_partitions=8, *, C=1.0, kernel="rbf", degree=3, gamma="scale",
                  coef0=0.0, tol=1e-3, cache_size=200, class_weight=None, max_iter=-1,
-                 break_ties=False, solver="libsvm", backend="serial", n_jobs=None,
+                 break_ties=False, solver="libsvm", halo=0.0, backend="serial", n_jobs=None,
                  random_state=None, verbose=False):
         self.n_partitions = n_partitions
+        self.halo = halo
         self.C = C
         self.kernel = kernel
         self.degree = degree

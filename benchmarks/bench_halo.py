@@ -1,0 +1,268 @@
+"""Halo partitions against the plain partitioned methods and the exact solvers.
+
+Every partition also trains on the ``h * m / P`` outside samples nearest to its
+border (``halo=h``); prediction stays with the owner (nearest centre). All on ONE
+core (``threadpool_limits(1)``, ``backend='serial'``), both sides alike.
+
+Classification (scikit-learn's ``SVC`` as the reference; the partitioned SVMs
+use the same LIBSVM solver, ``solver='libsvm'``):
+
+* ijcnn1 (49,990 / 91,701, C=32, gamma=2), 16 partitions, BKM and K-balance
+  partitions (``PartitionedSVC(partitioner=KBalancePartitioner(...))``), halo
+  h in {0, 0.1, 0.25, 0.5, 1}, mean over ``--seeds`` partitioner seeds (default
+  0 1 2): test accuracy, fit seconds (partitioning included), the gap to SVC and
+  the speed-up over SVC. Goal: within 0.1 point of SVC at >= 12x SVC's speed,
+  partition sizes still differing by at most one;
+* usps (multiclass, 7,291 / 2,007, 256 features, C=10, gamma=2^-7 as LIBSVM's
+  guide) and a9a (sparse, 32,561 / 16,281, C=1, gamma=0.05), 8 partitions,
+  BKM partitions: the gap to SVC at h = 0 and at each h, with fit times.
+
+Regression (scikit-learn's ``KernelRidge`` as the reference; the protocol of
+``benchmarks/_krr.py``: every method chooses (sigma, lam) on a fixed 20%
+validation split of the training set, is refitted on all of it and tested):
+
+* cadata (16,000 training samples, standardised, 8 partitions) and cpusmall
+  (6,554 / 1,638, standardised, 8 partitions): BKRR2 with h in {0, 0.25,
+  0.5, 1}, DC-KRR, and KernelRidge (its fit timed once at its chosen point).
+  Goal (cadata and cpusmall): BKRR2 with some halo below DC-KRR's test MSE,
+  within 5% of KernelRidge's and at least 10x faster than KernelRidge, all at
+  once.
+
+A plot of accuracy (MSE) against fit time as h grows, with the references, is
+written to ``benchmarks/halo.png``.
+
+Usage::
+
+    python benchmarks/bench_halo.py                # ~25 min (2-core AMD EPYC)
+    python benchmarks/bench_halo.py --quick        # subsets, 1 seed, ~2 min
+    python benchmarks/bench_halo.py --out halo.md
+"""
+
+import os
+
+# OpenBLAS' SkylakeX kernels segfault in Cholesky at n >= 16,000 (see bench_krr_cadata)
+os.environ.setdefault("OPENBLAS_CORETYPE", "Haswell")
+
+import argparse  # noqa: E402
+import time  # noqa: E402
+
+import _common as common  # noqa: E402,I001
+import _krr  # noqa: E402
+
+import numpy as np  # noqa: E402
+import scipy.sparse as sp  # noqa: E402
+from sklearn.kernel_ridge import KernelRidge  # noqa: E402
+from sklearn.svm import SVC  # noqa: E402
+from threadpoolctl import threadpool_limits  # noqa: E402
+
+from cakernels import BKRR2, DCKRR, PartitionedSVC  # noqa: E402
+from cakernels.datasets import load_dataset  # noqa: E402
+from cakernels.partition import BKMPartitioner, KBalancePartitioner  # noqa: E402
+
+HALOS = [0.0, 0.1, 0.25, 0.5, 1.0]
+KRR_HALOS = [0.0, 0.25, 0.5, 1.0]
+PARTITIONERS = {"BKM": BKMPartitioner, "K-balance": KBalancePartitioner}
+
+
+def timed_fit(est, X, y):
+    t0 = time.perf_counter()
+    est.fit(X, y)
+    return time.perf_counter() - t0
+
+
+def load_split(name, home, quick):
+    X, y = load_dataset(name, data_home=home, return_X_y=True, download_if_missing=False)
+    Xt, yt = load_dataset(name, subset="test", data_home=home, return_X_y=True,
+                          download_if_missing=False)
+    if name == "ijcnn1":
+        X = X.toarray() if sp.issparse(X) else np.asarray(X)
+        Xt = Xt.toarray() if sp.issparse(Xt) else np.asarray(Xt)
+    if sp.issparse(X):
+        X, Xt = sp.csr_matrix(X), sp.csr_matrix(Xt)
+        if Xt.shape[1] < X.shape[1]:
+            Xt = sp.csr_matrix((Xt.data, Xt.indices, Xt.indptr), shape=(Xt.shape[0], X.shape[1]))
+    if quick:
+        rng = np.random.RandomState(0)
+        a = rng.choice(X.shape[0], min(X.shape[0], 6000), replace=False)
+        b = rng.choice(Xt.shape[0], min(Xt.shape[0], 6000), replace=False)
+        X, y, Xt, yt = X[a], np.asarray(y)[a], Xt[b], np.asarray(yt)[b]
+    return X, np.asarray(y), Xt, np.asarray(yt)
+
+
+def classification(rep, name, home, params, P, parts, halos, seeds, quick, points):
+    X, y, Xt, yt = load_split(name, home, quick)
+    ref = SVC(**params)
+    t_svc = timed_fit(ref, X, y)
+    acc_svc = float(np.mean(ref.predict(Xt) == yt))
+    print(f"{name}: SVC {acc_svc:.4f} in {t_svc:.1f} s", flush=True)
+    rows = []
+    for pname in parts:
+        for h in halos:
+            accs, fits, spread = [], [], 0
+            for seed in seeds:
+                est = PartitionedSVC(partitioner=PARTITIONERS[pname](P, random_state=seed),
+                                     halo=h, **params)
+                fits.append(timed_fit(est, X, y))
+                accs.append(float(np.mean(est.predict(Xt) == yt)))
+                sizes = [est.partitioner_.training_indices(j).size for j in range(P)]
+                spread = max(spread, max(sizes) - min(sizes))
+            acc, fit = float(np.mean(accs)), float(np.mean(fits))
+            rows.append([name, pname, h, f"{100 * acc:.2f}", f"{100 * (acc - acc_svc):+.2f}",
+                         f"{fit:.2f}", f"{t_svc / fit:.1f}x", spread])
+            points.append((name, f"{pname} h={h:g}", fit, acc))
+            print(rows[-1], flush=True)
+    points.append((name, "SVC", t_svc, acc_svc))
+    return rows, acc_svc, t_svc
+
+
+def regression(name, home, P, halos, quick, points, krr_points=None):
+    X, y = load_dataset(name, data_home=home, return_X_y=True, download_if_missing=False)
+    X = X.toarray() if sp.issparse(X) else np.asarray(X, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    rng = np.random.RandomState(0)
+    perm = rng.permutation(X.shape[0])
+    n_train = 16000 if name == "cadata" else int(0.8 * X.shape[0])
+    if quick:
+        n_train = min(n_train, 3000)
+    tr, te = perm[:n_train], perm[n_train:n_train + (1000 if quick else X.shape[0])]
+    mu, sd = X[tr].mean(0), X[tr].std(0)
+    sd[sd == 0] = 1.0
+    X = (X - mu) / sd
+    ym, ys = y[tr].mean(), y[tr].std()
+    y = (y - ym) / ys
+    Xtr, ytr, Xte, yte = X[tr], y[tr], X[te], y[te]
+    Xf, yf, Xv, yv = _krr.validation_split(Xtr, ytr)
+    sigmas = [0.5, 1.0, 2.0] if not quick else [1.0, 2.0]
+    lams = [1e-7, 1e-6, 1e-5, 1e-4] if not quick else [1e-6, 1e-4]
+    methods = {"DCKRR": lambda s, l, seed: DCKRR(P, sigma=s, lam=l, random_state=seed)}
+    for h in halos:
+        methods[f"BKRR2 h={h:g}"] = (lambda h: lambda s, l, seed: BKRR2(
+            P, sigma=s, lam=l, halo=h, random_state=seed))(h)
+    nf = Xf.shape[0]
+    methods_krr = lambda s, l, n: KernelRidge(kernel="rbf", gamma=1 / (2 * s * s),  # noqa: E731
+                                              alpha=l * n)
+    chosen, rows = {}, []
+    for m, make in methods.items():
+        val = {(s, l): _krr.mse(make(s, l, 0).fit(Xf, yf).predict(Xv), yv)
+               for s in sigmas for l in lams}
+        chosen[m] = min(val, key=lambda k: (val[k], k))
+        print(f"{name} {m}: chosen {chosen[m]} val {val[chosen[m]]:.4f}", flush=True)
+    pts = krr_points or [(s, l) for s in sigmas for l in lams]
+    val = {}
+    for s, l in pts:
+        val[s, l] = _krr.mse(methods_krr(s, l, nf).fit(Xf, yf).predict(Xv), yv)
+        print(f"{name} KernelRidge {s, l}: val {val[s, l]:.4f}", flush=True)
+    krr_choice = min(val, key=lambda k: (val[k], k))
+    # refit on all training rows, test
+    krr = methods_krr(*krr_choice, Xtr.shape[0])
+    t_krr = timed_fit(krr, Xtr, ytr)
+    mse_krr = _krr.mse(krr.predict(Xte), yte)
+    del krr
+    out = {}
+    for m, make in methods.items():
+        est = make(*chosen[m], 0)
+        t = timed_fit(est, Xtr, ytr)
+        out[m] = (_krr.mse(est.predict(Xte), yte), t)
+        rows.append([name, m, f"{chosen[m][0]:g}", f"{chosen[m][1]:g}", f"{out[m][0]:.4f}",
+                     f"{out[m][0] / mse_krr:.3f}", f"{t:.2f}", f"{t_krr / t:.1f}x"])
+        points.append((name, m, t, out[m][0]))
+        print(rows[-1], flush=True)
+    rows.append([name, "KernelRidge", f"{krr_choice[0]:g}", f"{krr_choice[1]:g}",
+                 f"{mse_krr:.4f}", "1.000", f"{t_krr:.2f}", "1.0x"])
+    points.append((name, "KernelRidge", t_krr, mse_krr))
+    return rows, out, mse_krr, t_krr
+
+
+def plot(points, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(dict.fromkeys(p[0] for p in points))
+    fig, axes = plt.subplots(1, len(names), figsize=(4.2 * len(names), 3.6))
+    axes = np.atleast_1d(axes)
+    for ax, name in zip(axes, names):
+        mine = [p for p in points if p[0] == name]
+        reg = name in ("cadata", "cpusmall")
+        groups = {}
+        for _, label, t, v in mine:
+            key = label.split(" h=")[0]
+            groups.setdefault(key, []).append((t, 100 * v if not reg else v, label))
+        for key, pts in groups.items():
+            ts, vs, labels = zip(*pts)
+            style = "o-" if len(pts) > 1 else "s"
+            ax.plot(ts, vs, style, label=key)
+            if len(pts) > 1:
+                for t, v, lab in pts:
+                    ax.annotate(lab.split("h=")[-1], (t, v), fontsize=7,
+                                textcoords="offset points", xytext=(3, 3))
+        ax.set_xscale("log")
+        ax.set_xlabel("fit seconds (1 core)")
+        ax.set_ylabel("test MSE" if reg else "test accuracy (%)")
+        ax.set_title(name)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main(argv=None):
+    ap = common.add_common_args(argparse.ArgumentParser(description=__doc__.split("\n\n")[0]))
+    ap.add_argument("--seeds", type=int, nargs="+", default=None)
+    ap.add_argument("--plot", default=None, help="plot path (default benchmarks/halo.png)")
+    args = ap.parse_args(argv)
+    home = common.data_home(args.data_home)
+    seeds = args.seeds or ([0] if args.quick else [0, 1, 2])
+    rep = common.Report()
+    rep.line("# Halo partitions (one core)")
+    rep.machine()
+    points = []
+    with threadpool_limits(1):
+        rows, acc_svc, t_svc = classification(
+            rep, "ijcnn1", home, dict(C=32.0, gamma=2.0), 16, ["BKM", "K-balance"], HALOS,
+            seeds, args.quick, points)
+        ok = [r for r in rows if float(r[4]) >= -0.1 and float(r[6][:-1]) >= 12.0]
+        spread = max(r[7] for r in rows)
+        rep.table(f"ijcnn1, 16 partitions, mean of {len(seeds)} seeds (SVC: "
+                  f"{100 * acc_svc:.2f}% in {t_svc:.1f} s)",
+                  ["data", "partitions", "halo", "accuracy %", "vs SVC", "fit s",
+                   "speed-up", "size spread"], rows,
+                  note="Goal (within 0.1 point of SVC at >= 12x its speed, sizes differing "
+                       f"by at most one): {common.pass_miss(bool(ok) and spread <= 1)}"
+                       + (f" ({', '.join(f'{r[1]} h={r[2]}' for r in ok)})" if ok else ""))
+        more = []
+        for name, params in [("usps", dict(C=10.0, gamma=2.0 ** -7)),
+                             ("a9a", dict(C=1.0, gamma=0.05))]:
+            r, _, _ = classification(rep, name, home, params, 8, ["BKM"], HALOS, seeds[:1],
+                                     args.quick, points)
+            more += r
+        rep.table("usps (multiclass) and a9a (sparse), 8 BKM partitions, seed 0",
+                  ["data", "partitions", "halo", "accuracy %", "vs SVC", "fit s",
+                   "speed-up", "size spread"], more)
+        krr_rows, goals = [], []
+        for name in ("cadata", "cpusmall"):
+            r, out, mse_krr, t_krr = regression(name, home, 8, KRR_HALOS, args.quick, points)
+            krr_rows += r
+            # a halo meeting all three goals at once, if any
+            good = [m for m in out if m.startswith("BKRR2 h=") and m != "BKRR2 h=0"
+                    and out[m][0] < out["DCKRR"][0] and out[m][0] <= 1.05 * mse_krr
+                    and t_krr / out[m][1] >= 10]
+            best = min((m for m in out if m.startswith("BKRR2 h=") and m != "BKRR2 h=0"),
+                       key=lambda m: out[m][0])
+            goals.append(
+                f"{name}: {common.pass_miss(bool(good))}"
+                + (f" ({', '.join(good)})" if good else "")
+                + f"; lowest halo MSE {best} {out[best][0]:.4f} vs DC-KRR "
+                f"{out['DCKRR'][0]:.4f}, {out[best][0] / mse_krr:.3f}x KernelRidge's, "
+                f"{t_krr / out[best][1]:.1f}x faster")
+        rep.table("Kernel ridge regression, 8 partitions, parameters chosen on validation data",
+                  ["data", "method", "sigma", "lam", "test MSE", "/ KernelRidge", "fit s",
+                   "speed-up"], krr_rows, note="Goals: " + "; ".join(goals) + ".")
+    path = args.plot or os.path.join(os.path.dirname(os.path.abspath(__file__)), "halo.png")
+    plot(points, path)
+    rep.line(f"Plot: {os.path.basename(path)}")
+    rep.write(args.out)
+
+
+if __name__ == "__main__":
+    main()

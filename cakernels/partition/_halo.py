@@ -1,0 +1,142 @@
+"""Halo partitions: every partition also trains on the nearest samples of its
+neighbours (overlapping domain decomposition; beyond the reference).
+
+A partitioned model errs most near its partition's border, on the samples its
+local model never saw. With ``halo=h`` partition ``j`` keeps its own samples
+(the owner routes, predicts and is counted in ``sizes_``) and trains also on
+the ``k_j`` outside samples closest to its border:
+
+* the margin of an outside sample ``x`` (owned by partition ``o``) for
+  partition ``j`` is its Euclidean distance to the bisecting hyperplane of
+  the two centres, ``(|x - c_j|^2 - |x - c_o|^2) / (2 |c_j - c_o|)``, the
+  width of the slab of the Voronoi face between ``o`` and ``j`` that holds
+  ``x``;
+* ``k_j = round(h * m / P)`` for the balanced partitioners (every partition
+  the same halo, so training sets still differ by at most one sample) and
+  ``round(h * sizes_[j])`` for unbalanced ones (K-means), at most the number
+  of outside samples;
+* ties go to the lower sample index, so the halo is a function of the data,
+  the labels and the centres only (the distributed selection gives the
+  serial one).
+
+A sample may be in several halos, never twice in one partition: its weight
+counts once per partition that trains on it.
+"""
+
+import numpy as np
+
+from ._storage import squared_distances
+
+__all__ = ["halo_sizes", "halo_indices", "halo_indices_sharded"]
+
+
+def _round(x):
+    return np.floor(np.asarray(x, dtype=np.float64) + 0.5).astype(np.int64)
+
+
+def halo_sizes(sizes, halo, balanced):
+    """Halo size ``k_j`` of every partition (see the module docstring)."""
+    sizes = np.asarray(sizes, dtype=np.int64)
+    n, P = int(sizes.sum()), sizes.size
+    if halo <= 0.0 or P < 2:
+        return np.zeros(P, dtype=np.int64)
+    base = np.full(P, n / P) if balanced else sizes.astype(np.float64)
+    return np.minimum(_round(halo * base), n - sizes)
+
+
+def _margins(D, labels, centers, j):
+    """Distance of every row to the border of partition ``j`` (``inf`` for its
+    own rows), from the squared distances ``D`` to every centre."""
+    diff = centers[j][None, :] - centers
+    gap = 2.0 * np.sqrt(np.einsum("ij,ij->i", diff, diff))  # 2 |c_j - c_o|, > 0 for o != j
+    own = D[np.arange(D.shape[0]), labels]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        m = (D[:, j] - own) / gap[labels]
+    m[labels == j] = np.inf
+    np.maximum(m, 0.0, out=m)  # rounding: never below the border
+    return m
+
+
+def _smallest(margin, index, k):
+    """Positions of the ``k`` smallest ``(margin, index)`` pairs (``margin``
+    finite), in increasing ``index`` order."""
+    cand = np.flatnonzero(np.isfinite(margin))
+    if k >= cand.size:
+        return cand
+    if k <= 0:
+        return cand[:0]
+    mc = margin[cand]
+    thr = np.partition(mc, k - 1)[k - 1]
+    less = cand[mc < thr]
+    eq = cand[mc == thr]
+    eq = eq[np.argsort(index[eq], kind="stable")][:k - less.size]
+    sel = np.concatenate([less, eq])
+    return sel[np.argsort(index[sel], kind="stable")]
+
+
+def halo_indices(X, labels, centers, sizes, halo, balanced):
+    """The halo of every partition: a list of ``P`` sorted index arrays.
+
+    Parameters
+    ----------
+    X : {ndarray, CSR matrix} of shape (n_samples, n_features)
+        The rows the partition was computed on (the partitioner's storage).
+    labels : ndarray of shape (n_samples,)
+        Owner partition of every row.
+    centers : ndarray of shape (P, n_features)
+        Distinct partition centres.
+    sizes : ndarray of shape (P,)
+        Rows per partition.
+    halo : float
+        The fraction ``h >= 0``.
+    balanced : bool
+        Whether the partitioner balances the partitions.
+    """
+    P = centers.shape[0]
+    k = halo_sizes(sizes, halo, balanced)
+    if not k.any():
+        return [np.zeros(0, dtype=np.int64) for _ in range(P)]
+    labels = np.asarray(labels, dtype=np.int64)
+    D = squared_distances(X, centers)
+    index = np.arange(X.shape[0], dtype=np.int64)
+    return [_smallest(_margins(D, labels, centers, j), index, int(k[j])).astype(np.int64)
+            for j in range(P)]
+
+
+def halo_indices_sharded(comm, X, labels, offset, centers, sizes, halo, balanced):
+    """:func:`halo_indices` of data spread over MPI ranks, with the same result.
+
+    Collective. Every rank passes its rows (global indices ``offset ..
+    offset + n_local``) and their owners; it selects its own ``k_j`` best
+    candidates of every partition (a superset of its share of the global
+    halo), one allgather of their margins and indices (no data rows) gives
+    every rank the same global selection. Returns global indices.
+    """
+    P = centers.shape[0]
+    k = halo_sizes(sizes, halo, balanced)
+    if not k.any():
+        return [np.zeros(0, dtype=np.int64) for _ in range(P)]
+    labels = np.asarray(labels, dtype=np.int64)
+    index = offset + np.arange(X.shape[0], dtype=np.int64)
+    parts, margins, indices = [], [], []
+    if X.shape[0]:
+        D = squared_distances(X, centers)
+        for j in range(P):
+            m = _margins(D, labels, centers, j)
+            sel = _smallest(m, index, int(k[j]))
+            parts.append(np.full(sel.size, j, dtype=np.int64))
+            margins.append(m[sel])
+            indices.append(index[sel])
+    packed = np.zeros((0, 3))
+    if parts:
+        packed = np.column_stack([np.concatenate(parts).astype(np.float64),
+                                  np.concatenate(margins),
+                                  np.concatenate(indices).astype(np.float64)])
+    every = np.concatenate([a.reshape(-1, 3) for a in comm.Allgatherv(packed)])
+    out = []
+    for j in range(P):
+        rows = every[every[:, 0] == j]
+        idx = rows[:, 2].astype(np.int64)
+        sel = _smallest(rows[:, 1], idx, int(k[j]))
+        out.append(np.sort(idx[sel]))
+    return out

@@ -1,0 +1,297 @@
+"""Halo partitions: every partition also trains on the outside samples nearest to
+its border (cakernels.partition._halo), the estimators train on them and predict with
+the owner, halo=0 is the reference's method, and the fast search handles halos."""
+
+import numpy as np
+import pytest
+from sklearn.datasets import make_blobs, make_classification, make_regression
+from sklearn.metrics.pairwise import rbf_kernel
+from sklearn.model_selection import GridSearchCV, KFold
+from sklearn.svm import SVC
+
+from cakernels import (
+    BKMSVC,
+    BKMSVCCV,
+    BKRR,
+    BKRR2,
+    BKRR2CV,
+    CASVC,
+    CPSVC,
+    DCKRR,
+    FCFSSVC,
+    KKRR2,
+    PartitionedSVC,
+)
+from cakernels.partition import (
+    BKMPartitioner,
+    FCFSPartitioner,
+    KBalancePartitioner,
+    KMeansPartitioner,
+    RandomPartitioner,
+)
+from cakernels.partition._halo import halo_indices
+
+PARTITIONERS = [RandomPartitioner, KMeansPartitioner, KBalancePartitioner, FCFSPartitioner,
+                BKMPartitioner]
+
+
+def brute_force_halo(X, labels, centers, k):
+    """The k outside samples nearest to partition j's border, one sample at a time:
+    distance to the bisecting hyperplane of c_j and the sample's own centre, ties
+    to the lower index."""
+    out = []
+    for j in range(centers.shape[0]):
+        cand = []
+        for i in range(X.shape[0]):
+            o = labels[i]
+            if o == j:
+                continue
+            normal = centers[j] - centers[o]
+            mid = 0.5 * (centers[j] + centers[o])
+            dist = (mid - X[i]) @ normal / np.linalg.norm(normal)
+            cand.append((max(dist, 0.0), i))
+        cand.sort()
+        out.append(np.sort(np.array([i for _, i in cand[:k[j]]], dtype=np.int64)))
+    return out
+
+
+@pytest.mark.parametrize("cls", PARTITIONERS)
+@pytest.mark.parametrize("halo", [0.1, 0.5, 1.0])
+def test_halo_is_the_nearest_outside_samples(cls, halo):
+    X, _ = make_blobs(n_samples=157, centers=5, n_features=3, random_state=2)
+    part = cls(5, halo=halo, random_state=0).fit(X)
+    if cls.balanced:
+        k = np.full(5, int(np.floor(halo * 157 / 5 + 0.5)))
+    else:  # unbalanced K-means: proportional to the partition's size
+        k = np.floor(halo * part.sizes_ + 0.5).astype(int)
+    ref = brute_force_halo(X, part.labels_, part.centers_, k)
+    for j in range(5):
+        np.testing.assert_array_equal(part.halo_indices_[j], ref[j])
+        assert not np.isin(part.halo_indices_[j], np.flatnonzero(part.labels_ == j)).any()
+        idx = part.training_indices(j)
+        assert np.all(np.diff(idx) > 0)  # sorted, no sample twice in one partition
+    np.testing.assert_array_equal(part.halo_sizes_, k)
+    # the partition itself is unchanged
+    plain = cls(5, random_state=0).fit(X)
+    np.testing.assert_array_equal(plain.labels_, part.labels_)
+    np.testing.assert_array_equal(plain.centers_, part.centers_)
+    assert all(h.size == 0 for h in plain.halo_indices_)
+
+
+@pytest.mark.parametrize("cls", [RandomPartitioner, KBalancePartitioner, FCFSPartitioner,
+                                 BKMPartitioner])
+def test_balanced_training_sets_stay_balanced(cls):
+    X, _ = make_blobs(n_samples=203, centers=3, random_state=0)
+    part = cls(8, halo=0.37, random_state=0).fit(X)
+    sizes = [part.training_indices(j).size for j in range(8)]
+    assert max(sizes) - min(sizes) <= 1
+
+
+def test_ties_go_to_the_lower_index():
+    # four copies of one point, equally far from the border of partition 1; a
+    # halo of two takes the first two of them
+    X = np.array([[0.0], [0.1], [1.0], [1.0], [1.0], [1.0], [3.9], [4.0]])
+    labels = np.array([0, 0, 0, 0, 0, 0, 1, 1])
+    centers = np.array([[0.5], [3.95]])
+    halo = halo_indices(X, labels, centers, np.array([6, 2]), 1.0, balanced=False)
+    np.testing.assert_array_equal(halo[1], [2, 3])  # k = round(1.0 * 2)
+    np.testing.assert_array_equal(halo[0], [6, 7])  # k capped by the 2 outside rows
+
+
+def test_halo_is_capped_by_the_outside_samples():
+    X, _ = make_blobs(n_samples=40, centers=2, random_state=0)
+    part = RandomPartitioner(2, halo=5.0, random_state=0).fit(X)
+    for j in range(2):
+        assert part.training_indices(j).size == 40  # every sample, none twice
+
+
+@pytest.mark.parametrize("bad", [-0.1, np.nan, np.inf, "a"])
+def test_bad_halo_is_a_value_error(bad):
+    X, y = make_classification(n_samples=60, random_state=0)
+    with pytest.raises((ValueError, TypeError), match="halo"):
+        CASVC(2, halo=bad).fit(X, y)
+    with pytest.raises((ValueError, TypeError), match="halo"):
+        RandomPartitioner(2, halo=bad).fit(X)
+
+
+def test_partitioner_without_halo_parameter_is_refused():
+    class Plain:
+        def __init__(self, n_partitions=2):
+            self.n_partitions = n_partitions
+
+        def get_params(self, deep=True):
+            return {"n_partitions": self.n_partitions}
+
+        def set_params(self, **kw):
+            return self
+
+        def fit(self, X):
+            return self
+
+        def assign(self, X):
+            return np.zeros(len(X), dtype=int)
+
+    X, y = make_classification(n_samples=60, random_state=0)
+    with pytest.raises(ValueError, match="halo parameter"):
+        PartitionedSVC(partitioner=Plain(), halo=0.2).fit(X, y)
+
+
+def test_estimator_halo_replaces_the_instances():
+    X, y = make_classification(n_samples=200, random_state=0)
+    inst = KBalancePartitioner(4, halo=0.1, random_state=0)
+    a = PartitionedSVC(partitioner=inst).fit(X, y)
+    assert a.partitioner_.halo == 0.1 and inst.halo == 0.1  # the instance's own
+    b = PartitionedSVC(partitioner=inst, halo=0.3).fit(X, y)
+    assert b.partitioner_.halo == 0.3 and inst.halo == 0.1  # never modified
+
+
+# --------------------------------------------------------------------------- estimators
+@pytest.mark.parametrize("cls", [CASVC, FCFSSVC, BKMSVC, CPSVC])
+def test_svm_partitions_train_on_own_and_halo_rows(cls):
+    X, y = make_classification(n_samples=300, n_features=5, random_state=0)
+    w = np.random.RandomState(0).uniform(0.5, 2.0, size=300)
+    clf = cls(4, halo=0.5, gamma=0.3, random_state=0).fit(X, y, sample_weight=w)
+    part = clf.partitioner_
+    assert clf.fit_stats_["halo_sizes"] == part.halo_sizes_.tolist()
+    assert min(clf.fit_stats_["halo_sizes"]) > 0
+    for j, est in enumerate(clf.estimators_):
+        idx = part.training_indices(j)
+        if np.unique(y[idx]).size < 2:
+            continue
+        # every row once in its partition, with its own weight
+        ref = SVC(gamma=0.3).fit(X[idx], y[idx], sample_weight=w[idx])
+        np.testing.assert_allclose(est.decision_function(X), ref.decision_function(X),
+                                   atol=1e-8)
+    # prediction stays with the owner (nearest centre)
+    route = part.assign(X)
+    for j, est in enumerate(clf.estimators_):
+        rows = route == j
+        if rows.any():
+            np.testing.assert_array_equal(clf.predict(X[rows]), est.predict(X[rows]))
+
+
+@pytest.mark.parametrize("cls", [DCKRR, KKRR2, BKRR, BKRR2])
+def test_krr_partitions_train_on_own_and_halo_rows(cls):
+    X, y = make_regression(n_samples=240, n_features=4, noise=3.0, random_state=0)
+    y = y / y.std()
+    sigma, lam = 2.0, 1e-3
+    est = cls(4, sigma=sigma, lam=lam, halo=0.5, random_state=0).fit(X, y)
+    part = est.partitioner_
+    gamma = 1.0 / (2 * sigma ** 2)
+    preds = []
+    for j in range(4):
+        idx = part.training_indices(j)
+        K = rbf_kernel(X[idx], gamma=gamma) + lam * idx.size * np.eye(idx.size)
+        alpha = np.linalg.solve(K, y[idx])
+        preds.append(rbf_kernel(X, X[idx], gamma=gamma) @ alpha)
+    preds = np.array(preds)
+    if getattr(est, "combine", est._default_combine) == "average":
+        ref = preds.mean(axis=0)
+    else:
+        ref = preds[part.assign(X), np.arange(X.shape[0])]
+    np.testing.assert_allclose(est.predict(X), ref, rtol=1e-8, atol=1e-10)
+
+
+@pytest.mark.parametrize("make", [
+    lambda **kw: BKMSVC(4, random_state=0, **kw),
+    lambda **kw: CPSVC(4, solver="smo", random_state=0, **kw),
+    lambda **kw: BKRR2(4, sigma=2.0, random_state=0, **kw),
+    lambda **kw: DCKRR(4, sigma=2.0, random_state=0, **kw),
+])
+def test_halo_zero_is_the_reference_method(make):
+    X, y = make_classification(n_samples=200, n_features=5, random_state=1)
+    a = make().fit(X, y)
+    b = make(halo=0.0).fit(X, y)
+    np.testing.assert_array_equal(a.predict(X), b.predict(X))
+    assert a.fit_stats_["halo_sizes"] == [0, 0, 0, 0]
+    for j in range(4):  # every partition on exactly its own rows
+        np.testing.assert_array_equal(a.partitioner_.training_indices(j),
+                                      np.flatnonzero(a.partitioner_.labels_ == j))
+
+
+def test_halo_on_the_threads_backend_equals_serial():
+    X, y = make_classification(n_samples=300, random_state=0)
+    a = BKMSVC(4, halo=0.3, random_state=0).fit(X, y)
+    b = BKMSVC(4, halo=0.3, backend="threads", n_jobs=2, random_state=0).fit(X, y)
+    np.testing.assert_array_equal(a.predict(X), b.predict(X))
+
+
+def test_halo_in_gridsearchcv():
+    X, y = make_classification(n_samples=300, random_state=0)
+    gs = GridSearchCV(BKMSVC(4, random_state=0), {"halo": [0.0, 0.25, 0.5]}, cv=3).fit(X, y)
+    assert gs.best_params_["halo"] in (0.0, 0.25, 0.5)
+    assert gs.best_estimator_.halo == gs.best_params_["halo"]
+
+
+def test_halo_with_sparse_input_equals_dense():
+    import scipy.sparse as sp
+
+    X, y = make_classification(n_samples=200, random_state=0)
+    X[np.abs(X) < 0.8] = 0.0
+    a = BKMSVC(4, halo=0.4, solver="smo", random_state=0).fit(X, y)
+    b = BKMSVC(4, halo=0.4, solver="smo", random_state=0).fit(sp.csr_matrix(X), y)
+    for j in range(4):
+        np.testing.assert_array_equal(a.partitioner_.halo_indices_[j],
+                                      b.partitioner_.halo_indices_[j])
+    np.testing.assert_array_equal(a.predict(X), b.predict(sp.csr_matrix(X)))
+
+
+# --------------------------------------------------------------------------- fast search
+def _brute_kfold(X, y, part, folds, sigma, lam):
+    gamma = 1.0 / (2 * sigma ** 2)
+    route = part.assign(X)
+    sse = []
+    for train, val in folds:
+        tr = np.zeros(X.shape[0], bool)
+        tr[train] = True
+        pred = np.empty(val.size)
+        for j in range(part.n_partitions_):
+            idx = part.training_indices(j)
+            T = idx[tr[idx]]
+            alpha = np.linalg.solve(rbf_kernel(X[T], gamma=gamma) + lam * T.size * np.eye(T.size),
+                                    y[T])
+            rows = route[val] == j
+            pred[rows] = rbf_kernel(X[val[rows]], X[T], gamma=gamma) @ alpha
+        sse.append(np.mean((y[val] - pred) ** 2))
+    return np.array(sse)
+
+
+def test_fast_search_with_halo_equals_refits():
+    X, y = make_regression(n_samples=240, n_features=4, noise=3.0, random_state=0)
+    y = y / y.std()
+    folds = list(KFold(3, shuffle=True, random_state=5).split(X))
+    cv = BKRR2CV(4, sigmas=[1.0, 3.0], lams=[1e-4, 1e-2], cv=folds, halo=0.5,
+                 scoring="neg_mean_squared_error", random_state=0).fit(X, y)
+    part = cv.partitioner_
+    assert min(part.halo_sizes_) > 0
+    for i, params in enumerate(cv.cv_results_["params"]):
+        ref = _brute_kfold(X, y, part, folds, params["sigma"], params["lam"])
+        got = -np.array([cv.cv_results_[f"split{f}_test_score"][i] for f in range(3)])
+        np.testing.assert_allclose(got, ref, rtol=1e-8)
+    assert cv.best_estimator_.halo == 0.5
+
+
+def test_leave_one_out_with_halo_equals_refits():
+    X, y = make_regression(n_samples=90, n_features=3, noise=3.0, random_state=0)
+    y = y / y.std()
+    sigma, lam = 2.0, 1e-3
+    cv = BKRR2CV(3, sigmas=[sigma], lams=[lam], cv="loo", halo=0.5,
+                 scoring="neg_mean_squared_error", random_state=0).fit(X, y)
+    part = cv.partitioner_
+    gamma = 1.0 / (2 * sigma ** 2)
+    err = []
+    for i in range(X.shape[0]):  # the owner's model without row i
+        idx = part.training_indices(int(part.labels_[i]))
+        T = idx[idx != i]
+        alpha = np.linalg.solve(rbf_kernel(X[T], gamma=gamma) + lam * T.size * np.eye(T.size),
+                                y[T])
+        err.append((y[i] - rbf_kernel(X[i:i + 1], X[T], gamma=gamma) @ alpha)[0] ** 2)
+    np.testing.assert_allclose(-cv.best_score_, np.mean(err), rtol=1e-8)
+
+
+def test_svm_search_with_halo():
+    X, y = make_classification(n_samples=240, random_state=0)
+    cv = BKMSVCCV(4, Cs=[1.0, 10.0], cv=3, halo=0.3, random_state=0).fit(X, y)
+    assert min(cv.partitioner_.halo_sizes_) > 0
+    assert cv.best_estimator_.halo == 0.3
+    assert cv.best_estimator_.fit_stats_["halo_sizes"] == cv.partitioner_.halo_sizes_.tolist()
