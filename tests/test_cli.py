@@ -766,3 +766,25 @@ def test_search_errors_are_one_line(capsys, tmp_path, clf_files, argv, needles):
     code, _, err = run(capsys, "search", clf_files / "train.svm", "-o", tmp_path / "m.skops",
                        "-p", "2", "-q", *argv)
     assert_one_line_error(code, err, *needles)
+
+
+def test_fit_with_a_halo(capsys, tmp_path, clf_files, reg_files):
+    model = tmp_path / "halo.skops"
+    code, _, err = run(capsys, "fit", clf_files / "train.svm", "-o", model, "--method",
+                       "bkmsvc", "-p", "3", "--halo", "0.5")
+    assert code == 0, err
+    est = read_model(model)["estimator"]
+    assert est.halo == 0.5 and min(est.fit_stats_["halo_sizes"]) == 20  # round(0.5 * 120/3)
+    code, out, _ = run(capsys, "evaluate", model, clf_files / "test.svm")
+    assert code == 0 and "accuracy" in out
+    code, _, err = run(capsys, "fit", reg_files / "train.svm", "-o", tmp_path / "r.skops",
+                       "--method", "bkrr2", "-p", "2", "--halo", "0.25")
+    assert code == 0, err
+    # methods without a halo refuse it, in one line, before loading the data
+    for method in ("svc", "cascadesvc", "dissmosvc"):
+        code, _, err = run(capsys, "fit", clf_files / "train.svm", "-o", tmp_path / "x.skops",
+                           "--method", method, "--halo", "0.5")
+        assert_one_line_error(code, err, "--halo does not apply", method)
+    code, _, err = run(capsys, "fit", clf_files / "train.svm", "-o", tmp_path / "x.skops",
+                       "--method", "casvc", "--halo", "-1")
+    assert code == 2 and "halo" in err

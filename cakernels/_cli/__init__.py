@@ -113,6 +113,11 @@ def _add_estimator_options(parser, *, bench=False):
                            else "(default 1)"))
     g.add_argument("--lam", type=float, help="kernel ridge parameter lambda; every part solves "
                    "(K + lam m I) alpha = y (default " + ("1e-5)" if bench else "1e-4)"))
+    g.add_argument("--halo", type=float, metavar="H",
+                   help="halo partitions: every partition also trains on the H * m/P samples "
+                        "of its neighbours nearest to its border (default 0"
+                        + ("; methods without a halo ignore it)" if bench else
+                           "; single-level partitioned methods)"))
     g.add_argument("--backend", choices=BACKENDS, help="how partitions are run (default serial)")
     g.add_argument("--n-jobs", type=int, metavar="N",
                    help="workers of the threads backend (default: all cores)")

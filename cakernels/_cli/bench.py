@@ -263,7 +263,7 @@ def _cmd_bench(args):
     run.sort(key=lambda m: m != baseline)
     # validate every estimator's parameters before spending time on fits
     for m in run:
-        _make_estimator(m, params, n_train)
+        _make_estimator(m, params, n_train, strict=False)
 
     if data["note"]:
         print(data["note"])
@@ -315,7 +315,8 @@ def _bench_warm_up(run, params, n_train, Xtr, ytr, Xte):
         warnings.simplefilter("ignore")
         for m in run:
             with contextlib.suppress(Exception):  # e.g. too few samples for a partition
-                _make_estimator(m, params, n_warm).fit(Xtr[warm], ytr[warm]).predict(Xte[:50])
+                est = _make_estimator(m, params, n_warm, strict=False)
+                est.fit(Xtr[warm], ytr[warm]).predict(Xte[:50])
 
 
 def _bench_table(task, run, methods, baseline, params, n_train, Xtr, ytr, Xte, yte):
@@ -336,7 +337,7 @@ def _bench_table(task, run, methods, baseline, params, n_train, Xtr, ytr, Xte, y
         if not header_done:
             table.header()
             header_done = True
-        est = _make_estimator(m, params, n_train)
+        est = _make_estimator(m, params, n_train, strict=False)
         t0 = time.perf_counter()
         est.fit(Xtr, ytr)
         fit_s = time.perf_counter() - t0

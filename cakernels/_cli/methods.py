@@ -26,7 +26,7 @@ def _given(args, *names):
 
 
 _FLAG = {"C": "--C", "gamma": "--gamma", "sigma": "--sigma", "lam": "--lam",
-         "n_partitions": "--n-partitions"}
+         "n_partitions": "--n-partitions", "halo": "--halo"}
 
 
 def _verb(items):
@@ -126,12 +126,18 @@ def _check_options(methods, task, args):
                        f"{task} problem (methods for it: {', '.join(ok)})")
 
 
-def _make_estimator(method, p, n_train):
+def _make_estimator(method, p, n_train, strict=True):
     """The estimator of ``method`` (see :mod:`.registry`) with the parameters in ``p``
-    (None: the estimator's default)."""
+    (None: the estimator's default). ``strict``: an option the method does not take
+    (``--halo``) is an error; otherwise (``bench`` over several methods) it applies to
+    the methods that take it."""
     entry = REGISTRY.get(method)
     if entry is None or entry.estimator is None:  # pragma: no cover - argparse restricts
         raise CLIError(f"unknown method {method!r}")
+    if p.get("halo") is not None and "halo" not in entry.options and strict:
+        raise CLIError(f"--halo does not apply to --method {method}: it applies to the "
+                       "single-level partitioned methods (casvc, fcfssvc, bkmsvc, cpsvc and "
+                       "the kernel ridge ones but dkrr and krr)")
     if method == "krr":
         from sklearn.kernel_ridge import KernelRidge
 
@@ -174,8 +180,8 @@ def _large_cholesky_guard(method, n):
 
 def _estimator_params(args):
     return {k: getattr(args, k, None) for k in
-            ("C", "gamma", "kernel", "sigma", "lam", "n_partitions", "backend", "n_jobs",
-             "random_state", "verbose")}
+            ("C", "gamma", "kernel", "sigma", "lam", "n_partitions", "halo", "backend",
+             "n_jobs", "random_state", "verbose")}
 
 
 def _n_partitions_of(est):

@@ -13,7 +13,9 @@ from dataclasses import dataclass
 
 _COMMON = ("kernel", "backend", "n_jobs", "random_state", "verbose")
 SVM_OPTIONS = ("C", "gamma", "n_partitions") + _COMMON
-KRR_OPTIONS = ("sigma", "lam", "n_partitions") + _COMMON
+KRR_OPTIONS = ("sigma", "lam", "n_partitions", "halo") + _COMMON
+#: the single-level partitioned SVMs also take a halo (the multi-level ones do not)
+HALO_SVM_OPTIONS = SVM_OPTIONS + ("halo",)
 
 
 @dataclass(frozen=True)
@@ -47,13 +49,13 @@ class Method:
 
 REGISTRY = {m.name: m for m in (
     Method("casvc", "CASVC", "classification", "partitioned", "cakernels.svm:CASVC",
-           SVM_OPTIONS),
+           HALO_SVM_OPTIONS),
     Method("fcfssvc", "FCFSSVC", "classification", "partitioned", "cakernels.svm:FCFSSVC",
-           SVM_OPTIONS),
+           HALO_SVM_OPTIONS),
     Method("bkmsvc", "BKMSVC", "classification", "partitioned", "cakernels.svm:BKMSVC",
-           SVM_OPTIONS),
+           HALO_SVM_OPTIONS),
     Method("cpsvc", "CPSVC", "classification", "partitioned", "cakernels.svm:CPSVC",
-           SVM_OPTIONS),
+           HALO_SVM_OPTIONS),
     Method("cascadesvc", "CascadeSVC", "classification", "partitioned",
            "cakernels.svm:CascadeSVC", SVM_OPTIONS, bench=False),
     Method("dcsvc", "DCSVC", "classification", "partitioned", "cakernels.svm:DCSVC",
