@@ -496,7 +496,10 @@ def test_feature_major_switch_two_threads():
     rr = asygcd_fit(X, y, 2.0, feature_major=False, **kw)
     # without OpenMP the team is one thread whatever n_threads asks for
     team = 2 if _native.openmp_enabled() else 1
-    assert rf["stats"]["fm_threads"] == team and rr["stats"]["fm_threads"] == 0
+    # a team that collapsed (other processes on the cores: the CPU share test) finishes
+    # on one thread, whose worker reports its own copy
+    expect = 1 if rf["stats"]["collapsed"] else team
+    assert rf["stats"]["fm_threads"] == expect and rr["stats"]["fm_threads"] == 0
     for r in (rf, rr):
         assert r["converged"]
         assert r["objective"] == pytest.approx(r1["objective"], rel=1e-3)
