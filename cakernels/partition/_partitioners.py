@@ -435,11 +435,8 @@ class KMeansPartitioner(_BasePartitioner):
     tol : float, default=1e-4
         Relative tolerance of K-means.
     halo : float, default=0.0
-        Fraction h >= 0 of the mean partition size: every partition also
-        trains on the ``round(h * m / P)`` outside samples nearest to its
-        border (``round(h * sizes_[j])`` for unbalanced partitioners), see
-        :mod:`cakernels.partition._halo`. Ownership, ``labels_``, ``sizes_``
-        and routing are unchanged; 0 is the reference's partition.
+        Halo fraction, see :class:`RandomPartitioner`; K-means partitions are
+        unbalanced, so partition ``j`` gets ``round(h * sizes_[j])`` samples.
     random_state : int, RandomState instance or None, default=None
         Seed of the initialisation.
 
