@@ -255,6 +255,23 @@ def global_gamma(s, gamma, X):
     return 1.0 / (X.shape[1] * var) if var != 0 else 1.0
 
 
+def vote_weights(sq_dist):
+    """Weights of soft routing: inverse squared distances to the ``k`` nearest
+    centres (``sq_dist``, nearest first), normalised per row; a row on its
+    nearest centre gives that model all the weight."""
+    sq = np.asarray(sq_dist, dtype=np.float64)
+    w = np.zeros_like(sq)
+    if sq.size == 0:
+        return w
+    on_centre = sq[:, 0] <= 0.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        # d_0^2 / d_i^2 is in [0, 1] and never overflows
+        w[~on_centre] = sq[~on_centre, :1] / sq[~on_centre]
+    w[on_centre, 0] = 1.0
+    w /= w.sum(axis=1, keepdims=True)
+    return w
+
+
 # --------------------------------------------------------------------------- the estimator base
 
 
@@ -677,15 +694,29 @@ class PartitionedEstimator(BaseEstimator):
             return backend.session()
         return SerialBackend().session()
 
+    def _n_voters(self):
+        """Models that predict every test row: 1 (the nearest centre's, Algorithm
+        5) unless the estimator routes softly (``routing='vote'``)."""
+        return 1
+
     def _apply_routed(self, X, make_local, out, encode=None, session=None):
         """Evaluate ``make_local(threads)(model, X_group)`` on every nearest-centre
         group of ``X`` and scatter the results into ``out``; with an MPI
         ``session``, collectively over sharded rows (Algorithm 5). ``threads`` is
-        the OpenMP/BLAS share of one worker."""
+        the OpenMP/BLAS share of one worker. With soft routing
+        (:meth:`_n_voters` > 1) ``out`` receives the weighted mean of the
+        nearest models' values instead (``encode`` must then be None)."""
+        k = self._n_voters()
+        if k > 1:
+            return self._apply_voted(X, make_local, out, session, k)
         if session is not None and session.size > 1:
             with session:
-                return self._apply_routed_sharded(session, X, make_local(session.threads), out,
-                                                  encode)
+                labels = self.partitioner_.assign(X) if X.shape[0] else np.zeros(0, np.intp)
+                vals = self._apply_routed_sharded(session, X, np.arange(X.shape[0]), labels,
+                                                  make_local(session.threads),
+                                                  out.shape[1:], encode)
+                out[:] = vals if encode is None else self._decode(vals)
+                return out
         groups = self._route(X)
         with self._local_session() as s:
             local = make_local(s.threads)
@@ -695,42 +726,77 @@ class PartitionedEstimator(BaseEstimator):
             out[idx] = res
         return out
 
-    def _apply_routed_sharded(self, s, X, local, out, encode):
-        """Algorithm 5 on sharded test data: local routing, the owner of a
-        partition predicts, the results return to their rows."""
+    def _apply_voted(self, X, make_local, out, session, k):
+        """Soft routing: every row's ``k`` nearest partitions' models evaluate it
+        and ``out`` gets their mean weighted by the inverse squared distances to
+        the centres (a row on a centre takes that model alone)."""
+        n = X.shape[0]
+        if n:
+            order, sq = self.partitioner_.nearest_partitions(X, k)
+        else:
+            order, sq = np.zeros((0, 1), np.intp), np.zeros((0, 1))
+        k = order.shape[1]
+        rows = np.repeat(np.arange(n), k)
+        parts = order.ravel()
+        if session is not None and session.size > 1:
+            with session:
+                vals = self._apply_routed_sharded(session, X, rows, parts,
+                                                  make_local(session.threads), out.shape[1:],
+                                                  None)
+        else:
+            vals = np.empty((rows.size,) + out.shape[1:])
+            groups = [(j, idx) for j, idx in enumerate(_group_by(parts, len(self.estimators_)))
+                      if idx.size]
+            with self._local_session() as s:
+                local = make_local(s.threads)
+                results = s.map(
+                    lambda item: local(self.estimators_[item[0]], X[rows[item[1]]]), groups,
+                    "predict partitions")
+            for (_, idx), res in zip(groups, results):
+                vals[idx] = res
+        w = vote_weights(sq)
+        vals = vals.reshape((n, k) + out.shape[1:])
+        out[:] = np.einsum("nk,nk...->n...", w, vals)
+        return out
+
+    def _apply_routed_sharded(self, s, X, rows, parts, local, shape, encode):
+        """Algorithm 5 on sharded test data: item ``i`` (row ``rows[i]`` of this
+        rank's ``X`` for partition ``parts[i]``) goes to the rank that owns the
+        partition, which evaluates it, and the values return (encoded floats
+        when ``encode`` is given)."""
         comm = s.comm
+        values = np.zeros((rows.size,) + tuple(shape))
         with comm.phase("prediction"):
-            labels = self.partitioner_.assign(X) if X.shape[0] else np.zeros(0, np.intp)
             sizes = np.asarray(self.partition_sizes_, dtype=np.float64)
             owners = lpt_placement(sizes ** self._cost_exponent, comm.size)
-            dest = owners[labels] if labels.size else np.zeros(0, np.int64)
+            dest = owners[parts] if parts.size else np.zeros(0, np.int64)
             send = {}
             for r in range(comm.size):
-                rows = np.flatnonzero(dest == r)
-                packed = _pack_rows(X, rows)
-                packed["part"] = labels[rows].astype(np.int64)
-                packed["row"] = rows.astype(np.int64)
+                items = np.flatnonzero(dest == r)
+                packed = _pack_rows(X, rows[items])
+                packed["part"] = parts[items].astype(np.int64)
+                packed["row"] = items.astype(np.int64)
                 for key, arr in packed.items():
                     send.setdefault(key, []).append(arr)
             got = {key: comm.Alltoallv(arrs) for key, arrs in sorted(send.items())}
-            # predict what was received, source by source
+            # evaluate what was received, source by source
             replies = []
             for src in range(comm.size):
                 part_src = {key: got[key][src] for key in got}
                 Xs = _unpack_rows(part_src, self.n_features_in_, sp.issparse(X))
-                res = np.zeros((Xs.shape[0],) + out.shape[1:])
+                res = np.zeros((Xs.shape[0],) + tuple(shape))
                 for j in np.unique(part_src["part"]):
-                    rows = np.flatnonzero(part_src["part"] == j)
-                    vals = local(self.estimators_[j], Xs[rows])
-                    res[rows] = encode(vals) if encode is not None else vals
+                    sel = np.flatnonzero(part_src["part"] == j)
+                    vals = local(self.estimators_[j], Xs[sel])
+                    res[sel] = encode(vals) if encode is not None else vals
                 replies.append(np.ascontiguousarray(res, dtype=np.float64))
             back = comm.Alltoallv(replies)
             for r in range(comm.size):
-                rows = send["row"][r]
-                if rows.size:
-                    out[rows] = back[r] if encode is None else self._decode(back[r])
+                items = send["row"][r]
+                if items.size:
+                    values[items] = back[r].reshape((items.size,) + tuple(shape))
         self._add_prediction_comm(comm)
-        return out
+        return values
 
     def _add_prediction_comm(self, comm):
         """Add this prediction's messages to ``fit_stats_['comm']`` (phase 'prediction')."""

@@ -788,3 +788,22 @@ def test_fit_with_a_halo(capsys, tmp_path, clf_files, reg_files):
     code, _, err = run(capsys, "fit", clf_files / "train.svm", "-o", tmp_path / "x.skops",
                        "--method", "casvc", "--halo", "-1")
     assert code == 2 and "halo" in err
+
+
+def test_fit_with_soft_routing(capsys, tmp_path, clf_files):
+    model = tmp_path / "vote.skops"
+    code, _, err = run(capsys, "fit", clf_files / "train.svm", "-o", model, "--method",
+                       "fcfssvc", "-p", "3", "--routing", "vote", "--n-voters", "2")
+    assert code == 0, err
+    est = read_model(model)["estimator"]
+    assert est.routing == "vote" and est.n_voters == 2
+    code, out, _ = run(capsys, "evaluate", model, clf_files / "test.svm")
+    assert code == 0 and "accuracy" in out
+    # methods without soft routing refuse it, in one line, before loading the data
+    for method, flag in (("svc", "--routing"), ("bkrr2", "--n-voters")):
+        code, _, err = run(capsys, "fit", clf_files / "train.svm", "-o", tmp_path / "x.skops",
+                           "--method", method, flag, "vote" if flag == "--routing" else "2")
+        assert_one_line_error(code, err, f"{flag} does not apply", method)
+    code, _, err = run(capsys, "fit", clf_files / "train.svm", "-o", tmp_path / "x.skops",
+                       "--method", "casvc", "--n-voters", "0")
+    assert code == 2 and "n_voters" in err

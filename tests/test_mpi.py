@@ -409,7 +409,7 @@ def test_fast_searches_under_mpi(mpirun, n):
 
 
 @pytest.mark.parametrize("n", [1, 2, 4])
-def test_halo_partitions_under_mpi(mpirun, n):
+def test_halo_partitions_and_soft_routing_under_mpi(mpirun, n):
     lines = _lines(mpirun(n, "spmd_halo.py"))
     select = [line for line in lines if line["check"] == "select"]
     assert [line["name"] for line in select] == ["fcfs", "kbalance", "random"]
@@ -429,3 +429,9 @@ def test_halo_partitions_under_mpi(mpirun, n):
         assert svc["redistribution"]["bytes"] > 0, svc
     (krr,) = [x for x in lines if x["check"] == "sharded_krr"]
     assert krr["rel"] <= 1e-8 and krr["training"] == {"bytes": 0, "messages": 0}, krr
+    (vote,) = [x for x in lines if x["check"] == "vote"]
+    assert vote["equal"] and vote["nearest_equal"] and vote["krr_rel"] <= 1e-12, vote
+    # every rank's rows but the last rank's (none, when there are several) were predicted
+    assert vote["n"] == vote["n_pred"] == (360 if n == 1 else (n - 1) * 360 // n), vote
+    if n > 1:
+        assert vote["bytes"] > 0, vote

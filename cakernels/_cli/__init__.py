@@ -118,6 +118,13 @@ def _add_estimator_options(parser, *, bench=False):
                         "of its neighbours nearest to its border (default 0"
                         + ("; methods without a halo ignore it)" if bench else
                            "; single-level partitioned methods)"))
+    g.add_argument("--routing", choices=("nearest", "vote"), type=str.lower,
+                   help="prediction of the single-level partitioned SVMs: the nearest "
+                        "centre's model, or a vote of the --n-voters nearest centres' models "
+                        "weighted by 1/distance^2 (default nearest"
+                        + ("; other methods ignore it)" if bench else ")"))
+    g.add_argument("--n-voters", type=int, metavar="K",
+                   help="models that vote per sample under --routing vote (default 3)")
     g.add_argument("--backend", choices=BACKENDS, help="how partitions are run (default serial)")
     g.add_argument("--n-jobs", type=int, metavar="N",
                    help="workers of the threads backend (default: all cores)")

@@ -26,7 +26,8 @@ def _given(args, *names):
 
 
 _FLAG = {"C": "--C", "gamma": "--gamma", "sigma": "--sigma", "lam": "--lam",
-         "n_partitions": "--n-partitions", "halo": "--halo"}
+         "n_partitions": "--n-partitions", "halo": "--halo", "routing": "--routing",
+         "n_voters": "--n-voters"}
 
 
 def _verb(items):
@@ -138,6 +139,11 @@ def _make_estimator(method, p, n_train, strict=True):
         raise CLIError(f"--halo does not apply to --method {method}: it applies to the "
                        "single-level partitioned methods (casvc, fcfssvc, bkmsvc, cpsvc and "
                        "the kernel ridge ones but dkrr and krr)")
+    for name in ("routing", "n_voters"):
+        if p.get(name) is not None and name not in entry.options and strict:
+            raise CLIError(f"{_FLAG[name]} does not apply to --method {method}: it applies "
+                           "to the single-level partitioned SVMs (casvc, fcfssvc, bkmsvc, "
+                           "cpsvc)")
     if method == "krr":
         from sklearn.kernel_ridge import KernelRidge
 
@@ -180,8 +186,8 @@ def _large_cholesky_guard(method, n):
 
 def _estimator_params(args):
     return {k: getattr(args, k, None) for k in
-            ("C", "gamma", "kernel", "sigma", "lam", "n_partitions", "halo", "backend",
-             "n_jobs", "random_state", "verbose")}
+            ("C", "gamma", "kernel", "sigma", "lam", "n_partitions", "halo", "routing",
+             "n_voters", "backend", "n_jobs", "random_state", "verbose")}
 
 
 def _n_partitions_of(est):

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 _COMMON = ("kernel", "backend", "n_jobs", "random_state", "verbose")
 SVM_OPTIONS = ("C", "gamma", "n_partitions") + _COMMON
 KRR_OPTIONS = ("sigma", "lam", "n_partitions", "halo") + _COMMON
-#: the single-level partitioned SVMs also take a halo (the multi-level ones do not)
-HALO_SVM_OPTIONS = SVM_OPTIONS + ("halo",)
+#: the single-level partitioned SVMs also take a halo and soft routing (the
+#: multi-level ones do not)
+HALO_SVM_OPTIONS = SVM_OPTIONS + ("halo", "routing", "n_voters")
 
 
 @dataclass(frozen=True)

@@ -28,8 +28,11 @@ class PartitionedKernelRidge(RegressorMixin, PartitionedEstimator):
     partitioner : str or partitioner instance, default='kbalance'
         ``'random'``, ``'kmeans'``, ``'kbalance'``, ``'fcfs'``, ``'bkm'`` or
         an object from :mod:`cakernels.partition` (cloned at fit).
-    combine : {'nearest', 'average'}, default='nearest'
-        Prediction by the nearest centre's model, or the mean of all models.
+    combine : {'nearest', 'average', 'vote'}, default='nearest'
+        Prediction by the nearest centre's model, or the mean of all models,
+        or (soft routing, beyond the reference; README "Soft routing") the
+        mean of the models of the ``n_voters`` nearest centres weighted by
+        the inverse squared distance to each centre.
     n_partitions : int, default=8
         Number of partitions P (ignored when ``partitioner`` is an instance).
     sigma : float, default=1.0
@@ -54,6 +57,8 @@ class PartitionedKernelRidge(RegressorMixin, PartitionedEstimator):
         the owner; averaging averages as before. ``0`` is the reference's
         method, bit for bit; a halo multiplies the Cholesky's work by
         ``(1 + halo)^3`` and the kernel matrix by ``(1 + halo)^2``.
+    n_voters : int, default=3
+        Models per sample when ``combine='vote'`` (at most P).
     backend : {'serial', 'threads'}, default='serial'
         How the independent partitions are run.
     n_jobs : int, default=None
@@ -111,7 +116,8 @@ class PartitionedKernelRidge(RegressorMixin, PartitionedEstimator):
     _parameter_constraints = {
         **PartitionedEstimator._parameter_constraints,
         "partitioner": [str, object],
-        "combine": [StrOptions({"nearest", "average"})],
+        "combine": [StrOptions({"nearest", "average", "vote"})],
+        "n_voters": [Interval(numbers.Integral, 1, None, closed="left")],
         "sigma": [Interval(numbers.Real, 0.0, None, closed="neither")],
         "lam": [Interval(numbers.Real, 0.0, None, closed="left")],
         "kernel": [StrOptions(set(KERNELS))],
@@ -123,9 +129,10 @@ class PartitionedKernelRidge(RegressorMixin, PartitionedEstimator):
 
     def __init__(self, partitioner="kbalance", combine="nearest", n_partitions=8, *,
                  sigma=1.0, lam=1e-4, kernel="rbf", degree=3, coef0=1.0, halo=0.0,
-                 backend="serial", n_jobs=None, random_state=None, verbose=False):
+                 n_voters=3, backend="serial", n_jobs=None, random_state=None, verbose=False):
         self.partitioner = partitioner
         self.combine = combine
+        self.n_voters = n_voters
         self.n_partitions = n_partitions
         self.halo = halo
         self.sigma = sigma
@@ -150,6 +157,11 @@ class PartitionedKernelRidge(RegressorMixin, PartitionedEstimator):
     @property
     def _combine_mode(self):
         return getattr(self, "combine", self._default_combine)
+
+    def _n_voters(self):
+        if self._combine_mode != "vote":
+            return 1
+        return min(self.n_voters, len(self.estimators_))
 
     def fit(self, X, y):
         """Partition the training set and solve one kernel ridge problem per partition.
@@ -199,10 +211,11 @@ class PartitionedKernelRidge(RegressorMixin, PartitionedEstimator):
         return _LocalKRR(p.X, sol.alpha, ctx["params"]), 1, p.X.shape[0]
 
     # ------------------------------------------------------------------ predict
-    def _check_X(self, X):
+    def _check_X(self, X, allow_empty=False):
+        # a rank of a collective prediction may hold no test row
         check_is_fitted(self)
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, order="C",
-                          reset=False)
+                          reset=False, ensure_min_samples=0 if allow_empty else 1)
         return self._as_fit_format(X)
 
     def local_predictions(self, X):
@@ -216,13 +229,16 @@ class PartitionedKernelRidge(RegressorMixin, PartitionedEstimator):
         -------
         Y : ndarray of shape (n_partitions_, n_samples) or (n_partitions_, n_samples, n_targets)
         """
-        X = self._check_X(X)
+        return self._local_predictions(self._check_X(X))
+
+    def _local_predictions(self, X):
         with self._local_session() as s:
             return np.stack(s.map(lambda est: est.predict(X, n_threads=s.threads),
                                   self.estimators_, "predict partitions"))
 
     def predict(self, X):
-        """Predict with the nearest partition's model, or the mean of all models.
+        """Predict with the nearest partition's model, or the mean of all models
+        (or of the nearest ones, ``combine='vote'``).
 
         Local on every rank (each holds every model); for a test set sharded
         over MPI ranks see :meth:`predict_sharded`.
@@ -238,11 +254,11 @@ class PartitionedKernelRidge(RegressorMixin, PartitionedEstimator):
         return self._predict(X)
 
     def _predict(self, X, session=None):
+        X = self._check_X(X, allow_empty=session is not None)
+        out = np.empty((X.shape[0],) + self.estimators_[0].alpha.shape[1:])
         if self._combine_mode == "average":
             # every rank evaluates all models on its own rows: nothing to route
-            return self.local_predictions(X).mean(axis=0)
-        X = self._check_X(X)
-        out = np.empty((X.shape[0],) + self.estimators_[0].alpha.shape[1:])
+            return self._local_predictions(X).mean(axis=0) if X.shape[0] else out
         return self._apply_routed(
             X, lambda t: lambda est, Xg: est.predict(Xg, n_threads=t), out, session=session)
 

@@ -19,6 +19,7 @@ from ._storage import (
     count_nonzero,
     storage_for,
     nearest_center,
+    nearest_centers,
     partition_means,
     partition_storage,
     squared_distances,
@@ -230,6 +231,45 @@ class _BasePartitioner(BaseEstimator):
         rows = min(_storage.ASSIGN_BLOCK_ROWS,
                    max(1, _storage.DENSE_BUDGET_BYTES // (8 * X.shape[1])))
         return nearest_center(X, self.centers_, block_rows=rows, storage=storage)
+
+    def nearest_partitions(self, X, n_nearest):
+        """The ``n_nearest`` nearest centres of every sample, nearest first.
+
+        The routing of soft (``routing='vote'``) prediction; its first column
+        is :meth:`assign`.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Samples, dense or CSR (stored as in :meth:`assign`).
+        n_nearest : int
+            How many centres (at most ``n_partitions_``).
+
+        Returns
+        -------
+        order : ndarray of shape (n_samples, min(n_nearest, n_partitions_))
+            Partition indices, nearest first (ties to the lowest index).
+        sq_dist : ndarray of the same shape
+            Squared Euclidean distances to those centres.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from cakernels.partition import KBalancePartitioner
+        >>> X = np.random.RandomState(0).randn(200, 3)
+        >>> part = KBalancePartitioner(4, random_state=0).fit(X)
+        >>> order, sq = part.nearest_partitions(X[:5], 2)
+        >>> order.shape, bool(np.all(order[:, 0] == part.assign(X[:5])))
+        ((5, 2), True)
+        """
+        check_is_fitted(self)
+        X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
+        storage = getattr(self, "_storage", "as_is")
+        if storage == "as_is":
+            return nearest_centers(X, self.centers_, n_nearest)
+        rows = min(_storage.ASSIGN_BLOCK_ROWS,
+                   max(1, _storage.DENSE_BUDGET_BYTES // (8 * X.shape[1])))
+        return nearest_centers(X, self.centers_, n_nearest, block_rows=rows, storage=storage)
 
     def fit_sharded(self, comm, X):
         """Partition data spread over MPI ranks (every rank passes its own rows).

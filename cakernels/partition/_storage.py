@@ -148,6 +148,32 @@ def nearest_center(X, centers, *, block_rows=ASSIGN_BLOCK_ROWS, storage="as_is")
     return out
 
 
+def nearest_centers(X, centers, k, *, block_rows=ASSIGN_BLOCK_ROWS, storage="as_is"):
+    """The ``k`` nearest centres of every row of ``X`` and their squared distances.
+
+    Same blocks and arithmetic as :func:`nearest_center`, whose answer is the
+    first column (ties to the lowest index, a stable sort).
+
+    Returns
+    -------
+    order : ndarray of shape (n, k), intp
+        Centre indices, nearest first.
+    sq_dist : ndarray of shape (n, k)
+        Their squared Euclidean distances.
+    """
+    n = X.shape[0]
+    k = min(int(k), centers.shape[0])
+    order = np.empty((n, k), dtype=np.intp)
+    dist = np.empty((n, k), dtype=np.float64)
+    for start in range(0, n, block_rows):
+        stop = min(start + block_rows, n)
+        D = squared_distances(to_partition_storage(X[start:stop], storage), centers)
+        o = np.argsort(D, axis=1, kind="stable")[:, :k]
+        order[start:stop] = o
+        dist[start:stop] = np.take_along_axis(D, o, axis=1)
+    return order, dist
+
+
 def partition_means(X, labels, n_partitions):
     """Mean of the samples of every partition, shape (n_partitions, n_features)."""
     n = X.shape[0]

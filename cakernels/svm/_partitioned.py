@@ -172,6 +172,16 @@ class PartitionedSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
         model (nearest centre). ``0`` is the reference's method, bit for bit;
         a halo multiplies every local problem's size by ``1 + halo``.
         ``fit_stats_['halo_sizes']`` gives the halo of every partition.
+    routing : {'nearest', 'vote'}, default='nearest'
+        Soft routing at prediction (beyond the reference; README "Soft
+        routing"): ``'nearest'`` is Algorithm 5, the model of the nearest
+        centre; ``'vote'`` gives every sample the mean of the decision values
+        of the models of its ``n_voters`` nearest centres, weighted by the
+        inverse squared distance to each centre, and ``predict`` follows
+        that mean (sign, or argmax over classes). Costs ``n_voters`` model
+        evaluations per sample; training is unchanged.
+    n_voters : int, default=3
+        Models that vote per sample when ``routing='vote'`` (at most P).
     backend : {'serial', 'threads'}, default='serial'
         How the independent partitions are run.
     n_jobs : int, default=None
@@ -244,16 +254,20 @@ class PartitionedSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
         **_SVM_CONSTRAINTS,
         "break_ties": ["boolean"],
         "solver": [StrOptions(set(SOLVERS))],
+        "routing": [StrOptions({"nearest", "vote"})],
+        "n_voters": [Interval(numbers.Integral, 1, None, closed="left")],
         "partitioner": [str, object],
     }
 
     def __init__(self, partitioner="random", n_partitions=8, *, C=1.0, kernel="rbf", degree=3,
                  gamma="scale", coef0=0.0, tol=1e-3, cache_size=200, class_weight=None,
-                 max_iter=-1, break_ties=False, solver="libsvm", halo=0.0, backend="serial",
-                 n_jobs=None, random_state=None, verbose=False):
+                 max_iter=-1, break_ties=False, solver="libsvm", halo=0.0, routing="nearest",
+                 n_voters=3, backend="serial", n_jobs=None, random_state=None, verbose=False):
         self.partitioner = partitioner
         self.n_partitions = n_partitions
         self.halo = halo
+        self.routing = routing
+        self.n_voters = n_voters
         self.C = C
         self.kernel = kernel
         self.degree = degree
@@ -343,10 +357,11 @@ class PartitionedSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
         return svc, int(np.sum(svc.n_iter_)), int(svc.support_.size)
 
     # -------------------------------------------------------------- predict
-    def _check_X(self, X):
+    def _check_X(self, X, allow_empty=False):
+        # a rank of a collective prediction may hold no test row
         check_is_fitted(self)
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, order="C",
-                          reset=False)
+                          reset=False, ensure_min_samples=0 if allow_empty else 1)
         # CSR keeps its index width: only LIBSVM's own predict needs 32 bits
         return self._as_fit_format(X)
 
@@ -398,8 +413,12 @@ class PartitionedSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
         out[:, cls] = ovr
         return out
 
+    def _n_voters(self):
+        return min(self.n_voters, len(self.estimators_)) if self.routing == "vote" else 1
+
     def decision_function(self, X):
-        """Decision values of the nearest partition's model.
+        """Decision values of the nearest partition's model (or, with
+        ``routing='vote'``, the weighted mean of the nearest models').
 
         Parameters
         ----------
@@ -435,14 +454,22 @@ class PartitionedSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
         return self._predict(X)
 
     def _predict(self, X, session=None):
+        X = self._check_X(X, allow_empty=session is not None)
+        if self._n_voters() > 1:
+            # soft routing: the class of the weighted mean decision
+            n = self.classes_.size
+            shape = (X.shape[0],) if n == 2 else (X.shape[0], n)
+            dec = self._apply_routed(
+                X, lambda t: lambda m, Xg: self._local_decision(m, Xg, t), np.empty(shape),
+                session=session)
+            return self.classes_[(dec >= 0).astype(np.intp) if n == 2
+                                 else np.argmax(dec, axis=1)]
         if self.break_ties and self.classes_.size > 2:
-            X = self._check_X(X)
             n = self.classes_.size
             dec = self._apply_routed(
                 X, lambda t: lambda m, Xg: self._local_decision(m, Xg, t),
                 np.empty((X.shape[0], n)), session=session)
             return self.classes_[np.argmax(dec, axis=1)]
-        X = self._check_X(X)
         out = np.empty(X.shape[0], dtype=self.classes_.dtype)
         return self._apply_routed(
             X, lambda t: lambda m, Xg: self._local_predict(m, Xg, t), out,
@@ -478,6 +505,11 @@ class CASVC(PartitionedSVC):
         Local solver (see :class:`PartitionedSVC`).
     halo : float, default=0.0
         Halo fraction (see :class:`PartitionedSVC`).
+    routing : {'nearest', 'vote'}, default='nearest'
+        Nearest-centre prediction or a weighted vote of the ``n_voters``
+        nearest centres' models (see :class:`PartitionedSVC`).
+    n_voters : int, default=3
+        Models that vote per sample when ``routing='vote'``.
     backend : {'serial', 'threads'}, default='serial'
         How the independent partitions are run.
     n_jobs : int, default=None
@@ -520,10 +552,12 @@ class CASVC(PartitionedSVC):
 
     def __init__(self, n_partitions=8, *, C=1.0, kernel="rbf", degree=3, gamma="scale",
                  coef0=0.0, tol=1e-3, cache_size=200, class_weight=None, max_iter=-1,
-                 break_ties=False, solver="libsvm", halo=0.0, backend="serial", n_jobs=None,
-                 random_state=None, verbose=False):
+                 break_ties=False, solver="libsvm", halo=0.0, routing="nearest", n_voters=3,
+                 backend="serial", n_jobs=None, random_state=None, verbose=False):
         self.n_partitions = n_partitions
         self.halo = halo
+        self.routing = routing
+        self.n_voters = n_voters
         self.C = C
         self.kernel = kernel
         self.degree = degree
@@ -555,7 +589,7 @@ class FCFSSVC(CASVC):
         Number of partitions P.
     C, kernel, degree, gamma, coef0, tol, cache_size, class_weight, max_iter, break_ties
         As in :class:`sklearn.svm.SVC` (see :class:`PartitionedSVC`).
-    solver, backend, n_jobs, random_state, verbose
+    solver, halo, routing, n_voters, backend, n_jobs, random_state, verbose
         See :class:`CASVC`.
 
     Attributes
@@ -592,7 +626,7 @@ class BKMSVC(CASVC):
         Number of partitions P.
     C, kernel, degree, gamma, coef0, tol, cache_size, class_weight, max_iter, break_ties
         As in :class:`sklearn.svm.SVC` (see :class:`PartitionedSVC`).
-    solver, backend, n_jobs, random_state, verbose
+    solver, halo, routing, n_voters, backend, n_jobs, random_state, verbose
         See :class:`CASVC`.
 
     Attributes
@@ -630,7 +664,7 @@ class CPSVC(CASVC):
         Number of clusters P (fewer when K-means leaves clusters empty).
     C, kernel, degree, gamma, coef0, tol, cache_size, class_weight, max_iter, break_ties
         As in :class:`sklearn.svm.SVC` (see :class:`PartitionedSVC`).
-    solver, backend, n_jobs, random_state, verbose
+    solver, halo, routing, n_voters, backend, n_jobs, random_state, verbose
         See :class:`CASVC`.
 
     Attributes

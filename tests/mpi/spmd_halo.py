@@ -1,4 +1,4 @@
-"""SPMD check of halo partitions under MPI.
+"""SPMD check of halo partitions and soft routing under MPI.
 
 * the distributed halo selection (``halo_indices_sharded``: local candidates, one
   allgather of margins, no rows) equals the serial selection on the stacked rows, for
@@ -8,7 +8,9 @@
   models, predictions);
 * sharded mode: every partition's model is the one trained on its own rows and its
   halo (brute force on all rows), the halo rows move in the one all-to-all of the
-  redistribution, and training communicates nothing.
+  redistribution, and training communicates nothing;
+* soft routing (``routing='vote'``, ``combine='vote'``): the collective prediction of
+  sharded test rows equals the local one.
 
 Prints JSON lines (rank 0).
 """
@@ -20,7 +22,7 @@ from mpi4py import MPI
 from sklearn.datasets import make_classification, make_regression
 from sklearn.svm import SVC
 
-from cakernels import BKMSVC, BKRR2, CASVC
+from cakernels import BKMSVC, BKRR2, CASVC, PartitionedKernelRidge
 from cakernels.backends import MPIBackend
 from cakernels.backends._comm import Communicator
 from cakernels.partition import FCFSPartitioner, KBalancePartitioner, RandomPartitioner
@@ -106,6 +108,30 @@ for j in range(4):
 out.append({"check": "sharded_krr",
             "rel": float(np.max(np.abs(kr.predict(Xr) - pred)) / np.max(np.abs(pred))),
             "training": kr.fit_stats_["comm"]["total"]["by_phase"]["training"]})
+
+# ---- soft routing: Algorithm 5 with every row sent to its n_voters nearest owners
+# equals the local prediction (every rank holds every model); the last rank holds no
+# test row (allowed in a collective prediction)
+lo, hi = bounds(Xc.shape[0])
+if R > 1 and rank == R - 1:
+    lo = hi
+sh.set_params(routing="vote", n_voters=3)
+before = sh.fit_stats_["comm"]["total"]["by_phase"]["prediction"]["bytes"]
+vote_all = np.concatenate(world.allgather(sh.predict_sharded(Xc[lo:hi])))
+n_pred = world.allreduce(hi - lo)
+expect = sh.predict(Xc[:n_pred])  # the predicted rows are the first n_pred ones
+near_all = np.concatenate(world.allgather(
+    sh.set_params(routing="nearest").predict_sharded(Xc[lo:hi])))
+lo, hi = bounds(Xr.shape[0])
+kr = PartitionedKernelRidge(combine="vote", n_voters=2, n_partitions=4, sigma=2.0, lam=1e-3,
+                            halo=0.5, backend=MPIBackend(sharded=True),
+                            random_state=0).fit(Xr[lo:hi], yr[lo:hi])
+kr_all = np.concatenate(world.allgather(kr.predict_sharded(Xr[lo:hi])))
+out.append({"check": "vote", "equal": bool(np.array_equal(vote_all, expect)),
+            "n": int(vote_all.size), "n_pred": int(n_pred),
+            "nearest_equal": bool(np.array_equal(near_all, sh.predict(Xc[:n_pred]))),
+            "bytes": sh.fit_stats_["comm"]["total"]["by_phase"]["prediction"]["bytes"] - before,
+            "krr_rel": float(np.max(np.abs(kr_all - kr.predict(Xr))))})
 
 if rank == 0:
     for line in out:
