@@ -268,6 +268,7 @@ typedef struct {
     double *y, *upper, *alpha, *G, *G_bar, *QD, *sq;
     int64_t *perm;
     int64_t *pairs, n_pairs; /* transpositions of the current shrinking */
+    double *sel_v, *sel_obj; /* scratch of the working-set selection */
     ck_qcache cache;
 } ck_smo_state;
 
@@ -424,88 +425,113 @@ static ck_status ck_smo_shrink(ck_smo_state *s, int *unshrunk)
     return CK_OK;
 }
 
+#if !defined(CK_NO_SIMD_DISPATCH) && defined(__x86_64__) && defined(__GNUC__) \
+    && !defined(__clang__) && defined(__linux__)
+#define CK_SELECT_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define CK_SELECT_CLONES
+#endif
+
+/* The membership and value passes of the working-set selection: branch-free
+ * loops the compiler vectorises (its masked selects are exact).  The labels
+ * are exactly +-1 (checked on entry), so LIBSVM's branches per variable fold
+ * into sign products that are exact: -y G, y G and 2 y_i y_j Q_ij differ from
+ * the branches' values by signs only.
+ *
+ * v[t] = -y_t G_t on I_up = {y > 0, alpha < C} u {y < 0, alpha > 0}, NaN
+ * elsewhere (NaN compares false, so the scan below never picks it). */
+CK_SELECT_CLONES static void ck_smo_select_up(int64_t m, const double *restrict y,
+                             const double *restrict G,
+                             const double *restrict alpha,
+                             const double *restrict upper, double *restrict v)
+{
+    int64_t t;
+    for (t = 0; t < m; ++t) {
+        const int pos = y[t] > 0.0;
+        const int up = (pos & (alpha[t] < upper[t])) | (!pos & (alpha[t] > 0.0));
+        const double val = -y[t] * G[t];
+        v[t] = up ? val : NAN;
+    }
+}
+
+/* v[t] = y_t G_t on I_low = {y > 0, alpha > 0} u {y < 0, alpha < C}, -inf
+ * elsewhere; obj[t] = LIBSVM's obj_diff of the pair (i, t) when t is in I_low
+ * and violating (Gmax + y_t G_t > 0), a value <= 0, else +1. */
+CK_SELECT_CLONES static void ck_smo_select_low(int64_t m, const double *restrict y,
+                              const double *restrict G,
+                              const double *restrict alpha,
+                              const double *restrict upper,
+                              const double *restrict QD,
+                              const double *restrict Qi, double Gmax,
+                              double QDi, double two_yi, double *restrict v,
+                              double *restrict obj)
+{
+    int64_t t;
+    for (t = 0; t < m; ++t) {
+        /* membership as 0/1 doubles: GCC if-converts (and vectorises)
+         * selects of doubles, not this combination of int masks */
+        const double ok_pos = alpha[t] > 0.0 ? 1.0 : 0.0;
+        const double ok_neg = alpha[t] < upper[t] ? 1.0 : 0.0;
+        const double low = y[t] > 0.0 ? ok_pos : ok_neg;
+        const double yG = y[t] * G[t];
+        const double grad_diff = Gmax + yG;
+        const double quad_coef = QDi + QD[t] - (two_yi * y[t]) * Qi[t];
+        const double q = quad_coef > 0.0 ? quad_coef : CK_SMO_TAU;
+        const double od = -(grad_diff * grad_diff) / q;
+        const double viol = grad_diff > 0.0 ? low : 0.0;
+        v[t] = low > 0.0 ? yG : -INFINITY;
+        obj[t] = viol > 0.0 ? od : 1.0;
+    }
+}
+
 /* WSS2 over the active set.  Returns 1 when optimal there (gap <= tol or
- * no admissible pair), else 0 with the pair in *out_i, *out_j. */
+ * no admissible pair), else 0 with the pair in *out_i, *out_j.
+ *
+ * LIBSVM's single loop has four data-dependent branches per variable, whose
+ * mispredictions made this a quarter of a partitioned ijcnn1 fit.  Here the
+ * values come from the branch-free passes above and the scans keep one
+ * branch, taken only for a new best.  The selected pair, ties included (the
+ * last index wins), is LIBSVM's. */
 static ck_status ck_smo_select(ck_smo_state *s, int64_t *out_i,
                                int64_t *out_j, int *optimal)
 {
     const int64_t m = s->active;
-    const double *restrict y = s->y;
-    const double *restrict G = s->G;
-    const double *restrict alpha = s->alpha;
-    const double *restrict upper = s->upper;
-    const double *restrict QD = s->QD;
-    double Gmax = -INFINITY, Gmax2 = -INFINITY, obj_diff_min = INFINITY;
-    int64_t i, j, ii = -1, jj = -1;
+    double *restrict v = s->sel_v;
+    double *restrict obj = s->sel_obj;
+    double Gmax = -INFINITY, Gmax2 = -INFINITY, obj_min = 0.5;
+    int64_t t, ii = -1, jj = -1;
     const double *Qi = NULL;
     ck_status st;
 
-    /* i maximises -y_t G_t over I_up */
-    for (i = 0; i < m; ++i) {
-        if (y[i] > 0.0) {
-            if (alpha[i] < upper[i] && -G[i] >= Gmax) {
-                Gmax = -G[i];
-                ii = i;
-            }
-        } else {
-            if (alpha[i] > 0.0 && G[i] >= Gmax) {
-                Gmax = G[i];
-                ii = i;
-            }
+    /* i maximises -y_t G_t over I_up (the last index among ties) */
+    ck_smo_select_up(m, s->y, s->G, s->alpha, s->upper, v);
+    for (t = 0; t < m; ++t) {
+        if (v[t] >= Gmax) {
+            Gmax = v[t];
+            ii = t;
         }
     }
-    if (ii >= 0) {
-        st = ck_qcache_get(&s->cache, ii, m, &Qi);
-        if (st != CK_OK)
-            return st;
-    }
-    /* j: largest decrease of the objective among violating I_low */
-    {
-        const double QDi = ii >= 0 ? QD[ii] : 0.0;
-        const double two_yi = ii >= 0 ? 2.0 * y[ii] : 0.0;
-        for (j = 0; j < m; ++j) {
-            double grad_diff, quad_coef;
-            if (y[j] > 0.0) {
-                if (!(alpha[j] > 0.0))
-                    continue;
-                if (G[j] >= Gmax2)
-                    Gmax2 = G[j];
-                if (ii < 0)
-                    continue;
-                grad_diff = Gmax + G[j];
-                if (grad_diff > 0.0) {
-                    double obj_diff;
-                    quad_coef = QDi + QD[j] - two_yi * Qi[j];
-                    obj_diff = -(grad_diff * grad_diff) /
-                               (quad_coef > 0.0 ? quad_coef : CK_SMO_TAU);
-                    if (obj_diff <= obj_diff_min) {
-                        jj = j;
-                        obj_diff_min = obj_diff;
-                    }
-                }
-            } else {
-                if (!(alpha[j] < upper[j]))
-                    continue;
-                if (-G[j] >= Gmax2)
-                    Gmax2 = -G[j];
-                if (ii < 0)
-                    continue;
-                grad_diff = Gmax - G[j];
-                if (grad_diff > 0.0) {
-                    double obj_diff;
-                    quad_coef = QDi + QD[j] + two_yi * Qi[j];
-                    obj_diff = -(grad_diff * grad_diff) /
-                               (quad_coef > 0.0 ? quad_coef : CK_SMO_TAU);
-                    if (obj_diff <= obj_diff_min) {
-                        jj = j;
-                        obj_diff_min = obj_diff;
-                    }
-                }
-            }
-        }
-    }
-    *optimal = ii < 0 || jj < 0 || Gmax + Gmax2 <= s->tol;
     *out_i = ii;
+    *out_j = -1;
+    *optimal = 1;
+    if (ii < 0) /* I_up is empty */
+        return CK_OK;
+    st = ck_qcache_get(&s->cache, ii, m, &Qi);
+    if (st != CK_OK)
+        return st;
+    /* j: largest decrease of the objective (the smallest obj_diff, <= 0, so
+     * the bound 1/2 admits every violating t and no other; the last index
+     * among ties); Gmax2 = max y_t G_t over I_low */
+    ck_smo_select_low(m, s->y, s->G, s->alpha, s->upper, s->QD, Qi, Gmax,
+                      s->QD[ii], 2.0 * s->y[ii], v, obj);
+    for (t = 0; t < m; ++t) {
+        Gmax2 = v[t] > Gmax2 ? v[t] : Gmax2;
+        if (obj[t] <= obj_min) {
+            obj_min = obj[t];
+            jj = t;
+        }
+    }
+    *optimal = jj < 0 || Gmax + Gmax2 <= s->tol;
     *out_j = jj;
     return CK_OK;
 }
@@ -560,7 +586,9 @@ ck_status ck_smo_solve(const ck_matrix *X, const double *y,
         s->cache.work = (double *)calloc(
             (size_t)(X->n_cols > 0 ? X->n_cols : 1), sizeof(double));
     s->pairs = (int64_t *)malloc((size_t)n * 2 * sizeof(int64_t));
-    if (s->y == NULL || s->upper == NULL || s->alpha == NULL ||
+    s->sel_v = (double *)malloc((size_t)n * sizeof(double));
+    s->sel_obj = (double *)malloc((size_t)n * sizeof(double));
+    if (s->sel_v == NULL || s->sel_obj == NULL || s->y == NULL || s->upper == NULL || s->alpha == NULL ||
         s->G == NULL || s->G_bar == NULL || s->QD == NULL || s->sq == NULL ||
         s->perm == NULL || s->pairs == NULL ||
         (X->dense == NULL && s->cache.work == NULL)) {
@@ -806,5 +834,7 @@ cleanup:
     free(s->perm);
     free(s->cache.work);
     free(s->pairs);
+    free(s->sel_v);
+    free(s->sel_obj);
     return st;
 }
