@@ -176,7 +176,13 @@ ck_status ck_matrix_check(const ck_matrix *X);
  * degree are those of ck_kernel_from_gram (same values, bit for bit); its
  * columns are computed on demand and kept in an LRU cache of at most
  * cache_bytes bytes (+inf: unlimited; fewer than two columns, i.e.
- * cache_bytes < 16 n, is CK_ERR_ARG).
+ * cache_bytes < 16 n, is CK_ERR_ARG).  As LIBSVM's cache, the budget counts
+ * the entries held: a column fetched while variables are shrunk holds its
+ * active part only (extended when needed).  When a feature-major copy of X
+ * (in float when every value is a float exactly) takes at most a quarter of
+ * cache_bytes and leaves two full columns, the columns are computed from it
+ * as contiguous axpys (same values, bit for bit) and its bytes come out of
+ * the budget, so the memory used stays within cache_bytes plus O(n).
  *
  * alpha: in, a feasible warm start (all zeros for a cold start); entries
  * within 1e-8 * upper[i] outside the box are clipped and a residual
@@ -188,8 +194,7 @@ ck_status ck_matrix_check(const ck_matrix *X);
  * with *converged = 0 -- not an error.  Outputs: *rho (LIBSVM convention:
  * decision f(x) = sum_i a_i y_i K(x_i, x) - rho), *objective (dual value
  * 0.5 a^T Q a - e^T a), *n_iter (steps taken).  On error the outputs other
- * than alpha are unspecified.  Runs the column dot products with OpenMP
- * (default team) when the core has it and the column is large.
+ * than alpha are unspecified.  Single-threaded (one solve per partition).
  *
  * Returns CK_ERR_ARG for NULL pointers, n < 1, d < 0, bad labels/bounds,
  * non-finite parameters, tol <= 0, a too small cache or an infeasible warm

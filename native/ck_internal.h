@@ -110,6 +110,17 @@ ck_status ck_q_row_fmajor(const ck_matrix *X, const ck_fmajor *f,
                           double sqi, const double *row_y,
                           const double *row_sq, double *out);
 
+/* The entries start .. end-1 of that row: out[t] for the copy's rows t in
+ * [start, end), with row_y, row_sq and out indexed like the copy's rows. */
+ck_status ck_q_range_fmajor(const ck_matrix *X, const ck_fmajor *f,
+                            const ck_kparams *kp, int64_t i, double yi,
+                            double sqi, const double *row_y,
+                            const double *row_sq, int64_t start, int64_t end,
+                            double *out);
+
+/* Exchange the copy's rows a and b (the SMO's permutation). */
+void ck_fmajor_swap(ck_fmajor *f, int64_t a, int64_t b);
+
 /*
  * Private switches and counters of the Asy-GCD solver, for benchmarks and
  * tests (ck_asygcd_solve_ex in ck_asygcd.c; ck_asygcd_solve is the same

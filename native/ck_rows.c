@@ -349,14 +349,24 @@ ck_status ck_q_row_fmajor(const ck_matrix *X, const ck_fmajor *f,
                           double sqi, const double *row_y,
                           const double *row_sq, double *out)
 {
-    const int64_t m = f->m, d = f->d;
+    return ck_q_range_fmajor(X, f, kp, i, yi, sqi, row_y, row_sq, 0, f->m,
+                             out);
+}
+
+ck_status ck_q_range_fmajor(const ck_matrix *X, const ck_fmajor *f,
+                            const ck_kparams *kp, int64_t i, double yi,
+                            double sqi, const double *row_y,
+                            const double *row_sq, int64_t start, int64_t end,
+                            double *out)
+{
+    const int64_t d = f->d;
     int64_t c0, k;
-    if (m <= 0)
+    if (end <= start)
         return CK_OK;
-    memset(out, 0, (size_t)m * sizeof(double));
-    for (c0 = 0; c0 < m; c0 += CK_FMAJOR_CHUNK) {
-        const int64_t len = c0 + CK_FMAJOR_CHUNK < m ? CK_FMAJOR_CHUNK
-                                                     : m - c0;
+    memset(out + start, 0, (size_t)(end - start) * sizeof(double));
+    for (c0 = start; c0 < end; c0 += CK_FMAJOR_CHUNK) {
+        const int64_t len = c0 + CK_FMAJOR_CHUNK < end ? CK_FMAJOR_CHUNK
+                                                       : end - c0;
         /* x_i's nonzeros in increasing feature order, as ck_q_row sums */
         if (X->dense != NULL) {
             const double *xi = X->dense + i * d;
@@ -372,5 +382,25 @@ ck_status ck_q_row_fmajor(const ck_matrix *X, const ck_fmajor *f,
             }
         }
     }
-    return ck_q_finish(kp, yi, sqi, row_y, row_sq, m, out);
+    return ck_q_finish(kp, yi, sqi, row_y + start, row_sq + start,
+                       end - start, out + start);
+}
+
+void ck_fmajor_swap(ck_fmajor *f, int64_t a, int64_t b)
+{
+    const int64_t m = f->m;
+    int64_t k;
+    if (f->xf != NULL) {
+        for (k = 0; k < f->d; ++k) {
+            const float t = f->xf[k * m + a];
+            f->xf[k * m + a] = f->xf[k * m + b];
+            f->xf[k * m + b] = t;
+        }
+    } else if (f->xt != NULL) {
+        for (k = 0; k < f->d; ++k) {
+            const double t = f->xt[k * m + a];
+            f->xt[k * m + a] = f->xt[k * m + b];
+            f->xt[k * m + b] = t;
+        }
+    }
 }

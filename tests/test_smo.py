@@ -306,6 +306,35 @@ def test_shrinking_kkt_on_all_variables(C, weighted):
     assert np.all(f[alpha == upper] <= 1.0 + 2e-3)
 
 
+@pytest.mark.parametrize("fmt", ["dense", "dense_float_exact", "csr", "csr_float_exact"])
+def test_feature_major_columns_and_budget_bit_identical(fmt):
+    """Kernel columns from the feature-major copy of X (built when it takes at
+    most a quarter of cache_size, in float when that is exact, its bytes out
+    of the budget) and from the rows of X (no room for the copy), with
+    variable-length columns under shrinking: the same alpha, intercept and
+    iterations bit for bit."""
+    import scipy.sparse as sp
+
+    X, y = shrinking_problem()
+    n, d = X.shape
+    if fmt.endswith("float_exact"):
+        X = np.round(4 * X) / 4  # quarters: exact in float
+    if fmt.startswith("csr"):
+        X = np.where(np.abs(X) < 0.5, 0.0, X)
+        X = sp.csr_matrix(X)
+    col_mb = n * 8 / 2**20
+    kw = dict(kernel="rbf", gamma=0.5, max_iter=100_000)  # wrong columns: stop, then differ
+    ref = smo_fit(X, y, 5.0, cache_size=2 * col_mb, **kw)  # no room for the copy
+    assert ref["converged"] and ref["n_iter"] > 1000
+    copy_mb = n * d * 8 / 2**20
+    for cache in (4 * copy_mb + 2 * col_mb, 4 * copy_mb + 5 * col_mb, 300 * col_mb, np.inf):
+        got = smo_fit(X, y, 5.0, cache_size=cache, **kw)
+        np.testing.assert_array_equal(got["alpha"], ref["alpha"])
+        assert got["intercept"] == ref["intercept"]
+        assert got["n_iter"] == ref["n_iter"]
+        assert got["objective"] == ref["objective"]
+
+
 def test_shrinking_cache_sizes_and_max_iter():
     """The shrunk problem with a small cache (columns dropped and extended
     as the active set changes) gives bit-identical results; stopping at
