@@ -150,7 +150,7 @@ def test_estimator_halo_replaces_the_instances():
 def test_svm_partitions_train_on_own_and_halo_rows(cls):
     X, y = make_classification(n_samples=300, n_features=5, random_state=0)
     w = np.random.RandomState(0).uniform(0.5, 2.0, size=300)
-    clf = cls(4, halo=0.5, gamma=0.3, random_state=0).fit(X, y, sample_weight=w)
+    clf = cls(4, halo=0.5, gamma=0.3, solver="libsvm", random_state=0).fit(X, y, sample_weight=w)
     part = clf.partitioner_
     assert clf.fit_stats_["halo_sizes"] == part.halo_sizes_.tolist()
     assert min(clf.fit_stats_["halo_sizes"]) > 0

@@ -12,6 +12,8 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.svm import SVC
 
 from cakernels import BKMSVC, CASVC, CPSVC, FCFSSVC, PartitionedSVC
+from cakernels._kernels import kernel_dot
+from cakernels._solvers.smo import smo_fit
 from cakernels.partition import KBalancePartitioner
 
 FRONT_DOORS = [CASVC, FCFSSVC, BKMSVC, CPSVC]
@@ -42,12 +44,35 @@ def multiclass():
 ])
 def test_one_partition_is_svc(binary, params):
     X, y, Xt, _ = binary
-    ours = CASVC(n_partitions=1, **params).fit(X, y)
+    ours = CASVC(n_partitions=1, solver="libsvm", **params).fit(X, y)
     ref = SVC(**params).fit(X, y)
     np.testing.assert_array_equal(ours.predict(Xt), ref.predict(Xt))
     np.testing.assert_allclose(ours.decision_function(Xt), ref.decision_function(Xt),
                                rtol=1e-10, atol=1e-12)
     assert ours.n_support_total_ == ref.support_.size
+
+
+def test_default_solver_is_native_smo(binary, multiclass):
+    """solver='smo' is the default: one partition is the native SMO's solution
+    of the whole problem (bit for bit), which agrees with SVC's to its tol."""
+    X, y, Xt, _ = binary
+    clf = CASVC(n_partitions=1).fit(X, y)
+    assert clf.solver == "smo" and PartitionedSVC().solver == "smo"
+    y_pm = np.where(y == clf.classes_[1], 1.0, -1.0)
+    res = smo_fit(X, y_pm, 1.0, gamma=clf.gamma_)
+    sv = res["support"]
+    f = kernel_dot(Xt, X[sv], res["alpha"][sv] * y_pm[sv], kernel="rbf",
+                   gamma=clf.gamma_) + res["intercept"]
+    np.testing.assert_allclose(clf.decision_function(Xt), f, rtol=1e-12, atol=1e-12)
+    ref = SVC().fit(X, y)
+    np.testing.assert_allclose(clf.decision_function(Xt), ref.decision_function(Xt),
+                               atol=1e-2)
+    # more classes, CSR and weights as well: one-vs-one, as LIBSVM
+    X, y, Xt, _ = multiclass
+    w = np.random.RandomState(0).uniform(0.5, 2.0, size=len(y))
+    ours = BKMSVC(n_partitions=1, C=3.0).fit(sp.csr_matrix(X), y, sample_weight=w)
+    ref = SVC(C=3.0).fit(X, y, sample_weight=w)
+    assert np.mean(ours.predict(sp.csr_matrix(Xt)) == ref.predict(Xt)) >= 0.98
 
 
 def test_one_partition_is_svc_multiclass_sparse_weighted(multiclass):
@@ -56,7 +81,7 @@ def test_one_partition_is_svc_multiclass_sparse_weighted(multiclass):
     Xs, Xts = sp.csr_matrix(X), sp.csr_matrix(Xt)
     ref = SVC(C=3.0).fit(Xs, y, sample_weight=w)
     for cls in FRONT_DOORS:
-        ours = cls(n_partitions=1, C=3.0).fit(Xs, y, sample_weight=w)
+        ours = cls(n_partitions=1, C=3.0, solver="libsvm").fit(Xs, y, sample_weight=w)
         np.testing.assert_array_equal(ours.predict(Xts), ref.predict(Xts))
         np.testing.assert_allclose(ours.decision_function(Xts), ref.decision_function(Xts),
                                    rtol=1e-9, atol=1e-12)
@@ -65,7 +90,7 @@ def test_one_partition_is_svc_multiclass_sparse_weighted(multiclass):
 @pytest.mark.parametrize("cls", FRONT_DOORS)
 def test_routing_is_nearest_centre_brute_force(cls, multiclass):
     X, y, Xt, _ = multiclass
-    clf = cls(n_partitions=4, C=2.0, random_state=0).fit(X, y)
+    clf = cls(n_partitions=4, C=2.0, solver="libsvm", random_state=0).fit(X, y)
     route = np.argmin(((Xt[:, None, :] - clf.centers_[None]) ** 2).sum(-1), axis=1)
     expected = np.array([clf.estimators_[r].predict(Xt[i:i + 1])[0]
                          for i, r in enumerate(route)])
@@ -80,7 +105,7 @@ def test_routing_is_nearest_centre_brute_force(cls, multiclass):
 
 def test_gamma_scale_is_resolved_globally(binary):
     X, y, _, _ = binary
-    clf = CASVC(n_partitions=4, random_state=0).fit(X, y)
+    clf = CASVC(n_partitions=4, solver="libsvm", random_state=0).fit(X, y)
     assert clf.gamma_ == pytest.approx(1.0 / (X.shape[1] * X.var()))
     assert all(est.gamma == clf.gamma_ for est in clf.estimators_)
 
@@ -133,7 +158,7 @@ def test_sample_weight_is_honoured(binary):
     # zero weight = sample absent from its local problem
     w0 = np.ones(len(y))
     w0[::3] = 0
-    c = CASVC(n_partitions=1).fit(X, y, sample_weight=w0)
+    c = CASVC(n_partitions=1, solver="libsvm").fit(X, y, sample_weight=w0)
     ref = SVC(gamma=c.gamma_).fit(X[w0 > 0], y[w0 > 0])
     np.testing.assert_allclose(c.decision_function(Xt), ref.decision_function(Xt), rtol=1e-8)
 

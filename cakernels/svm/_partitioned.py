@@ -155,10 +155,13 @@ class PartitionedSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
         As in :class:`~sklearn.svm.SVC`: when True (multiclass only),
         ``predict`` returns the argmax of ``decision_function``; otherwise
         the one-vs-one vote of the local model.
-    solver : {'libsvm', 'smo', 'asygcd', 'pscd'}, default='libsvm'
-        Local solver: ``'libsvm'`` is scikit-learn's :class:`~sklearn.svm.SVC`;
-        ``'smo'`` the native SMO of this package (LIBSVM's algorithm, the
-        dual with bias); ``'asygcd'`` the OpenMP asynchronous greedy
+    solver : {'smo', 'libsvm', 'asygcd', 'pscd'}, default='smo'
+        Local solver: ``'smo'`` is the native SMO of this package (LIBSVM's
+        algorithm, the dual with bias: the same model to ``tol``, faster than
+        LIBSVM at every cache size of ``benchmarks/bench_smo.py``);
+        ``'libsvm'`` is scikit-learn's :class:`~sklearn.svm.SVC` (the default
+        until 2026-11-25; the local models are then scikit-learn's, bit for
+        bit); ``'asygcd'`` the OpenMP asynchronous greedy
         coordinate descent of chapter 4 and ``'pscd'`` its random-selection
         variant (the dual *without* bias, so a different model). The native
         solvers take dense or CSR input and solve more classes one-vs-one;
@@ -261,7 +264,7 @@ class PartitionedSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
 
     def __init__(self, partitioner="random", n_partitions=8, *, C=1.0, kernel="rbf", degree=3,
                  gamma="scale", coef0=0.0, tol=1e-3, cache_size=200, class_weight=None,
-                 max_iter=-1, break_ties=False, solver="libsvm", halo=0.0, routing="nearest",
+                 max_iter=-1, break_ties=False, solver="smo", halo=0.0, routing="nearest",
                  n_voters=3, backend="serial", n_jobs=None, random_state=None, verbose=False):
         self.partitioner = partitioner
         self.n_partitions = n_partitions
@@ -501,7 +504,7 @@ class CASVC(PartitionedSVC):
         Number of partitions P.
     C, kernel, degree, gamma, coef0, tol, cache_size, class_weight, max_iter, break_ties
         As in :class:`sklearn.svm.SVC` (see :class:`PartitionedSVC`).
-    solver : {'libsvm', 'smo', 'asygcd', 'pscd'}, default='libsvm'
+    solver : {'smo', 'libsvm', 'asygcd', 'pscd'}, default='smo'
         Local solver (see :class:`PartitionedSVC`).
     halo : float, default=0.0
         Halo fraction (see :class:`PartitionedSVC`).
@@ -552,7 +555,7 @@ class CASVC(PartitionedSVC):
 
     def __init__(self, n_partitions=8, *, C=1.0, kernel="rbf", degree=3, gamma="scale",
                  coef0=0.0, tol=1e-3, cache_size=200, class_weight=None, max_iter=-1,
-                 break_ties=False, solver="libsvm", halo=0.0, routing="nearest", n_voters=3,
+                 break_ties=False, solver="smo", halo=0.0, routing="nearest", n_voters=3,
                  backend="serial", n_jobs=None, random_state=None, verbose=False):
         self.n_partitions = n_partitions
         self.halo = halo
