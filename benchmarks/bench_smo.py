@@ -18,10 +18,14 @@ test accuracy within 0.05 point, dual objectives within ``tol`` (relative).
 Then the partitioned fits that get the gain: ``CASVC`` and ``CPSVC`` on ijcnn1
 with 16 partitions, ``solver='smo'`` against ``solver='libsvm'`` (goal 1.5x).
 
+Last, scikit-learn-intelex's ``SVC`` (oneDAL, on every core) against the SMO on
+one thread, cache 200 MB, when sklearnex is installed (``--parts intelex``).
+
 Asy-GCD has its own script, ``bench_asygcd.py``.
 
     python benchmarks/bench_smo.py [--quick] [--out FILE]   # ~8 min
     python benchmarks/bench_smo.py --parts partitioned      # the partitioned fits only
+    python benchmarks/bench_smo.py --parts intelex          # against scikit-learn-intelex only
 """
 
 import argparse
@@ -66,12 +70,12 @@ def libsvm_objective(svc, X, gamma):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     common.add_common_args(ap)
-    ap.add_argument("--parts", nargs="+", choices=("single", "partitioned"),
-                    default=["single", "partitioned"])
+    ap.add_argument("--parts", nargs="+", choices=("single", "partitioned", "intelex"),
+                    default=["single", "partitioned", "intelex"])
     args = ap.parse_args()
     rep = common.Report()
     rep.machine()
-    rows, goals, prow = [], [], []
+    rows, goals, prow, xrow = [], [], [], []
     with threadpool_limits(1):
         single = "single" in args.parts
         for name, X, y, Xt, yt, C, gamma in (_datasets(common.data_home(args.data_home),
@@ -108,6 +112,8 @@ def main():
         # partitioned fits: the same estimator with either local solver
         if "partitioned" in args.parts:
             partitioned(args, prow, goals)
+    if "intelex" in args.parts:  # outside threadpool_limits: oneDAL takes both cores
+        intelex(args, xrow, goals)
     if rows:
         rep.table("fit on one binary problem, one thread, the same cache_size for both",
                   ["dataset", "cache MB", "LIBSVM s", "SMO s", "SMO / LIBSVM", "LIBSVM iter",
@@ -117,6 +123,11 @@ def main():
         rep.table("partitioned fits on ijcnn1, 16 partitions, one thread (median of 5 fits, "
                   "the two solvers alternating)", ["estimator", "solver", "fit s", "test acc"],
                   prow)
+    if xrow:
+        rep.table("SMO (one thread) against scikit-learn-intelex's SVC (oneDAL, all "
+                  f"{common.n_cores()} cores), cache 200 MB, median of 3 fits each, alternating",
+                  ["dataset", "sklearnex s", "SMO s", "SMO / sklearnex", "sklearnex acc",
+                   "SMO acc"], xrow)
     rep.table("goals", ["goal", "time", "acc diff (pts)", "dual obj diff", "status"], goals)
     rep.line(f"\nload average at end: {common.load_avg()}")
     rep.write(args.out)
@@ -144,6 +155,38 @@ def partitioned(args, prow, goals):
         goals.append((f"{Est.__name__} ijcnn1 P=16: smo vs libsvm", f"{speed:.2f}x faster",
                       f"{100 * (acc['smo'] - acc['libsvm']):+.3f}", "",
                       common.pass_miss(speed >= 1.5)))
+
+
+def intelex(args, xrow, goals):
+    """scikit-learn-intelex's SVC on every core against the SMO on one thread."""
+    try:
+        from sklearnex.svm import SVC as XSVC
+    except ImportError:
+        print("scikit-learn-intelex is not installed: its comparison is skipped")
+        return
+    for name, X, y, Xt, yt, C, gamma in _datasets(common.data_home(args.data_home), args.quick):
+        y_pm = np.where(y > 0, 1.0, -1.0)
+        yt_pm = np.where(yt > 0, 1.0, -1.0)
+        tx, ts = [], []
+        for _ in range(3):
+            m, t = common.timed(XSVC(C=C, gamma=gamma, tol=TOL, cache_size=200).fit, X, y_pm)
+            tx.append(t)
+            with threadpool_limits(1):
+                res, t = common.timed(smo_fit, X, y_pm, C, gamma=gamma, tol=TOL,
+                                      cache_size=200)
+            ts.append(t)
+        acc_x = m.score(Xt, yt_pm)
+        sv = res["support"]
+        f = kernel_dot(Xt, X[sv], res["alpha"][sv] * y_pm[sv], kernel="rbf",
+                       gamma=gamma) + res["intercept"]
+        acc_s = np.mean(np.where(f > 0, 1.0, -1.0) == yt_pm)
+        t_x, t_s = float(np.median(tx)), float(np.median(ts))
+        xrow.append((name, f"{t_x:.2f}", f"{t_s:.2f}", f"{t_s / t_x:.2f}x",
+                     f"{100 * acc_x:.2f}%", f"{100 * acc_s:.2f}%"))
+        print(xrow[-1], flush=True)
+        goals.append((f"{name}: SMO (1 thread) vs sklearnex ({common.n_cores()} cores)",
+                      f"{t_s / t_x:.2f}x", f"{100 * (acc_s - acc_x):+.3f}", "",
+                      common.pass_miss(t_s < t_x)))
 
 
 if __name__ == "__main__":
