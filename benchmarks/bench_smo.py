@@ -57,6 +57,14 @@ def _datasets(home, quick):
     yield "covtype_5000", X, y, Xt, yt, 8.0, 2.0
 
 
+def smo_accuracy(res, X, y_pm, Xt, yt_pm, gamma):
+    """Test accuracy of an ``smo_fit`` result (labels -1/+1)."""
+    sv = res["support"]
+    f = kernel_dot(Xt, X[sv], res["alpha"][sv] * y_pm[sv], kernel="rbf",
+                   gamma=gamma) + res["intercept"]
+    return float(np.mean(np.where(f > 0, 1.0, -1.0) == yt_pm))
+
+
 def libsvm_objective(svc, X, gamma):
     """LIBSVM's dual objective 1/2 a^T Q a - sum(a) from ``dual_coef_`` (= y a)."""
     ya = np.asarray(svc.dual_coef_.todense() if sp.issparse(svc.dual_coef_)
@@ -94,10 +102,7 @@ def main():
                 obj_svc = libsvm_objective(svc, X, gamma)
                 res, t_smo = common.timed(smo_fit, X, y_pm, C, gamma=gamma, tol=TOL,
                                           cache_size=cs)
-                sv = res["support"]
-                f = kernel_dot(Xt, X[sv], res["alpha"][sv] * y_pm[sv], kernel="rbf",
-                               gamma=gamma) + res["intercept"]
-                acc_smo = np.mean(np.where(f > 0, 1.0, -1.0) == yt_pm)
+                acc_smo = smo_accuracy(res, X, y_pm, Xt, yt_pm, gamma)
                 rel = abs(res["objective"] - obj_svc) / abs(obj_svc)
                 ratio = t_smo / t_svc
                 rows.append((name, cs, f"{t_svc:.2f}", f"{t_smo:.2f}", f"{ratio:.2f}x",
@@ -176,10 +181,7 @@ def intelex(args, xrow, goals):
                                       cache_size=200)
             ts.append(t)
         acc_x = m.score(Xt, yt_pm)
-        sv = res["support"]
-        f = kernel_dot(Xt, X[sv], res["alpha"][sv] * y_pm[sv], kernel="rbf",
-                       gamma=gamma) + res["intercept"]
-        acc_s = np.mean(np.where(f > 0, 1.0, -1.0) == yt_pm)
+        acc_s = smo_accuracy(res, X, y_pm, Xt, yt_pm, gamma)
         t_x, t_s = float(np.median(tx)), float(np.median(ts))
         xrow.append((name, f"{t_x:.2f}", f"{t_s:.2f}", f"{t_s / t_x:.2f}x",
                      f"{100 * acc_x:.2f}%", f"{100 * acc_s:.2f}%"))

@@ -506,22 +506,16 @@ static ck_status ck_smo_shrink(ck_smo_state *s, int *unshrunk)
     return CK_OK;
 }
 
-#if !defined(CK_NO_SIMD_DISPATCH) && defined(__x86_64__) && defined(__GNUC__) \
-    && !defined(__clang__) && defined(__linux__)
-#define CK_SELECT_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define CK_SELECT_CLONES
-#endif
-
 /* The membership and value passes of the working-set selection: branch-free
- * loops the compiler vectorises (its masked selects are exact).  The labels
+ * loops the compiler vectorises (its masked selects are exact; AVX2 and
+ * AVX-512 clones by CK_CLONES).  The labels
  * are exactly +-1 (checked on entry), so LIBSVM's branches per variable fold
  * into sign products that are exact: -y G, y G and 2 y_i y_j Q_ij differ from
  * the branches' values by signs only.
  *
  * v[t] = -y_t G_t on I_up = {y > 0, alpha < C} u {y < 0, alpha > 0}, NaN
  * elsewhere (NaN compares false, so the scan below never picks it). */
-CK_SELECT_CLONES static void ck_smo_select_up(int64_t m, const double *restrict y,
+CK_CLONES static void ck_smo_select_up(int64_t m, const double *restrict y,
                              const double *restrict G,
                              const double *restrict alpha,
                              const double *restrict upper, double *restrict v)
@@ -538,7 +532,7 @@ CK_SELECT_CLONES static void ck_smo_select_up(int64_t m, const double *restrict 
 /* v[t] = y_t G_t on I_low = {y > 0, alpha > 0} u {y < 0, alpha < C}, -inf
  * elsewhere; obj[t] = LIBSVM's obj_diff of the pair (i, t) when t is in I_low
  * and violating (Gmax + y_t G_t > 0), a value <= 0, else +1. */
-CK_SELECT_CLONES static void ck_smo_select_low(int64_t m, const double *restrict y,
+CK_CLONES static void ck_smo_select_low(int64_t m, const double *restrict y,
                               const double *restrict G,
                               const double *restrict alpha,
                               const double *restrict upper,
