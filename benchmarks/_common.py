@@ -106,6 +106,27 @@ def print_machine(extra=()):
 
 
 # ---------------------------------------------------------------- timing
+class Busy:
+    """``n`` other processes spinning on the cores while the block runs (a busy
+    machine for the contention settings of the benchmarks)."""
+
+    def __init__(self, n):
+        self.n = n
+        self.procs = []
+
+    def __enter__(self):
+        import subprocess
+        self.procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"],
+                                       start_new_session=True) for _ in range(self.n)]
+        time.sleep(0.3 if self.n else 0.0)
+        return self
+
+    def __exit__(self, *exc):
+        for p in self.procs:
+            p.kill()
+            p.wait()
+
+
 def timed(fn, *args, **kwargs):
     """Run ``fn`` once; return ``(result, seconds)`` (time.perf_counter)."""
     t0 = time.perf_counter()

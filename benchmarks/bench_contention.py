@@ -30,8 +30,6 @@ Usage::
 """
 
 import argparse
-import subprocess
-import sys
 import time
 import warnings
 
@@ -46,25 +44,7 @@ from cakernels.datasets import load_dataset
 
 PARAMS = {"ijcnn1": dict(C=32.0, gamma=2.0), "a9a": dict(C=1.0, gamma=0.05)}
 GOAL = 1.5
-
-
-class Busy:
-    """``n`` other processes spinning on the cores while the block runs."""
-
-    def __init__(self, n):
-        self.n = n
-        self.procs = []
-
-    def __enter__(self):
-        self.procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"],
-                                       start_new_session=True) for _ in range(self.n)]
-        time.sleep(0.3 if self.n else 0.0)
-        return self
-
-    def __exit__(self, *exc):
-        for p in self.procs:
-            p.kill()
-            p.wait()
+Busy = common.Busy
 
 
 def subsets(name, home, sizes, seed=0):

@@ -684,7 +684,8 @@ static int ck_check_cache(double cache_mb, Py_ssize_t n, int columns)
 PyDoc_STRVAR(
     smo_solve_doc,
     "smo_solve(X, y, upper, alpha, kind, gamma, coef0, degree, tol, max_iter, "
-    "cache_size_mb)\n--\n\n"
+    "cache_size_mb, n_threads=1, min_work=0, collapse_at=0, "
+    "return_stats=False)\n--\n\n"
     "Solve the binary SVM dual with bias by SMO (LIBSVM's second-order\n"
     "working set and shrinking, always on, as cakernels' solver='smo'),\n"
     "GIL released:\n"
@@ -698,19 +699,33 @@ PyDoc_STRVAR(
     "kind: 0 linear, 1 rbf, 2 poly, 3 sigmoid.  Stops when the maximal\n"
     "violating pair gap is <= tol, or after max_iter steps (<= 0: no\n"
     "limit).  cache_size_mb: kernel column cache in MiB (inf: unlimited;\n"
-    "must hold at least two columns, 16 * n bytes).\n\n"
+    "must hold at least two columns, 16 * n bytes).\n"
+    "n_threads >= 1: the OpenMP team of the passes over long ranges of\n"
+    "variables (the result is the same bit for bit); min_work > 0: the\n"
+    "smallest pass run on the team, in multiply-adds of a kernel column\n"
+    "(0: the default); collapse_at (tests): > 0 collapses the team after\n"
+    "that many parallel regions, -1 never (0: when its threads wait).\n\n"
     "Returns (rho, objective, n_iter, converged); decision function\n"
-    "f(x) = sum_i alpha_i y_i K(x_i, x) - rho.  Raises ValueError on any\n"
-    "invalid argument, MemoryError when out of memory.");
+    "f(x) = sum_i alpha_i y_i K(x_i, x) - rho; return_stats=True appends a\n"
+    "dict: threads_used, regions, region_seconds, wait_seconds, collapses,\n"
+    "columns, column_entries, column_madds, column_seconds (kernel columns\n"
+    "computed), active_sum (active variables summed over the steps),\n"
+    "feature_major (bytes per element of the copy, 0: none).\n"
+    "Raises ValueError on any invalid argument, MemoryError when out of\n"
+    "memory.");
 
 static PyObject *py_smo_solve(PyObject *module, PyObject *args,
                               PyObject *kwargs)
 {
     static char *kwlist[] = {"X",     "y",      "upper",   "alpha",
                              "kind",  "gamma",  "coef0",   "degree",
-                             "tol",   "max_iter", "cache_size_mb", NULL};
+                             "tol",   "max_iter", "cache_size_mb",
+                             "n_threads", "min_work", "collapse_at",
+                             "return_stats", NULL};
     PyObject *x_obj, *y_obj, *u_obj, *a_obj;
-    int kind;
+    int kind, n_threads = 1, return_stats = 0;
+    long long min_work = 0, collapse_at = 0;
+    ck_smo_opts opts;
     double gamma, coef0, degree, tol, cache_mb, rho = 0.0, objective = 0.0;
     long long max_iter;
     ck_problem_arg pa;
@@ -721,11 +736,21 @@ static PyObject *py_smo_solve(PyObject *module, PyObject *args,
     ck_status status;
 
     (void)module;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOiddddLd:smo_solve",
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOiddddLd|iLLp:smo_solve",
                                      kwlist, &x_obj, &y_obj, &u_obj, &a_obj,
                                      &kind, &gamma, &coef0, &degree, &tol,
-                                     &max_iter, &cache_mb))
+                                     &max_iter, &cache_mb, &n_threads,
+                                     &min_work, &collapse_at, &return_stats))
         return NULL;
+    if (n_threads < 1 || min_work < 0 || collapse_at < -1) {
+        PyErr_SetString(PyExc_ValueError,
+                        "smo_solve: n_threads must be >= 1, min_work >= 0 "
+                        "and collapse_at >= -1");
+        return NULL;
+    }
+    memset(&opts, 0, sizeof opts);
+    opts.min_work = (int64_t)min_work;
+    opts.collapse_at = (int64_t)collapse_at;
     if (ck_check_solver_params(kind, gamma, coef0, degree, tol, cache_mb) < 0)
         return NULL;
 
@@ -745,11 +770,12 @@ static PyObject *py_smo_solve(PyObject *module, PyObject *args,
         goto fail;
 
     Py_BEGIN_ALLOW_THREADS
-    status = ck_smo_solve(&pa.x.m, (const double *)pa.y.buf,
-                          (const double *)pa.u.buf, kind, gamma, coef0, degree, tol,
-                          (int64_t)max_iter, cache_mb * 1048576.0,
-                          (double *)av.buf, &rho, &objective, &n_iter,
-                          &converged);
+    status = ck_smo_solve_ex(&pa.x.m, (const double *)pa.y.buf,
+                             (const double *)pa.u.buf, kind, gamma, coef0,
+                             degree, tol, (int64_t)max_iter,
+                             cache_mb * 1048576.0, n_threads,
+                             (double *)av.buf, &rho, &objective, &n_iter,
+                             &converged, &opts);
     Py_END_ALLOW_THREADS
 
     if (status == CK_ERR_ARG) {
@@ -764,6 +790,18 @@ static PyObject *py_smo_solve(PyObject *module, PyObject *args,
     }
     PyBuffer_Release(&av);
     ck_problem_release(&pa);
+    if (return_stats)
+        return Py_BuildValue(
+            "ddLO{s:i,s:L,s:d,s:d,s:i,s:L,s:L,s:d,s:d,s:d,s:i}", rho,
+            objective, (long long)n_iter, converged ? Py_True : Py_False,
+            "threads_used", opts.threads_used, "regions",
+            (long long)opts.regions, "region_seconds", opts.region_seconds,
+            "wait_seconds", opts.wait_seconds, "collapses", opts.collapses,
+            "columns", (long long)opts.columns, "column_entries",
+            (long long)opts.column_entries, "column_madds",
+            opts.column_madds, "column_seconds", opts.column_seconds,
+            "active_sum", opts.active_sum, "feature_major",
+            opts.feature_major);
     return Py_BuildValue("ddLO", rho, objective, (long long)n_iter,
                          converged ? Py_True : Py_False);
 

@@ -169,7 +169,7 @@ ck_status ck_matrix_check(const ck_matrix *X);
  * with Q_ij = y_i y_j K(x_i, x_j), by LIBSVM's SMO (Fan, Chen & Lin 2005):
  * second-order working-set selection (WSS2, tau = 1e-12 for non-PD
  * kernels), analytic two-variable steps, shrinking with gradient
- * reconstruction (LIBSVM's do_shrinking), single-threaded.
+ * reconstruction (LIBSVM's do_shrinking).
  *
  * X: n rows, dense or CSR (ck_matrix); y[i] in {-1, +1}; upper[i] > 0 finite
  * (C times class and sample weights).  The kernel `kind`, gamma, coef0 and
@@ -194,7 +194,15 @@ ck_status ck_matrix_check(const ck_matrix *X);
  * with *converged = 0 -- not an error.  Outputs: *rho (LIBSVM convention:
  * decision f(x) = sum_i a_i y_i K(x_i, x) - rho), *objective (dual value
  * 0.5 a^T Q a - e^T a), *n_iter (steps taken).  On error the outputs other
- * than alpha are unspecified.  Single-threaded (one solve per partition).
+ * than alpha are unspecified.
+ *
+ * n_threads (<= 0: the OpenMP default; 1: the calling thread only): the
+ * OpenMP team that computes kernel columns, the selection passes and the
+ * gradient updates over long ranges of variables (shorter ones run on the
+ * calling thread).  The result is the same bit for bit for every n_threads
+ * (and without OpenMP).  A team whose threads keep waiting for each other
+ * (other programs hold the cores) hands the passes to the calling thread
+ * and tries again later (ck_smo.c).
  *
  * Returns CK_ERR_ARG for NULL pointers, n < 1, d < 0, bad labels/bounds,
  * non-finite parameters, tol <= 0, a too small cache or an infeasible warm
@@ -203,9 +211,9 @@ ck_status ck_matrix_check(const ck_matrix *X);
 ck_status ck_smo_solve(const ck_matrix *X, const double *y,
                        const double *upper, int kind, double gamma,
                        double coef0, double degree, double tol,
-                       int64_t max_iter, double cache_bytes, double *alpha,
-                       double *rho, double *objective, int64_t *n_iter,
-                       int *converged);
+                       int64_t max_iter, double cache_bytes, int n_threads,
+                       double *alpha, double *rho, double *objective,
+                       int64_t *n_iter, int *converged);
 
 /* ------------------------------------------------------------------------
  * Asy-GCD for the binary SVM dual without bias (ck_asygcd.c).

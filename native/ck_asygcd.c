@@ -290,16 +290,6 @@ static void ck_agcd_worker_free(ck_agcd_worker *w)
     memset(w, 0, sizeof *w);
 }
 
-/* Wall-clock seconds (CPU seconds without OpenMP: one thread only). */
-static double ck_agcd_now(void)
-{
-#ifdef _OPENMP
-    return omp_get_wtime();
-#else
-    return (double)clock() / (double)CLOCKS_PER_SEC;
-#endif
-}
-
 /* CPU seconds of the calling thread, or -1 where there is no such clock
  * (then the CPU share test of deviation 5 is off). */
 static double ck_agcd_thread_cpu(void)
@@ -345,7 +335,7 @@ static ck_status ck_agcd_slice(ck_agcd_worker *w, const ck_agcd_problem *p,
         c->slot_col[s] = -1;
     }
     {
-        const double t0 = w->time_slices ? ck_agcd_now() : 0.0;
+        const double t0 = w->time_slices ? ck_wtime() : 0.0;
         if (ck_fmajor_built(&w->fm))
             st = ck_q_row_fmajor(p->X, &w->fm, &p->kp, i, p->y[i], p->sq[i],
                                  w->ry, w->rsq, c->mem + s * c->m);
@@ -353,7 +343,7 @@ static ck_status ck_agcd_slice(ck_agcd_worker *w, const ck_agcd_problem *p,
             st = ck_q_row(p->X, &p->kp, i, p->y[i], p->sq[i], w->rows,
                           w->ry, w->rsq, w->m, c->mem + s * c->m, w->work);
         if (w->time_slices)
-            w->slice_seconds += ck_agcd_now() - t0;
+            w->slice_seconds += ck_wtime() - t0;
         ++w->n_slices;
     }
     if (st != CK_OK) {
@@ -730,15 +720,15 @@ static void ck_agcd_backoff(ck_agcd_shared *sh, ck_agcd_worker *w,
             ns = CK_AGCD_SLEEP_MAX_NS;
         ts.tv_sec = 0;
         ts.tv_nsec = ns;
-        t = ck_agcd_now();
+        t = ck_wtime();
         nanosleep(&ts, NULL);
-        t = ck_agcd_now() - t;
+        t = ck_wtime() - t;
         w->slept += t;
         if (!blocked)
             return;
         w->blocked += t;
         if (w->blocked > CK_AGCD_COLLAPSE_MIN_S &&
-            w->blocked > CK_AGCD_COLLAPSE_SHARE * (ck_agcd_now() - sh->t0))
+            w->blocked > CK_AGCD_COLLAPSE_SHARE * (ck_wtime() - sh->t0))
             ck_agcd_collapse(sh, CK_AGCD_COLLAPSE_WAITS);
     }
 #else
@@ -763,7 +753,7 @@ static void ck_agcd_share_test(ck_agcd_shared *sh, ck_agcd_worker *w,
     cpu = ck_agcd_thread_cpu();
     if (cpu < 0.0)
         return;
-    wall = ck_agcd_now();
+    wall = ck_wtime();
     if (!start) {
         awake = (wall - w->win_wall) - (w->slept - w->win_slept);
         if (awake < CK_AGCD_SHARE_WINDOW_S)
@@ -1340,7 +1330,7 @@ ck_status ck_asygcd_solve_ex(const ck_matrix *X, const double *y,
     sh.err = CK_OK;
     sh.stop = CK_AGCD_RUN;
     sh.nt = team;
-    sh.t0 = ck_agcd_now();
+    sh.t0 = ck_wtime();
     sh.collapse_at = team > 1 && opts != NULL ? opts->collapse_at : 0;
 
 #ifdef _OPENMP

@@ -6,8 +6,23 @@
 #define CK_INTERNAL_H
 
 #include <stdlib.h>
+#include <time.h>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "cakernels.h"
+
+/* Wall-clock seconds (CPU seconds without OpenMP: one thread only). */
+static inline double ck_wtime(void)
+{
+#ifdef _OPENMP
+    return omp_get_wtime();
+#else
+    return (double)clock() / (double)CLOCKS_PER_SEC;
+#endif
+}
 
 /* Function multi-versioning for the hot O(n) loops: compiled for
  * AVX-512F, AVX2 and the baseline ISA and picked at load time (GCC on
@@ -152,6 +167,59 @@ void ck_fmajor_swap(ck_fmajor *f, int64_t a, int64_t b);
  *   collapse_at    in:  tests: > 0 collapses a team of several threads
  *                       after that many steps, whatever the timing.
  */
+/*
+ * Switches and counters of the SMO solver's team of threads, for
+ * benchmarks and tests (ck_smo_solve_ex in ck_smo.c; ck_smo_solve is the
+ * same with defaults and no counters).  The team never changes the result:
+ * every parallel pass splits a range of the variables into pieces whose
+ * entries are computed exactly as on one thread, and reductions keep the
+ * serial scan's choice, ties included.
+ *   min_work     in:  a pass with less work (multiply-adds of a kernel
+ *                     column, see ck_smo.c) runs on the calling thread
+ *                     (<= 0: the default, CK_SMO_MIN_WORK);
+ *   collapse_at  in:  tests: > 0 collapses the team after that many
+ *                     parallel regions (and never again), -1 never
+ *                     collapses it, whatever the timing; 0: the timing
+ *                     rule of ck_smo.c;
+ *   threads_used out: the largest team a region ran on (1: none);
+ *   regions      out: parallel regions run;
+ *   region_seconds, wait_seconds
+ *                out: their wall time, and the part the calling thread
+ *                     spent waiting for the others after its own piece;
+ *   collapses    out: times the team handed the passes to one thread
+ *                     because its threads kept waiting (see ck_smo.c);
+ *   columns, column_entries, column_madds, column_seconds
+ *                out: kernel columns computed (extensions of a cached
+ *                     column count again), their entries, multiply-adds
+ *                     (entries times the nonzeros of x_i) and wall time;
+ *   active_sum   out: active variables summed over the steps (the
+ *                     length of the selection and update passes);
+ *   feature_major out: bytes per element of the feature-major copy
+ *                     (4 float, 8 double), 0 when none was built.
+ */
+typedef struct {
+    int64_t min_work;
+    int64_t collapse_at;
+    int threads_used;
+    int64_t regions;
+    double region_seconds;
+    double wait_seconds;
+    int collapses;
+    int64_t columns;
+    int64_t column_entries;
+    double column_madds;
+    double column_seconds;
+    double active_sum;
+    int feature_major;
+} ck_smo_opts;
+
+ck_status ck_smo_solve_ex(const ck_matrix *X, const double *y,
+                          const double *upper, int kind, double gamma,
+                          double coef0, double degree, double tol,
+                          int64_t max_iter, double cache_bytes, int n_threads,
+                          double *alpha, double *rho, double *objective,
+                          int64_t *n_iter, int *converged, ck_smo_opts *opts);
+
 #define CK_AGCD_LOG_CAPACITY 4096
 #define CK_AGCD_COLLAPSE_WAITS 1
 #define CK_AGCD_COLLAPSE_STARVED 2

@@ -1,7 +1,7 @@
 /*
  * ck_smo.c -- SMO solver for the binary SVM dual with bias (C-SVC).
  *
- * Plain C99, single-threaded (one solver per partition); no Python.h.  See
+ * Plain C99 with optional OpenMP (the team below); no Python.h.  See
  * cakernels.h for the contract.  The algorithm is LIBSVM's Solver (Fan, Chen
  * and Lin, JMLR 2005), shrinking always on:
  *   - second-order working-set selection ("WSS2") with tau = 1e-12 for
@@ -39,8 +39,212 @@
 #include <stdlib.h>
 #include <string.h>
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 
 #define CK_SMO_TAU 1e-12
+
+
+/* ======================================================================== */
+/* The team: passes over ranges of the variables on several threads         */
+/* ======================================================================== */
+/* SMO is sequential from step to step, but every step's work is passes     */
+/* over the active variables: the kernel columns of the pair (when not      */
+/* cached), the two selection passes and the gradient update, each O(n)     */
+/* (O(n nnz) for a column).  With n_threads > 1 a pass with enough work     */
+/* (min_work, below) is split into one piece per thread (boundaries on      */
+/* multiples of 8 entries), in a fork-join OpenMP region: the entries are   */
+/* computed exactly as on one thread (elementwise, no FMA contraction), and */
+/* the selection's reductions combine the pieces' bests in index order, so  */
+/* that the pair (ties included), and hence the whole solve, is the same    */
+/* bit for bit whatever the team.  Two or three regions per step: on a      */
+/* quiet machine a region's fork and join cost a few microseconds against   */
+/* tens for a pass over 50,000 variables (benchmarks/bench_smo.py --parts   */
+/* threads).                                                                */
+/*                                                                          */
+/* A fork-join team is as fast as its slowest thread: when other programs   */
+/* hold the cores, the calling thread waits at the end of a region for a    */
+/* descheduled peer, up to a time slice per region.  The calling thread     */
+/* measures the part of each region it does not spend on its own piece     */
+/* (waiting for the team to start and to finish); when that is more than   */
+/* CK_SMO_WAIT_MAX of the regions' wall time in CK_SMO_BAD_WINDOWS          */
+/* consecutive windows of CK_SMO_WINDOW_S (one after a first collapse),    */
+/* the team collapses: every pass runs on the calling thread, and the team  */
+/* is tried again after CK_SMO_RETRY_S, doubled at each collapse (a long    */
+/* solve follows a load that comes and goes).  On an idle machine the wait  */
+/* share of a window is 4-9% (99th percentile 26%, a9a); with two busy      */
+/* processes a collapse takes 10-50 ms.  Collapsing never changes the       */
+/* result.                                                                  */
+
+#ifndef CK_SMO_MIN_WORK
+#define CK_SMO_MIN_WORK 32768
+#endif
+#define CK_SMO_WINDOW_S 0.005
+#define CK_SMO_WAIT_MAX 0.4
+#define CK_SMO_BAD_WINDOWS 2
+#define CK_SMO_RETRY_S 0.25
+#define CK_SMO_MAX_THREADS 256 /* larger requests run 256 threads */
+/* The work of a pass, per variable, in units of one multiply-add of a
+ * kernel column: a pass runs on the team when its work is at least
+ * min_work (CK_SMO_MIN_WORK: a few tens of microseconds, against about a
+ * microsecond for a region's fork and join).  A column costs the nonzeros
+ * of x_i plus CK_COST_EXP for the kernel transform; the selection passes
+ * run from 4,096 active variables, the gradient updates from 8,192 (the
+ * weights were measured on ijcnn1 and a9a subsets of 3,000-12,000 rows,
+ * bench_smo.py --parts threads). */
+#define CK_COST_SELECT 8.0
+#define CK_COST_UPDATE 4.0
+#define CK_COST_EXP 8.0
+
+/* fn(ctx, t, lo, hi): the work of piece t on [lo, hi) */
+typedef void (*ck_range_fn)(void *ctx, int t, int64_t lo, int64_t hi);
+
+typedef struct {
+    int T;            /* threads of a region (1: every pass on the caller) */
+    int on;           /* 0 while collapsed                                 */
+    int64_t min_work; /* smaller passes run on the calling thread         */
+    int64_t collapse_at;
+    double win_wall, win_wait; /* the current window                       */
+    int bad;                   /* consecutive windows with too much wait   */
+    double retry_at, retry_wait;
+    /* counters (ck_smo_opts) */
+    int64_t regions;
+    double wall, wait;
+    int collapses, used;
+} ck_team;
+
+static void ck_team_init(ck_team *tm, int n_threads, const ck_smo_opts *opts)
+{
+    memset(tm, 0, sizeof *tm);
+#ifdef _OPENMP
+    if (n_threads <= 0)
+        n_threads = omp_get_max_threads();
+#endif
+    tm->T = n_threads > 1 ? n_threads : 1;
+    if (tm->T > CK_SMO_MAX_THREADS)
+        tm->T = CK_SMO_MAX_THREADS;
+#ifndef _OPENMP
+    tm->T = 1;
+#endif
+    tm->on = 1;
+    tm->used = 1;
+    tm->min_work = opts != NULL && opts->min_work > 0 ? opts->min_work
+                                                       : CK_SMO_MIN_WORK;
+    tm->collapse_at = opts != NULL ? opts->collapse_at : 0;
+}
+
+#ifdef _OPENMP
+static void ck_team_collapse(ck_team *tm, double now)
+{
+    tm->on = 0;
+    ++tm->collapses;
+    tm->bad = 0;
+    tm->win_wall = tm->win_wait = 0.0;
+    tm->retry_wait = tm->retry_wait > 0.0 ? 2.0 * tm->retry_wait
+                                          : CK_SMO_RETRY_S;
+    tm->retry_at = now + tm->retry_wait;
+}
+
+/* Run the next pass over len variables on the team? */
+static int ck_team_wants(ck_team *tm, double work)
+{
+    if (tm->T <= 1 || work < (double)tm->min_work)
+        return 0;
+    if (!tm->on && ck_wtime() >= tm->retry_at) {
+        tm->on = 1;
+        tm->bad = 0;
+        tm->win_wall = tm->win_wait = 0.0;
+    }
+    return tm->on;
+}
+
+/* A region ran from t0 to t1, and the calling thread worked on its piece
+ * for `own` seconds of it: the rest is waiting (for the team to start --
+ * libgomp's master waits for the threads of the previous region to dock --
+ * and for it to finish). */
+static void ck_team_account(ck_team *tm, double t0, double own, double t1,
+                            int used)
+{
+    const double wall = t1 - t0, wait = wall - own;
+    ++tm->regions;
+    tm->wall += wall;
+    tm->wait += wait;
+    if (used > tm->used)
+        tm->used = used;
+    if (tm->collapse_at != 0) { /* tests: on demand, or never */
+        if (tm->collapse_at > 0 && tm->regions >= tm->collapse_at) {
+            tm->collapse_at = -1;
+            ck_team_collapse(tm, t1);
+        }
+        return;
+    }
+    tm->win_wall += wall;
+    tm->win_wait += wait;
+    if (tm->win_wall >= CK_SMO_WINDOW_S) {
+        if (tm->win_wait > CK_SMO_WAIT_MAX * tm->win_wall) {
+            /* a retry after a collapse needs one bad window */
+            if (++tm->bad >= (tm->collapses > 0 ? 1 : CK_SMO_BAD_WINDOWS)) {
+                ck_team_collapse(tm, t1);
+                return;
+            }
+        } else {
+            tm->bad = 0;
+        }
+        tm->win_wall = tm->win_wait = 0.0;
+    }
+}
+
+/* Piece t of nt of [lo, hi), its boundaries on multiples of 8 entries from
+ * lo (whole cache lines of the aligned arrays). */
+static void ck_piece(int64_t lo, int64_t hi, int t, int nt, int64_t *a,
+                     int64_t *b)
+{
+    int64_t per = (hi - lo + nt - 1) / nt;
+    per = (per + 7) & ~(int64_t)7;
+    *a = lo + per * t;
+    if (*a > hi)
+        *a = hi;
+    *b = *a + per;
+    if (*b > hi)
+        *b = hi;
+}
+
+#endif /* _OPENMP */
+
+/* fn over [lo, hi): on the team when the range is long enough (pieces
+ * 0 .. nt-1 in index order, returns nt), else fn(ctx, 0, lo, hi) on the
+ * calling thread (returns 1). */
+static int ck_team_run(ck_team *tm, int64_t lo, int64_t hi, double cost,
+                       ck_range_fn fn, void *ctx)
+{
+#ifdef _OPENMP
+    if (ck_team_wants(tm, (double)(hi - lo) * cost)) {
+        const double t0 = ck_wtime();
+        double own = 0.0;
+        int used = 1;
+#pragma omp parallel num_threads(tm->T)
+        {
+            const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+            int64_t a, b;
+            double t_start = 0.0;
+            ck_piece(lo, hi, t, nt, &a, &b);
+            if (t == 0)
+                t_start = ck_wtime();
+            fn(ctx, t, a, b);
+            if (t == 0) {
+                own = ck_wtime() - t_start;
+                used = nt;
+            }
+        }
+        ck_team_account(tm, t0, own, ck_wtime(), used);
+        return used;
+    }
+#endif
+    fn(ctx, 0, lo, hi);
+    return 1;
+}
 
 
 /* ======================================================================== */
@@ -62,7 +266,9 @@ typedef struct {
     const int64_t *perm;       /* position -> row of X                      */
     const double *y;           /* permuted labels                          */
     const double *sq;          /* permuted |x_i|^2                         */
-    double *work;              /* n_cols zeros (CSR scratch), else NULL    */
+    double *work;              /* CSR scratch without the copy: n_cols     */
+                               /* zeros per thread of the team, else NULL  */
+    ck_team *team;             /* computes long columns in pieces          */
     const ck_fmajor *fm;       /* feature-major copy in position order, or */
                                /* NULL: columns from the rows of X         */
     int64_t n;
@@ -77,6 +283,10 @@ typedef struct {
                        /* allocate them so, never reallocate            */
     int64_t *free_slots, n_free; /* stack of the free slots             */
     ck_lru lru;        /* LRU order of the slots in use                 */
+    /* counters (ck_smo_opts): columns computed (extensions included),   */
+    /* their entries, multiply-adds (entries x nonzeros of x_i), seconds */
+    int64_t n_computed, n_entries;
+    double n_madds, seconds;
 } ck_qcache;
 
 static void ck_qcache_free(ck_qcache *c)
@@ -162,18 +372,73 @@ static int ck_qcache_make_room(ck_qcache *c, int64_t need, int64_t k1,
     return 1;
 }
 
-/* Fill col[start .. len) with Q[start .. len, i] (single-threaded on
- * purpose: a parallel region per column (two per iteration) cost more than
- * it saved, and with the 'threads' backend it oversubscribed the cores). */
-static ck_status ck_qcache_compute(const ck_qcache *c, int64_t i, double *col,
-                                   int64_t start, int64_t len)
+/* Q[a .. b, i] into col[a .. b) by thread t (its own CSR scratch) */
+static ck_status ck_qcache_piece(const ck_qcache *c, int64_t i, double *col,
+                                 int64_t a, int64_t b, int t)
 {
     if (c->fm != NULL)
         return ck_q_range_fmajor(c->X, c->fm, &c->kp, c->perm[i], c->y[i],
-                                 c->sq[i], c->y, c->sq, start, len, col);
-    return ck_q_row(c->X, &c->kp, c->perm[i], c->y[i], c->sq[i],
-                    c->perm + start, c->y + start, c->sq + start, len - start,
-                    col + start, c->work);
+                                 c->sq[i], c->y, c->sq, a, b, col);
+    return ck_q_row(c->X, &c->kp, c->perm[i], c->y[i], c->sq[i], c->perm + a,
+                    c->y + a, c->sq + a, b - a, col + a,
+                    c->work != NULL ? c->work + (int64_t)t * c->X->n_cols
+                                    : NULL);
+}
+
+typedef struct {
+    const ck_qcache *c;
+    int64_t i;
+    double *col;
+    ck_status *status; /* one per thread */
+} ck_qcache_job;
+
+static void ck_qcache_piece_fn(void *ctx, int t, int64_t a, int64_t b)
+{
+    const ck_qcache_job *job = (const ck_qcache_job *)ctx;
+    job->status[t] = ck_qcache_piece(job->c, job->i, job->col, a, b, t);
+}
+
+/* The nonzeros of x_i (position i): the multiply-adds per entry of its
+ * column */
+static double ck_qcache_nnz(const ck_qcache *c, int64_t i)
+{
+    const int64_t r = c->perm[i];
+    int64_t k, nnz = 0;
+    if (c->X->dense != NULL) {
+        const double *xr = c->X->dense + r * c->X->n_cols;
+        for (k = 0; k < c->X->n_cols; ++k)
+            nnz += xr[k] != 0.0;
+    } else {
+        nnz = c->X->indptr[r + 1] - c->X->indptr[r];
+    }
+    return (double)nnz;
+}
+
+/* Fill col[start .. len) with Q[start .. len, i], on the team when the
+ * range is long (the entries do not depend on the pieces). */
+static ck_status ck_qcache_compute(ck_qcache *c, int64_t i, double *col,
+                                   int64_t start, int64_t len)
+{
+    ck_status status[CK_SMO_MAX_THREADS];
+    ck_qcache_job job;
+    const double nnz = ck_qcache_nnz(c, i);
+    const double t0 = ck_wtime();
+    int t, nt;
+    job.c = c;
+    job.i = i;
+    job.col = col;
+    job.status = status;
+    nt = ck_team_run(c->team, start, len, nnz + CK_COST_EXP,
+                     ck_qcache_piece_fn, &job);
+    c->seconds += ck_wtime() - t0;
+    ++c->n_computed;
+    c->n_entries += len - start;
+    c->n_madds += nnz * (double)(len - start);
+    for (t = 0; t < nt; ++t) {
+        if (status[t] != CK_OK)
+            return status[t];
+    }
+    return CK_OK;
 }
 
 /* (Re)allocate slot s to len doubles, evicting other columns (never slot s
@@ -350,6 +615,7 @@ typedef struct {
     double *sel_v, *sel_obj; /* scratch of the working-set selection */
     ck_fmajor fm;            /* feature-major copy of X in position order */
     ck_qcache cache;
+    ck_team team;
 } ck_smo_state;
 
 #define CK_SWAP(T, a, b) do { T ck_t_ = (a); (a) = (b); (b) = ck_t_; } while (0)
@@ -402,6 +668,40 @@ static void ck_grad_update(int64_t m, const double *restrict Qi, double dai,
         G[k] += Qi[k] * dai + Qj[k] * daj;
 }
 
+typedef struct {
+    const double *x, *x2;
+    double a, a2;
+    double *y;
+} ck_axpy_job;
+
+static void ck_axpy_fn(void *ctx, int t, int64_t lo, int64_t hi)
+{
+    const ck_axpy_job *job = (const ck_axpy_job *)ctx;
+    (void)t;
+    ck_axpy(lo, hi, job->a, job->x, job->y);
+}
+
+static void ck_grad_update_fn(void *ctx, int t, int64_t lo, int64_t hi)
+{
+    const ck_axpy_job *job = (const ck_axpy_job *)ctx;
+    (void)t;
+    ck_grad_update(hi - lo, job->x + lo, job->a, job->x2 + lo, job->a2,
+                   job->y + lo);
+}
+
+/* y[lo .. hi) += a * x[lo .. hi), on the team when long */
+static void ck_team_axpy(ck_team *tm, int64_t lo, int64_t hi, double a,
+                         const double *x, double *y)
+{
+    ck_axpy_job job;
+    job.x = x;
+    job.x2 = NULL;
+    job.a = a;
+    job.a2 = 0.0;
+    job.y = y;
+    ck_team_run(tm, lo, hi, CK_COST_UPDATE, ck_axpy_fn, &job);
+}
+
 /* LIBSVM's reconstruct_gradient: the inactive part of G from G_bar and the
  * free variables (all of which are active). */
 static ck_status ck_smo_reconstruct(ck_smo_state *s)
@@ -436,7 +736,7 @@ static ck_status ck_smo_reconstruct(ck_smo_state *s)
                 st = ck_qcache_get(&s->cache, i, n, &Qi);
                 if (st != CK_OK)
                     return st;
-                ck_axpy(active, n, s->alpha[i], Qi, s->G);
+                ck_team_axpy(&s->team, active, n, s->alpha[i], Qi, s->G);
             }
         }
     }
@@ -567,23 +867,77 @@ CK_CLONES static void ck_smo_select_low(int64_t m, const double *restrict y,
  * values come from the branch-free passes above and the scans keep one
  * branch, taken only for a new best.  The selected pair, ties included (the
  * last index wins), is LIBSVM's. */
+/* The two passes of the selection on a piece [lo, hi), with the piece's
+ * best kept per thread; ck_smo_select combines the pieces in index order
+ * with the scans' own comparisons, so it finds what one scan over the
+ * whole range finds (the last index among ties). */
+typedef struct {
+    ck_smo_state *s;
+    const double *Qi;
+    double Gmax, QDi, two_yi;
+    double val[CK_SMO_MAX_THREADS], val2[CK_SMO_MAX_THREADS];
+    int64_t idx[CK_SMO_MAX_THREADS];
+} ck_select_job;
+
+static void ck_select_up_fn(void *ctx, int t, int64_t lo, int64_t hi)
+{
+    ck_select_job *job = (ck_select_job *)ctx;
+    const ck_smo_state *s = job->s;
+    const double *restrict v = s->sel_v;
+    double Gmax = -INFINITY;
+    int64_t k, ii = -1;
+    ck_smo_select_up(hi - lo, s->y + lo, s->G + lo, s->alpha + lo,
+                     s->upper + lo, s->sel_v + lo);
+    for (k = lo; k < hi; ++k) {
+        if (v[k] >= Gmax) {
+            Gmax = v[k];
+            ii = k;
+        }
+    }
+    job->val[t] = Gmax;
+    job->idx[t] = ii;
+}
+
+static void ck_select_low_fn(void *ctx, int t, int64_t lo, int64_t hi)
+{
+    ck_select_job *job = (ck_select_job *)ctx;
+    const ck_smo_state *s = job->s;
+    const double *restrict v = s->sel_v;
+    const double *restrict obj = s->sel_obj;
+    double Gmax2 = -INFINITY, obj_min = 0.5;
+    int64_t k, jj = -1;
+    ck_smo_select_low(hi - lo, s->y + lo, s->G + lo, s->alpha + lo,
+                      s->upper + lo, s->QD + lo, job->Qi + lo, job->Gmax,
+                      job->QDi, job->two_yi, s->sel_v + lo, s->sel_obj + lo);
+    for (k = lo; k < hi; ++k) {
+        Gmax2 = v[k] > Gmax2 ? v[k] : Gmax2;
+        if (obj[k] <= obj_min) {
+            obj_min = obj[k];
+            jj = k;
+        }
+    }
+    job->val[t] = obj_min;
+    job->val2[t] = Gmax2;
+    job->idx[t] = jj;
+}
+
 static ck_status ck_smo_select(ck_smo_state *s, int64_t *out_i,
                                int64_t *out_j, int *optimal)
 {
     const int64_t m = s->active;
-    double *restrict v = s->sel_v;
-    double *restrict obj = s->sel_obj;
     double Gmax = -INFINITY, Gmax2 = -INFINITY, obj_min = 0.5;
-    int64_t t, ii = -1, jj = -1;
-    const double *Qi = NULL;
+    int64_t ii = -1, jj = -1;
+    int t, nt;
+    ck_select_job job;
     ck_status st;
 
+    job.s = s;
     /* i maximises -y_t G_t over I_up (the last index among ties) */
-    ck_smo_select_up(m, s->y, s->G, s->alpha, s->upper, v);
-    for (t = 0; t < m; ++t) {
-        if (v[t] >= Gmax) {
-            Gmax = v[t];
-            ii = t;
+    nt = ck_team_run(&s->team, 0, m, CK_COST_SELECT, ck_select_up_fn, &job);
+    for (t = 0; t < nt; ++t) {
+        if (job.idx[t] >= 0 && job.val[t] >= Gmax) {
+            Gmax = job.val[t];
+            ii = job.idx[t];
         }
     }
     *out_i = ii;
@@ -591,19 +945,21 @@ static ck_status ck_smo_select(ck_smo_state *s, int64_t *out_i,
     *optimal = 1;
     if (ii < 0) /* I_up is empty */
         return CK_OK;
-    st = ck_qcache_get(&s->cache, ii, m, &Qi);
+    st = ck_qcache_get(&s->cache, ii, m, &job.Qi);
     if (st != CK_OK)
         return st;
     /* j: largest decrease of the objective (the smallest obj_diff, <= 0, so
      * the bound 1/2 admits every violating t and no other; the last index
      * among ties); Gmax2 = max y_t G_t over I_low */
-    ck_smo_select_low(m, s->y, s->G, s->alpha, s->upper, s->QD, Qi, Gmax,
-                      s->QD[ii], 2.0 * s->y[ii], v, obj);
-    for (t = 0; t < m; ++t) {
-        Gmax2 = v[t] > Gmax2 ? v[t] : Gmax2;
-        if (obj[t] <= obj_min) {
-            obj_min = obj[t];
-            jj = t;
+    job.Gmax = Gmax;
+    job.QDi = s->QD[ii];
+    job.two_yi = 2.0 * s->y[ii];
+    nt = ck_team_run(&s->team, 0, m, CK_COST_SELECT, ck_select_low_fn, &job);
+    for (t = 0; t < nt; ++t) {
+        Gmax2 = job.val2[t] > Gmax2 ? job.val2[t] : Gmax2;
+        if (job.idx[t] >= 0 && job.val[t] <= obj_min) {
+            obj_min = job.val[t];
+            jj = job.idx[t];
         }
     }
     *optimal = jj < 0 || Gmax + Gmax2 <= s->tol;
@@ -614,9 +970,21 @@ static ck_status ck_smo_select(ck_smo_state *s, int64_t *out_i,
 ck_status ck_smo_solve(const ck_matrix *X, const double *y,
                        const double *upper, int kind, double gamma,
                        double coef0, double degree, double tol,
-                       int64_t max_iter, double cache_bytes, double *alpha,
-                       double *rho, double *objective, int64_t *n_iter,
-                       int *converged)
+                       int64_t max_iter, double cache_bytes, int n_threads,
+                       double *alpha, double *rho, double *objective,
+                       int64_t *n_iter, int *converged)
+{
+    return ck_smo_solve_ex(X, y, upper, kind, gamma, coef0, degree, tol,
+                           max_iter, cache_bytes, n_threads, alpha, rho,
+                           objective, n_iter, converged, NULL);
+}
+
+ck_status ck_smo_solve_ex(const ck_matrix *X, const double *y,
+                          const double *upper, int kind, double gamma,
+                          double coef0, double degree, double tol,
+                          int64_t max_iter, double cache_bytes, int n_threads,
+                          double *alpha, double *rho, double *objective,
+                          int64_t *n_iter, int *converged, ck_smo_opts *opts)
 {
     ck_smo_state S;
     ck_smo_state *s = &S;
@@ -624,6 +992,7 @@ ck_status ck_smo_solve(const ck_matrix *X, const double *y,
     int64_t i, n, capacity, budget, iter = 0, counter;
     ck_kparams kp;
     int done = 0, unshrunk = 0, fm_want = 0;
+    double active_sum = 0.0; /* active variables summed over the steps */
 
     /* ---- validation ---- */
     if (X == NULL || alpha == NULL || rho == NULL || objective == NULL ||
@@ -671,6 +1040,7 @@ ck_status ck_smo_solve(const ck_matrix *X, const double *y,
     }
 
     memset(s, 0, sizeof *s);
+    ck_team_init(&s->team, n_threads, opts);
     s->n = n;
     s->active = n;
     s->tol = tol;
@@ -682,9 +1052,10 @@ ck_status ck_smo_solve(const ck_matrix *X, const double *y,
     s->QD = (double *)malloc((size_t)n * sizeof(double));
     s->sq = (double *)malloc((size_t)n * sizeof(double));
     s->perm = (int64_t *)malloc((size_t)n * sizeof(int64_t));
-    if (X->dense == NULL)
+    if (X->dense == NULL) /* CSR scratch, one per thread of the team */
         s->cache.work = (double *)calloc(
-            (size_t)(X->n_cols > 0 ? X->n_cols : 1), sizeof(double));
+            (size_t)s->team.T * (size_t)(X->n_cols > 0 ? X->n_cols : 1),
+            sizeof(double));
     s->pairs = (int64_t *)malloc((size_t)n * 2 * sizeof(int64_t));
     s->sel_v = (double *)malloc((size_t)n * sizeof(double));
     s->sel_obj = (double *)malloc((size_t)n * sizeof(double));
@@ -725,6 +1096,7 @@ ck_status ck_smo_solve(const ck_matrix *X, const double *y,
         ck_fmajor_free(&s->fm);
     s->cache.fm = ck_fmajor_built(&s->fm) ? &s->fm : NULL;
     s->cache.n = n;
+    s->cache.team = &s->team;
     st = ck_qcache_init(&s->cache, budget);
     if (st != CK_OK)
         goto cleanup;
@@ -740,9 +1112,9 @@ ck_status ck_smo_solve(const ck_matrix *X, const double *y,
             st = ck_qcache_get(&s->cache, i, n, &Qi);
             if (st != CK_OK)
                 goto cleanup;
-            ck_axpy(0, n, s->alpha[i], Qi, s->G);
+            ck_team_axpy(&s->team, 0, n, s->alpha[i], Qi, s->G);
             if (ck_is_upper(s, i))
-                ck_axpy(0, n, s->upper[i], Qi, s->G_bar);
+                ck_team_axpy(&s->team, 0, n, s->upper[i], Qi, s->G_bar);
         }
     }
 
@@ -865,7 +1237,15 @@ ck_status ck_smo_solve(const ck_matrix *X, const double *y,
             a[jj] = aj;
             dai = ai - old_ai;
             daj = aj - old_aj;
-            ck_grad_update(s->active, Qi, dai, Qj, daj, s->G);
+            {
+                ck_axpy_job job;
+                job.x = Qi;
+                job.a = dai;
+                job.x2 = Qj;
+                job.a2 = daj;
+                job.y = s->G;
+                ck_team_run(&s->team, 0, s->active, CK_COST_UPDATE, ck_grad_update_fn, &job);
+            }
 
             /* G_bar: full columns of the variables whose upper-bound
              * status changed (both hits: no eviction, Qi/Qj stay valid) */
@@ -873,16 +1253,17 @@ ck_status ck_smo_solve(const ck_matrix *X, const double *y,
                 st = ck_qcache_get(&s->cache, ii, n, &Qi);
                 if (st != CK_OK)
                     goto cleanup;
-                ck_axpy(0, n, ui ? -Ci : Ci, Qi, s->G_bar);
+                ck_team_axpy(&s->team, 0, n, ui ? -Ci : Ci, Qi, s->G_bar);
             }
             if (uj != ck_is_upper(s, jj)) {
                 st = ck_qcache_get(&s->cache, jj, n, &Qj);
                 if (st != CK_OK)
                     goto cleanup;
-                ck_axpy(0, n, uj ? -Cj : Cj, Qj, s->G_bar);
+                ck_team_axpy(&s->team, 0, n, uj ? -Cj : Cj, Qj, s->G_bar);
             }
         }
         ++iter;
+        active_sum += s->active;
     }
     /* the whole gradient (also after max_iter) for rho and the objective */
     st = ck_smo_reconstruct(s);
@@ -928,6 +1309,19 @@ cleanup:
         *n_iter = iter;
         for (i = 0; i < n; ++i)
             alpha[s->perm[i]] = s->alpha[i];
+    }
+    if (opts != NULL) {
+        opts->threads_used = s->team.used;
+        opts->regions = s->team.regions;
+        opts->region_seconds = s->team.wall;
+        opts->wait_seconds = s->team.wait;
+        opts->collapses = s->team.collapses;
+        opts->columns = s->cache.n_computed;
+        opts->column_entries = s->cache.n_entries;
+        opts->column_madds = s->cache.n_madds;
+        opts->column_seconds = s->cache.seconds;
+        opts->active_sum = active_sum;
+        opts->feature_major = s->fm.xf != NULL ? 4 : s->fm.xt != NULL ? 8 : 0;
     }
     ck_qcache_free(&s->cache);
     free(s->y);

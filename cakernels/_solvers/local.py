@@ -100,7 +100,8 @@ def solve_binary_svm(X, y_pm, C, *, kernel_params, solver="smo", sample_weight=N
     sample_weight : ndarray of shape (n_rows,), default=None
     tol, max_iter, cache_size : float, int, float
     n_threads : int, default=1
-        OpenMP threads (Asy-GCD / PSCD).
+        OpenMP threads of the solve (SMO: the same solution for every
+        ``n_threads``; Asy-GCD / PSCD: one block of variables per thread).
     random_state : int, default=None
         Seed of Asy-GCD's blocks and PSCD's choices.
     index : ndarray of shape (n_rows,), default=None
@@ -133,7 +134,7 @@ def _solve_binary_svm(X, y_pm, C, kp, solver, sample_weight, tol, max_iter, cach
     if solver == "smo":
         from .smo import smo_fit
 
-        res = smo_fit(X, y_pm, C, alpha0=alpha0, **common)
+        res = smo_fit(X, y_pm, C, alpha0=alpha0, n_threads=n_threads, **common)
         return LocalSolution(index, res["alpha"], y_pm, res["intercept"], res["objective"],
                              res["n_iter"], res["converged"])
     if solver in ("asygcd", "pscd"):

@@ -57,7 +57,8 @@ class NativeKernelSVC:
         As in :class:`sklearn.svm.SVC`.
     multi_class : {'ovo', 'ovr'}, default='ovo'
     n_threads : int, default=1
-        OpenMP threads of the Asy-GCD solver.
+        OpenMP threads of each binary solve (SMO's passes over long ranges
+        of variables, Asy-GCD's blocks).
     random_state : int or None
         Seed of Asy-GCD's variable partitioning and of PSCD's choices.
     asygcd_options : dict, optional

@@ -103,7 +103,8 @@ def check_dual_problem(X, y, C, *, kernel, tol, sample_weight=None, class_weight
 
 def smo_fit(X, y, C, *, sample_weight=None, class_weight_vector=None,
             kernel="rbf", gamma="scale", degree=3, coef0=0.0, tol=1e-3,
-            max_iter=-1, cache_size=200, alpha0=None):
+            max_iter=-1, cache_size=200, alpha0=None, n_threads=1, min_parallel_work=None,
+            collapse_at=None):
     """Train a binary kernel SVM (dual with bias) by native SMO.
 
     Parameters
@@ -136,13 +137,35 @@ def smo_fit(X, y, C, *, sample_weight=None, class_weight_vector=None,
         unlimited.
     alpha0 : array-like of shape (n_samples,), optional
         Feasible warm start (``0 <= alpha0 <= C_i``, ``y @ alpha0 == 0``).
+    n_threads : int, default=1
+        OpenMP threads of one solve: the kernel columns, the two passes of
+        the working-set selection and the gradient update are split over
+        the threads when they are long enough (a selection pass from 4,096
+        active variables, a kernel column from about 32,768 multiply-adds;
+        shorter passes run on the calling thread, so small problems run on
+        one thread whatever ``n_threads``). The solution is the same
+        bit for bit for every ``n_threads``. When the threads keep waiting
+        for each other (other programs hold the cores) the passes go back to
+        the calling thread for a while (``collapses`` in the result).
+    min_parallel_work : int, optional
+        Smallest pass run on several threads, in multiply-adds of a kernel
+        column (default 32,768; ``benchmarks/bench_smo.py --parts
+        threads``). For tests and tuning (1 splits every pass).
+    collapse_at : int, optional
+        Tests only: hand the passes to one thread after that many parallel
+        regions (-1: never), whatever the timing.
 
     Returns
     -------
     dict with keys ``alpha`` (n_samples,), ``intercept`` (decision function
     ``sum_i alpha_i y_i K(x_i, x) + intercept``), ``n_iter``, ``objective``
-    (dual value ``0.5 a^T Q a - sum(a)``), ``converged`` and ``support``
-    (indices with ``alpha > 0``).
+    (dual value ``0.5 a^T Q a - sum(a)``), ``converged``, ``support``
+    (indices with ``alpha > 0``), ``threads_used`` (the largest team a pass
+    ran on; 1 when every pass was short), ``parallel_regions``,
+    ``collapses`` and ``stats`` (the native counters: kernel columns
+    computed, their entries, multiply-adds and seconds, the active
+    variables summed over the steps; ``benchmarks/bench_smo.py --parts
+    profile``).
 
     Warns
     -----
@@ -152,13 +175,20 @@ def smo_fit(X, y, C, *, sample_weight=None, class_weight_vector=None,
     X, y, upper, keep, alpha = check_dual_problem(
         X, y, C, kernel=kernel, tol=tol, sample_weight=sample_weight,
         class_weight_vector=class_weight_vector, alpha0=alpha0)
+    n_threads = int(n_threads)
+    if n_threads < 1:
+        raise ValueError(f"n_threads must be >= 1, got {n_threads}")
+    min_work = 0 if min_parallel_work is None else int(min_parallel_work)
+    if min_parallel_work is not None and min_work < 1:
+        raise ValueError(f"min_parallel_work must be >= 1, got {min_parallel_work}")
     g = resolve_gamma(gamma, X)
     Xk = native_matrix(X if keep.all() else X[keep])
     ak = np.ascontiguousarray(alpha[keep])
-    rho, objective, n_iter, converged = _native.smo_solve(
+    rho, objective, n_iter, converged, stats = _native.smo_solve(
         Xk, np.ascontiguousarray(y[keep]), np.ascontiguousarray(upper[keep]),
         ak, _KIND[kernel], float(g), float(coef0), float(degree), float(tol),
-        int(max_iter), float(cache_size))
+        int(max_iter), float(cache_size), n_threads=n_threads, min_work=min_work,
+        collapse_at=int(collapse_at or 0), return_stats=True)
     alpha = np.zeros(X.shape[0])
     alpha[keep] = ak
     if not converged:
@@ -173,4 +203,8 @@ def smo_fit(X, y, C, *, sample_weight=None, class_weight_vector=None,
         "objective": objective,
         "converged": bool(converged),
         "support": np.flatnonzero(alpha > 0.0),
+        "threads_used": int(stats["threads_used"]),
+        "parallel_regions": int(stats["regions"]),
+        "collapses": int(stats["collapses"]),
+        "stats": stats,
     }

@@ -30,7 +30,9 @@ __all__ = ["cpu_count", "reserve_threads", "threads_available", "blas_limits"]
 
 def cpu_count():
     """Threads this process may use: its CPU affinity, capped by a cgroup CPU
-    quota and by ``OMP_NUM_THREADS`` when set (at least 1)."""
+    quota, by ``OMP_NUM_THREADS`` when set and by the OpenMP limit of the
+    calling thread (``omp_get_max_threads`` of the runtime the native module
+    uses, which ``threadpoolctl.threadpool_limits`` sets), at least 1."""
     try:
         n = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # pragma: no cover - non-Linux
@@ -41,7 +43,22 @@ def cpu_count():
     env = _omp_num_threads()
     if env is not None:
         n = min(n, env)
+    omp = _omp_max_threads()
+    if omp is not None:
+        n = min(n, omp)
     return max(1, n)
+
+
+def _omp_max_threads():
+    """``omp_get_max_threads()`` of the native module's OpenMP runtime in the
+    calling thread, or None (no OpenMP, or the module is not built)."""
+    try:
+        from .. import _native
+    except ImportError:  # pragma: no cover - a checkout without its extension
+        return None
+    if not _native.openmp_enabled():
+        return None
+    return int(_native.max_threads())
 
 
 def _omp_num_threads():
