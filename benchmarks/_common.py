@@ -105,6 +105,21 @@ def print_machine(extra=()):
     return lines
 
 
+# ---------------------------------------------------------------- data
+def libsvm_csr(X):
+    """``X`` as scikit-learn's ``SVC`` takes sparse input: a float64 CSR matrix
+    with 32-bit indices (LIBSVM rejects int64 ones); dense input is returned
+    unchanged. The caller's matrix is not modified."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    if not sp.issparse(X):
+        return X
+    A = sp.csr_matrix(X, dtype=np.float64)
+    return sp.csr_matrix((A.data, A.indices.astype(np.int32), A.indptr.astype(np.int32)),
+                         shape=A.shape)
+
+
 # ---------------------------------------------------------------- timing
 class Busy:
     """``n`` other processes spinning on the cores while the block runs (a busy

@@ -69,8 +69,7 @@ def load(name, home, quick):
         X = X.toarray() if sp.issparse(X) else np.asarray(X)
         Xt = Xt.toarray() if sp.issparse(Xt) else np.asarray(Xt)
     else:  # keep CSR: the native solver's sparse path (int32 indices for LIBSVM)
-        X, Xt = (sp.csr_matrix((A.data, A.indices.astype(np.int32), A.indptr.astype(np.int32)),
-                               shape=A.shape) for A in (sp.csr_matrix(X), sp.csr_matrix(Xt)))
+        X, Xt = common.libsvm_csr(sp.csr_matrix(X)), common.libsvm_csr(sp.csr_matrix(Xt))
     return X, np.where(y > 0, 1, -1), Xt, np.where(yt > 0, 1, -1)
 
 

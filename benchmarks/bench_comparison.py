@@ -141,8 +141,7 @@ def load(name, home, quick, n_train=None):
         j = np.sort(np.random.RandomState(0).permutation(Xt.shape[0])[:2000])
         Xt, yt = Xt[j], yt[j]
     if sparse:
-        X, Xt = sp.csr_matrix(X), sp.csr_matrix(Xt)
-        X.indices, Xt.indices = X.indices.astype(np.int32), Xt.indices.astype(np.int32)
+        X, Xt = common.libsvm_csr(sp.csr_matrix(X)), common.libsvm_csr(sp.csr_matrix(Xt))
     else:
         X = X.toarray() if sp.issparse(X) else np.asarray(X)
         Xt = Xt.toarray() if sp.issparse(Xt) else np.asarray(Xt)

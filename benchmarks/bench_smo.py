@@ -116,11 +116,7 @@ def main():
         single = "single" in args.parts
         for name, X, y, Xt, yt, C, gamma in (_datasets(common.data_home(args.data_home),
                                                        args.quick) if single else []):
-            if sp.issparse(X):  # scikit-learn's SVC wants 32-bit CSR indices
-                X, Xt = (sp.csr_matrix(M, dtype=np.float64) for M in (X, Xt))
-                for M in (X, Xt):
-                    M.indices = M.indices.astype(np.int32)
-                    M.indptr = M.indptr.astype(np.int32)
+            X, Xt = common.libsvm_csr(X), common.libsvm_csr(Xt)  # SVC: 32-bit indices
             y_pm = np.where(y > 0, 1.0, -1.0)
             yt_pm = np.where(yt > 0, 1.0, -1.0)
             for cs in CACHE_SIZES:
@@ -488,10 +484,7 @@ def asygcd(args, tables, goals):
         if name == "covtype_5000":
             continue
         y_pm, yt_pm = np.where(y > 0, 1.0, -1.0), np.where(yt > 0, 1.0, -1.0)
-        Xs = X
-        if sp.issparse(X):  # scikit-learn's SVC wants 32-bit CSR indices
-            Xs = sp.csr_matrix(X, dtype=np.float64)
-            Xs.indices, Xs.indptr = Xs.indices.astype(np.int32), Xs.indptr.astype(np.int32)
+        Xs = common.libsvm_csr(X)  # scikit-learn's SVC: 32-bit CSR indices
         for cs in (200, 2000):
             with threadpool_limits(1):
                 svc, t_svc = common.timed(SVC(C=C, gamma=gamma, tol=TOL, cache_size=cs).fit,

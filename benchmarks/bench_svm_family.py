@@ -104,8 +104,7 @@ def load(name, home, quick):
         j = np.sort(rng.permutation(Xt.shape[0])[:2000])
         X, y, Xt, yt = X[i], y[i], Xt[j], yt[j]
     if sparse:  # int32 indices: scikit-learn's LIBSVM rejects int64 ones
-        X, Xt = (sp.csr_matrix((A.data, A.indices.astype(np.int32), A.indptr.astype(np.int32)),
-                               shape=A.shape) for A in (sp.csr_matrix(X), sp.csr_matrix(Xt)))
+        X, Xt = common.libsvm_csr(sp.csr_matrix(X)), common.libsvm_csr(sp.csr_matrix(Xt))
     else:
         X = X.toarray() if sp.issparse(X) else np.asarray(X)
         Xt = Xt.toarray() if sp.issparse(Xt) else np.asarray(Xt)

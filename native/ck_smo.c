@@ -147,7 +147,7 @@ static void ck_team_collapse(ck_team *tm, double now)
     tm->retry_at = now + tm->retry_wait;
 }
 
-/* Run the next pass over len variables on the team? */
+/* Run the next pass (work: its multiply-add units) on the team? */
 static int ck_team_wants(ck_team *tm, double work)
 {
     if (tm->T <= 1 || work < (double)tm->min_work)
@@ -859,14 +859,6 @@ CK_CLONES static void ck_smo_select_low(int64_t m, const double *restrict y,
     }
 }
 
-/* WSS2 over the active set.  Returns 1 when optimal there (gap <= tol or
- * no admissible pair), else 0 with the pair in *out_i, *out_j.
- *
- * LIBSVM's single loop has four data-dependent branches per variable, whose
- * mispredictions made this a quarter of a partitioned ijcnn1 fit.  Here the
- * values come from the branch-free passes above and the scans keep one
- * branch, taken only for a new best.  The selected pair, ties included (the
- * last index wins), is LIBSVM's. */
 /* The two passes of the selection on a piece [lo, hi), with the piece's
  * best kept per thread; ck_smo_select combines the pieces in index order
  * with the scans' own comparisons, so it finds what one scan over the
@@ -921,6 +913,14 @@ static void ck_select_low_fn(void *ctx, int t, int64_t lo, int64_t hi)
     job->idx[t] = jj;
 }
 
+/* WSS2 over the active set.  Returns 1 when optimal there (gap <= tol or
+ * no admissible pair), else 0 with the pair in *out_i, *out_j.
+ *
+ * LIBSVM's single loop has four data-dependent branches per variable, whose
+ * mispredictions made this a quarter of a partitioned ijcnn1 fit.  Here the
+ * values come from the branch-free passes above and the scans keep one
+ * branch, taken only for a new best.  The selected pair, ties included (the
+ * last index wins), is LIBSVM's. */
 static ck_status ck_smo_select(ck_smo_state *s, int64_t *out_i,
                                int64_t *out_j, int *optimal)
 {
