@@ -167,6 +167,33 @@ void ck_fmajor_swap(ck_fmajor *f, int64_t a, int64_t b);
  *   collapse_at    in:  tests: > 0 collapses a team of several threads
  *                       after that many steps, whatever the timing.
  */
+#define CK_AGCD_LOG_CAPACITY 4096
+#define CK_AGCD_COLLAPSE_WAITS 1
+#define CK_AGCD_COLLAPSE_STARVED 2
+#define CK_AGCD_COLLAPSE_ON_DEMAND 3
+typedef struct {
+    int feature_major;
+    int time_slices;
+    int64_t n_slices;
+    double slice_seconds;
+    int fm_threads;
+    int64_t capacity;
+    int64_t max_delay;
+    int64_t forced_steps;
+    int collapsed;
+    int64_t collapse_at;
+} ck_agcd_opts;
+
+ck_status ck_asygcd_solve_ex(const ck_matrix *X, const double *y,
+                             const double *upper, int kind, double gamma,
+                             double coef0, double degree, double shift,
+                             const int64_t *block, int n_threads, int greedy,
+                             int shrinking, uint64_t seed, double tol,
+                             int64_t max_iter, double cache_bytes,
+                             double *alpha, double *grad, double *objective,
+                             int64_t *n_updates, int *converged,
+                             ck_agcd_opts *opts);
+
 /*
  * Switches and counters of the SMO solver's team of threads, for
  * benchmarks and tests (ck_smo_solve_ex in ck_smo.c; ck_smo_solve is the
@@ -184,8 +211,9 @@ void ck_fmajor_swap(ck_fmajor *f, int64_t a, int64_t b);
  *   threads_used out: the largest team a region ran on (1: none);
  *   regions      out: parallel regions run;
  *   region_seconds, wait_seconds
- *                out: their wall time, and the part the calling thread
- *                     spent waiting for the others after its own piece;
+ *                out: their wall time, and the part of it the calling
+ *                     thread did not spend on its own piece (waiting for
+ *                     the team to start and to finish);
  *   collapses    out: times the team handed the passes to one thread
  *                     because its threads kept waiting (see ck_smo.c);
  *   columns, column_entries, column_madds, column_seconds
@@ -219,33 +247,6 @@ ck_status ck_smo_solve_ex(const ck_matrix *X, const double *y,
                           int64_t max_iter, double cache_bytes, int n_threads,
                           double *alpha, double *rho, double *objective,
                           int64_t *n_iter, int *converged, ck_smo_opts *opts);
-
-#define CK_AGCD_LOG_CAPACITY 4096
-#define CK_AGCD_COLLAPSE_WAITS 1
-#define CK_AGCD_COLLAPSE_STARVED 2
-#define CK_AGCD_COLLAPSE_ON_DEMAND 3
-typedef struct {
-    int feature_major;
-    int time_slices;
-    int64_t n_slices;
-    double slice_seconds;
-    int fm_threads;
-    int64_t capacity;
-    int64_t max_delay;
-    int64_t forced_steps;
-    int collapsed;
-    int64_t collapse_at;
-} ck_agcd_opts;
-
-ck_status ck_asygcd_solve_ex(const ck_matrix *X, const double *y,
-                             const double *upper, int kind, double gamma,
-                             double coef0, double degree, double shift,
-                             const int64_t *block, int n_threads, int greedy,
-                             int shrinking, uint64_t seed, double tol,
-                             int64_t max_iter, double cache_bytes,
-                             double *alpha, double *grad, double *objective,
-                             int64_t *n_updates, int *converged,
-                             ck_agcd_opts *opts);
 
 /*
  * Doubly linked LRU list over the slots 0 .. capacity-1 of a kernel cache
