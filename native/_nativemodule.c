@@ -685,7 +685,7 @@ PyDoc_STRVAR(
     smo_solve_doc,
     "smo_solve(X, y, upper, alpha, kind, gamma, coef0, degree, tol, max_iter, "
     "cache_size_mb, n_threads=1, min_work=0, collapse_at=0, "
-    "return_stats=False)\n--\n\n"
+    "return_stats=False, page_doubles=0)\n--\n\n"
     "Solve the binary SVM dual with bias by SMO (LIBSVM's second-order\n"
     "working set and shrinking, always on, as cakernels' solver='smo'),\n"
     "GIL released:\n"
@@ -704,13 +704,16 @@ PyDoc_STRVAR(
     "variables (the result is the same bit for bit); min_work > 0: the\n"
     "smallest pass run on the team, in multiply-adds of a kernel column\n"
     "(0: the default); collapse_at (tests): > 0 collapses the team after\n"
-    "that many parallel regions, -1 never (0: when its threads wait).\n\n"
+    "that many parallel regions, -1 never (0: when its threads wait);\n"
+    "page_doubles (tests): the cache's page size (rounded up to a power\n"
+    "of two; 0: the default).\n\n"
     "Returns (rho, objective, n_iter, converged); decision function\n"
     "f(x) = sum_i alpha_i y_i K(x_i, x) - rho; return_stats=True appends a\n"
     "dict: threads_used, regions, region_seconds, wait_seconds, collapses,\n"
     "columns, column_entries, column_madds, column_seconds (kernel columns\n"
     "computed), active_sum (active variables summed over the steps),\n"
-    "feature_major (bytes per element of the copy, 0: none).\n"
+    "feature_major (bytes per element of the copy, 0: none), page_doubles\n"
+    "and pool_bytes (the cache's page size and its pool).\n"
     "Raises ValueError on any invalid argument, MemoryError when out of\n"
     "memory.");
 
@@ -721,10 +724,10 @@ static PyObject *py_smo_solve(PyObject *module, PyObject *args,
                              "kind",  "gamma",  "coef0",   "degree",
                              "tol",   "max_iter", "cache_size_mb",
                              "n_threads", "min_work", "collapse_at",
-                             "return_stats", NULL};
+                             "return_stats", "page_doubles", NULL};
     PyObject *x_obj, *y_obj, *u_obj, *a_obj;
     int kind, n_threads = 1, return_stats = 0;
-    long long min_work = 0, collapse_at = 0;
+    long long min_work = 0, collapse_at = 0, page_doubles = 0;
     ck_smo_opts opts;
     double gamma, coef0, degree, tol, cache_mb, rho = 0.0, objective = 0.0;
     long long max_iter;
@@ -736,21 +739,24 @@ static PyObject *py_smo_solve(PyObject *module, PyObject *args,
     ck_status status;
 
     (void)module;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOiddddLd|iLLp:smo_solve",
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOiddddLd|iLLpL:smo_solve",
                                      kwlist, &x_obj, &y_obj, &u_obj, &a_obj,
                                      &kind, &gamma, &coef0, &degree, &tol,
                                      &max_iter, &cache_mb, &n_threads,
-                                     &min_work, &collapse_at, &return_stats))
+                                     &min_work, &collapse_at, &return_stats,
+                                     &page_doubles))
         return NULL;
-    if (n_threads < 1 || min_work < 0 || collapse_at < -1) {
+    if (n_threads < 1 || min_work < 0 || collapse_at < -1 ||
+        page_doubles < 0 || page_doubles > (1LL << 30)) {
         PyErr_SetString(PyExc_ValueError,
-                        "smo_solve: n_threads must be >= 1, min_work >= 0 "
-                        "and collapse_at >= -1");
+                        "smo_solve: n_threads must be >= 1, min_work >= 0, "
+                        "collapse_at >= -1 and 0 <= page_doubles <= 2**30");
         return NULL;
     }
     memset(&opts, 0, sizeof opts);
     opts.min_work = (int64_t)min_work;
     opts.collapse_at = (int64_t)collapse_at;
+    opts.page_doubles = (int64_t)page_doubles;
     if (ck_check_solver_params(kind, gamma, coef0, degree, tol, cache_mb) < 0)
         return NULL;
 
@@ -792,7 +798,7 @@ static PyObject *py_smo_solve(PyObject *module, PyObject *args,
     ck_problem_release(&pa);
     if (return_stats)
         return Py_BuildValue(
-            "ddLO{s:i,s:L,s:d,s:d,s:i,s:L,s:L,s:d,s:d,s:d,s:i}", rho,
+            "ddLO{s:i,s:L,s:d,s:d,s:i,s:L,s:L,s:d,s:d,s:d,s:i,s:L,s:d}", rho,
             objective, (long long)n_iter, converged ? Py_True : Py_False,
             "threads_used", opts.threads_used, "regions",
             (long long)opts.regions, "region_seconds", opts.region_seconds,
@@ -801,7 +807,8 @@ static PyObject *py_smo_solve(PyObject *module, PyObject *args,
             (long long)opts.column_entries, "column_madds",
             opts.column_madds, "column_seconds", opts.column_seconds,
             "active_sum", opts.active_sum, "feature_major",
-            opts.feature_major);
+            opts.feature_major, "page_doubles", (long long)opts.page_doubles,
+            "pool_bytes", opts.pool_bytes);
     return Py_BuildValue("ddLO", rho, objective, (long long)n_iter,
                          converged ? Py_True : Py_False);
 

@@ -178,7 +178,10 @@ ck_status ck_matrix_check(const ck_matrix *X);
  * cache_bytes bytes (+inf: unlimited; fewer than two columns, i.e.
  * cache_bytes < 16 n, is CK_ERR_ARG).  As LIBSVM's cache, the budget counts
  * the entries held: a column fetched while variables are shrunk holds its
- * active part only (extended when needed).  When a feature-major copy of X
+ * active part only (extended when needed), in fixed-size pages of one pool
+ * (whole pages: a column holds at most a page more than its part; the pool
+ * holds at least two full columns), so the heap does not fragment.  When a
+ * feature-major copy of X
  * (in float when every value is a float exactly) takes at most a quarter of
  * cache_bytes and leaves two full columns, the columns are computed from it
  * as contiguous axpys (same values, bit for bit) and its bytes come out of

@@ -125,13 +125,19 @@ ck_status ck_q_row_fmajor(const ck_matrix *X, const ck_fmajor *f,
                           double sqi, const double *row_y,
                           const double *row_sq, double *out);
 
-/* The entries start .. end-1 of that row: out[t] for the copy's rows t in
- * [start, end), with row_y, row_sq and out indexed like the copy's rows. */
+/* The shift of pages so long that an array is one page */
+#define CK_ONE_PAGE 62
+
+/* The entries start .. end-1 of that row (the copy's rows t in [start,
+ * end), row_y and row_sq indexed like them) into pages of 2^shift doubles:
+ * entry t at pages[(t - base) >> shift][(t - base) & (2^shift - 1)] (the
+ * SMO's paged cache: base 0; an array out holding entries base .. : pages
+ * &out, shift 62). */
 ck_status ck_q_range_fmajor(const ck_matrix *X, const ck_fmajor *f,
                             const ck_kparams *kp, int64_t i, double yi,
                             double sqi, const double *row_y,
                             const double *row_sq, int64_t start, int64_t end,
-                            double *out);
+                            double *const *pages, int shift, int64_t base);
 
 /* Exchange the copy's rows a and b (the SMO's permutation). */
 void ck_fmajor_swap(ck_fmajor *f, int64_t a, int64_t b);
@@ -208,6 +214,14 @@ ck_status ck_asygcd_solve_ex(const ck_matrix *X, const double *y,
  *                     parallel regions (and never again), -1 never
  *                     collapses it, whatever the timing; 0: the timing
  *                     rule of ck_smo.c;
+ *   page_doubles in/out: doubles per page of the column cache (<= 0: the
+ *                     default, n/64 as a power of two in [256, 2048];
+ *                     tests: any size, rounded up to a power of two);
+ *                     out: the size used (n: one page per column,
+ *                     when the budget holds every column at full length);
+ *   pool_bytes   out: the bytes of the cache's pages allocated (as the
+ *                     solve needed them; within cache_bytes less the
+ *                     feature-major copy, but at least two full columns);
  *   threads_used out: the largest team a region ran on (1: none);
  *   regions      out: parallel regions run;
  *   region_seconds, wait_seconds
@@ -228,6 +242,8 @@ ck_status ck_asygcd_solve_ex(const ck_matrix *X, const double *y,
 typedef struct {
     int64_t min_work;
     int64_t collapse_at;
+    int64_t page_doubles;
+    double pool_bytes;
     int threads_used;
     int64_t regions;
     double region_seconds;

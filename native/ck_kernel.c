@@ -288,6 +288,31 @@ CK_INLINE void ck_row_poly(double *CK_RESTRICT g, double gamma, double coef0,
 /* Public routine                                                           */
 /* ======================================================================== */
 
+/* Rows [i0, i1) of G (leading dimension ld) from Gram values to kernel
+ * values (not linear); rbf: the dispatched RBF rows */
+static void ck_gram_rows(double *G, int64_t i0, int64_t i1, int64_t ld,
+                         const double *row_sqnorm, const double *col_sqnorm,
+                         int kind, double gamma, double coef0, double degree,
+                         int64_t n_cols, ck_rbf_rows_fn rbf)
+{
+    int64_t i;
+    switch (kind) {
+    case CK_KERNEL_RBF:
+        rbf(G, i0, i1, ld, row_sqnorm, col_sqnorm, -gamma, n_cols);
+        break;
+    case CK_KERNEL_POLY:
+        for (i = i0; i < i1; ++i)
+            ck_row_poly(G + i * ld, gamma, coef0, degree, n_cols);
+        break;
+    case CK_KERNEL_SIGMOID:
+        for (i = i0; i < i1; ++i)
+            ck_row_sigmoid(G + i * ld, gamma, coef0, n_cols);
+        break;
+    default:
+        break;
+    }
+}
+
 ck_status ck_kernel_from_gram(double *G, int64_t n_rows, int64_t n_cols,
                               int64_t ld, const double *row_sqnorm,
                               const double *col_sqnorm, int kind,
@@ -330,43 +355,32 @@ ck_status ck_kernel_from_gram(double *G, int64_t n_rows, int64_t n_cols,
     (void)use_threads;
 #endif
 
-    switch (kind) {
-    case CK_KERNEL_RBF: {
-        const double neg_gamma = -gamma;
-        const char *path;
-        const ck_rbf_rows_fn rows = ck_select_rbf_rows(&path);
+    {
+        const char *path = NULL;
+        const ck_rbf_rows_fn rbf =
+            kind == CK_KERNEL_RBF ? ck_select_rbf_rows(&path) : NULL;
         /* rows go in blocks of >= CK_RBF_BLOCK_ENTRIES entries so that the
-         * indirect call is amortised even for very narrow blocks */
+         * calls are amortised even for very narrow blocks */
         const int64_t rb = n_cols >= CK_RBF_BLOCK_ENTRIES
                                ? 1 : CK_RBF_BLOCK_ENTRIES / n_cols;
         const int64_t n_blocks = (n_rows - 1) / rb + 1;
-        (void)path;
+        if (!use_threads) {
+            /* no parallel region at all: its set-up (even when not taken)
+             * costs a microsecond, as much as a short row (the SMO's
+             * kernel columns come here in runs of 2,048 entries) */
+            ck_gram_rows(G, 0, n_rows, ld, row_sqnorm, col_sqnorm, kind,
+                         gamma, coef0, degree, n_cols, rbf);
+            return CK_OK;
+        }
 #ifdef _OPENMP
-#pragma omp parallel for schedule(static) num_threads(n_threads) if (use_threads)
+#pragma omp parallel for schedule(static) num_threads(n_threads)
 #endif
         for (i = 0; i < n_blocks; ++i) {
             const int64_t i0 = i * rb;
             const int64_t i1 = n_rows - i0 < rb ? n_rows : i0 + rb;
-            rows(G, i0, i1, ld, row_sqnorm, col_sqnorm, neg_gamma, n_cols);
+            ck_gram_rows(G, i0, i1, ld, row_sqnorm, col_sqnorm, kind, gamma,
+                         coef0, degree, n_cols, rbf);
         }
-        break;
-    }
-    case CK_KERNEL_POLY:
-#ifdef _OPENMP
-#pragma omp parallel for schedule(static) num_threads(n_threads) if (use_threads)
-#endif
-        for (i = 0; i < n_rows; ++i)
-            ck_row_poly(G + i * ld, gamma, coef0, degree, n_cols);
-        break;
-    case CK_KERNEL_SIGMOID:
-#ifdef _OPENMP
-#pragma omp parallel for schedule(static) num_threads(n_threads) if (use_threads)
-#endif
-        for (i = 0; i < n_rows; ++i)
-            ck_row_sigmoid(G + i * ld, gamma, coef0, n_cols);
-        break;
-    default:
-        return CK_ERR_INTERNAL; /* unreachable: kind validated above */
     }
     return CK_OK;
 }

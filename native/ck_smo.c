@@ -22,9 +22,12 @@
  *     transform by ck_kernel_from_gram so the values match the rest of the
  *     package bit for bit), only over the active part when shrunk, and kept
  *     in an LRU cache under a byte budget that counts the entries held, as
- *     LIBSVM's Cache: a column is allocated to the active length it was
- *     asked for and extended when a longer part is needed, so shrinking
- *     lets the budget hold more columns; the columns come from a
+ *     LIBSVM's Cache: a column holds the active length it was asked for
+ *     and is extended when a longer part is needed, so shrinking lets the
+ *     budget hold more columns; its entries live in fixed-size pages of
+ *     one pool allocated once, so the cache's memory is the budget (one
+ *     allocation per column fragmented the heap to 1.2x the budget); the
+ *     columns come from a
  *     feature-major copy of X kept in the solver's permutation when a
  *     quarter of the budget holds it (contiguous, vectorised axpys instead
  *     of dot products with scattered rows: 1.7x faster fits on ijcnn1, 2-5x
@@ -248,17 +251,56 @@ static int ck_team_run(ck_team *tm, int64_t lo, int64_t hi, double cost,
 
 
 /* ======================================================================== */
-/* LRU cache of Q columns (LIBSVM's Cache: variable-length columns)         */
+/* LRU cache of Q columns in pages (LIBSVM's Cache: variable-length        */
+/* columns)                                                                 */
 /* ======================================================================== */
 /* Q_ij = y_i y_j K(x_i, x_j) is symmetric, so column j is also row j.      */
 /* Indices are positions in the solver's permutation (the active set is the */
 /* prefix [0, active)); a cached column holds only its first slot_len       */
-/* entries, allocated to that length, and is extended (reallocated) on      */
-/* demand, so columns fetched while variables are shrunk cost the active    */
-/* part in time and in memory: the budget counts the doubles actually held, */
-/* as LIBSVM's does, and holds more columns the more the problem is shrunk. */
+/* entries, and is extended on demand, so columns fetched while variables   */
+/* are shrunk cost the active part in time and in memory: the budget counts */
+/* the entries held, as LIBSVM's does, and holds more columns the more the  */
+/* problem is shrunk.                                                       */
+/*                                                                          */
+/* The entries live in pages of 2^shift doubles (256 to 2,048: n/64 rounded */
+/* up to a power of two, see ck_qcache_shift) from one pool of the budget's */
+/* size; a column is a table of pages, entry k on page k >> shift.  When    */
+/* the budget holds every column at full length, a column is one page of n */
+/* (shift CK_ONE_PAGE).  Columns of every length come and go in LRU order, and  */
+/* with one allocation per column (as LIBSVM's realloc) the freed blocks    */
+/* rarely fit the next ones: the heap grew to 1.1-1.2x the budget          */
+/* (benchmarks/bench_smo.py, peak memory).  Pages of one size always fit,   */
+/* so the memory is the budget: the pool's pages are touched only when a    */
+/* column first needs them, and reused most recently freed first.  The      */
+/* price is the unused end of a column's last page (at most 1/64 of a full  */
+/* column from n = 16,384; columns of small problems are mostly all cached) */
+/* and passes that walk a column page by page (inside the vectorised loops  */
+/* where a call per page would cost: the kernel columns' axpys; the team's  */
+/* pieces cut across pages freely).  Fits take the same time as with one    */
+/* allocation per column (ijcnn1, a9a, covtype_5000 at 100-2,000 MB).       */
 /* Every column has at most one slot, so there are n slots; a slot is free  */
-/* (slot_col -1, no memory, outside the LRU list) or holds one column.      */
+/* (slot_col -1, no pages, outside the LRU list) or holds one column.       */
+
+/* A column for its readers: its page table (entry k at col[k >> shift]
+ * [k & mask]). */
+typedef double *const *ck_col;
+
+#define CK_PAGE_MIN_SHIFT 8  /* 256 doubles */
+#define CK_PAGE_MAX_SHIFT 11 /* 2,048 doubles: the fmajor chunk */
+#define CK_QCACHE_BLOCK 65536 /* bytes of the pool allocated at once */
+
+/* The end of the segment from a: the end of a's page, or hi */
+static inline int64_t ck_seg_end(int64_t a, int64_t hi, int shift)
+{
+    const int64_t e = ((a >> shift) + 1) << shift;
+    return e < hi ? e : hi;
+}
+
+/* &col[k], the rest of k's page contiguous from there */
+static inline double *ck_col_ptr(ck_col col, int shift, int64_t k)
+{
+    return col[k >> shift] + (k & (((int64_t)1 << shift) - 1));
+}
 
 typedef struct {
     const ck_matrix *X;
@@ -273,58 +315,136 @@ typedef struct {
                                /* NULL: columns from the rows of X         */
     int64_t n;
 
-    int64_t avail;     /* doubles the budget still allows (>= 0)        */
-    double **slot;     /* slot -> column data (slot_len doubles)        */
-    int64_t *slot_col; /* slot -> column index, -1 when free            */
-    int64_t *slot_len; /* slot -> number of valid leading entries       */
-    int64_t *slot_cap; /* slot -> doubles allocated (>= slot_len)       */
-    int64_t *col_slot; /* column -> slot, -1 when not cached            */
-    int full;          /* the budget holds all n columns at length n:   */
-                       /* allocate them so, never reallocate            */
+    int shift;          /* entry k on page k >> shift                    */
+    int64_t page;       /* doubles of a page: 2^shift, or n when full    */
+    int64_t per_col;    /* pages of a full column                        */
+    int64_t n_pages;    /* the pool's size in pages                      */
+    int64_t n_made;     /* pages allocated so far (in blocks)            */
+    int64_t per_block;  /* pages of a block                              */
+    double **blocks;    /* the blocks allocated                          */
+    int64_t n_blocks;
+    double **free_pages; /* stack of the free pages (allocated)         */
+    int64_t n_free_pages;
+    double ***slot_pg;  /* slot -> its page table (slot_np pages)       */
+    int64_t *slot_np;   /* slot -> pages held                           */
+    int64_t *slot_col;  /* slot -> column index, -1 when free           */
+    int64_t *slot_len;  /* slot -> number of valid leading entries      */
+    int64_t *col_slot;  /* column -> slot, -1 when not cached           */
+    int full;           /* the pool holds all n columns at length n:    */
+                        /* give each its full length at once            */
     int64_t *free_slots, n_free; /* stack of the free slots             */
-    ck_lru lru;        /* LRU order of the slots in use                 */
+    ck_lru lru;         /* LRU order of the slots in use                */
     /* counters (ck_smo_opts): columns computed (extensions included),   */
     /* their entries, multiply-adds (entries x nonzeros of x_i), seconds */
     int64_t n_computed, n_entries;
     double n_madds, seconds;
 } ck_qcache;
 
+/* The page size for n variables: n/64 rounded up to a power of two, in
+ * [256, 2048] (at most n rounded up): the last page's unused end costs a
+ * full column at most 1/64, and a segment is long enough for its vectorised
+ * pass to amortise the walk (benchmarks/bench_smo.py).  requested > 0
+ * (tests): that size rounded up to a power of two. */
+static int ck_qcache_shift(int64_t n, int64_t requested)
+{
+    int shift = 0;
+    if (requested > 0) {
+        while (((int64_t)1 << shift) < requested && shift < 30)
+            ++shift;
+        return shift;
+    }
+    while (((int64_t)1 << shift) * 64 < n)
+        ++shift;
+    if (shift < CK_PAGE_MIN_SHIFT) {
+        shift = CK_PAGE_MIN_SHIFT;
+        while (shift > 0 && ((int64_t)1 << (shift - 1)) >= n)
+            --shift;
+    }
+    return shift > CK_PAGE_MAX_SHIFT ? CK_PAGE_MAX_SHIFT : shift;
+}
+
 static void ck_qcache_free(ck_qcache *c)
 {
     int64_t s;
-    if (c->slot != NULL) {
+    if (c->slot_pg != NULL) {
         for (s = 0; s < c->n; ++s)
-            free(c->slot[s]);
+            free(c->slot_pg[s]);
     }
-    free(c->slot);
+    if (c->blocks != NULL) {
+        for (s = c->n_blocks - 1; s >= 0; --s)
+            free(c->blocks[s]);
+    }
+    free(c->blocks);
+    free(c->slot_pg);
+    free(c->slot_np);
     free(c->slot_col);
     free(c->slot_len);
-    free(c->slot_cap);
     free(c->col_slot);
     free(c->free_slots);
+    free(c->free_pages);
     ck_lru_free(&c->lru);
-    c->slot = NULL;
-    c->slot_col = c->slot_len = c->slot_cap = c->col_slot = NULL;
+    c->slot_pg = NULL;
+    c->blocks = c->free_pages = NULL;
+    c->slot_np = c->slot_col = c->slot_len = c->col_slot = NULL;
     c->free_slots = NULL;
 }
 
 /* budget: doubles the columns may hold together; at least 2 n (the caller
- * checks it), so the two columns of an iteration always fit. */
-static ck_status ck_qcache_init(ck_qcache *c, int64_t budget)
+ * checks it).  The pool holds at least two full columns (so the two of an
+ * iteration always fit; this may exceed the budget by two pages), and the
+ * whole matrix when the budget does.  Its pages are allocated when first
+ * needed, in blocks of CK_QCACHE_BLOCK bytes (or one page): blocks of one
+ * size never fragment the heap, and below the C library's mapping
+ * threshold they come from its heap, which keeps freed memory for the next
+ * solve (a fresh mapping per solve cost 1.4x on the 16 solves of a
+ * partitioned ijcnn1 fit: a page fault per 4 KB). */
+static ck_status ck_qcache_init(ck_qcache *c, int64_t budget, int64_t page)
 {
     int64_t i;
     const int64_t n = c->n;
-    c->avail = budget;
-    c->full = (double)budget >= (double)n * (double)n;
-    c->slot = (double **)calloc((size_t)n, sizeof(double *));
-    c->slot_cap = (int64_t *)calloc((size_t)n, sizeof(int64_t));
+    double pages;
+    if (page <= 0 && (double)budget >= (double)n * (double)n) {
+        /* every column fits at full length: one page of n per column (no
+         * walk at all; columns of one length never fragment the heap) */
+        c->full = 1;
+        c->shift = CK_ONE_PAGE;
+        c->page = n;
+        c->per_col = 1;
+        c->n_pages = n;
+        c->per_block = 1;
+    } else {
+        c->shift = ck_qcache_shift(n, page);
+        c->page = (int64_t)1 << c->shift;
+        c->per_col = (n + c->page - 1) >> c->shift;
+        pages = (double)(budget >> c->shift);
+        c->full = pages >= (double)n * (double)c->per_col;
+        if (c->full)
+            pages = (double)n * (double)c->per_col;
+        if (pages < 2.0 * (double)c->per_col)
+            pages = 2.0 * (double)c->per_col;
+        if (pages > (double)(SIZE_MAX / 4 / sizeof(double) >> c->shift))
+            pages = (double)(SIZE_MAX / 4 / sizeof(double) >> c->shift);
+        c->n_pages = (int64_t)pages;
+        c->per_block =
+            (int64_t)(CK_QCACHE_BLOCK / sizeof(double)) >> c->shift;
+        if (c->per_block < 1)
+            c->per_block = 1;
+    }
+    c->n_made = c->n_blocks = c->n_free_pages = 0;
+    c->blocks = (double **)malloc(
+        (size_t)((c->n_pages + c->per_block - 1) / c->per_block) *
+        sizeof(double *));
+    c->free_pages = (double **)malloc((size_t)c->n_pages * sizeof(double *));
+    c->slot_pg = (double ***)calloc((size_t)n, sizeof(double **));
+    c->slot_np = (int64_t *)calloc((size_t)n, sizeof(int64_t));
     c->slot_col = (int64_t *)malloc((size_t)n * sizeof(int64_t));
     c->slot_len = (int64_t *)calloc((size_t)n, sizeof(int64_t));
     c->col_slot = (int64_t *)malloc((size_t)n * sizeof(int64_t));
     c->free_slots = (int64_t *)malloc((size_t)n * sizeof(int64_t));
-    if (ck_lru_init(&c->lru, n) != CK_OK || c->slot == NULL ||
+    if (ck_lru_init(&c->lru, n) != CK_OK || c->blocks == NULL ||
+        c->free_pages == NULL || c->slot_pg == NULL || c->slot_np == NULL ||
         c->slot_col == NULL || c->slot_len == NULL || c->col_slot == NULL ||
-        c->slot_cap == NULL || c->free_slots == NULL) {
+        c->free_slots == NULL) {
         ck_qcache_free(c);
         return CK_ERR_NOMEM;
     }
@@ -337,65 +457,107 @@ static ck_status ck_qcache_init(ck_qcache *c, int64_t budget)
     return CK_OK;
 }
 
-/* Drop the column of slot s (in use): its memory back to the budget, the
- * slot to the free stack. */
+/* One more block of pages onto the free stack (its first page on top);
+ * 0 when the system has no memory for it. */
+static int ck_qcache_grow(ck_qcache *c)
+{
+    const int64_t k = c->n_pages - c->n_made < c->per_block
+                          ? c->n_pages - c->n_made
+                          : c->per_block;
+    double *mem = (double *)malloc((size_t)k * (size_t)c->page *
+                                   sizeof(double));
+    int64_t p;
+    if (mem == NULL)
+        return 0;
+    c->blocks[c->n_blocks++] = mem;
+    for (p = k - 1; p >= 0; --p)
+        c->free_pages[c->n_free_pages++] = mem + p * c->page;
+    c->n_made += k;
+    return 1;
+}
+
+/* Drop the column of slot s (in use): its pages back to the free stack
+ * (the first page on top, reused first), the slot to the free stack. */
 static void ck_qcache_drop(ck_qcache *c, int64_t s)
 {
+    int64_t p;
     ck_lru_unlink(&c->lru, s);
     c->col_slot[c->slot_col[s]] = -1;
     c->slot_col[s] = -1;
-    c->avail += c->slot_cap[s];
+    for (p = c->slot_np[s] - 1; p >= 0; --p)
+        c->free_pages[c->n_free_pages++] = c->slot_pg[s][p];
     c->slot_len[s] = 0;
-    c->slot_cap[s] = 0;
-    free(c->slot[s]);
-    c->slot[s] = NULL;
+    c->slot_np[s] = 0;
+    free(c->slot_pg[s]);
+    c->slot_pg[s] = NULL;
     c->free_slots[c->n_free++] = s;
 }
 
-/* Evict least recently used columns other than k1 and k2 until `need`
- * doubles fit in the budget; 0 when they cannot. */
-static int ck_qcache_make_room(ck_qcache *c, int64_t need, int64_t k1,
-                               int64_t k2)
+/* `need` free pages on the stack: from new blocks while the pool has not
+ * reached its size, else by evicting least recently used columns other
+ * than k1 and k2.  CK_ERR_INTERNAL when they cannot be found (the pool
+ * holds two full columns), CK_ERR_NOMEM when the system's memory ran out
+ * before the pool reached that. */
+static ck_status ck_qcache_reserve(ck_qcache *c, int64_t need, int64_t k1,
+                                   int64_t k2)
 {
     int64_t t = c->lru.tail;
-    while (c->avail < need) {
+    while (c->n_free_pages < need) {
+        if (c->n_made < c->n_pages) {
+            if (ck_qcache_grow(c))
+                continue;
+            /* out of memory: the pool stays at what it has */
+            c->n_pages = c->n_made;
+            c->full = 0;
+        }
         while (t >= 0 && (t == k1 || t == k2))
             t = c->lru.prev[t];
         if (t < 0)
-            return 0;
+            return c->n_pages < 2 * c->per_col ? CK_ERR_NOMEM
+                                               : CK_ERR_INTERNAL;
         {
             const int64_t prev = c->lru.prev[t];
             ck_qcache_drop(c, t);
             t = prev;
         }
     }
-    return 1;
-}
-
-/* Q[a .. b, i] into col[a .. b) by thread t (its own CSR scratch) */
-static ck_status ck_qcache_piece(const ck_qcache *c, int64_t i, double *col,
-                                 int64_t a, int64_t b, int t)
-{
-    if (c->fm != NULL)
-        return ck_q_range_fmajor(c->X, c->fm, &c->kp, c->perm[i], c->y[i],
-                                 c->sq[i], c->y, c->sq, a, b, col);
-    return ck_q_row(c->X, &c->kp, c->perm[i], c->y[i], c->sq[i], c->perm + a,
-                    c->y + a, c->sq + a, b - a, col + a,
-                    c->work != NULL ? c->work + (int64_t)t * c->X->n_cols
-                                    : NULL);
+    return CK_OK;
 }
 
 typedef struct {
     const ck_qcache *c;
     int64_t i;
-    double *col;
+    ck_col col;
     ck_status *status; /* one per thread */
 } ck_qcache_job;
 
+/* Entries [a, b) of column i by thread t: from the feature-major copy (its
+ * loops walk the pages), else page by page from the rows of X (a dot
+ * product per entry: the walk costs nothing there), with the thread's own
+ * CSR scratch */
 static void ck_qcache_piece_fn(void *ctx, int t, int64_t a, int64_t b)
 {
     const ck_qcache_job *job = (const ck_qcache_job *)ctx;
-    job->status[t] = ck_qcache_piece(job->c, job->i, job->col, a, b, t);
+    const ck_qcache *c = job->c;
+    const int64_t i = job->i;
+    const int shift = c->shift;
+    ck_status st = CK_OK;
+    int64_t e;
+    if (c->fm != NULL) {
+        st = ck_q_range_fmajor(c->X, c->fm, &c->kp, c->perm[i], c->y[i],
+                               c->sq[i], c->y, c->sq, a, b,
+                               job->col, shift, 0);
+    } else {
+        double *scratch = c->work != NULL ? c->work + (int64_t)t * c->X->n_cols
+                                          : NULL;
+        for (; a < b && st == CK_OK; a = e) {
+            e = ck_seg_end(a, b, shift);
+            st = ck_q_row(c->X, &c->kp, c->perm[i], c->y[i], c->sq[i],
+                          c->perm + a, c->y + a, c->sq + a, e - a,
+                          ck_col_ptr(job->col, shift, a), scratch);
+        }
+    }
+    job->status[t] = st;
 }
 
 /* The nonzeros of x_i (position i): the multiply-adds per entry of its
@@ -414,9 +576,9 @@ static double ck_qcache_nnz(const ck_qcache *c, int64_t i)
     return (double)nnz;
 }
 
-/* Fill col[start .. len) with Q[start .. len, i], on the team when the
- * range is long (the entries do not depend on the pieces). */
-static ck_status ck_qcache_compute(ck_qcache *c, int64_t i, double *col,
+/* Fill entries [start, len) of col with Q[start .. len, i], on the team
+ * when the range is long (the entries do not depend on the pieces). */
+static ck_status ck_qcache_compute(ck_qcache *c, int64_t i, ck_col col,
                                    int64_t start, int64_t len)
 {
     ck_status status[CK_SMO_MAX_THREADS];
@@ -441,41 +603,40 @@ static ck_status ck_qcache_compute(ck_qcache *c, int64_t i, double *col,
     return CK_OK;
 }
 
-/* (Re)allocate slot s to len doubles, evicting other columns (never slot s
- * or `keep`) when the budget or the allocator asks for it. */
+/* Give slot s pages for len entries (n when the pool holds every column),
+ * evicting other columns (never slot s or `keep`) when the pool is full. */
 static ck_status ck_qcache_resize(ck_qcache *c, int64_t s, int64_t len,
                                   int64_t keep)
 {
-    const int64_t cap = c->full ? c->n : len;
-    const int64_t need = cap - c->slot_cap[s];
-    double *mem;
-    if (c->slot_cap[s] >= len)
+    const int64_t want =
+        c->full ? c->per_col
+                : (len + ((int64_t)1 << c->shift) - 1) >> c->shift;
+    double **pg;
+    int64_t p;
+    ck_status st;
+    if (c->slot_np[s] >= want)
         return CK_OK;
-    if (!ck_qcache_make_room(c, need, s, keep))
-        return CK_ERR_INTERNAL; /* the budget holds two full columns */
-    for (;;) {
-        mem = (double *)realloc(c->slot[s],
-                                (size_t)(cap > 0 ? cap : 1) * sizeof(double));
-        if (mem != NULL)
-            break;
-        /* the system is out of memory: give back the oldest column */
-        if (!ck_qcache_make_room(c, c->avail + 1, s, keep))
-            return CK_ERR_NOMEM;
-    }
-    c->slot[s] = mem;
-    c->slot_cap[s] = cap;
-    c->avail -= need;
+    st = ck_qcache_reserve(c, want - c->slot_np[s], s, keep);
+    if (st != CK_OK)
+        return st;
+    pg = (double **)realloc(c->slot_pg[s], (size_t)want * sizeof(double *));
+    if (pg == NULL)
+        return CK_ERR_NOMEM;
+    c->slot_pg[s] = pg;
+    for (p = c->slot_np[s]; p < want; ++p)
+        pg[p] = c->free_pages[--c->n_free_pages];
+    c->slot_np[s] = want;
     return CK_OK;
 }
 
 /* The first len entries of column i of Q, from the cache or computed
- * (evicting least recently used columns when the budget is full).  The
- * returned pointer stays valid until the next call that has to allocate or
+ * (evicting least recently used columns when the pool is full).  The
+ * returned table stays valid until the next call that has to extend or
  * evict, or the next ck_qcache_apply_swaps; the column returned by the
  * previous call (the most recently used one) is never evicted by this one,
- * since the budget holds two full columns. */
+ * since the pool holds two full columns. */
 static ck_status ck_qcache_get(ck_qcache *c, int64_t i, int64_t len,
-                               const double **out)
+                               ck_col *out)
 {
     int64_t s = c->col_slot[i];
     const int64_t keep = c->lru.head; /* the previous call's column */
@@ -488,34 +649,32 @@ static ck_status ck_qcache_get(ck_qcache *c, int64_t i, int64_t len,
             st = ck_qcache_resize(c, s, len, keep);
             if (st != CK_OK)
                 return st;
-            st = ck_qcache_compute(c, i, c->slot[s], old, len);
+            st = ck_qcache_compute(c, i, c->slot_pg[s], old, len);
             if (st != CK_OK) {
                 ck_qcache_drop(c, s);
                 return st;
             }
             c->slot_len[s] = len;
         }
-        *out = c->slot[s];
+        *out = c->slot_pg[s];
         return CK_OK;
     }
     if (c->n_free == 0)
         return CK_ERR_INTERNAL; /* n slots for n columns */
     s = c->free_slots[--c->n_free];
-    st = ck_qcache_resize(c, s, len, keep);
-    if (st != CK_OK) {
-        c->free_slots[c->n_free++] = s;
-        return st;
-    }
     c->slot_col[s] = i;
-    c->slot_len[s] = len;
+    c->slot_len[s] = 0;
     c->col_slot[i] = s;
     ck_lru_push_front(&c->lru, s);
-    st = ck_qcache_compute(c, i, c->slot[s], 0, len);
+    st = ck_qcache_resize(c, s, len, keep);
+    if (st == CK_OK)
+        st = ck_qcache_compute(c, i, c->slot_pg[s], 0, len);
     if (st != CK_OK) {
         ck_qcache_drop(c, s);
         return st;
     }
-    *out = c->slot[s];
+    c->slot_len[s] = len;
+    *out = c->slot_pg[s];
     return CK_OK;
 }
 
@@ -539,9 +698,9 @@ static void ck_qcache_swap_labels(ck_qcache *c, int64_t a, int64_t b)
 static void ck_qcache_apply_swaps(ck_qcache *c, const int64_t *pairs,
                                   int64_t n_pairs)
 {
+    const int shift = c->shift;
     int64_t s, p;
     for (s = 0; s < c->n; ++s) {
-        double *data = c->slot[s];
         const int64_t len = c->slot_len[s];
         if (c->slot_col[s] < 0)
             continue;
@@ -549,9 +708,11 @@ static void ck_qcache_apply_swaps(ck_qcache *c, const int64_t *pairs,
             const int64_t a = pairs[2 * p], b = pairs[2 * p + 1];
             if (len > a) {
                 if (len > b) {
-                    const double t = data[a];
-                    data[a] = data[b];
-                    data[b] = t;
+                    double *da = ck_col_ptr(c->slot_pg[s], shift, a);
+                    double *db = ck_col_ptr(c->slot_pg[s], shift, b);
+                    const double t = *da;
+                    *da = *db;
+                    *db = t;
                 } else { /* give up this column */
                     ck_qcache_drop(c, s);
                     break;
@@ -668,8 +829,11 @@ static void ck_grad_update(int64_t m, const double *restrict Qi, double dai,
         G[k] += Qi[k] * dai + Qj[k] * daj;
 }
 
+/* columns x, x2 (x2 for the gradient update only) walked page by page:
+ * both have the same pages, so their segments coincide */
 typedef struct {
-    const double *x, *x2;
+    ck_col x, x2;
+    int shift;
     double a, a2;
     double *y;
 } ck_axpy_job;
@@ -677,29 +841,41 @@ typedef struct {
 static void ck_axpy_fn(void *ctx, int t, int64_t lo, int64_t hi)
 {
     const ck_axpy_job *job = (const ck_axpy_job *)ctx;
+    int64_t e;
     (void)t;
-    ck_axpy(lo, hi, job->a, job->x, job->y);
+    for (; lo < hi; lo = e) {
+        e = ck_seg_end(lo, hi, job->shift);
+        ck_axpy(0, e - lo, job->a, ck_col_ptr(job->x, job->shift, lo),
+                job->y + lo);
+    }
 }
 
 static void ck_grad_update_fn(void *ctx, int t, int64_t lo, int64_t hi)
 {
     const ck_axpy_job *job = (const ck_axpy_job *)ctx;
+    int64_t e;
     (void)t;
-    ck_grad_update(hi - lo, job->x + lo, job->a, job->x2 + lo, job->a2,
-                   job->y + lo);
+    for (; lo < hi; lo = e) {
+        e = ck_seg_end(lo, hi, job->shift);
+        ck_grad_update(e - lo, ck_col_ptr(job->x, job->shift, lo), job->a,
+                       ck_col_ptr(job->x2, job->shift, lo), job->a2,
+                       job->y + lo);
+    }
 }
 
-/* y[lo .. hi) += a * x[lo .. hi), on the team when long */
-static void ck_team_axpy(ck_team *tm, int64_t lo, int64_t hi, double a,
-                         const double *x, double *y)
+/* y[lo .. hi) += a * x[lo .. hi) for a cached column x, on the team when
+ * long */
+static void ck_team_axpy(ck_smo_state *s, int64_t lo, int64_t hi, double a,
+                         ck_col x, double *y)
 {
     ck_axpy_job job;
     job.x = x;
     job.x2 = NULL;
+    job.shift = s->cache.shift;
     job.a = a;
     job.a2 = 0.0;
     job.y = y;
-    ck_team_run(tm, lo, hi, CK_COST_UPDATE, ck_axpy_fn, &job);
+    ck_team_run(&s->team, lo, hi, CK_COST_UPDATE, ck_axpy_fn, &job);
 }
 
 /* LIBSVM's reconstruct_gradient: the inactive part of G from G_bar and the
@@ -718,25 +894,31 @@ static ck_status ck_smo_reconstruct(ck_smo_state *s)
             ++nr_free;
     if ((double)nr_free * (double)n >
         2.0 * (double)active * (double)(n - active)) {
+        const int shift = s->cache.shift;
         for (i = active; i < n; ++i) {
-            const double *Qi;
+            ck_col Qi;
             double g = 0.0;
+            int64_t a, e;
             st = ck_qcache_get(&s->cache, i, active, &Qi);
             if (st != CK_OK)
                 return st;
-            for (j = 0; j < active; ++j)
-                if (!ck_is_upper(s, j) && !ck_is_lower(s, j))
-                    g += s->alpha[j] * Qi[j];
+            for (a = 0; a < active; a = e) { /* page by page, in order */
+                const double *q = ck_col_ptr(Qi, shift, a);
+                e = ck_seg_end(a, active, shift);
+                for (j = a; j < e; ++j)
+                    if (!ck_is_upper(s, j) && !ck_is_lower(s, j))
+                        g += s->alpha[j] * q[j - a];
+            }
             s->G[i] += g;
         }
     } else {
         for (i = 0; i < active; ++i) {
             if (!ck_is_upper(s, i) && !ck_is_lower(s, i)) {
-                const double *Qi;
+                ck_col Qi;
                 st = ck_qcache_get(&s->cache, i, n, &Qi);
                 if (st != CK_OK)
                     return st;
-                ck_team_axpy(&s->team, active, n, s->alpha[i], Qi, s->G);
+                ck_team_axpy(s, active, n, s->alpha[i], Qi, s->G);
             }
         }
     }
@@ -865,7 +1047,7 @@ CK_CLONES static void ck_smo_select_low(int64_t m, const double *restrict y,
  * whole range finds (the last index among ties). */
 typedef struct {
     ck_smo_state *s;
-    const double *Qi;
+    ck_col Qi;
     double Gmax, QDi, two_yi;
     double val[CK_SMO_MAX_THREADS], val2[CK_SMO_MAX_THREADS];
     int64_t idx[CK_SMO_MAX_THREADS];
@@ -897,10 +1079,15 @@ static void ck_select_low_fn(void *ctx, int t, int64_t lo, int64_t hi)
     const double *restrict v = s->sel_v;
     const double *restrict obj = s->sel_obj;
     double Gmax2 = -INFINITY, obj_min = 0.5;
-    int64_t k, jj = -1;
-    ck_smo_select_low(hi - lo, s->y + lo, s->G + lo, s->alpha + lo,
-                      s->upper + lo, s->QD + lo, job->Qi + lo, job->Gmax,
-                      job->QDi, job->two_yi, s->sel_v + lo, s->sel_obj + lo);
+    const int shift = s->cache.shift;
+    int64_t k, e, jj = -1;
+    for (k = lo; k < hi; k = e) { /* Q_i page by page */
+        e = ck_seg_end(k, hi, shift);
+        ck_smo_select_low(e - k, s->y + k, s->G + k, s->alpha + k,
+                          s->upper + k, s->QD + k, ck_col_ptr(job->Qi, shift, k),
+                          job->Gmax, job->QDi, job->two_yi, s->sel_v + k,
+                          s->sel_obj + k);
+    }
     for (k = lo; k < hi; ++k) {
         Gmax2 = v[k] > Gmax2 ? v[k] : Gmax2;
         if (obj[k] <= obj_min) {
@@ -1097,7 +1284,7 @@ ck_status ck_smo_solve_ex(const ck_matrix *X, const double *y,
     s->cache.fm = ck_fmajor_built(&s->fm) ? &s->fm : NULL;
     s->cache.n = n;
     s->cache.team = &s->team;
-    st = ck_qcache_init(&s->cache, budget);
+    st = ck_qcache_init(&s->cache, budget, opts != NULL ? opts->page_doubles : 0);
     if (st != CK_OK)
         goto cleanup;
 
@@ -1108,13 +1295,13 @@ ck_status ck_smo_solve_ex(const ck_matrix *X, const double *y,
     }
     for (i = 0; i < n; ++i) {
         if (!ck_is_lower(s, i)) {
-            const double *Qi;
+            ck_col Qi;
             st = ck_qcache_get(&s->cache, i, n, &Qi);
             if (st != CK_OK)
                 goto cleanup;
-            ck_team_axpy(&s->team, 0, n, s->alpha[i], Qi, s->G);
+            ck_team_axpy(s, 0, n, s->alpha[i], Qi, s->G);
             if (ck_is_upper(s, i))
-                ck_team_axpy(&s->team, 0, n, s->upper[i], Qi, s->G_bar);
+                ck_team_axpy(s, 0, n, s->upper[i], Qi, s->G_bar);
         }
     }
 
@@ -1124,7 +1311,8 @@ ck_status ck_smo_solve_ex(const ck_matrix *X, const double *y,
     for (;;) {
         int64_t ii, jj;
         int optimal;
-        const double *Qi, *Qj;
+        ck_col Qi, Qj;
+        double Qij; /* Q[ii, jj] */
 
         if (--counter == 0) {
             counter = n < 1000 ? n : 1000;
@@ -1161,6 +1349,7 @@ ck_status ck_smo_solve_ex(const ck_matrix *X, const double *y,
         st = ck_qcache_get(&s->cache, ii, s->active, &Qi);
         if (st != CK_OK)
             goto cleanup;
+        Qij = *ck_col_ptr(Qi, s->cache.shift, jj);
 
         /* ---- analytic two-variable update (LIBSVM) ---- */
         {
@@ -1171,7 +1360,7 @@ ck_status ck_smo_solve_ex(const ck_matrix *X, const double *y,
             const int ui = ck_is_upper(s, ii), uj = ck_is_upper(s, jj);
             double ai = old_ai, aj = old_aj, dai, daj;
             if (s->y[ii] != s->y[jj]) {
-                double quad_coef = QD[ii] + QD[jj] + 2.0 * Qi[jj];
+                double quad_coef = QD[ii] + QD[jj] + 2.0 * Qij;
                 double delta, diff;
                 if (quad_coef <= 0.0)
                     quad_coef = CK_SMO_TAU;
@@ -1202,7 +1391,7 @@ ck_status ck_smo_solve_ex(const ck_matrix *X, const double *y,
                     }
                 }
             } else {
-                double quad_coef = QD[ii] + QD[jj] - 2.0 * Qi[jj];
+                double quad_coef = QD[ii] + QD[jj] - 2.0 * Qij;
                 double delta, sum;
                 if (quad_coef <= 0.0)
                     quad_coef = CK_SMO_TAU;
@@ -1243,6 +1432,7 @@ ck_status ck_smo_solve_ex(const ck_matrix *X, const double *y,
                 job.a = dai;
                 job.x2 = Qj;
                 job.a2 = daj;
+                job.shift = s->cache.shift;
                 job.y = s->G;
                 ck_team_run(&s->team, 0, s->active, CK_COST_UPDATE, ck_grad_update_fn, &job);
             }
@@ -1253,13 +1443,13 @@ ck_status ck_smo_solve_ex(const ck_matrix *X, const double *y,
                 st = ck_qcache_get(&s->cache, ii, n, &Qi);
                 if (st != CK_OK)
                     goto cleanup;
-                ck_team_axpy(&s->team, 0, n, ui ? -Ci : Ci, Qi, s->G_bar);
+                ck_team_axpy(s, 0, n, ui ? -Ci : Ci, Qi, s->G_bar);
             }
             if (uj != ck_is_upper(s, jj)) {
                 st = ck_qcache_get(&s->cache, jj, n, &Qj);
                 if (st != CK_OK)
                     goto cleanup;
-                ck_team_axpy(&s->team, 0, n, uj ? -Cj : Cj, Qj, s->G_bar);
+                ck_team_axpy(s, 0, n, uj ? -Cj : Cj, Qj, s->G_bar);
             }
         }
         ++iter;
@@ -1322,6 +1512,11 @@ cleanup:
         opts->column_seconds = s->cache.seconds;
         opts->active_sum = active_sum;
         opts->feature_major = s->fm.xf != NULL ? 4 : s->fm.xt != NULL ? 8 : 0;
+        if (s->cache.n_pages > 0) {
+            opts->page_doubles = s->cache.page;
+            opts->pool_bytes = (double)s->cache.n_made *
+                               (double)s->cache.page * sizeof(double);
+        }
     }
     ck_qcache_free(&s->cache);
     free(s->y);

@@ -118,3 +118,46 @@ def storage_formats():
     'csr64': CSR with 64-bit indices as load_svmlight_file returns}``, all holding
     exactly the values of the dense ``X``."""
     return _storage_formats
+
+
+def _smo_problem(n=1500, fmt="dense"):
+    """Overlapping classes (labels -1/+1): long enough for the SMO's
+    shrinking, unshrinking and gradient reconstruction to run. fmt: 'dense',
+    'csr', with '_float_exact' values exactly floats."""
+    import numpy as np
+    import scipy.sparse as sp
+    from sklearn.datasets import make_classification
+    from sklearn.preprocessing import StandardScaler
+
+    X, y = make_classification(n_samples=n, n_features=8, n_informative=5, flip_y=0.1,
+                               class_sep=0.8, random_state=3)
+    X = StandardScaler().fit_transform(X)
+    if fmt.endswith("float_exact"):
+        X = np.round(4 * X) / 4
+    if fmt.startswith("csr"):
+        X = sp.csr_matrix(np.where(np.abs(X) < 0.5, 0.0, X))
+    return X, 2.0 * y - 1.0
+
+
+def _assert_same_solution(got, ref):
+    """Two ``smo_fit`` results are the same bit for bit."""
+    import numpy as np
+
+    np.testing.assert_array_equal(got["alpha"], ref["alpha"])
+    assert got["intercept"] == ref["intercept"]
+    assert got["n_iter"] == ref["n_iter"]
+    assert got["objective"] == ref["objective"]
+    assert got["converged"] == ref["converged"]
+
+
+@pytest.fixture(scope="session")
+def smo_problem():
+    """``smo_problem(n=1500, fmt='dense') -> (X, y)``: a binary problem for the
+    native SMO's invariance tests."""
+    return _smo_problem
+
+
+@pytest.fixture(scope="session")
+def assert_same_solution():
+    """``assert_same_solution(got, ref)``: ``smo_fit`` results equal bit for bit."""
+    return _assert_same_solution

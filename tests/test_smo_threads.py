@@ -5,9 +5,7 @@ estimators hand the backend's thread budget to their local solves."""
 
 import numpy as np
 import pytest
-import scipy.sparse as sp
 from sklearn.datasets import make_classification
-from sklearn.preprocessing import StandardScaler
 from threadpoolctl import threadpool_limits
 
 import cakernels._native as _native
@@ -19,36 +17,15 @@ from cakernels._solvers.smo import smo_fit
 OMP = _native.openmp_enabled()
 
 
-def problem(n=1500, fmt="dense"):
-    """Overlapping classes: long enough for shrinking, unshrinking and the
-    reconstruction of the gradient to run (their passes are split too)."""
-    X, y = make_classification(n_samples=n, n_features=8, n_informative=5, flip_y=0.1,
-                               class_sep=0.8, random_state=3)
-    X = StandardScaler().fit_transform(X)
-    if fmt.endswith("float_exact"):
-        X = np.round(4 * X) / 4
-    if fmt.startswith("csr"):
-        X = sp.csr_matrix(np.where(np.abs(X) < 0.5, 0.0, X))
-    return X, 2.0 * y - 1.0
-
-
-def assert_same(got, ref):
-    np.testing.assert_array_equal(got["alpha"], ref["alpha"])
-    assert got["intercept"] == ref["intercept"]
-    assert got["n_iter"] == ref["n_iter"]
-    assert got["objective"] == ref["objective"]
-    assert got["converged"] == ref["converged"]
-
-
 @pytest.mark.parametrize("fmt", ["dense", "dense_float_exact", "csr", "csr_float_exact"])
 @pytest.mark.parametrize("cache", ["copy", "rows", "two_columns"])
-def test_threads_bit_identical(fmt, cache):
+def test_threads_bit_identical(fmt, cache, smo_problem, assert_same_solution):
     """Every pass on the team (min_parallel_work=1): kernel columns from the
     feature-major copy or from the rows of X (CSR scratch per thread), a
     cache of two columns (columns recomputed and extended in pieces), the
     selection's reductions (ties included) and the gradient updates; 2 and 3
     threads (3 pieces on 2 cores) give the bits of one thread."""
-    X, y = problem(fmt=fmt)
+    X, y = smo_problem(fmt=fmt)
     n, d = X.shape
     col_mb = n * 8 / 2**20
     cache_mb = {"copy": np.inf, "rows": 3 * col_mb, "two_columns": 2 * col_mb}[cache]
@@ -62,17 +39,17 @@ def test_threads_bit_identical(fmt, cache):
     for n_threads, collapse_at in ((2, -1), (3, None)):
         got = smo_fit(X, y, 5.0, n_threads=n_threads, min_parallel_work=1,
                       collapse_at=collapse_at, **kw)
-        assert_same(got, ref)
+        assert_same_solution(got, ref)
         if OMP:  # without OpenMP the same call runs on one thread
             assert got["threads_used"] == n_threads
             if collapse_at == -1:
                 assert got["parallel_regions"] > ref["n_iter"]
 
 
-def test_threads_warm_start_weights_and_max_iter():
+def test_threads_warm_start_weights_and_max_iter(smo_problem, assert_same_solution):
     """The warm start's gradient (axpys over all variables), per-sample bounds
     and a stop at max_iter while shrunk: the same on 2 threads."""
-    X, y = problem()
+    X, y = smo_problem()
     w = np.random.RandomState(0).uniform(0.2, 2.0, size=y.size)
     ref = smo_fit(X, y, 3.0, gamma=0.5, sample_weight=w)
     start = smo_fit(X, y, 3.0, gamma=0.5, sample_weight=w, max_iter=300)
@@ -83,39 +60,39 @@ def test_threads_warm_start_weights_and_max_iter():
         if n_threads == 1:
             warm1 = warm
         else:
-            assert_same(warm, warm1)
+            assert_same_solution(warm, warm1)
         with pytest.warns(Warning, match="did not converge"):
             stop = smo_fit(X, y, 3.0, max_iter=1700, n_threads=n_threads, **kw)
         assert not stop["converged"] and stop["n_iter"] == 1700
         if n_threads == 1:
             stop1 = stop
         else:
-            assert_same(stop, stop1)
+            assert_same_solution(stop, stop1)
     assert ref["converged"]
 
 
-def test_collapse_on_demand_same_result():
+def test_collapse_on_demand_same_result(smo_problem, assert_same_solution):
     """A team handed to one thread mid-solve (as when other programs hold the
     cores) finishes with the same bits."""
-    X, y = problem()
+    X, y = smo_problem()
     ref = smo_fit(X, y, 5.0, gamma=0.5)
     got = smo_fit(X, y, 5.0, gamma=0.5, n_threads=2, min_parallel_work=1, collapse_at=50)
-    assert_same(got, ref)
+    assert_same_solution(got, ref)
     if OMP:
         assert got["collapses"] >= 1
         assert 50 <= got["parallel_regions"] < ref["n_iter"]
 
 
-def test_small_problems_stay_on_one_thread():
+def test_small_problems_stay_on_one_thread(smo_problem):
     """The default grain keeps the passes of a small problem on the calling
     thread (a region's fork and join would cost more than its work)."""
-    X, y = problem(n=400)
+    X, y = smo_problem(n=400)
     res = smo_fit(X, y, 5.0, gamma=0.5, n_threads=2)
     assert res["parallel_regions"] == 0 and res["threads_used"] == 1
 
 
-def test_bad_thread_arguments():
-    X, y = problem(n=100)
+def test_bad_thread_arguments(smo_problem):
+    X, y = smo_problem(n=100)
     with pytest.raises(ValueError, match="n_threads"):
         smo_fit(X, y, 1.0, n_threads=0)
     with pytest.raises(ValueError, match="min_parallel_work"):

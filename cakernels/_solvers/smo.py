@@ -104,7 +104,7 @@ def check_dual_problem(X, y, C, *, kernel, tol, sample_weight=None, class_weight
 def smo_fit(X, y, C, *, sample_weight=None, class_weight_vector=None,
             kernel="rbf", gamma="scale", degree=3, coef0=0.0, tol=1e-3,
             max_iter=-1, cache_size=200, alpha0=None, n_threads=1, min_parallel_work=None,
-            collapse_at=None):
+            collapse_at=None, page_size=None):
     """Train a binary kernel SVM (dual with bias) by native SMO.
 
     Parameters
@@ -154,6 +154,10 @@ def smo_fit(X, y, C, *, sample_weight=None, class_weight_vector=None,
     collapse_at : int, optional
         Tests only: hand the passes to one thread after that many parallel
         regions (-1: never), whatever the timing.
+    page_size : int, optional
+        Tests only: doubles per page of the kernel column cache (rounded up
+        to a power of two; default n/64 as a power of two in [256, 2048]).
+        The solution is the same for every page size.
 
     Returns
     -------
@@ -164,7 +168,8 @@ def smo_fit(X, y, C, *, sample_weight=None, class_weight_vector=None,
     ran on; 1 when every pass was short), ``parallel_regions``,
     ``collapses`` and ``stats`` (the native counters: kernel columns
     computed, their entries, multiply-adds and seconds, the active
-    variables summed over the steps; ``benchmarks/bench_smo.py --parts
+    variables summed over the steps, the cache's ``page_doubles`` and the
+    ``pool_bytes`` of pages it allocated; ``benchmarks/bench_smo.py --parts
     profile``).
 
     Warns
@@ -188,7 +193,8 @@ def smo_fit(X, y, C, *, sample_weight=None, class_weight_vector=None,
         Xk, np.ascontiguousarray(y[keep]), np.ascontiguousarray(upper[keep]),
         ak, _KIND[kernel], float(g), float(coef0), float(degree), float(tol),
         int(max_iter), float(cache_size), n_threads=n_threads, min_work=min_work,
-        collapse_at=int(collapse_at or 0), return_stats=True)
+        collapse_at=int(collapse_at or 0), return_stats=True,
+        page_doubles=int(page_size or 0))
     alpha = np.zeros(X.shape[0])
     alpha[keep] = ak
     if not converged:
