@@ -16,7 +16,7 @@ measure it on up to 1,536 processors. The model is built from measured parts:
 * **computation**: the fit time at one rank, measured (weak scaling keeps the rows
   per rank, hence the local work, fixed); for strong scaling the time of one
   partition's local solve as a function of its size, measured on one core
-  (LIBSVM on ijcnn1 rows; kernel matrix and Cholesky on cadata rows) and fitted by a
+  (the native SMO on ijcnn1 rows; kernel matrix and Cholesky on cadata rows) and fitted by a
   power law; DKRR's Cholesky at the rate of MKL's ScaLAPACK measured on one rank;
 * **communication**: the collectives each method makes (operation, calls and bytes
   per rank) as the package's counters report them at 2 and 4 ranks
@@ -347,7 +347,7 @@ def main():
     st = solve_times(args)
     svm_law, krr_law = power_law(st["svm"]), power_law(st["krr"])
     report.table("Local solve time of one partition (one core)",
-                 ["rows m", "CA-SVM partition s (LIBSVM)", "BKRR2 partition s (Cholesky)"],
+                 ["rows m", "CA-SVM partition s (SMO)", "BKRR2 partition s (Cholesky)"],
                  [[f"{m:,}", f"{t:.3f}", next((f"{u:.3f}" for mm, u in st["krr"] if mm == m),
                                                "")] for m, t in st["svm"]],
                  note=f"power laws: SVM t = {svm_law[0]:.2e} m^{svm_law[1]:.2f}, KRR t = "
