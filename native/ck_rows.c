@@ -341,6 +341,54 @@ void ck_fmajor_free(ck_fmajor *f)
 CK_DEFINE_FMAJOR_AXPY(ck_fmajor_axpy, double)
 CK_DEFINE_FMAJOR_AXPY(ck_fmajor_axpy_f, float)
 
+/* Four of those axpys in one pass: out[j] = (((out[j] + v0 x0[j]) + v1 x1[j])
+ * + v2 x2[j]) + v3 x3[j], the same roundings in the same order as four
+ * passes (no FMA contraction, setup.py), so the same bits, with out loaded
+ * and stored once instead of four times (the passes were bound by those
+ * loads and stores: kernel columns 1.2x faster on ijcnn1, SMO fits on
+ * usps' 256 features 1.24x); init: out starts from 0.0 (not read). */
+#define CK_DEFINE_FMAJOR_AXPY4(NAME, T)                                      \
+    CK_CLONES static void NAME(int64_t a, int64_t b, const double *v,        \
+                               const T *const *x, int init,                  \
+                               double *const *pages, int shift,              \
+                               int64_t base)                                 \
+    {                                                                        \
+        const int64_t mask = ((int64_t)1 << shift) - 1;                     \
+        const double v0 = v[0], v1 = v[1], v2 = v[2], v3 = v[3];             \
+        int64_t k, e, j;                                                     \
+        for (k = a; k < b; k = e) {                                          \
+            const int64_t r = k - base;                                      \
+            double *restrict out = pages[r >> shift] + (r & mask);           \
+            const T *restrict x0 = x[0] + k, *restrict x1 = x[1] + k;        \
+            const T *restrict x2 = x[2] + k, *restrict x3 = x[3] + k;        \
+            e = (((r >> shift) + 1) << shift) + base;                        \
+            if (e > b)                                                       \
+                e = b;                                                       \
+            if (init) {                                                      \
+                for (j = 0; j < e - k; ++j) {                                \
+                    double o = 0.0;                                          \
+                    o += v0 * (double)x0[j];                                 \
+                    o += v1 * (double)x1[j];                                 \
+                    o += v2 * (double)x2[j];                                 \
+                    o += v3 * (double)x3[j];                                 \
+                    out[j] = o;                                              \
+                }                                                            \
+            } else {                                                         \
+                for (j = 0; j < e - k; ++j) {                                \
+                    double o = out[j];                                       \
+                    o += v0 * (double)x0[j];                                 \
+                    o += v1 * (double)x1[j];                                 \
+                    o += v2 * (double)x2[j];                                 \
+                    o += v3 * (double)x3[j];                                 \
+                    out[j] = o;                                              \
+                }                                                            \
+            }                                                                \
+        }                                                                    \
+    }
+
+CK_DEFINE_FMAJOR_AXPY4(ck_fmajor_axpy4, double)
+CK_DEFINE_FMAJOR_AXPY4(ck_fmajor_axpy4_f, float)
+
 /* out[c0 .. c1) += v * (row k of the copy)[c0 .. c1) */
 static void ck_fmajor_add(const ck_fmajor *f, int64_t k, int64_t c0,
                           int64_t c1, double v, double *const *pages,
@@ -350,6 +398,71 @@ static void ck_fmajor_add(const ck_fmajor *f, int64_t k, int64_t c0,
         ck_fmajor_axpy_f(c0, c1, v, f->xf + k * f->m, pages, shift, base);
     else
         ck_fmajor_axpy(c0, c1, v, f->xt + k * f->m, pages, shift, base);
+}
+
+/* out[c0 .. c1) (+)= sum_t v[t] * (row k[t] of the copy)[c0 .. c1), t = 0..3
+ * in order (init: out starts from 0) */
+static void ck_fmajor_add4(const ck_fmajor *f, const int64_t *k, int64_t c0,
+                           int64_t c1, const double *v, int init,
+                           double *const *pages, int shift, int64_t base)
+{
+    int t;
+    if (f->xf != NULL) {
+        const float *x[4];
+        for (t = 0; t < 4; ++t)
+            x[t] = f->xf + k[t] * f->m;
+        ck_fmajor_axpy4_f(c0, c1, v, x, init, pages, shift, base);
+    } else {
+        const double *x[4];
+        for (t = 0; t < 4; ++t)
+            x[t] = f->xt + k[t] * f->m;
+        ck_fmajor_axpy4(c0, c1, v, x, init, pages, shift, base);
+    }
+}
+
+/* out[a .. b) = 0, out in pages */
+static void ck_pages_zero(int64_t a, int64_t b, double *const *pages,
+                          int shift, int64_t base)
+{
+    const int64_t mask = ((int64_t)1 << shift) - 1;
+    int64_t k, e;
+    for (k = a; k < b; k = e) {
+        const int64_t r = k - base;
+        e = (((r >> shift) + 1) << shift) + base;
+        if (e > b)
+            e = b;
+        memset(pages[r >> shift] + (r & mask), 0,
+               (size_t)(e - k) * sizeof(double));
+    }
+}
+
+/* x_i's nonzeros in increasing feature order (as ck_q_row sums them), into
+ * out[c0 .. c1): four at a time, the rest one by one */
+static void ck_fmajor_chunk(const ck_matrix *X, const ck_fmajor *f,
+                            int64_t i, int64_t c0, int64_t c1,
+                            double *const *pages, int shift, int64_t base)
+{
+    const int64_t p0 = X->dense != NULL ? 0 : X->indptr[i];
+    const int64_t p1 = X->dense != NULL ? f->d : X->indptr[i + 1];
+    const double *xv = X->dense != NULL ? X->dense + i * f->d : X->values;
+    int64_t p, k[4];
+    double v[4];
+    int g = 0, written = 0, t;
+    for (p = p0; p < p1; ++p) {
+        if (xv[p] == 0.0)
+            continue;
+        k[g] = X->dense != NULL ? p : X->indices[p];
+        v[g] = xv[p];
+        if (++g == 4) {
+            ck_fmajor_add4(f, k, c0, c1, v, !written, pages, shift, base);
+            written = 1;
+            g = 0;
+        }
+    }
+    if (!written)
+        ck_pages_zero(c0, c1, pages, shift, base);
+    for (t = 0; t < g; ++t)
+        ck_fmajor_add(f, k[t], c0, c1, v[t], pages, shift, base);
 }
 
 /* the output in pieces that stay in L1 while x_i's features stream by */
@@ -370,37 +483,15 @@ ck_status ck_q_range_fmajor(const ck_matrix *X, const ck_fmajor *f,
                             const double *row_sq, int64_t start, int64_t end,
                             double *const *pages, int shift, int64_t base)
 {
-    const int64_t d = f->d, mask = ((int64_t)1 << shift) - 1;
+    const int64_t mask = ((int64_t)1 << shift) - 1;
     int64_t c0, k, e;
     ck_status st = CK_OK;
     if (end <= start)
         return CK_OK;
-    for (k = start; k < end; k = e) {
-        const int64_t r = k - base;
-        e = (((r >> shift) + 1) << shift) + base;
-        if (e > end)
-            e = end;
-        memset(pages[r >> shift] + (r & mask), 0,
-               (size_t)(e - k) * sizeof(double));
-    }
-    for (c0 = start; c0 < end; c0 += CK_FMAJOR_CHUNK) {
-        const int64_t c1 = c0 + CK_FMAJOR_CHUNK < end ? c0 + CK_FMAJOR_CHUNK
-                                                      : end;
-        /* x_i's nonzeros in increasing feature order, as ck_q_row sums */
-        if (X->dense != NULL) {
-            const double *xi = X->dense + i * d;
-            for (k = 0; k < d; ++k) {
-                if (xi[k] != 0.0)
-                    ck_fmajor_add(f, k, c0, c1, xi[k], pages, shift, base);
-            }
-        } else {
-            for (k = X->indptr[i]; k < X->indptr[i + 1]; ++k) {
-                if (X->values[k] != 0.0)
-                    ck_fmajor_add(f, X->indices[k], c0, c1, X->values[k],
-                                  pages, shift, base);
-            }
-        }
-    }
+    for (c0 = start; c0 < end; c0 += CK_FMAJOR_CHUNK)
+        ck_fmajor_chunk(X, f, i, c0,
+                        c0 + CK_FMAJOR_CHUNK < end ? c0 + CK_FMAJOR_CHUNK : end,
+                        pages, shift, base);
     for (k = start; k < end && st == CK_OK; k = e) {
         const int64_t r = k - base;
         e = (((r >> shift) + 1) << shift) + base;
