@@ -350,9 +350,11 @@ ck_status ck_kernel_from_gram(double *G, int64_t n_rows, int64_t n_cols,
         n_threads = omp_get_max_threads();
     if (n_threads < 1)
         n_threads = 1;
+    if (n_threads == 1)
+        use_threads = 0;
 #else
     (void)n_threads;
-    (void)use_threads;
+    use_threads = 0;
 #endif
 
     {
@@ -367,7 +369,7 @@ ck_status ck_kernel_from_gram(double *G, int64_t n_rows, int64_t n_cols,
         if (!use_threads) {
             /* no parallel region at all: its set-up (even when not taken)
              * costs a microsecond, as much as a short row (the SMO's
-             * kernel columns come here in runs of 2,048 entries) */
+             * kernel columns come here a page at a time) */
             ck_gram_rows(G, 0, n_rows, ld, row_sqnorm, col_sqnorm, kind,
                          gamma, coef0, degree, n_cols, rbf);
             return CK_OK;
