@@ -263,21 +263,22 @@ static int ck_team_run(ck_team *tm, int64_t lo, int64_t hi, double cost,
 /* problem is shrunk.                                                       */
 /*                                                                          */
 /* The entries live in pages of 2^shift doubles (256 to 2,048: n/64 rounded */
-/* up to a power of two, see ck_qcache_shift) from one pool of the budget's */
-/* size; a column is a table of pages, entry k on page k >> shift.  When    */
-/* the budget holds every column at full length, a column is one page of n */
-/* (shift CK_ONE_PAGE).  Columns of every length come and go in LRU order, and  */
-/* with one allocation per column (as LIBSVM's realloc) the freed blocks    */
-/* rarely fit the next ones: the heap grew to 1.1-1.2x the budget          */
-/* (benchmarks/bench_smo.py, peak memory).  Pages of one size always fit,   */
-/* so the memory is the budget: the pool's pages are touched only when a    */
-/* column first needs them, and reused most recently freed first.  The      */
-/* price is the unused end of a column's last page (at most 1/64 of a full  */
-/* column from n = 16,384; columns of small problems are mostly all cached) */
-/* and passes that walk a column page by page (inside the vectorised loops  */
-/* where a call per page would cost: the kernel columns' axpys; the team's  */
-/* pieces cut across pages freely).  Fits take the same time as with one    */
-/* allocation per column (ijcnn1, a9a, covtype_5000 at 100-2,000 MB).       */
+/* up to a power of two, see ck_qcache_shift) from a pool of the budget's   */
+/* size, allocated in blocks as the solve first needs them                 */
+/* (ck_qcache_init); a column is a table of pages, entry k on page          */
+/* k >> shift.  When the budget holds every column at full length, a       */
+/* column is one page of n (shift CK_ONE_PAGE).  Columns of every length    */
+/* come and go in LRU order, and with one allocation per column (as         */
+/* LIBSVM's realloc) the freed blocks rarely fit the next ones: the heap    */
+/* grew to 1.1-1.2x the budget (benchmarks/bench_smo.py, peak memory).      */
+/* Pages of one size always fit, so the memory is the budget; freed pages   */
+/* are reused most recently freed first.  The price is the unused end of a  */
+/* column's last page (at most 1/64 of a full column from n = 16,384;       */
+/* columns of small problems are mostly all cached) and passes that walk a  */
+/* column page by page (inside the vectorised loops where a call per page   */
+/* would cost: the kernel columns' axpys; the team's pieces cut across      */
+/* pages freely).  Fits take about the time they took with one allocation   */
+/* per column (0.75-1.07x: ijcnn1, a9a, covtype_5000 at 100-2,000 MB).      */
 /* Every column has at most one slot, so there are n slots; a slot is free  */
 /* (slot_col -1, no pages, outside the LRU list) or holds one column.       */
 
