@@ -125,8 +125,26 @@ ck_status ck_q_row_fmajor(const ck_matrix *X, const ck_fmajor *f,
                           double sqi, const double *row_y,
                           const double *row_sq, double *out);
 
-/* The shift of pages so long that an array is one page */
+/* Paged arrays (the SMO's column cache): entry k (k >= base) at
+ * pages[r >> shift][r & (2^shift - 1)], r = k - base; a contiguous array is
+ * one page (shift CK_ONE_PAGE, pages = &array). */
 #define CK_ONE_PAGE 62
+
+/* The end of k's page, or hi when that comes first */
+static inline int64_t ck_page_end(int64_t k, int64_t hi, int shift,
+                                  int64_t base)
+{
+    const int64_t e = ((((k - base) >> shift) + 1) << shift) + base;
+    return e < hi ? e : hi;
+}
+
+/* &entry k, the rest of its page contiguous from there */
+static inline double *ck_page_at(double *const *pages, int shift,
+                                 int64_t base, int64_t k)
+{
+    const int64_t r = k - base;
+    return pages[r >> shift] + (r & (((int64_t)1 << shift) - 1));
+}
 
 /* The entries start .. end-1 of that row (the copy's rows t in [start,
  * end), row_y and row_sq indexed like them) into pages of 2^shift doubles:

@@ -312,8 +312,7 @@ void ck_fmajor_free(ck_fmajor *f)
     f->xf = NULL;
 }
 
-/* Output in pages: entry k (k >= base) of a row at pages[r >> shift]
- * [r & mask], r = k - base; a contiguous array is one page (CK_ONE_PAGE).
+/* Output in pages (ck_page_at, ck_internal.h).
  *
  * out[a .. b) += v * x[a .. b), out in pages (the loop over the pages inside
  * the vectorised clone: a call per page cost 20% of the SMO's kernel
@@ -324,15 +323,11 @@ void ck_fmajor_free(ck_fmajor *f)
                                const T *restrict x, double *const *pages,    \
                                int shift, int64_t base)                      \
     {                                                                        \
-        const int64_t mask = ((int64_t)1 << shift) - 1;                     \
         int64_t k, e, j;                                                     \
         for (k = a; k < b; k = e) {                                          \
-            const int64_t r = k - base;                                      \
-            double *restrict out = pages[r >> shift] + (r & mask);           \
+            double *restrict out = ck_page_at(pages, shift, base, k);        \
             const T *restrict xk = x + k;                                    \
-            e = (((r >> shift) + 1) << shift) + base;                        \
-            if (e > b)                                                       \
-                e = b;                                                       \
+            e = ck_page_end(k, b, shift, base);                              \
             for (j = 0; j < e - k; ++j)                                      \
                 out[j] += v * (double)xk[j];                                 \
         }                                                                    \
@@ -353,17 +348,15 @@ CK_DEFINE_FMAJOR_AXPY(ck_fmajor_axpy_f, float)
                                double *const *pages, int shift,              \
                                int64_t base)                                 \
     {                                                                        \
-        const int64_t mask = ((int64_t)1 << shift) - 1;                     \
         const double v0 = v[0], v1 = v[1], v2 = v[2], v3 = v[3];             \
         int64_t k, e, j;                                                     \
         for (k = a; k < b; k = e) {                                          \
-            const int64_t r = k - base;                                      \
-            double *restrict out = pages[r >> shift] + (r & mask);           \
+            double *restrict out = ck_page_at(pages, shift, base, k);        \
             const T *restrict x0 = x[0] + k, *restrict x1 = x[1] + k;        \
             const T *restrict x2 = x[2] + k, *restrict x3 = x[3] + k;        \
-            e = (((r >> shift) + 1) << shift) + base;                        \
-            if (e > b)                                                       \
-                e = b;                                                       \
+            e = ck_page_end(k, b, shift, base);                              \
+            /* two loops: one with `init ? 0.0 : out[j]` measured 2-4%    \
+             * slower (ijcnn1's columns) */                                  \
             if (init) {                                                      \
                 for (j = 0; j < e - k; ++j) {                                \
                     double o = 0.0;                                          \
@@ -424,14 +417,10 @@ static void ck_fmajor_add4(const ck_fmajor *f, const int64_t *k, int64_t c0,
 static void ck_pages_zero(int64_t a, int64_t b, double *const *pages,
                           int shift, int64_t base)
 {
-    const int64_t mask = ((int64_t)1 << shift) - 1;
     int64_t k, e;
     for (k = a; k < b; k = e) {
-        const int64_t r = k - base;
-        e = (((r >> shift) + 1) << shift) + base;
-        if (e > b)
-            e = b;
-        memset(pages[r >> shift] + (r & mask), 0,
+        e = ck_page_end(k, b, shift, base);
+        memset(ck_page_at(pages, shift, base, k), 0,
                (size_t)(e - k) * sizeof(double));
     }
 }
@@ -483,7 +472,6 @@ ck_status ck_q_range_fmajor(const ck_matrix *X, const ck_fmajor *f,
                             const double *row_sq, int64_t start, int64_t end,
                             double *const *pages, int shift, int64_t base)
 {
-    const int64_t mask = ((int64_t)1 << shift) - 1;
     int64_t c0, k, e;
     ck_status st = CK_OK;
     if (end <= start)
@@ -493,12 +481,9 @@ ck_status ck_q_range_fmajor(const ck_matrix *X, const ck_fmajor *f,
                         c0 + CK_FMAJOR_CHUNK < end ? c0 + CK_FMAJOR_CHUNK : end,
                         pages, shift, base);
     for (k = start; k < end && st == CK_OK; k = e) {
-        const int64_t r = k - base;
-        e = (((r >> shift) + 1) << shift) + base;
-        if (e > end)
-            e = end;
+        e = ck_page_end(k, end, shift, base);
         st = ck_q_finish(kp, yi, sqi, row_y + k, row_sq + k, e - k,
-                         pages[r >> shift] + (r & mask));
+                         ck_page_at(pages, shift, base, k));
     }
     return st;
 }

@@ -290,18 +290,6 @@ typedef double *const *ck_col;
 #define CK_PAGE_MAX_SHIFT 11 /* 2,048 doubles: the fmajor chunk */
 #define CK_QCACHE_BLOCK 65536 /* bytes of the pool allocated at once */
 
-/* The end of the segment from a: the end of a's page, or hi */
-static inline int64_t ck_seg_end(int64_t a, int64_t hi, int shift)
-{
-    const int64_t e = ((a >> shift) + 1) << shift;
-    return e < hi ? e : hi;
-}
-
-/* &col[k], the rest of k's page contiguous from there */
-static inline double *ck_col_ptr(ck_col col, int shift, int64_t k)
-{
-    return col[k >> shift] + (k & (((int64_t)1 << shift) - 1));
-}
 
 typedef struct {
     const ck_matrix *X;
@@ -552,10 +540,10 @@ static void ck_qcache_piece_fn(void *ctx, int t, int64_t a, int64_t b)
         double *scratch = c->work != NULL ? c->work + (int64_t)t * c->X->n_cols
                                           : NULL;
         for (; a < b && st == CK_OK; a = e) {
-            e = ck_seg_end(a, b, shift);
+            e = ck_page_end(a, b, shift, 0);
             st = ck_q_row(c->X, &c->kp, c->perm[i], c->y[i], c->sq[i],
                           c->perm + a, c->y + a, c->sq + a, e - a,
-                          ck_col_ptr(job->col, shift, a), scratch);
+                          ck_page_at(job->col, shift, 0, a), scratch);
         }
     }
     job->status[t] = st;
@@ -709,8 +697,8 @@ static void ck_qcache_apply_swaps(ck_qcache *c, const int64_t *pairs,
             const int64_t a = pairs[2 * p], b = pairs[2 * p + 1];
             if (len > a) {
                 if (len > b) {
-                    double *da = ck_col_ptr(c->slot_pg[s], shift, a);
-                    double *db = ck_col_ptr(c->slot_pg[s], shift, b);
+                    double *da = ck_page_at(c->slot_pg[s], shift, 0, a);
+                    double *db = ck_page_at(c->slot_pg[s], shift, 0, b);
                     const double t = *da;
                     *da = *db;
                     *db = t;
@@ -845,8 +833,8 @@ static void ck_axpy_fn(void *ctx, int t, int64_t lo, int64_t hi)
     int64_t e;
     (void)t;
     for (; lo < hi; lo = e) {
-        e = ck_seg_end(lo, hi, job->shift);
-        ck_axpy(0, e - lo, job->a, ck_col_ptr(job->x, job->shift, lo),
+        e = ck_page_end(lo, hi, job->shift, 0);
+        ck_axpy(0, e - lo, job->a, ck_page_at(job->x, job->shift, 0, lo),
                 job->y + lo);
     }
 }
@@ -857,9 +845,9 @@ static void ck_grad_update_fn(void *ctx, int t, int64_t lo, int64_t hi)
     int64_t e;
     (void)t;
     for (; lo < hi; lo = e) {
-        e = ck_seg_end(lo, hi, job->shift);
-        ck_grad_update(e - lo, ck_col_ptr(job->x, job->shift, lo), job->a,
-                       ck_col_ptr(job->x2, job->shift, lo), job->a2,
+        e = ck_page_end(lo, hi, job->shift, 0);
+        ck_grad_update(e - lo, ck_page_at(job->x, job->shift, 0, lo), job->a,
+                       ck_page_at(job->x2, job->shift, 0, lo), job->a2,
                        job->y + lo);
     }
 }
@@ -904,8 +892,8 @@ static ck_status ck_smo_reconstruct(ck_smo_state *s)
             if (st != CK_OK)
                 return st;
             for (a = 0; a < active; a = e) { /* page by page, in order */
-                const double *q = ck_col_ptr(Qi, shift, a);
-                e = ck_seg_end(a, active, shift);
+                const double *q = ck_page_at(Qi, shift, 0, a);
+                e = ck_page_end(a, active, shift, 0);
                 for (j = a; j < e; ++j)
                     if (!ck_is_upper(s, j) && !ck_is_lower(s, j))
                         g += s->alpha[j] * q[j - a];
@@ -1083,10 +1071,11 @@ static void ck_select_low_fn(void *ctx, int t, int64_t lo, int64_t hi)
     const int shift = s->cache.shift;
     int64_t k, e, jj = -1;
     for (k = lo; k < hi; k = e) { /* Q_i page by page */
-        e = ck_seg_end(k, hi, shift);
+        e = ck_page_end(k, hi, shift, 0);
         ck_smo_select_low(e - k, s->y + k, s->G + k, s->alpha + k,
-                          s->upper + k, s->QD + k, ck_col_ptr(job->Qi, shift, k),
-                          job->Gmax, job->QDi, job->two_yi, s->sel_v + k,
+                          s->upper + k, s->QD + k,
+                          ck_page_at(job->Qi, shift, 0, k), job->Gmax,
+                          job->QDi, job->two_yi, s->sel_v + k,
                           s->sel_obj + k);
     }
     for (k = lo; k < hi; ++k) {
@@ -1350,7 +1339,7 @@ ck_status ck_smo_solve_ex(const ck_matrix *X, const double *y,
         st = ck_qcache_get(&s->cache, ii, s->active, &Qi);
         if (st != CK_OK)
             goto cleanup;
-        Qij = *ck_col_ptr(Qi, s->cache.shift, jj);
+        Qij = *ck_page_at(Qi, s->cache.shift, 0, jj);
 
         /* ---- analytic two-variable update (LIBSVM) ---- */
         {
