@@ -246,3 +246,21 @@ def add_common_args(ap):
                     help="dataset folder (default: $CAKERNELS_DATA, then ../shared/datasets)")
     ap.add_argument("--out", default=None, help="write the tables as Markdown to this file")
     return ap
+
+
+# ------------------------------------------------- memory of a child process
+def proc_status_bytes(key):
+    """A memory field of ``/proc/self/status`` (``'VmRSS:'``, ``'VmHWM:'``) in bytes
+    (Linux). The peak-memory children of bench_smo and bench_asygcd import it."""
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith(key):
+                return int(line.split()[1]) * 1024
+    raise KeyError(key)
+
+
+def data_nbytes(X):
+    """Bytes of a dense array or of a CSR matrix's three arrays."""
+    if hasattr(X, "indptr"):
+        return X.data.nbytes + X.indices.nbytes + X.indptr.nbytes
+    return X.nbytes

@@ -118,9 +118,11 @@ def first_time(pts, ok):
 
 
 MEMORY_CHILD = r"""
-import json, resource, sys, time
+import json, os, resource, sys, time
 import numpy as np
 sys.path.insert(0, sys.argv[1])
+sys.path.insert(0, os.path.join(sys.argv[1], "benchmarks"))
+from _common import data_nbytes, proc_status_bytes as status
 from cakernels.datasets import load_dataset
 import scipy.sparse as sp
 from cakernels import AsyGCDSVC
@@ -128,12 +130,7 @@ name, home, cache, quick = sys.argv[2], sys.argv[3], float(sys.argv[4]), sys.arg
 sub = dict(n_samples=8000, random_state=0) if quick else {}
 X, y = load_dataset(name, data_home=home, return_X_y=True, **sub)
 X = (X.toarray() if sp.issparse(X) else np.asarray(X)) if name == "ijcnn1" else sp.csr_matrix(X)
-nbytes = X.nbytes if not sp.issparse(X) else X.data.nbytes + X.indices.nbytes + X.indptr.nbytes
-def status(key):
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith(key):
-                return int(line.split()[1]) * 1024
+nbytes = data_nbytes(X)
 C, gamma = float(sys.argv[6]), float(sys.argv[7])
 # warm-up on 300 samples: one-time runtime set-up (OpenMP and BLAS thread
 # buffers, lazy imports) is not the fit's memory

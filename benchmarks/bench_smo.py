@@ -378,10 +378,11 @@ def _machine_rates():
 
 
 MEMORY_CHILD = r"""
-import json, sys
+import json, os, sys
 import numpy as np
-import scipy.sparse as sp
 sys.path.insert(0, sys.argv[1])
+sys.path.insert(0, os.path.join(sys.argv[1], "benchmarks"))
+from _common import data_nbytes, proc_status_bytes as status
 from cakernels.datasets import load_dataset
 from cakernels._solvers.smo import smo_fit
 name, home, cache, quick = sys.argv[2], sys.argv[3], float(sys.argv[4]), sys.argv[5] == "1"
@@ -389,12 +390,7 @@ C, gamma = float(sys.argv[6]), float(sys.argv[7])
 sub = dict(n_samples=8000, random_state=0) if quick else {}
 X, y = load_dataset(name, data_home=home, return_X_y=True, download_if_missing=False, **sub)
 y = np.where(y > 0, 1.0, -1.0)
-nbytes = X.nbytes if not sp.issparse(X) else X.data.nbytes + X.indices.nbytes + X.indptr.nbytes
-def status(key):
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith(key):
-                return int(line.split()[1]) * 1024
+nbytes = data_nbytes(X)
 # warm-up on 300 samples: the runtime's one-time set-up is not the fit's memory
 smo_fit(X[:300], y[:300], C, gamma=gamma, n_threads=2)
 before = status("VmRSS:")
