@@ -87,6 +87,7 @@ NATIVE_SOURCES = [
     "native/ck_kernel.c",
     "native/ck_linalg.c",
     "native/ck_rows.c",
+    "native/ck_qcache.c",
     "native/ck_smo.c",
     "native/ck_asygcd.c",
     "native/_nativemodule.c",

@@ -31,6 +31,7 @@ _NATIVE_FILES = (
     "native/ck_internal.h",
     "native/ck_kernel.c",
     "native/ck_linalg.c",
+    "native/ck_qcache.c",
     "native/ck_rows.c",
     "native/ck_smo.c",
 )

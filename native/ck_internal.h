@@ -348,4 +348,53 @@ static inline void ck_lru_push_back(ck_lru *l, int64_t s)
         l->head = s;
 }
 
+/* ---- the paged LRU cache of kernel columns (ck_qcache.c) ---- */
+
+/* A column for its readers: its page table (entry k at col[k >> shift]
+ * [k & mask], see ck_page_at). */
+typedef double *const *ck_col;
+
+/* Fill entries [start, end) of column i (page table col, pages of
+ * 2^shift doubles) */
+typedef ck_status (*ck_qcache_fill_fn)(void *ctx, int64_t i, ck_col col,
+                                       int shift, int64_t start, int64_t end);
+
+typedef struct {
+    ck_qcache_fill_fn fill; /* the owner computes the entries            */
+    void *ctx;
+    int64_t n;          /* columns (keys 0 .. n-1), and slots            */
+    int64_t len;        /* entries of a full column                      */
+    int shift;          /* entry k on page k >> shift                    */
+    int64_t page;       /* doubles of a page: 2^shift, or len when full  */
+    int64_t per_col;    /* pages of a full column                        */
+    int64_t n_pages;    /* the pool's size in pages                      */
+    int64_t n_made;     /* pages allocated so far (in blocks)            */
+    int64_t per_block;  /* pages of a block                              */
+    double **blocks;    /* the blocks allocated                          */
+    int64_t n_blocks;
+    double **free_pages; /* stack of the free pages (allocated)         */
+    int64_t n_free_pages;
+    double ***slot_pg;  /* slot -> its page table (slot_np pages)       */
+    int64_t *slot_np;   /* slot -> pages held                           */
+    int64_t *slot_col;  /* slot -> column index, -1 when free           */
+    int64_t *slot_len;  /* slot -> number of valid leading entries      */
+    int64_t *col_slot;  /* column -> slot, -1 when not cached           */
+    int full;           /* the pool holds all n columns at full length: */
+                        /* give each its full length at once            */
+    int64_t *free_slots, n_free; /* stack of the free slots             */
+    ck_lru lru;         /* LRU order of the slots in use                */
+    /* counters: columns computed (extensions included), their entries,  */
+    /* seconds                                                          */
+    int64_t n_computed, n_entries;
+    double seconds;
+} ck_qcache;
+
+ck_status ck_qcache_init(ck_qcache *c, int64_t n, int64_t len, int64_t budget,
+                         int64_t page, ck_qcache_fill_fn fill, void *ctx);
+void ck_qcache_free(ck_qcache *c);
+ck_status ck_qcache_get(ck_qcache *c, int64_t i, int64_t len, ck_col *out);
+void ck_qcache_swap_labels(ck_qcache *c, int64_t a, int64_t b);
+void ck_qcache_apply_swaps(ck_qcache *c, const int64_t *pairs,
+                           int64_t n_pairs);
+
 #endif /* CK_INTERNAL_H */

@@ -250,47 +250,16 @@ static int ck_team_run(ck_team *tm, int64_t lo, int64_t hi, double cost,
 }
 
 
+
 /* ======================================================================== */
-/* LRU cache of Q columns in pages (LIBSVM's Cache: variable-length        */
-/* columns)                                                                 */
+/* Kernel columns for the cache (ck_qcache.c: the paged LRU cache, LIBSVM's */
+/* Cache with variable-length columns)                                      */
 /* ======================================================================== */
 /* Q_ij = y_i y_j K(x_i, x_j) is symmetric, so column j is also row j.      */
-/* Indices are positions in the solver's permutation (the active set is the */
-/* prefix [0, active)); a cached column holds only its first slot_len       */
-/* entries, and is extended on demand, so columns fetched while variables   */
-/* are shrunk cost the active part in time and in memory: the budget counts */
-/* the entries held, as LIBSVM's does, and holds more columns the more the  */
-/* problem is shrunk.                                                       */
-/*                                                                          */
-/* The entries live in pages of 2^shift doubles (256 to 2,048: n/64 rounded */
-/* up to a power of two, see ck_qcache_shift) from a pool of the budget's   */
-/* size, allocated in blocks as the solve first needs them                 */
-/* (ck_qcache_init); a column is a table of pages, entry k on page          */
-/* k >> shift.  When the budget holds every column at full length, a       */
-/* column is one page of n (shift CK_ONE_PAGE).  Columns of every length    */
-/* come and go in LRU order, and with one allocation per column (as         */
-/* LIBSVM's realloc) the freed blocks rarely fit the next ones: the heap    */
-/* grew to 1.1-1.2x the budget (benchmarks/bench_smo.py, peak memory).      */
-/* Pages of one size always fit, so the memory is the budget; freed pages   */
-/* are reused most recently freed first.  The price is the unused end of a  */
-/* column's last page (at most 1/64 of a full column from n = 16,384;       */
-/* columns of small problems are mostly all cached) and passes that walk a  */
-/* column page by page (inside the vectorised loops where a call per page   */
-/* would cost: the kernel columns' axpys; the team's pieces cut across      */
-/* pages freely).  Fits take about the time they took with one allocation   */
-/* per column (0.75-1.07x: ijcnn1, a9a, covtype_5000 at 100-2,000 MB).      */
-/* Every column has at most one slot, so there are n slots; a slot is free  */
-/* (slot_col -1, no pages, outside the LRU list) or holds one column.       */
+/* Keys and entries are positions in the solver's permutation (the active   */
+/* set is the prefix [0, active)).                                           */
 
-/* A column for its readers: its page table (entry k at col[k >> shift]
- * [k & mask]). */
-typedef double *const *ck_col;
-
-#define CK_PAGE_MIN_SHIFT 8  /* 256 doubles */
-#define CK_PAGE_MAX_SHIFT 11 /* 2,048 doubles: the fmajor chunk */
-#define CK_QCACHE_BLOCK 65536 /* bytes of the pool allocated at once */
-
-
+/* What the cache's callback needs to compute columns of Q */
 typedef struct {
     const ck_matrix *X;
     ck_kparams kp;
@@ -302,234 +271,27 @@ typedef struct {
     ck_team *team;             /* computes long columns in pieces          */
     const ck_fmajor *fm;       /* feature-major copy in position order, or */
                                /* NULL: columns from the rows of X         */
-    int64_t n;
-
-    int shift;          /* entry k on page k >> shift                    */
-    int64_t page;       /* doubles of a page: 2^shift, or n when full    */
-    int64_t per_col;    /* pages of a full column                        */
-    int64_t n_pages;    /* the pool's size in pages                      */
-    int64_t n_made;     /* pages allocated so far (in blocks)            */
-    int64_t per_block;  /* pages of a block                              */
-    double **blocks;    /* the blocks allocated                          */
-    int64_t n_blocks;
-    double **free_pages; /* stack of the free pages (allocated)         */
-    int64_t n_free_pages;
-    double ***slot_pg;  /* slot -> its page table (slot_np pages)       */
-    int64_t *slot_np;   /* slot -> pages held                           */
-    int64_t *slot_col;  /* slot -> column index, -1 when free           */
-    int64_t *slot_len;  /* slot -> number of valid leading entries      */
-    int64_t *col_slot;  /* column -> slot, -1 when not cached           */
-    int full;           /* the pool holds all n columns at length n:    */
-                        /* give each its full length at once            */
-    int64_t *free_slots, n_free; /* stack of the free slots             */
-    ck_lru lru;         /* LRU order of the slots in use                */
-    /* counters (ck_smo_opts): columns computed (extensions included),   */
-    /* their entries, multiply-adds (entries x nonzeros of x_i), seconds */
-    int64_t n_computed, n_entries;
-    double n_madds, seconds;
-} ck_qcache;
-
-/* The page size for n variables: n/64 rounded up to a power of two, in
- * [256, 2048] (at most n rounded up): the last page's unused end costs a
- * full column at most 1/64, and a segment is long enough for its vectorised
- * pass to amortise the walk (benchmarks/bench_smo.py).  requested > 0
- * (tests): that size rounded up to a power of two. */
-static int ck_qcache_shift(int64_t n, int64_t requested)
-{
-    int shift = 0;
-    if (requested > 0) {
-        while (((int64_t)1 << shift) < requested && shift < 30)
-            ++shift;
-        return shift;
-    }
-    while (((int64_t)1 << shift) * 64 < n)
-        ++shift;
-    if (shift < CK_PAGE_MIN_SHIFT) {
-        shift = CK_PAGE_MIN_SHIFT;
-        while (shift > 0 && ((int64_t)1 << (shift - 1)) >= n)
-            --shift;
-    }
-    return shift > CK_PAGE_MAX_SHIFT ? CK_PAGE_MAX_SHIFT : shift;
-}
-
-static void ck_qcache_free(ck_qcache *c)
-{
-    int64_t s;
-    if (c->slot_pg != NULL) {
-        for (s = 0; s < c->n; ++s)
-            free(c->slot_pg[s]);
-    }
-    if (c->blocks != NULL) {
-        for (s = c->n_blocks - 1; s >= 0; --s)
-            free(c->blocks[s]);
-    }
-    free(c->blocks);
-    free(c->slot_pg);
-    free(c->slot_np);
-    free(c->slot_col);
-    free(c->slot_len);
-    free(c->col_slot);
-    free(c->free_slots);
-    free(c->free_pages);
-    ck_lru_free(&c->lru);
-    c->slot_pg = NULL;
-    c->blocks = c->free_pages = NULL;
-    c->slot_np = c->slot_col = c->slot_len = c->col_slot = NULL;
-    c->free_slots = NULL;
-}
-
-/* budget: doubles the columns may hold together; at least 2 n (the caller
- * checks it).  The pool holds at least two full columns (so the two of an
- * iteration always fit; this may exceed the budget by two pages), and the
- * whole matrix when the budget does.  Its pages are allocated when first
- * needed, in blocks of CK_QCACHE_BLOCK bytes (or one page): blocks of one
- * size never fragment the heap, and below the C library's mapping
- * threshold they come from its heap, which keeps freed memory for the next
- * solve (a fresh mapping per solve cost 1.4x on the 16 solves of a
- * partitioned ijcnn1 fit: a page fault per 4 KB). */
-static ck_status ck_qcache_init(ck_qcache *c, int64_t budget, int64_t page)
-{
-    int64_t i;
-    const int64_t n = c->n;
-    double pages;
-    if (page <= 0 && (double)budget >= (double)n * (double)n) {
-        /* every column fits at full length: one page of n per column (no
-         * walk at all; columns of one length never fragment the heap) */
-        c->full = 1;
-        c->shift = CK_ONE_PAGE;
-        c->page = n;
-        c->per_col = 1;
-        c->n_pages = n;
-        c->per_block = 1;
-    } else {
-        c->shift = ck_qcache_shift(n, page);
-        c->page = (int64_t)1 << c->shift;
-        c->per_col = (n + c->page - 1) >> c->shift;
-        pages = (double)(budget >> c->shift);
-        c->full = pages >= (double)n * (double)c->per_col;
-        if (c->full)
-            pages = (double)n * (double)c->per_col;
-        if (pages < 2.0 * (double)c->per_col)
-            pages = 2.0 * (double)c->per_col;
-        if (pages > (double)(SIZE_MAX / 4 / sizeof(double) >> c->shift))
-            pages = (double)(SIZE_MAX / 4 / sizeof(double) >> c->shift);
-        c->n_pages = (int64_t)pages;
-        c->per_block =
-            (int64_t)(CK_QCACHE_BLOCK / sizeof(double)) >> c->shift;
-        if (c->per_block < 1)
-            c->per_block = 1;
-    }
-    c->n_made = c->n_blocks = c->n_free_pages = 0;
-    c->blocks = (double **)malloc(
-        (size_t)((c->n_pages + c->per_block - 1) / c->per_block) *
-        sizeof(double *));
-    c->free_pages = (double **)malloc((size_t)c->n_pages * sizeof(double *));
-    c->slot_pg = (double ***)calloc((size_t)n, sizeof(double **));
-    c->slot_np = (int64_t *)calloc((size_t)n, sizeof(int64_t));
-    c->slot_col = (int64_t *)malloc((size_t)n * sizeof(int64_t));
-    c->slot_len = (int64_t *)calloc((size_t)n, sizeof(int64_t));
-    c->col_slot = (int64_t *)malloc((size_t)n * sizeof(int64_t));
-    c->free_slots = (int64_t *)malloc((size_t)n * sizeof(int64_t));
-    if (ck_lru_init(&c->lru, n) != CK_OK || c->blocks == NULL ||
-        c->free_pages == NULL || c->slot_pg == NULL || c->slot_np == NULL ||
-        c->slot_col == NULL || c->slot_len == NULL || c->col_slot == NULL ||
-        c->free_slots == NULL) {
-        ck_qcache_free(c);
-        return CK_ERR_NOMEM;
-    }
-    for (i = 0; i < n; ++i) {
-        c->col_slot[i] = -1;
-        c->slot_col[i] = -1;
-        c->free_slots[i] = n - 1 - i; /* slot 0 on top */
-    }
-    c->n_free = n;
-    return CK_OK;
-}
-
-/* One more block of pages onto the free stack (its first page on top);
- * 0 when the system has no memory for it. */
-static int ck_qcache_grow(ck_qcache *c)
-{
-    const int64_t k = c->n_pages - c->n_made < c->per_block
-                          ? c->n_pages - c->n_made
-                          : c->per_block;
-    double *mem = (double *)malloc((size_t)k * (size_t)c->page *
-                                   sizeof(double));
-    int64_t p;
-    if (mem == NULL)
-        return 0;
-    c->blocks[c->n_blocks++] = mem;
-    for (p = k - 1; p >= 0; --p)
-        c->free_pages[c->n_free_pages++] = mem + p * c->page;
-    c->n_made += k;
-    return 1;
-}
-
-/* Drop the column of slot s (in use): its pages back to the free stack
- * (the first page on top, reused first), the slot to the free stack. */
-static void ck_qcache_drop(ck_qcache *c, int64_t s)
-{
-    int64_t p;
-    ck_lru_unlink(&c->lru, s);
-    c->col_slot[c->slot_col[s]] = -1;
-    c->slot_col[s] = -1;
-    for (p = c->slot_np[s] - 1; p >= 0; --p)
-        c->free_pages[c->n_free_pages++] = c->slot_pg[s][p];
-    c->slot_len[s] = 0;
-    c->slot_np[s] = 0;
-    free(c->slot_pg[s]);
-    c->slot_pg[s] = NULL;
-    c->free_slots[c->n_free++] = s;
-}
-
-/* `need` free pages on the stack: from new blocks while the pool has not
- * reached its size, else by evicting least recently used columns other
- * than k1 and k2.  CK_ERR_INTERNAL when they cannot be found (the pool
- * holds two full columns), CK_ERR_NOMEM when the system's memory ran out
- * before the pool reached that. */
-static ck_status ck_qcache_reserve(ck_qcache *c, int64_t need, int64_t k1,
-                                   int64_t k2)
-{
-    int64_t t = c->lru.tail;
-    while (c->n_free_pages < need) {
-        if (c->n_made < c->n_pages) {
-            if (ck_qcache_grow(c))
-                continue;
-            /* out of memory: the pool stays at what it has */
-            c->n_pages = c->n_made;
-            c->full = 0;
-        }
-        while (t >= 0 && (t == k1 || t == k2))
-            t = c->lru.prev[t];
-        if (t < 0)
-            return c->n_pages < 2 * c->per_col ? CK_ERR_NOMEM
-                                               : CK_ERR_INTERNAL;
-        {
-            const int64_t prev = c->lru.prev[t];
-            ck_qcache_drop(c, t);
-            t = prev;
-        }
-    }
-    return CK_OK;
-}
+    double n_madds;            /* multiply-adds (entries x nonzeros of x_i) */
+} ck_smo_cols;
 
 typedef struct {
-    const ck_qcache *c;
+    const ck_smo_cols *c;
     int64_t i;
     ck_col col;
+    int shift;
     ck_status *status; /* one per thread */
-} ck_qcache_job;
+} ck_smo_col_job;
 
 /* Entries [a, b) of column i by thread t: from the feature-major copy (its
  * loops walk the pages), else page by page from the rows of X (a dot
  * product per entry: the walk costs nothing there), with the thread's own
  * CSR scratch */
-static void ck_qcache_piece_fn(void *ctx, int t, int64_t a, int64_t b)
+static void ck_smo_col_piece_fn(void *ctx, int t, int64_t a, int64_t b)
 {
-    const ck_qcache_job *job = (const ck_qcache_job *)ctx;
-    const ck_qcache *c = job->c;
+    const ck_smo_col_job *job = (const ck_smo_col_job *)ctx;
+    const ck_smo_cols *c = job->c;
     const int64_t i = job->i;
-    const int shift = c->shift;
+    const int shift = job->shift;
     ck_status st = CK_OK;
     int64_t e;
     if (c->fm != NULL) {
@@ -551,7 +313,7 @@ static void ck_qcache_piece_fn(void *ctx, int t, int64_t a, int64_t b)
 
 /* The nonzeros of x_i (position i): the multiply-adds per entry of its
  * column */
-static double ck_qcache_nnz(const ck_qcache *c, int64_t i)
+static double ck_smo_col_nnz(const ck_smo_cols *c, int64_t i)
 {
     const int64_t r = c->perm[i];
     int64_t k, nnz = 0;
@@ -565,150 +327,30 @@ static double ck_qcache_nnz(const ck_qcache *c, int64_t i)
     return (double)nnz;
 }
 
-/* Fill entries [start, len) of col with Q[start .. len, i], on the team
- * when the range is long (the entries do not depend on the pieces). */
-static ck_status ck_qcache_compute(ck_qcache *c, int64_t i, ck_col col,
-                                   int64_t start, int64_t len)
+/* The cache's callback: entries [start, len) of col with Q[start .. len, i],
+ * on the team when the range is long (the entries do not depend on the
+ * pieces). */
+static ck_status ck_smo_col_fill(void *ctx, int64_t i, ck_col col, int shift,
+                                 int64_t start, int64_t len)
 {
     ck_status status[CK_SMO_MAX_THREADS];
-    ck_qcache_job job;
-    const double nnz = ck_qcache_nnz(c, i);
-    const double t0 = ck_wtime();
+    ck_smo_col_job job;
+    ck_smo_cols *c = (ck_smo_cols *)ctx;
+    const double nnz = ck_smo_col_nnz(c, i);
     int t, nt;
     job.c = c;
     job.i = i;
     job.col = col;
+    job.shift = shift;
     job.status = status;
     nt = ck_team_run(c->team, start, len, nnz + CK_COST_EXP,
-                     ck_qcache_piece_fn, &job);
-    c->seconds += ck_wtime() - t0;
-    ++c->n_computed;
-    c->n_entries += len - start;
+                     ck_smo_col_piece_fn, &job);
     c->n_madds += nnz * (double)(len - start);
     for (t = 0; t < nt; ++t) {
         if (status[t] != CK_OK)
             return status[t];
     }
     return CK_OK;
-}
-
-/* Give slot s pages for len entries (n when the pool holds every column),
- * evicting other columns (never slot s or `keep`) when the pool is full. */
-static ck_status ck_qcache_resize(ck_qcache *c, int64_t s, int64_t len,
-                                  int64_t keep)
-{
-    const int64_t want =
-        c->full ? c->per_col
-                : (len + ((int64_t)1 << c->shift) - 1) >> c->shift;
-    double **pg;
-    int64_t p;
-    ck_status st;
-    if (c->slot_np[s] >= want)
-        return CK_OK;
-    st = ck_qcache_reserve(c, want - c->slot_np[s], s, keep);
-    if (st != CK_OK)
-        return st;
-    pg = (double **)realloc(c->slot_pg[s], (size_t)want * sizeof(double *));
-    if (pg == NULL)
-        return CK_ERR_NOMEM;
-    c->slot_pg[s] = pg;
-    for (p = c->slot_np[s]; p < want; ++p)
-        pg[p] = c->free_pages[--c->n_free_pages];
-    c->slot_np[s] = want;
-    return CK_OK;
-}
-
-/* The first len entries of column i of Q, from the cache or computed
- * (evicting least recently used columns when the pool is full).  The
- * returned table stays valid until the next call that has to extend or
- * evict, or the next ck_qcache_apply_swaps; the column returned by the
- * previous call (the most recently used one) is never evicted by this one,
- * since the pool holds two full columns. */
-static ck_status ck_qcache_get(ck_qcache *c, int64_t i, int64_t len,
-                               ck_col *out)
-{
-    int64_t s = c->col_slot[i];
-    const int64_t keep = c->lru.head; /* the previous call's column */
-    ck_status st;
-    if (s >= 0) {
-        ck_lru_unlink(&c->lru, s);
-        ck_lru_push_front(&c->lru, s);
-        if (c->slot_len[s] < len) {
-            const int64_t old = c->slot_len[s];
-            st = ck_qcache_resize(c, s, len, keep);
-            if (st != CK_OK)
-                return st;
-            st = ck_qcache_compute(c, i, c->slot_pg[s], old, len);
-            if (st != CK_OK) {
-                ck_qcache_drop(c, s);
-                return st;
-            }
-            c->slot_len[s] = len;
-        }
-        *out = c->slot_pg[s];
-        return CK_OK;
-    }
-    if (c->n_free == 0)
-        return CK_ERR_INTERNAL; /* n slots for n columns */
-    s = c->free_slots[--c->n_free];
-    c->slot_col[s] = i;
-    c->slot_len[s] = 0;
-    c->col_slot[i] = s;
-    ck_lru_push_front(&c->lru, s);
-    st = ck_qcache_resize(c, s, len, keep);
-    if (st == CK_OK)
-        st = ck_qcache_compute(c, i, c->slot_pg[s], 0, len);
-    if (st != CK_OK) {
-        ck_qcache_drop(c, s);
-        return st;
-    }
-    c->slot_len[s] = len;
-    *out = c->slot_pg[s];
-    return CK_OK;
-}
-
-/* Positions a and b exchange their variables: relabel the cached columns
- * (their entries are permuted later, in one pass per column, by
- * ck_qcache_apply_swaps). */
-static void ck_qcache_swap_labels(ck_qcache *c, int64_t a, int64_t b)
-{
-    const int64_t sa = c->col_slot[a], sb = c->col_slot[b];
-    c->col_slot[a] = sb;
-    c->col_slot[b] = sa;
-    if (sa >= 0)
-        c->slot_col[sa] = b;
-    if (sb >= 0)
-        c->slot_col[sb] = a;
-}
-
-/* Apply the transpositions pairs[2p] < pairs[2p + 1] (in order) to the
- * entries of every cached column, as LIBSVM's Cache::swap_index does one at
- * a time: a column that holds only one of the two entries is dropped. */
-static void ck_qcache_apply_swaps(ck_qcache *c, const int64_t *pairs,
-                                  int64_t n_pairs)
-{
-    const int shift = c->shift;
-    int64_t s, p;
-    for (s = 0; s < c->n; ++s) {
-        const int64_t len = c->slot_len[s];
-        if (c->slot_col[s] < 0)
-            continue;
-        for (p = 0; p < n_pairs; ++p) {
-            const int64_t a = pairs[2 * p], b = pairs[2 * p + 1];
-            if (len > a) {
-                if (len > b) {
-                    double *da = ck_page_at(c->slot_pg[s], shift, 0, a);
-                    double *db = ck_page_at(c->slot_pg[s], shift, 0, b);
-                    const double t = *da;
-                    *da = *db;
-                    *db = t;
-                } else { /* give up this column */
-                    ck_qcache_drop(c, s);
-                    break;
-                }
-            }
-        }
-    }
 }
 
 /* ======================================================================== */
@@ -765,6 +407,7 @@ typedef struct {
     double *sel_v, *sel_obj; /* scratch of the working-set selection */
     ck_fmajor fm;            /* feature-major copy of X in position order */
     ck_qcache cache;
+    ck_smo_cols cols; /* the cache's callback context */
     ck_team team;
 } ck_smo_state;
 
@@ -1230,7 +873,7 @@ ck_status ck_smo_solve_ex(const ck_matrix *X, const double *y,
     s->sq = (double *)malloc((size_t)n * sizeof(double));
     s->perm = (int64_t *)malloc((size_t)n * sizeof(int64_t));
     if (X->dense == NULL) /* CSR scratch, one per thread of the team */
-        s->cache.work = (double *)calloc(
+        s->cols.work = (double *)calloc(
             (size_t)s->team.T * (size_t)(X->n_cols > 0 ? X->n_cols : 1),
             sizeof(double));
     s->pairs = (int64_t *)malloc((size_t)n * 2 * sizeof(int64_t));
@@ -1239,7 +882,7 @@ ck_status ck_smo_solve_ex(const ck_matrix *X, const double *y,
     if (s->sel_v == NULL || s->sel_obj == NULL || s->y == NULL || s->upper == NULL || s->alpha == NULL ||
         s->G == NULL || s->G_bar == NULL || s->QD == NULL || s->sq == NULL ||
         s->perm == NULL || s->pairs == NULL ||
-        (X->dense == NULL && s->cache.work == NULL)) {
+        (X->dense == NULL && s->cols.work == NULL)) {
         st = CK_ERR_NOMEM;
         goto cleanup;
     }
@@ -1262,19 +905,20 @@ ck_status ck_smo_solve_ex(const ck_matrix *X, const double *y,
     if (st != CK_OK)
         goto cleanup;
 
-    s->cache.X = X;
-    s->cache.kp = kp;
-    s->cache.perm = s->perm;
-    s->cache.y = s->y;
-    s->cache.sq = s->sq;
+    s->cols.X = X;
+    s->cols.kp = kp;
+    s->cols.perm = s->perm;
+    s->cols.y = s->y;
+    s->cols.sq = s->sq;
     /* an optimisation only: without memory for it, the rows of X serve */
     if (fm_want &&
         ck_fmajor_init(&s->fm, X, s->perm, n, fm_want == 2) != CK_OK)
         ck_fmajor_free(&s->fm);
-    s->cache.fm = ck_fmajor_built(&s->fm) ? &s->fm : NULL;
-    s->cache.n = n;
-    s->cache.team = &s->team;
-    st = ck_qcache_init(&s->cache, budget, opts != NULL ? opts->page_doubles : 0);
+    s->cols.fm = ck_fmajor_built(&s->fm) ? &s->fm : NULL;
+    s->cols.team = &s->team;
+    st = ck_qcache_init(&s->cache, n, n, budget,
+                        opts != NULL ? opts->page_doubles : 0,
+                        ck_smo_col_fill, &s->cols);
     if (st != CK_OK)
         goto cleanup;
 
@@ -1498,7 +1142,7 @@ cleanup:
         opts->collapses = s->team.collapses;
         opts->columns = s->cache.n_computed;
         opts->column_entries = s->cache.n_entries;
-        opts->column_madds = s->cache.n_madds;
+        opts->column_madds = s->cols.n_madds;
         opts->column_seconds = s->cache.seconds;
         opts->active_sum = active_sum;
         opts->feature_major = s->fm.xf != NULL ? 4 : s->fm.xt != NULL ? 8 : 0;
@@ -1517,7 +1161,7 @@ cleanup:
     free(s->QD);
     free(s->sq);
     free(s->perm);
-    free(s->cache.work);
+    free(s->cols.work);
     free(s->pairs);
     free(s->sel_v);
     free(s->sel_obj);
