@@ -823,7 +823,7 @@ PyDoc_STRVAR(
     "asygcd_solve(X, y, upper, block, alpha, kind, gamma, coef0, degree, "
     "n_threads, greedy, seed, tol, max_iter, cache_size_mb, shrinking=False, "
     "shift=0.0, max_delay=0, feature_major=True, return_stats=False, "
-    "collapse_at=0)"
+    "collapse_at=0, page_doubles=0)"
     "\n--\n\n"
     "Solve the binary SVM dual WITHOUT bias by asynchronous greedy\n"
     "coordinate descent (Asy-GCD), GIL released:\n"
@@ -839,8 +839,8 @@ PyDoc_STRVAR(
     "greedy: True for Asy-GCD (largest projected gradient of the block),\n"
     "False for PSCD (random coordinate of the block, seeded by seed).\n"
     "shrinking: drop bounded variables from the thread's active set\n"
-    "(rebuilt before the stopping test; see cakernels.h); off by default,\n"
-    "as in cakernels.AsyGCDSVC.\n"
+    "(rebuilt before the stopping test; see cakernels.h); off by default\n"
+    "here (cakernels.AsyGCDSVC and asygcd_fit turn it on).\n"
     "shift >= 0: added to every kernel value (a regularised bias, the\n"
     "intercept is shift * sum(alpha * y)).\n"
     "Stops when max |projected gradient| <= tol, or after max_iter\n"
@@ -857,7 +857,11 @@ PyDoc_STRVAR(
     "bits); return_stats=True appends a dict to the result: n_slices\n"
     "(kernel slices computed, all threads), slice_seconds (wall time spent\n"
     "computing them, summed over the threads), fm_threads (threads that\n"
-    "used a copy), capacity (slices a thread's cache holds), max_delay\n"
+    "used a copy), capacity (full-length slices a thread's budget holds;\n"
+    "more while variables are shrunk), page_doubles (the cache's page\n"
+    "size), rebuilds (gradient rebuilds of the shrinking, all threads),\n"
+    "active_sum (active variables of the stepping thread at every step,\n"
+    "summed), max_delay\n"
     "(the delay bound used), forced_steps (steps taken while the team\n"
     "had stalled, against the stepping rule), collapsed (True when the\n"
     "team handed the rest of the solve to one thread) and collapse_reason\n"
@@ -865,7 +869,9 @@ PyDoc_STRVAR(
     "'cpu_share': the OS ran them for less than 0.8 of their time, or\n"
     "'on_demand'); collapse_at > 0\n"
     "makes a team of several threads hand over after that many steps\n"
-    "(tests of the hand-over, whatever the timing).\n\n"
+    "(tests of the hand-over, whatever the timing); page_doubles > 0 sets\n"
+    "the cache's page size in doubles (rounded up to a power of two;\n"
+    "tests of the page walks; 0: automatic).\n\n"
     "Returns (objective, n_updates, converged, grad) with grad = Q a - e\n"
     "(every step applied; a 1-D float64 memoryview).  Decision function\n"
     "f(x) = sum_i alpha_i y_i K(x_i, x).  With more than one thread the\n"
@@ -881,10 +887,10 @@ static PyObject *py_asygcd_solve(PyObject *module, PyObject *args,
                              "tol",       "max_iter", "cache_size_mb",
                              "shrinking", "shift", "max_delay",
                              "feature_major", "return_stats", "collapse_at",
-                             NULL};
+                             "page_doubles", NULL};
     PyObject *x_obj, *y_obj, *u_obj, *b_obj, *a_obj, *grad_obj = NULL;
     int kind, n_threads, greedy, shrinking = 0, feature_major = 1;
-    long long max_delay = 0, collapse_at = 0;
+    long long max_delay = 0, collapse_at = 0, page_doubles = 0;
     int return_stats = 0;
     double shift = 0.0;
     ck_agcd_opts opts;
@@ -903,11 +909,16 @@ static PyObject *py_asygcd_solve(PyObject *module, PyObject *args,
 
     (void)module;
     if (!PyArg_ParseTupleAndKeywords(
-            args, kwargs, "OOOOOidddipKdLd|pdLppL:asygcd_solve", kwlist, &x_obj,
+            args, kwargs, "OOOOOidddipKdLd|pdLppLL:asygcd_solve", kwlist, &x_obj,
             &y_obj, &u_obj, &b_obj, &a_obj, &kind, &gamma, &coef0, &degree,
             &n_threads, &greedy, &seed, &tol, &max_iter, &cache_mb, &shrinking, &shift,
-            &max_delay, &feature_major, &return_stats, &collapse_at))
+            &max_delay, &feature_major, &return_stats, &collapse_at,
+            &page_doubles))
         return NULL;
+    if (page_doubles < 0 || page_doubles > ((long long)1 << 30))
+        return PyErr_Format(PyExc_ValueError,
+                            "page_doubles must be in [0, 2**30], got %lld",
+                            page_doubles);
     if (ck_check_solver_params(kind, gamma, coef0, degree, tol, cache_mb) < 0)
         return NULL;
     if (!(shift >= 0.0) || !isfinite(shift)) {
@@ -998,6 +1009,7 @@ static PyObject *py_asygcd_solve(PyObject *module, PyObject *args,
     opts.time_slices = return_stats;
     opts.max_delay = (int64_t)max_delay;
     opts.collapse_at = collapse_at > 0 ? (int64_t)collapse_at : 0;
+    opts.page_doubles = (int64_t)page_doubles;
     Py_BEGIN_ALLOW_THREADS
     status = ck_asygcd_solve_ex(
         &pa.x.m, (const double *)pa.y.buf, up, kind, gamma,
@@ -1027,11 +1039,15 @@ static PyObject *py_asygcd_solve(PyObject *module, PyObject *args,
             return NULL;
         if (return_stats)
             res = Py_BuildValue(
-                "dLOO{s:L,s:d,s:i,s:L,s:L,s:L,s:O,s:z}", objective,
-                (long long)n_updates, converged ? Py_True : Py_False, cast,
-                "n_slices", (long long)opts.n_slices, "slice_seconds",
+                "dLOO{s:L,s:d,s:i,s:L,s:L,s:L,s:d,s:L,s:L,s:O,s:z}",
+                objective, (long long)n_updates,
+                converged ? Py_True : Py_False, cast, "n_slices",
+                (long long)opts.n_slices, "slice_seconds",
                 opts.slice_seconds, "fm_threads", opts.fm_threads,
-                "capacity", (long long)opts.capacity, "max_delay",
+                "capacity", (long long)opts.capacity, "page_doubles",
+                (long long)opts.page_doubles, "rebuilds",
+                (long long)opts.rebuilds, "active_sum", opts.active_sum,
+                "max_delay",
                 (long long)opts.max_delay, "forced_steps",
                 (long long)opts.forced_steps, "collapsed",
                 opts.collapsed ? Py_True : Py_False, "collapse_reason",

@@ -248,11 +248,12 @@ ck_status ck_smo_solve(const ck_matrix *X, const double *y,
  * steps to the gradient entries of its own variables (owner computes --
  * the deviation from the atomic adds of Algorithm 14 is explained in
  * ck_asygcd.c), its own steps at once.  Each
- * thread caches the slices Q[S_t, i] it needs in its own LRU cache, one
- * contiguous allocation; all threads hold the same number of slices,
- * floor(cache_bytes / (8 n)), so the cache holds at most cache_bytes
- * (+inf: all columns, or as many as can be allocated); a cache that cannot
- * be allocated is CK_ERR_NOMEM.  Less than one column (8 n bytes) is
+ * thread caches the slices Q[S_t, i] it needs in its own LRU cache of
+ * pages (the SMO's, with variable-length slices: see ck_qcache.c), with a
+ * budget of floor(cache_bytes / (8 n)) full-length slices, so the caches
+ * hold at most cache_bytes (+inf: all columns); the pages are allocated as
+ * the solve first needs them, and where the system has no more memory the
+ * cache stops growing and evicts.  Less than one column (8 n bytes) is
  * CK_ERR_ARG.  When a feature-major copy of X (8 n n_cols bytes, zeros
  * included) takes at most a quarter of cache_bytes (always with +inf), each
  * thread computes its slices from a copy of its own rows -- one contiguous
@@ -260,17 +261,23 @@ ck_status ck_smo_solve(const ck_matrix *X, const double *y,
  * budget (floor((cache_bytes - 8 n n_cols) / (8 n)) slices); the slices
  * are bit for bit the same either way.
  *
- * shrinking != 0: every 1000 steps (or |S_t|) a thread drops from its
- * active set the variables at a bound whose gradient points out of the box
- * by more than its current largest violation M (a = 0 and g > M, or
- * a = upper and g < -M), as LIBLINEAR's dual coordinate descent; their
+ * shrinking != 0: every 1000 steps (or |S_t|) that it applies, the team's
+ * as well as its own, a thread drops from its active set the variables at
+ * a bound whose gradient points out of the box by more than the team's
+ * largest violation M (a = 0 and g > M, or a = upper and g < -M), as
+ * LIBLINEAR's dual coordinate descent, by swapping them behind the active
+ * ones as LIBSVM does (the active variables stay contiguous); their
  * gradient entries are then not updated, and kernel slices are computed
- * over the active variables only.  When the active set is optimal (and
- * once when its violation first falls below 10 tol) the thread rebuilds the
- * dropped gradient entries from alpha (as LIBSVM's reconstruct_gradient)
- * and continues with all its variables, so the stopping test always covers
- * every variable.  shrinking == 0 is Algorithms 13/14 as printed.
- *
+ * and cached over the active variables only (extended when needed).  Once
+ * when its own violation first falls below 10 tol, and whenever every
+ * thread is optimal on its active set, a thread rebuilds the dropped
+ * gradient entries from alpha as LIBSVM's reconstruct_gradient (with
+ * LIBSVM's G_bar, the sum of C_i Q_i over the variables at their upper
+ * bound, kept up to date from full-length slices when a variable reaches
+ * or leaves its bound) and continues with all its variables, so the
+ * stopping test always covers every variable.  shrinking == 0 is
+ * Algorithms 13/14 as printed.
+
  * alpha: in, a warm start in the box (entries within 1e-8 * upper[i]
  * outside are clipped, anything else is CK_ERR_ARG); out, the solution.
  * Stops when every variable has |projected gradient| <= tol on a gradient

@@ -19,16 +19,17 @@
  *     g[S_t] += delta * Q[S_t, i].  This replaces the per-entry atomic adds
  *     of Algorithm 14 (see "Deviation" below);
  *   - every thread keeps its own LRU cache of the slices Q[S_t, i] it needs
- *     (one contiguous allocation; every thread holds the same number of
- *     slices, so the budget splits in proportion to |S_t|), so a kernel
- *     column is computed by all threads together, each its own slice, in
- *     parallel;
+ *     (ck_qcache.c, the SMO's paged cache; every thread's budget holds the
+ *     same number of full-length slices, so the budget splits in
+ *     proportion to |S_t|), so a kernel column is computed by all threads
+ *     together, each its own slice, in parallel;
  *   - the per-step O(|S_t|) loops (the greedy scan, on two +-1 sign arrays
  *     so that it vectorises, and the gradient axpy) are compiled for
  *     AVX-512F / AVX2 / baseline and picked at load time;
  *   - optional shrinking (LIBLINEAR's rule on the thread's own variables,
- *     gradient rebuilt from alpha before the thread may stop) and an
- *     optional kernel shift (Q + shift * y y^T: a regularised intercept);
+ *     LIBSVM's swaps, variable-length slices, G_bar and gradient
+ *     reconstruction; see "Shrinking" below) and an optional kernel shift
+ *     (Q + shift * y y^T: a regularised intercept);
  *   - a thread stops when its own variables satisfy the KKT conditions
  *     within tol and it has applied every logged step; the solve ends when
  *     all threads are in that state at the same log position (then no
@@ -116,6 +117,33 @@
  * second of another program in a minute's solve would otherwise leave it on
  * one thread for the rest); on a machine with free cores the whole solve is
  * the team's.  The test is off where the thread CPU clock is missing.
+ *
+ * Shrinking.  A thread keeps its active variables in the prefix [0, na)
+ * of its arrays: a shrink swaps the variables it drops behind them (the
+ * per-variable arrays, the feature-major copy and the entries of every
+ * cached slice, as LIBSVM's swap_index), so the scan and the axpys run
+ * over contiguous memory, and slices are computed and cached at the
+ * active length (a budget then holds more of them).  The first version
+ * kept an index list instead: its loops gathered, slices stayed full
+ * length, and with two threads it was slower than no shrinking (ijcnn1,
+ * 200 MB: 23.4 s against 13.4 s).  Three rules of the team matter as much:
+ *   - a thread shrinks every 1000 steps it APPLIES (the others' included),
+ *     not only its own: a thread whose block is nearly optimal steps
+ *     rarely and otherwise applied every step of the others to all its
+ *     variables;
+ *   - a thread whose active set is optimal waits, applying the others'
+ *     steps to its active set, until every thread is optimal on its own,
+ *     and only then rebuilds (besides LIBSVM's one early rebuild at 10 tol):
+ *     rebuilding as soon as its own were optimal made 9-11 rebuilds per
+ *     thread on ijcnn1, each a pass over the support vectors' slices;
+ *   - a rebuild counts as progress for the delay bound (ck_agcd_beat, as a
+ *     slice computation does): the peer waiting for this thread's cursor
+ *     polls on instead of sleeping towards deviation 4's collapse (without
+ *     it the team collapsed to one thread in every ijcnn1 fit);
+ * and LIBSVM's G_bar makes a rebuild cost the free support vectors'
+ * slices only (a9a, C = 1: 844 of 11,572 support vectors are free).
+ * Measured (benchmarks/README.md): ijcnn1 2 threads 2-4x faster than
+ * without shrinking, a9a about the same on all its rows.
  */
 #include "ck_internal.h"
 
@@ -168,66 +196,6 @@ typedef char ck_agcd_log_is_pow2[(CK_AGCD_LOG & (CK_AGCD_LOG - 1)) == 0 ? 1 : -1
 #define CK_AGCD_COLLAPSE_MIN_S 0.002
 
 /* ======================================================================== */
-/* Per-thread LRU cache of slices Q[S_t, i]                                 */
-/* ======================================================================== */
-
-typedef struct {
-    int64_t m;          /* slice length |S_t|                              */
-    int64_t capacity;   /* slices held (>= 1), 0 when m == 0               */
-    double *mem;        /* capacity * m doubles, contiguous                */
-    int64_t *slot_col;  /* slot -> variable, -1 when free                  */
-    int64_t *col_slot;  /* variable (0..n) -> slot, -1 when not cached     */
-    ck_lru lru;         /* LRU order of the slots                          */
-    int64_t n_used;     /* slots used so far                               */
-} ck_agcd_cache;
-
-static void ck_agcd_cache_free(ck_agcd_cache *c)
-{
-    free(c->mem);
-    free(c->slot_col);
-    free(c->col_slot);
-    ck_lru_free(&c->lru);
-    memset(c, 0, sizeof *c);
-}
-
-/* A cache of `capacity` slices of m doubles for n variables; with
- * `flexible` (an unlimited budget) the capacity is halved while the
- * allocation fails, else a failure is CK_ERR_NOMEM. */
-static ck_status ck_agcd_cache_init(ck_agcd_cache *c, int64_t n, int64_t m,
-                                    int64_t capacity, int flexible)
-{
-    int64_t s;
-    memset(c, 0, sizeof *c);
-    c->m = m;
-    if (m == 0)
-        return CK_OK;
-    if (capacity > n)
-        capacity = n;
-    if (capacity < 1)
-        capacity = 1;
-    for (;;) {
-        c->mem = (double *)malloc((size_t)capacity * (size_t)m *
-                                  sizeof(double));
-        if (c->mem != NULL || !flexible || capacity == 1)
-            break;
-        capacity /= 2;
-    }
-    c->capacity = capacity;
-    c->slot_col = (int64_t *)malloc((size_t)capacity * sizeof(int64_t));
-    c->col_slot = (int64_t *)malloc((size_t)n * sizeof(int64_t));
-    if (ck_lru_init(&c->lru, capacity) != CK_OK || c->mem == NULL ||
-        c->slot_col == NULL || c->col_slot == NULL) {
-        ck_agcd_cache_free(c);
-        return CK_ERR_NOMEM;
-    }
-    for (s = 0; s < capacity; ++s)
-        c->slot_col[s] = -1;
-    for (s = 0; s < n; ++s)
-        c->col_slot[s] = -1;
-    return CK_OK;
-}
-
-/* ======================================================================== */
 /* Problem and workers                                                      */
 /* ======================================================================== */
 
@@ -235,31 +203,44 @@ typedef struct {
     const ck_matrix *X;
     ck_kparams kp;
     const double *y, *sq; /* labels, |x_i|^2 (all n)                  */
+    const double *upper;  /* the bounds C_i (all n)                    */
 } ck_agcd_problem;
 
-/* One thread's state: its variables S_t and everything only it writes. */
+/* One thread's state: its variables S_t and everything only it writes.
+ * Positions 0 .. m-1 are the thread's variables in its own order; with
+ * shrinking the active ones are the prefix [0, na) (LIBSVM's shrinking by
+ * swaps: every per-variable array below, the feature-major copy and the
+ * entries of the cached slices exchange two positions together), so that
+ * the greedy scan and the gradient updates run over contiguous memory. */
 typedef struct {
+    const ck_agcd_problem *p;
     int64_t m;            /* |S_t|                                       */
-    int64_t *rows;        /* S_t (global indices, ascending per block)   */
-    double *ry, *rsq;     /* y and |x|^2 of S_t                          */
-    double *a, *u, *qd;   /* alpha, upper bound and Q_jj of S_t          */
+    int64_t *rows;        /* position -> variable (row of X)             */
+    double *ry, *rsq;     /* y and |x|^2 by position                     */
+    double *a, *u, *qd;   /* alpha, upper bound and Q_jj by position     */
     double *s1, *s2;      /* signs of the projected gradient (see scan)  */
     double *g;            /* the owned part of the gradient              */
+    double *gbar;         /* with shrinking, LIBSVM's G_bar: sum of      */
+                          /* C_i Q[S_t, i] over the variables i at their */
+                          /* upper bound (all n), by position; or NULL   */
     double *work;         /* n_cols zeros (CSR scratch)                  */
     double *alpha_all;    /* alpha of all n variables, as of the cursor  */
-    /* shrinking: the active positions act[0 .. na) (na == m: none shrunk,
-     * act unused); inact and mark are scratch for the un-shrinking */
-    int64_t na, since_shrink;
-    int64_t *act, *inact;
-    char *mark;
+    int64_t na, since_shrink; /* the active prefix; steps since a shrink */
+    int64_t *pairs, n_pairs;  /* the swaps (a < b) of the current shrink */
+    double *scratch;      /* m doubles: the shrunk entries of a slice    */
     int unshrunk;
-    ck_agcd_cache cache;
-    ck_fmajor fm;         /* feature-major copy of S_t's rows, or none */
+    int64_t *beat;        /* the thread's heartbeat (ck_agcd_beat)       */
+    int64_t capacity;     /* full-length slices the budget holds         */
+    ck_qcache cache;      /* the slices Q[S_t, i], keyed by variable i   */
+    ck_fmajor fm;         /* feature-major copy of S_t's rows, or none   */
     uint64_t rng;
-    /* counters for ck_asygcd_solve_ex (see ck_agcd_opts) */
+    /* counters for ck_asygcd_solve_ex (see ck_agcd_opts), besides the
+     * cache's: slices computed for the un-shrinking, outside the cache */
     int time_slices;
     int64_t n_slices;
     double slice_seconds;
+    int64_t n_rebuilds;   /* gradient rebuilds (un-shrinkings)          */
+    double active_sum;    /* active variables at its steps, summed      */
     double blocked; /* seconds spent asleep behind the delay bound */
     /* the CPU share test (deviation 5): seconds asleep in waits, and the
      * thread CPU time, wall time and sleep of the current window */
@@ -280,12 +261,12 @@ static void ck_agcd_worker_free(ck_agcd_worker *w)
     free(w->s1);
     free(w->s2);
     free(w->g);
+    free(w->gbar);
     free(w->work);
     free(w->alpha_all);
-    free(w->act);
-    free(w->inact);
-    free(w->mark);
-    ck_agcd_cache_free(&w->cache);
+    free(w->pairs);
+    free(w->scratch);
+    ck_qcache_free(&w->cache);
     ck_fmajor_free(&w->fm);
     memset(w, 0, sizeof *w);
 }
@@ -302,59 +283,48 @@ static double ck_agcd_thread_cpu(void)
     return -1.0;
 }
 
-/* The slice Q[S_t, i], from the thread's cache or computed (evicting the
- * least recently used slice).  Slices are always complete, also while
- * variables are shrunk: computing only the active entries made every
- * un-shrinking recompute the support vectors' slices, which cost more than
- * it saved (ijcnn1, one thread: 19.8 s against 17.5 s).  Valid until the
- * next call. */
-static ck_status ck_agcd_slice(ck_agcd_worker *w, const ck_agcd_problem *p,
-                               int64_t i, const double **out)
+/* Entries [start, end) of the slice Q[S_t, i] (positions of the worker's
+ * variables) into the page table col, entry k at ck_page_at(col, shift,
+ * base, k): from the feature-major copy, else by rows of X. */
+static ck_status ck_agcd_fill_at(const ck_agcd_worker *w, int64_t i,
+                                 ck_col col, int shift, int64_t base,
+                                 int64_t start, int64_t end)
 {
-    ck_agcd_cache *c = &w->cache;
-    int64_t s = c->col_slot[i];
-    ck_status st;
-    if (s >= 0) {
-        if (c->lru.head != s) {
-            ck_lru_unlink(&c->lru, s);
-            ck_lru_push_front(&c->lru, s);
-        }
-        *out = c->mem + s * c->m;
-        return CK_OK;
+    const ck_agcd_problem *p = w->p;
+    ck_status st = CK_OK;
+    int64_t e;
+    if (ck_fmajor_built(&w->fm))
+        return ck_q_range_fmajor(p->X, &w->fm, &p->kp, i, p->y[i], p->sq[i],
+                                 w->ry, w->rsq, start, end, col, shift, base);
+    for (; start < end && st == CK_OK; start = e) {
+        e = ck_page_end(start, end, shift, base);
+        st = ck_q_row(p->X, &p->kp, i, p->y[i], p->sq[i], w->rows + start,
+                      w->ry + start, w->rsq + start, e - start,
+                      ck_page_at(col, shift, base, start), w->work);
     }
-    if (c->n_used < c->capacity) {
-        s = c->n_used++;
-    } else {
-        s = c->lru.tail;
-        if (s < 0)
-            return CK_ERR_INTERNAL;
-        ck_lru_unlink(&c->lru, s);
-        /* a slot whose computation failed holds no column (slot_col -1) */
-        if (c->slot_col[s] >= 0)
-            c->col_slot[c->slot_col[s]] = -1;
-        c->slot_col[s] = -1;
+    return st;
+}
+
+/* The thread is alive and working (a kernel slice, a column of a gradient
+ * rebuild): a peer waiting for its cursor at the delay bound polls on
+ * instead of sleeping and counting towards the collapse (deviation 4). */
+static void ck_agcd_beat(const ck_agcd_worker *w)
+{
+    if (w->beat != NULL) {
+#ifdef _OPENMP
+#pragma omp atomic
+#endif
+        *w->beat += 1;
     }
-    {
-        const double t0 = w->time_slices ? ck_wtime() : 0.0;
-        if (ck_fmajor_built(&w->fm))
-            st = ck_q_row_fmajor(p->X, &w->fm, &p->kp, i, p->y[i], p->sq[i],
-                                 w->ry, w->rsq, c->mem + s * c->m);
-        else
-            st = ck_q_row(p->X, &p->kp, i, p->y[i], p->sq[i], w->rows,
-                          w->ry, w->rsq, w->m, c->mem + s * c->m, w->work);
-        if (w->time_slices)
-            w->slice_seconds += ck_wtime() - t0;
-        ++w->n_slices;
-    }
-    if (st != CK_OK) {
-        ck_lru_push_back(&c->lru, s); /* free (slot_col -1), evicted first */
-        return st;
-    }
-    c->slot_col[s] = i;
-    c->col_slot[i] = s;
-    ck_lru_push_front(&c->lru, s);
-    *out = c->mem + s * c->m;
-    return CK_OK;
+}
+
+/* The cache's callback (ck_qcache): the worker computes its slices. */
+static ck_status ck_agcd_fill(void *ctx, int64_t i, ck_col col, int shift,
+                              int64_t start, int64_t end)
+{
+    const ck_agcd_worker *w = (const ck_agcd_worker *)ctx;
+    ck_agcd_beat(w);
+    return ck_agcd_fill_at(w, i, col, shift, 0, start, end);
 }
 
 /* Projected gradient of a variable (0 when its KKT conditions hold). */
@@ -394,16 +364,16 @@ static void ck_agcd_signs(double a, double u, double *s1, double *s2)
  * see setup.py): identical results. */
 #define CK_AGCD_CLONES CK_CLONES
 
-/* Largest |projected gradient| of the worker's variables, and the first
- * place where it occurs (-1 when all are 0); NaN when a gradient entry is
- * NaN or infinite.  One vectorised pass of chunk maxima, then a rescan of
- * the best chunk only. */
+/* Largest |projected gradient| of the worker's active variables, and the
+ * first place where it occurs (-1 when all are 0); NaN when a gradient
+ * entry is NaN or infinite.  One vectorised pass of chunk maxima, then a
+ * rescan of the best chunk only. */
 CK_AGCD_CLONES
-static double ck_agcd_scan_all(const ck_agcd_worker *w, int64_t *where)
+static double ck_agcd_scan(const ck_agcd_worker *w, int64_t *where)
 {
     const double *restrict g = w->g, *restrict s1 = w->s1,
                            *restrict s2 = w->s2;
-    const int64_t m = w->m;
+    const int64_t m = w->na;
     double best = 0.0, nan_check = 0.0;
     int64_t c0, j, best_c = -1;
     for (c0 = 0; c0 < m; c0 += CK_AGCD_CHUNK) {
@@ -440,114 +410,131 @@ static double ck_agcd_scan_all(const ck_agcd_worker *w, int64_t *where)
     return best;
 }
 
-/* ck_agcd_scan_all over the active positions only (variables shrunk). */
-static double ck_agcd_scan_active(const ck_agcd_worker *w, int64_t *where)
-{
-    const double *restrict g = w->g, *restrict s1 = w->s1,
-                           *restrict s2 = w->s2;
-    const int64_t *restrict act = w->act;
-    double best = 0.0, nan_check = 0.0;
-    int64_t k, arg = -1;
-    for (k = 0; k < w->na; ++k) {
-        const int64_t j = act[k];
-        const double v1 = s1[j] * g[j], v2 = s2[j] * g[j];
-        const double v = v1 > v2 ? v1 : v2;
-        if (v > best) {
-            best = v;
-            arg = j;
-        }
-        nan_check += g[j];
-    }
-    *where = arg;
-    if (nan_check - nan_check != 0.0)
-        return NAN;
-    return best;
-}
-
-/* Largest |projected gradient| over the active variables and its position
- * (see ck_agcd_scan_all). */
-static double ck_agcd_scan(const ck_agcd_worker *w, int64_t *where)
-{
-    if (w->na == w->m)
-        return ck_agcd_scan_all(w, where);
-    return ck_agcd_scan_active(w, where);
-}
-
+/* g[lo, hi) += delta * q[lo, hi) for a column q in pages of 2^shift
+ * doubles: one vectorised loop per page, inside one call. */
 CK_AGCD_CLONES
-static void ck_agcd_axpy_all(int64_t m, double delta,
-                             const double *restrict q, double *restrict g)
+static void ck_agcd_axpy(int64_t lo, int64_t hi, double delta, ck_col q,
+                         int shift, double *restrict g)
 {
-    int64_t j;
-    for (j = 0; j < m; ++j)
-        g[j] += delta * q[j];
-}
-
-/* g += delta * q over the active positions */
-static void ck_agcd_axpy(const ck_agcd_worker *w, double delta,
-                         const double *restrict q)
-{
-    double *restrict g = w->g;
-    int64_t k;
-    if (w->na == w->m) {
-        ck_agcd_axpy_all(w->m, delta, q, g);
-        return;
-    }
-    for (k = 0; k < w->na; ++k) {
-        const int64_t j = w->act[k];
-        g[j] += delta * q[j];
+    int64_t k, e, j;
+    for (k = lo; k < hi; k = e) {
+        const double *restrict qp = ck_page_at(q, shift, 0, k);
+        double *restrict gp = g + k;
+        e = ck_page_end(k, hi, shift, 0);
+        for (j = 0; j < e - k; ++j)
+            gp[j] += delta * qp[j];
     }
 }
 
-/* Shrinking (as LIBLINEAR's dual coordinate descent, with the current
- * largest violation M of the active set as threshold): a variable at 0
- * with g > M, or at its bound with g < -M, cannot become a violator soon;
- * it leaves the active set and its gradient entry is no longer updated. */
+#define CK_AGCD_SWAP(T, x, y)                                               \
+    do {                                                                   \
+        T ck_t_ = (x);                                                     \
+        (x) = (y);                                                         \
+        (y) = ck_t_;                                                       \
+    } while (0)
+
+/* Positions a < b exchange their variables (the cached slices' entries are
+ * swapped at the end of the shrink, ck_qcache_apply_swaps). */
+static void ck_agcd_swap(ck_agcd_worker *w, int64_t a, int64_t b)
+{
+    CK_AGCD_SWAP(int64_t, w->rows[a], w->rows[b]);
+    CK_AGCD_SWAP(double, w->ry[a], w->ry[b]);
+    CK_AGCD_SWAP(double, w->rsq[a], w->rsq[b]);
+    CK_AGCD_SWAP(double, w->a[a], w->a[b]);
+    CK_AGCD_SWAP(double, w->u[a], w->u[b]);
+    CK_AGCD_SWAP(double, w->qd[a], w->qd[b]);
+    CK_AGCD_SWAP(double, w->g[a], w->g[b]);
+    if (w->gbar != NULL)
+        CK_AGCD_SWAP(double, w->gbar[a], w->gbar[b]);
+    CK_AGCD_SWAP(double, w->s1[a], w->s1[b]);
+    CK_AGCD_SWAP(double, w->s2[a], w->s2[b]);
+    ck_fmajor_swap(&w->fm, a, b);
+    w->pairs[2 * w->n_pairs] = a;
+    w->pairs[2 * w->n_pairs + 1] = b;
+    ++w->n_pairs;
+}
+
+/* LIBLINEAR's rule, with the largest violation M as threshold: a variable
+ * at 0 with g > M, or at its bound with g < -M, cannot become a violator
+ * soon. */
+static int ck_agcd_be_shrunk(const ck_agcd_worker *w, int64_t j, double M)
+{
+    return (w->a[j] <= 0.0 && w->g[j] > M) ||
+           (w->a[j] >= w->u[j] && w->g[j] < -M);
+}
+
+/* Shrinking: the variables to drop leave the active prefix [0, na), swapped
+ * with active ones from its end as LIBSVM's do_shrinking; their gradient
+ * entries are no longer updated. */
 static void ck_agcd_shrink(ck_agcd_worker *w, double M)
 {
-    int64_t k, na = 0;
-    const int full = w->na == w->m;
-    for (k = 0; k < w->na; ++k) {
-        const int64_t j = full ? k : w->act[k];
-        if ((w->a[j] <= 0.0 && w->g[j] > M) ||
-            (w->a[j] >= w->u[j] && w->g[j] < -M))
+    int64_t i, na = w->na;
+    w->n_pairs = 0;
+    for (i = 0; i < na; ++i) {
+        if (!ck_agcd_be_shrunk(w, i, M))
             continue;
-        w->act[na++] = j;
+        --na;
+        while (na > i) {
+            if (!ck_agcd_be_shrunk(w, na, M)) {
+                ck_agcd_swap(w, i, na);
+                break;
+            }
+            --na;
+        }
     }
     w->na = na;
+    if (w->n_pairs > 0)
+        ck_qcache_apply_swaps(&w->cache, w->pairs, w->n_pairs);
 }
 
 /* Bring every variable back: recompute the gradient entries of the shrunk
- * ones from alpha_all (g_j = -1 + sum_i alpha_i Q_ji), as LIBSVM's
- * reconstruct_gradient. */
-static ck_status ck_agcd_unshrink(ck_agcd_worker *w, const ck_agcd_problem *p)
+ * positions [na, m) from alpha_all as LIBSVM's reconstruct_gradient,
+ * g_j = -1 + G_bar_j + sum_i alpha_i Q_ji over the free variables i (in
+ * the order of i; over every nonzero alpha_i without G_bar): from the
+ * cached slices where they hold those entries, the rest computed into the
+ * scratch (not cached: extending every support vector's slice would evict
+ * the short slices the shrunk solve uses, when the budget does not hold
+ * them all).  G_bar matters where most support vectors are bounded (a9a,
+ * C = 1: 10,728 of 11,572; a rebuild over all of them took ~0.5 s). */
+static ck_status ck_agcd_unshrink(ck_agcd_worker *w)
 {
-    const int64_t n = p->X->n_rows;
-    int64_t k, j, n_in = 0, i;
-    ck_status st;
-    if (w->na == w->m)
+    const int64_t n = w->p->X->n_rows, na = w->na, m = w->m;
+    double *const one[1] = {w->scratch};
+    int64_t i, j;
+    if (na == m)
         return CK_OK;
-    /* the positions not active */
-    memset(w->mark, 0, (size_t)w->m);
-    for (k = 0; k < w->na; ++k)
-        w->mark[w->act[k]] = 1;
-    for (j = 0; j < w->m; ++j) {
-        if (!w->mark[j]) {
-            w->inact[n_in++] = j;
-            w->g[j] = -1.0;
-        }
-    }
-    w->na = w->m;
+    ++w->n_rebuilds;
+    for (j = na; j < m; ++j)
+        w->g[j] = w->gbar != NULL ? -1.0 + w->gbar[j] : -1.0;
     for (i = 0; i < n; ++i) {
         const double ai = w->alpha_all[i];
-        const double *q;
-        if (ai == 0.0)
+        ck_col q;
+        int64_t have;
+        if (ai == 0.0 || (w->gbar != NULL && ai >= w->p->upper[i]))
             continue;
-        st = ck_agcd_slice(w, p, i, &q);
-        if (st != CK_OK)
-            return st;
-        for (k = 0; k < n_in; ++k)
-            w->g[w->inact[k]] += ai * q[w->inact[k]];
+        ck_agcd_beat(w);
+        have = ck_qcache_peek(&w->cache, i, &q);
+        if (have > na) {
+            if (have > m)
+                have = m;
+            ck_agcd_axpy(na, have, ai, q, w->cache.shift, w->g);
+        } else {
+            have = na;
+        }
+        if (have < m) {
+            const double t0 = w->time_slices ? ck_wtime() : 0.0;
+            const ck_status st =
+                ck_agcd_fill_at(w, i, one, CK_ONE_PAGE, have, have, m);
+            if (w->time_slices)
+                w->slice_seconds += ck_wtime() - t0;
+            ++w->n_slices;
+            if (st != CK_OK)
+                return st;
+            for (j = have; j < m; ++j)
+                w->g[j] += ai * w->scratch[j - have];
+        }
     }
+    w->na = m;
     return CK_OK;
 }
 
@@ -586,7 +573,8 @@ typedef struct {
     int64_t cursor;  /* log entries applied by this thread          */
     int64_t idle_at; /* log position where it went idle, -1: busy   */
     double viol;     /* its latest largest violation (active set)   */
-    char pad[64 - 2 * sizeof(int64_t) - sizeof(double)];
+    int64_t beat;    /* counts the columns of its gradient rebuilds */
+    char pad[64 - 3 * sizeof(int64_t) - sizeof(double)];
 } ck_agcd_slot;
 typedef char ck_agcd_slot_is_one_line[sizeof(ck_agcd_slot) == 64 ? 1 : -1];
 
@@ -702,6 +690,7 @@ static void ck_agcd_collapse(ck_agcd_shared *sh, int reason)
  * more than CK_AGCD_COLLAPSE_SHARE of the solve collapses the team
  * (deviation 4); an idle thread's sleep is not counted (on a quiet machine
  * a thread whose variables are optimal may idle for long). */
+static int64_t ck_agcd_min_cursor(ck_agcd_shared *sh);
 static void ck_agcd_backoff(ck_agcd_shared *sh, ck_agcd_worker *w,
                             int64_t *polls, int blocked)
 {
@@ -728,8 +717,9 @@ static void ck_agcd_backoff(ck_agcd_shared *sh, ck_agcd_worker *w,
             return;
         w->blocked += t;
         if (w->blocked > CK_AGCD_COLLAPSE_MIN_S &&
-            w->blocked > CK_AGCD_COLLAPSE_SHARE * (ck_wtime() - sh->t0))
+            w->blocked > CK_AGCD_COLLAPSE_SHARE * (ck_wtime() - sh->t0)) {
             ck_agcd_collapse(sh, CK_AGCD_COLLAPSE_WAITS);
+        }
     }
 #else
     (void)w;
@@ -795,20 +785,32 @@ static void ck_agcd_store64(int64_t *p, int64_t v)
 }
 
 /* Apply the step alpha_i += delta (new value `value`) to the thread's copy
- * of alpha and its gradient entries; 0, or -1 on error (reported in sh). */
+ * of alpha, its active gradient entries and, when alpha_i reaches or
+ * leaves its upper bound, G_bar (from the slice at full length, as LIBSVM's
+ * update of G_bar); 0, or -1 on error (reported in sh). */
 static int ck_agcd_apply(ck_agcd_shared *sh, ck_agcd_worker *w,
                          const ck_agcd_problem *p, int64_t i, double delta,
                          double value)
 {
+    const double old = w->alpha_all[i], ui = p->upper[i];
     w->alpha_all[i] = value;
-    if (delta != 0.0 && w->na > 0) {
-        const double *q;
-        ck_status st = ck_agcd_slice(w, p, i, &q);
+    ++w->since_shrink;
+    if (delta != 0.0 && w->m > 0) {
+        const int moved = w->gbar != NULL && (old >= ui) != (value >= ui);
+        const int64_t len = moved ? w->m : w->na;
+        ck_col q;
+        ck_status st;
+        if (len == 0)
+            return 0;
+        st = ck_qcache_get(&w->cache, i, len, &q);
         if (st != CK_OK) {
             ck_agcd_fail(sh, st);
             return -1;
         }
-        ck_agcd_axpy(w, delta, q);
+        if (moved)
+            ck_agcd_axpy(0, w->m, value >= ui ? ui : -ui, q, w->cache.shift,
+                         w->gbar);
+        ck_agcd_axpy(0, w->na, delta, q, w->cache.shift, w->g);
     }
     return 0;
 }
@@ -879,7 +881,9 @@ static void ck_agcd_run(ck_agcd_shared *sh, ck_agcd_worker *w,
     int64_t polls = 0;      /* polls of the current wait          */
     int64_t seen_head = -1; /* the log head when the rule held us */
     int64_t last_min = -1;  /* the team's smallest cursor, last seen */
+    int64_t last_beats = -1; /* the team's rebuild heartbeats, last seen */
 
+    w->beat = &sh->slots[tid].beat;
     ck_agcd_share_test(sh, w, 1);
     for (;;) {
         const int stop = ck_agcd_load_stop(sh);
@@ -923,18 +927,57 @@ static void ck_agcd_run(ck_agcd_shared *sh, ck_agcd_worker *w,
             ck_agcd_halt(sh);
             return;
         }
-        if (w->na < w->m &&
-            (best <= tol || (!w->unshrunk && best <= 10.0 * tol))) {
-            /* optimal (or nearly) on the active set: check them all */
-            ck_status st = ck_agcd_unshrink(w, p);
-            if (st != CK_OK) {
-                ck_agcd_fail(sh, st);
-                return;
+        if (shrinking && w->na > 0 &&
+            w->since_shrink >=
+                shrink_every << (w->n_rebuilds < 20 ? w->n_rebuilds : 20)) {
+            /* every shrink_every steps applied (the team's, not only its
+             * own: a thread whose variables are optimal applies the
+             * others' steps to every active variable), twice as many after
+             * each of its rebuilds, while the team is not optimal.  The
+             * back-off: a rebuild that finds violators among the dropped
+             * variables says the shrinking was too eager; without it two
+             * threads on a9a (C = 1, gamma = 0.05, a strongly coupled
+             * kernel) rebuilt 15 times each and took 1.4-2x the updates
+             * of no shrinking (5-6 rebuilds with it, the same updates).  Threshold: the largest violation of the whole
+             * team, so that a thread whose own block is nearly optimal
+             * does not drop variables that the others' steps will move.
+             * Positions move: scan again. */
+            const double M = ck_agcd_team_viol(sh, best);
+            w->since_shrink = 0;
+            if (M > tol) {
+                ck_agcd_shrink(w, M);
+                dirty = 1;
+                continue;
             }
-            if (best > tol)
-                w->unshrunk = 1;
-            dirty = 1;
-            continue;
+        }
+        if (w->na < w->m && best <= 10.0 * tol) {
+            /* optimal (or nearly) on the active set: check them all, once
+             * early (within 10 tol, as LIBSVM), else only when every
+             * thread is optimal on its active set: a thread whose own
+             * variables are optimal while the others still step would
+             * otherwise rebuild its gradient again and again (ijcnn1,
+             * 2 threads: 9-11 rebuilds each, as many kernel slices as the
+             * solve itself), or stay unshrunk, applying every step of the
+             * others to all its variables */
+            if ((!w->unshrunk && best > tol) ||
+                (best <= tol && ck_agcd_team_viol(sh, best) <= tol)) {
+                ck_status st = ck_agcd_unshrink(w);
+                if (st != CK_OK) {
+                    ck_agcd_fail(sh, st);
+                    return;
+                }
+                if (best > tol)
+                    w->unshrunk = 1;
+                dirty = 1;
+                continue;
+            }
+            if (best <= tol) {
+                /* wait, applying the team's steps to the active set */
+                if (got > 0)
+                    polls = 0;
+                ck_agcd_backoff(sh, w, &polls, 0);
+                continue;
+            }
         }
         j = -1;
         if (best > tol) {
@@ -963,7 +1006,7 @@ static void ck_agcd_run(ck_agcd_shared *sh, ck_agcd_worker *w,
             } else {
                 const int64_t k = (int64_t)(ck_agcd_xorshift(&w->rng) %
                                             (uint64_t)w->na);
-                const int64_t t = w->na == w->m ? k : w->act[k];
+                const int64_t t = k;
                 if (fabs(ck_agcd_pg(w->a[t], w->g[t], w->u[t])) > tol)
                     j = t;
             }
@@ -991,10 +1034,17 @@ static void ck_agcd_run(ck_agcd_shared *sh, ck_agcd_worker *w,
                 /* a peer that applies the log, however slowly, is running:
                  * poll on; only a peer that does not move puts us to sleep */
                 const int64_t mc = ck_agcd_min_cursor(sh);
+                int64_t beats = 0;
+                int t;
                 if (s - sh->delay < mc)
                     break;
-                if (mc != last_min) {
+                /* a peer rebuilding its gradient runs too (it may take
+                 * longer than the others need to reach the delay bound) */
+                for (t = 0; t < sh->nt; ++t)
+                    beats += ck_agcd_load64(&sh->slots[t].beat);
+                if (mc != last_min || beats != last_beats) {
                     last_min = mc;
+                    last_beats = beats;
                     polls = 0;
                 }
                 got = ck_agcd_drain(sh, w, p, tid, s);
@@ -1010,6 +1060,7 @@ static void ck_agcd_run(ck_agcd_shared *sh, ck_agcd_worker *w,
                         return; /* failed or halted: the step is dropped */
                 }
             }
+            w->active_sum += (double)w->na;
             /* the step from the gradient as it is now */
             q = w->qd[j] > 0.0 ? w->qd[j] : CK_AGCD_TAU;
             an = w->a[j] - w->g[j] / q;
@@ -1037,13 +1088,6 @@ static void ck_agcd_run(ck_agcd_shared *sh, ck_agcd_worker *w,
             polls = 0;
             if (sh->slots[tid].idle_at >= 0)
                 ck_agcd_store64(&sh->slots[tid].idle_at, -1);
-            if (shrinking && ++w->since_shrink >= shrink_every) {
-                /* threshold: the largest violation of the whole team, so
-                 * that a thread whose own block is nearly optimal does not
-                 * drop variables that the others' steps will move */
-                w->since_shrink = 0;
-                ck_agcd_shrink(w, ck_agcd_team_viol(sh, best));
-            }
             continue;
         }
         if (best > tol)
@@ -1070,7 +1114,7 @@ static void ck_agcd_run(ck_agcd_shared *sh, ck_agcd_worker *w,
     }
     /* stopped by max_iter or the collapse: every gradient entry */
     {
-        ck_status st = ck_agcd_unshrink(w, p);
+        ck_status st = ck_agcd_unshrink(w);
         if (st != CK_OK)
             ck_agcd_fail(sh, st);
     }
@@ -1084,16 +1128,18 @@ static ck_status ck_agcd_worker_init(ck_agcd_worker *w,
                                      const int64_t *bidx, int T, int tid,
                                      int nt, const double *alpha,
                                      const double *upper, const double *QD,
-                                     int64_t capacity, int unlimited,
+                                     int64_t capacity, int64_t page,
                                      int want_fm, int fm_float,
                                      int time_slices, uint64_t seed,
-                                     const double *g0)
+                                     int shrinking, const double *g0,
+                                     const double *gbar0)
 {
     const int64_t n = p->X->n_rows;
     int64_t m = 0, k, i;
     int b;
     ck_status st;
     memset(w, 0, sizeof *w);
+    w->p = p;
     w->time_slices = time_slices;
     for (b = tid; b < T; b += nt)
         m += bstart[b + 1] - bstart[b];
@@ -1114,17 +1160,21 @@ static ck_status ck_agcd_worker_init(ck_agcd_worker *w,
     w->s1 = (double *)malloc((size_t)m * sizeof(double));
     w->s2 = (double *)malloc((size_t)m * sizeof(double));
     w->alpha_all = (double *)malloc((size_t)n * sizeof(double));
-    w->act = (int64_t *)malloc((size_t)m * sizeof(int64_t));
-    w->inact = (int64_t *)malloc((size_t)m * sizeof(int64_t));
-    w->mark = (char *)malloc((size_t)m);
+    w->pairs = (int64_t *)malloc((size_t)m * 2 * sizeof(int64_t));
+    w->scratch = (double *)malloc((size_t)m * sizeof(double));
+    if (shrinking) {
+        w->gbar = (double *)malloc((size_t)m * sizeof(double));
+        if (w->gbar == NULL)
+            return CK_ERR_NOMEM;
+    }
     if (p->X->dense == NULL)
         w->work = (double *)calloc((size_t)(p->X->n_cols > 0 ? p->X->n_cols
                                                              : 1),
                                    sizeof(double));
     if (w->rows == NULL || w->ry == NULL || w->rsq == NULL || w->a == NULL ||
         w->u == NULL || w->qd == NULL || w->g == NULL || w->s1 == NULL ||
-        w->s2 == NULL || w->alpha_all == NULL || w->act == NULL ||
-        w->inact == NULL || w->mark == NULL ||
+        w->s2 == NULL || w->alpha_all == NULL || w->pairs == NULL ||
+        w->scratch == NULL ||
         (p->X->dense == NULL && w->work == NULL))
         return CK_ERR_NOMEM;
     m = 0;
@@ -1138,6 +1188,8 @@ static ck_status ck_agcd_worker_init(ck_agcd_worker *w,
             w->u[m] = upper[r];
             w->qd[m] = QD[r];
             w->g[m] = g0 != NULL ? g0[r] : -1.0;
+            if (w->gbar != NULL)
+                w->gbar[m] = gbar0 != NULL ? gbar0[r] : 0.0;
             ck_agcd_signs(w->a[m], w->u[m], &w->s1[m], &w->s2[m]);
             ++m;
         }
@@ -1148,18 +1200,25 @@ static ck_status ck_agcd_worker_init(ck_agcd_worker *w,
     if (want_fm &&
         ck_fmajor_init(&w->fm, p->X, w->rows, m, fm_float) != CK_OK)
         ck_fmajor_free(&w->fm);
-    st = ck_agcd_cache_init(&w->cache, n, m, capacity, unlimited);
+    /* every thread's budget holds `capacity` slices at full length (more
+     * the shorter they are while variables are shrunk) */
+    w->capacity = capacity < n ? capacity : n;
+    st = ck_qcache_init(&w->cache, n, m, w->capacity * m, page, ck_agcd_fill,
+                        w);
     if (st != CK_OK)
         return st;
-    /* the owned part of the gradient of a warm start, in variable order
-     * (given in g0 when a collapsed team hands over) */
+    /* the owned part of the gradient (and G_bar) of a warm start, in
+     * variable order (given in g0 and gbar0 when a collapsed team hands
+     * over) */
     for (i = 0; i < n && g0 == NULL; ++i) {
         if (alpha[i] != 0.0) {
-            const double *q;
-            st = ck_agcd_slice(w, p, i, &q);
+            ck_col q;
+            st = ck_qcache_get(&w->cache, i, m, &q);
             if (st != CK_OK)
                 return st;
-            ck_agcd_axpy_all(m, alpha[i], q, w->g);
+            ck_agcd_axpy(0, m, alpha[i], q, w->cache.shift, w->g);
+            if (w->gbar != NULL && alpha[i] >= upper[i])
+                ck_agcd_axpy(0, m, upper[i], q, w->cache.shift, w->gbar);
         }
     }
     return CK_OK;
@@ -1198,14 +1257,15 @@ ck_status ck_asygcd_solve_ex(const ck_matrix *X, const double *y,
     ck_agcd_shared sh;
     void *slots_raw = NULL;
     ck_agcd_worker *workers = NULL;
-    double *QD = NULL, *sq = NULL, *a2 = NULL;
+    double *QD = NULL, *sq = NULL, *a2 = NULL, *gbar_all = NULL;
     int64_t *bstart = NULL, *bidx = NULL, *fill = NULL;
     ck_status st = CK_OK;
     int64_t i, n, capacity;
     int T, team, b, t, want_fm = 0, fm_float = 0, collapsed = 0;
-    int64_t n_slices = 0;      /* of a collapsed team's threads */
-    double slice_seconds = 0.0;
+    int64_t n_slices = 0, n_rebuilds = 0; /* of a collapsed team's threads */
+    double slice_seconds = 0.0, active_sum = 0.0;
     const int time_slices = opts != NULL && opts->time_slices;
+    const int64_t page = opts != NULL ? opts->page_doubles : 0;
 
     /* ---- validation ---- */
     if (X == NULL || block == NULL || alpha == NULL || grad == NULL ||
@@ -1300,6 +1360,7 @@ ck_status ck_asygcd_solve_ex(const ck_matrix *X, const double *y,
     prob.X = X;
     prob.y = y;
     prob.sq = sq;
+    prob.upper = upper;
 
     /* ---- blocks: counting sort of the indices by block ---- */
     for (i = 0; i < n; ++i)
@@ -1347,9 +1408,9 @@ ck_status ck_asygcd_solve_ex(const ck_matrix *X, const double *y,
 #endif
         /* each thread allocates and first-touches its own memory */
         lst = ck_agcd_worker_init(&workers[tid], &prob, bstart, bidx, T, tid,
-                                  nt, a2, upper, QD, capacity,
-                                  isinf(cache_bytes), want_fm, fm_float,
-                                  time_slices, seed, NULL);
+                                  nt, a2, upper, QD, capacity, page,
+                                  want_fm, fm_float, time_slices, seed,
+                                  shrinking, NULL, NULL);
         if (lst != CK_OK)
             ck_agcd_fail(&sh, lst);
         sh.slots[tid].idle_at = -1;
@@ -1368,17 +1429,29 @@ ck_status ck_asygcd_solve_ex(const ck_matrix *X, const double *y,
         goto cleanup;
     }
     if (sh.stop == CK_AGCD_COLLAPSE) {
-        /* deviation 4: one thread finishes from the team's alpha and g */
+        /* deviation 4: one thread finishes from the team's alpha, g (and
+         * G_bar) */
         const int64_t taken = sh.limit;
+        if (shrinking) {
+            gbar_all = (double *)malloc((size_t)n * sizeof(double));
+            if (gbar_all == NULL) {
+                st = CK_ERR_NOMEM;
+                goto cleanup;
+            }
+        }
         for (t = 0; t < sh.nt; ++t) {
             const ck_agcd_worker *w = &workers[t];
             int64_t k;
             for (k = 0; k < w->m; ++k) {
                 a2[w->rows[k]] = w->a[k];
                 grad[w->rows[k]] = w->g[k];
+                if (w->gbar != NULL)
+                    gbar_all[w->rows[k]] = w->gbar[k];
             }
-            n_slices += w->n_slices;
-            slice_seconds += w->slice_seconds;
+            n_slices += w->n_slices + w->cache.n_computed;
+            slice_seconds += w->slice_seconds + w->cache.seconds;
+            n_rebuilds += w->n_rebuilds;
+            active_sum += w->active_sum;
         }
         for (t = 0; t < T; ++t)
             ck_agcd_worker_free(&workers[t]);
@@ -1396,9 +1469,9 @@ ck_status ck_asygcd_solve_ex(const ck_matrix *X, const double *y,
             sh.slots[0].idle_at = -1;
             sh.slots[0].viol = 0.0;
             st = ck_agcd_worker_init(&workers[0], &prob, bstart, bidx, T, 0,
-                                     1, a2, upper, QD, capacity,
-                                     isinf(cache_bytes), want_fm, fm_float,
-                                     time_slices, seed, grad);
+                                     1, a2, upper, QD, capacity, page,
+                                     want_fm, fm_float, time_slices, seed,
+                                     shrinking, grad, gbar_all);
             if (st != CK_OK)
                 goto cleanup;
             ck_agcd_run(&sh, &workers[0], &prob, 0, greedy, shrinking, tol);
@@ -1451,12 +1524,19 @@ ck_status ck_asygcd_solve_ex(const ck_matrix *X, const double *y,
         opts->collapsed = collapsed;
         opts->n_slices = n_slices;
         opts->slice_seconds = slice_seconds;
+        opts->rebuilds = n_rebuilds;
+        opts->active_sum = active_sum;
         for (t = 0; t < sh.nt; ++t) {
-            if (workers[t].cache.capacity > opts->capacity)
-                opts->capacity = workers[t].cache.capacity;
-            opts->n_slices += workers[t].n_slices;
-            opts->slice_seconds += workers[t].slice_seconds;
-            opts->fm_threads += ck_fmajor_built(&workers[t].fm);
+            const ck_agcd_worker *w = &workers[t];
+            if (w->capacity > opts->capacity)
+                opts->capacity = w->capacity;
+            if (w->m > 0)
+                opts->page_doubles = w->cache.page;
+            opts->n_slices += w->n_slices + w->cache.n_computed;
+            opts->slice_seconds += w->slice_seconds + w->cache.seconds;
+            opts->rebuilds += w->n_rebuilds;
+            opts->active_sum += w->active_sum;
+            opts->fm_threads += ck_fmajor_built(&w->fm);
         }
     }
 
@@ -1471,6 +1551,7 @@ cleanup:
     free(QD);
     free(sq);
     free(a2);
+    free(gbar_all);
     free(bstart);
     free(bidx);
     free(fill);

@@ -171,11 +171,20 @@ void ck_fmajor_swap(ck_fmajor *f, int64_t a, int64_t b);
  *                       would leave (its bytes still come out of the
  *                       budget), so that both paths compute the same slices;
  *   time_slices    in:  nonzero: time every slice computation;
- *   n_slices       out: kernel slices Q[S_t, i] computed, all threads;
+ *   n_slices       out: kernel slices Q[S_t, i] computed or extended, all
+ *                       threads (the un-shrinking's included);
  *   slice_seconds  out: wall time spent computing them, summed over the
- *                       threads (0 unless time_slices);
+ *                       threads (the cache's time always; the
+ *                       un-shrinking's only with time_slices);
  *   fm_threads     out: threads that computed their slices from a copy;
- *   capacity       out: slices each thread's cache holds;
+ *   capacity       out: full-length slices each thread's budget holds
+ *                       (more while variables are shrunk: shorter slices);
+ *   page_doubles   in:  tests: the cache's page size (rounded up to a power
+ *                       of two), 0: automatic (ck_qcache.c);
+ *                  out: the page size used;
+ *   rebuilds       out: gradient rebuilds (un-shrinkings), all threads;
+ *   active_sum     out: active variables of the stepping thread at every
+ *                       step, summed (/ n_updates: the mean active set);
  *   max_delay      in:  the delay bound (steps a thread may be behind the
  *                       team, <= CK_AGCD_LOG_CAPACITY), 0: automatic;
  *                  out: the bound used;
@@ -202,6 +211,9 @@ typedef struct {
     double slice_seconds;
     int fm_threads;
     int64_t capacity;
+    int64_t page_doubles;
+    int64_t rebuilds;
+    double active_sum;
     int64_t max_delay;
     int64_t forced_steps;
     int collapsed;
@@ -393,6 +405,7 @@ ck_status ck_qcache_init(ck_qcache *c, int64_t n, int64_t len, int64_t budget,
                          int64_t page, ck_qcache_fill_fn fill, void *ctx);
 void ck_qcache_free(ck_qcache *c);
 ck_status ck_qcache_get(ck_qcache *c, int64_t i, int64_t len, ck_col *out);
+int64_t ck_qcache_peek(const ck_qcache *c, int64_t i, ck_col *out);
 void ck_qcache_swap_labels(ck_qcache *c, int64_t a, int64_t b);
 void ck_qcache_apply_swaps(ck_qcache *c, const int64_t *pairs,
                            int64_t n_pairs);

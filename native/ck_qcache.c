@@ -327,6 +327,17 @@ ck_status ck_qcache_get(ck_qcache *c, int64_t i, int64_t len, ck_col *out)
     return CK_OK;
 }
 
+/* The entries column i holds (0 when not cached), its table in *out;
+ * neither the LRU order nor anything else changes. */
+int64_t ck_qcache_peek(const ck_qcache *c, int64_t i, ck_col *out)
+{
+    const int64_t s = c->col_slot[i];
+    if (s < 0)
+        return 0;
+    *out = c->slot_pg[s];
+    return c->slot_len[s];
+}
+
 /* Positions a and b exchange their variables, where the keys are positions
  * too (the SMO): relabel the cached columns (their entries are permuted
  * later, in one pass per column, by ck_qcache_apply_swaps). */

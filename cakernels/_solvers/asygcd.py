@@ -23,14 +23,17 @@ strongly coupled kernel (a9a) one block often holds all the large
 violations, and letting the other thread step on its small ones made two
 threads need up to 1.7x the updates of serial GCD (now about the same).
 
-Two options go beyond the printed algorithm: ``shrinking`` (LIBLINEAR-style
-removal of bounded variables, rebuilt before the final test; off by default:
-measured, it helps one thread when the cache holds the support vectors'
-columns -- ijcnn1 2x faster -- and hurts otherwise: a9a 2.1x slower, and
-with two threads it made more steps) and ``fit_intercept``, the
-regularised bias of LIBLINEAR: the kernel becomes ``K + intercept_scaling**2``
-(the inputs extended by a constant feature), which restores the accuracy of
-the SVM with bias on imbalanced data such as ijcnn1.
+Two options go beyond the printed algorithm: ``shrinking`` (on by default,
+as in LIBSVM: every thread drops variables stuck at a bound from its active
+set by LIBLINEAR's rule, keeps the active ones contiguous by LIBSVM's swaps,
+caches kernel slices at the active length and rebuilds the dropped gradient
+entries with LIBSVM's G_bar before the final test; measured, 2-4x faster
+full fits on ijcnn1, about the same on a9a, 1.1-1.3x slower on small a9a
+subsets; ``shrinking=False`` is Algorithms 13/14 as printed) and
+``fit_intercept``, the regularised bias of LIBLINEAR: the kernel becomes
+``K + intercept_scaling**2`` (the inputs extended by a constant feature),
+which restores the accuracy of the SVM with bias on imbalanced data such as
+ijcnn1.
 
 :func:`variable_blocks` builds the blocks as section 4.4 ("Variable
 Partitioning") suggests: K-means centres on a subsample, every variable to
@@ -165,10 +168,10 @@ def _lloyd(X, k, seed, max_iter=100):
 
 def asygcd_fit(X, y, C, *, sample_weight=None, kernel="rbf", gamma="scale",
                degree=3, coef0=0.0, tol=1e-3, max_iter=-1, cache_size=200,
-               n_threads=None, selection="greedy", shrinking=False,
+               n_threads=None, selection="greedy", shrinking=True,
                fit_intercept=False, intercept_scaling=1.0, random_state=None,
                alpha0=None, feature_major=True, return_stats=False,
-               min_rows_per_thread=None):
+               min_rows_per_thread=None, page_size=None):
     """Train a binary kernel SVM without bias by native Asy-GCD.
 
     Parameters
@@ -213,9 +216,9 @@ def asygcd_fit(X, y, C, *, sample_weight=None, kernel="rbf", gamma="scale",
     selection : {'greedy', 'random'}
         'greedy' is Asy-GCD (largest projected gradient of the block);
         'random' is asynchronous stochastic coordinate descent (PSCD).
-    shrinking : bool
+    shrinking : bool, default=True
         Drop bounded variables from the threads' active sets (see the module
-        docstring).
+        docstring); False runs Algorithms 13/14 as printed.
     fit_intercept : bool
         Solve with the kernel ``K + intercept_scaling**2`` (a regularised
         bias); the result's ``intercept`` is then
@@ -237,12 +240,22 @@ def asygcd_fit(X, y, C, *, sample_weight=None, kernel="rbf", gamma="scale",
     min_rows_per_thread : int, default=None
         Fewest variables per thread (None: :data:`MIN_ROWS_PER_THREAD`);
         1 runs ``n_threads`` threads whatever the problem's size.
+    page_size : int, optional
+        Tests only: doubles per page of the threads' slice caches (rounded
+        up to a power of two; default: a thread's variables / 64 as a power
+        of two in [256, 2048]). The solution is the same for every page
+        size.
     return_stats : bool, default=False
         Private: add ``stats`` to the result, a dict with ``n_slices``
-        (kernel slices computed, all threads), ``slice_seconds`` (wall time
-        spent computing them, summed over the threads), ``fm_threads``
-        (threads that used a feature-major copy), ``capacity`` (slices
-        a thread's cache holds), ``max_delay`` (the delay bound used),
+        (kernel slices computed or extended, all threads),
+        ``slice_seconds`` (wall time spent computing them, summed over the
+        threads), ``fm_threads`` (threads that used a feature-major copy),
+        ``capacity`` (full-length slices a thread's budget holds; more
+        while variables are shrunk), ``page_doubles`` (the caches' page
+        size), ``rebuilds`` (gradient rebuilds of the shrinking, all
+        threads), ``active_sum`` (active variables of the stepping thread
+        at every update, summed: divided by ``n_updates`` the mean active
+        set), ``max_delay`` (the delay bound used),
         ``forced_steps`` (steps taken while the team had stalled) and
         ``collapsed`` (True when the team handed the solve to one thread)
         and ``collapse_reason`` (None; ``'waits'``: its threads kept
@@ -304,7 +317,8 @@ def asygcd_fit(X, y, C, *, sample_weight=None, kernel="rbf", gamma="scale",
             shrinking=bool(shrinking),
             shift=shift,
             feature_major=bool(feature_major),
-            return_stats=bool(return_stats))
+            return_stats=bool(return_stats),
+            page_doubles=int(page_size or 0))
         intercept = float(shift * np.dot(ak, yk))
     alpha = np.zeros(X.shape[0])
     alpha[keep] = ak
