@@ -21,8 +21,8 @@ dual is the lowest objective seen in any run of it.
 Printed, with PASS/MISS for the goals of the native-solver issue:
 
 * Asy-GCD on 2 threads against 1 thread, time to converge (the defaults on
-  both; and against the faster-on-ijcnn1 ``shrinking=True`` on 1 thread) --
-  goal >= 1.8x;
+  both, shrinking included; and against the faster of the two 1-thread
+  settings, with and without shrinking) -- goal >= 1.8x;
 * Asy-GCD against PSCD (2 threads): time to a dual objective within 1e-3
   relative of f* (Figure 4.3) -- goal >= 2x;
 * time to reach the reference's final test accuracy minus 0.1 points, for
@@ -225,7 +225,7 @@ def main(argv=None):
         print(f"\n[{name}] converged fits", flush=True)
         for label, make in [("Asy-GCD 1 thread", agcd(1)),
                             ("Asy-GCD 2 threads", agcd(2)),
-                            ("Asy-GCD 1 thread, shrinking", agcd(1, shrinking=True)),
+                            ("Asy-GCD 1 thread, shrinking=False", agcd(1, shrinking=False)),
                             ("Asy-GCD 2 threads (again)", agcd(2)),
                             ("Asy-GCD 2 threads, fit_intercept", agcd(2, fit_intercept=True))]:
             print(f"   {label}", flush=True)
@@ -278,11 +278,12 @@ def main(argv=None):
                        "SMO steps. fit_intercept solves K + 1 (another objective).")
         t2 = [runs["Asy-GCD 2 threads"]["t"], runs["Asy-GCD 2 threads (again)"]["t"]]
         s_same = runs["Asy-GCD 1 thread"]["t"] / max(t2)
-        s_shr = runs["Asy-GCD 1 thread, shrinking"]["t"] / max(t2)
+        s_best = min(runs["Asy-GCD 1 thread"]["t"],
+                     runs["Asy-GCD 1 thread, shrinking=False"]["t"]) / max(t2)
         goals.append([f"{name}: 2 vs 1 thread (defaults; slower of two 2-thread runs)",
                       ">= 1.8x", f"{s_same:.2f}x", common.pass_miss(s_same >= 1.8)])
-        goals.append([f"{name}: 2 threads vs 1 thread with shrinking", ">= 1.8x",
-                      f"{s_shr:.2f}x", common.pass_miss(s_shr >= 1.8)])
+        goals.append([f"{name}: 2 threads vs the faster 1-thread setting (shrinking or not)",
+                      ">= 1.8x", f"{s_best:.2f}x", common.pass_miss(s_best >= 1.8)])
         t_g = first_time(series["Asy-GCD 2 threads"], near)
         t_p = first_time(series["PSCD 2 threads"], near)
         last = series["PSCD 2 threads"][-1]["t"]

@@ -486,16 +486,17 @@ def asygcd(args, tables, goals):
                 svc, t_svc = common.timed(SVC(C=C, gamma=gamma, tol=TOL, cache_size=cs).fit,
                                           Xs, y_pm)
             acc_svc = svc.score(Xt, yt_pm)
-            for shrinking in (False, True):
+            for shrinking in (True, False):  # the default, then the printed algorithm
                 est = AsyGCDSVC(C=C, gamma=gamma, tol=TOL, cache_size=cs, n_threads=2,
                                 fit_intercept=True, shrinking=shrinking, random_state=0)
                 _, t = common.timed(est.fit, X, y_pm)
                 acc = est.score(Xt, yt_pm)
-                rows.append((name, cs, f"AsyGCDSVC 2 thr{', shrinking' if shrinking else ''}",
+                rows.append((name, cs,
+                             f"AsyGCDSVC 2 thr{'' if shrinking else ', shrinking=False'}",
                              f"{t:.2f}", f"{t_svc:.2f}", f"{t / t_svc:.2f}x",
                              f"{100 * acc:.2f}%", f"{100 * acc_svc:.2f}%"))
                 print(rows[-1], flush=True)
-                if not shrinking:
+                if shrinking:
                     goals.append((f"{name}, cache {cs} MB: AsyGCDSVC 2 thr (intercept) vs SVC",
                                   f"{t / t_svc:.2f}x", f"{100 * (acc - acc_svc):+.3f}", "",
                                   common.pass_miss(t < t_svc and acc >= acc_svc - 5e-4)))

@@ -130,7 +130,8 @@
  *   - a thread shrinks every 1000 steps it APPLIES (the others' included),
  *     not only its own: a thread whose block is nearly optimal steps
  *     rarely and otherwise applied every step of the others to all its
- *     variables;
+ *     variables; the interval doubles after each of its rebuilds (on a9a
+ *     two threads otherwise rebuilt 15 times each);
  *   - a thread whose active set is optimal waits, applying the others'
  *     steps to its active set, until every thread is optimal on its own,
  *     and only then rebuilds (besides LIBSVM's one early rebuild at 10 tol):
@@ -138,8 +139,9 @@
  *     thread on ijcnn1, each a pass over the support vectors' slices;
  *   - a rebuild counts as progress for the delay bound (ck_agcd_beat, as a
  *     slice computation does): the peer waiting for this thread's cursor
- *     polls on instead of sleeping towards deviation 4's collapse (without
- *     it the team collapsed to one thread in every ijcnn1 fit);
+ *     polls on instead of sleeping towards deviation 4's collapse (a
+ *     rebuild takes ~0.1 s on ijcnn1; while threads rebuilt at full length
+ *     and shrank only after their own steps, every ijcnn1 fit collapsed);
  * and LIBSVM's G_bar makes a rebuild cost the free support vectors'
  * slices only (a9a, C = 1: 844 of 11,572 support vectors are free).
  * Measured (benchmarks/README.md): ijcnn1 2 threads 2-4x faster than
@@ -426,28 +428,21 @@ static void ck_agcd_axpy(int64_t lo, int64_t hi, double delta, ck_col q,
     }
 }
 
-#define CK_AGCD_SWAP(T, x, y)                                               \
-    do {                                                                   \
-        T ck_t_ = (x);                                                     \
-        (x) = (y);                                                         \
-        (y) = ck_t_;                                                       \
-    } while (0)
-
 /* Positions a < b exchange their variables (the cached slices' entries are
  * swapped at the end of the shrink, ck_qcache_apply_swaps). */
 static void ck_agcd_swap(ck_agcd_worker *w, int64_t a, int64_t b)
 {
-    CK_AGCD_SWAP(int64_t, w->rows[a], w->rows[b]);
-    CK_AGCD_SWAP(double, w->ry[a], w->ry[b]);
-    CK_AGCD_SWAP(double, w->rsq[a], w->rsq[b]);
-    CK_AGCD_SWAP(double, w->a[a], w->a[b]);
-    CK_AGCD_SWAP(double, w->u[a], w->u[b]);
-    CK_AGCD_SWAP(double, w->qd[a], w->qd[b]);
-    CK_AGCD_SWAP(double, w->g[a], w->g[b]);
+    CK_SWAP(int64_t, w->rows[a], w->rows[b]);
+    CK_SWAP(double, w->ry[a], w->ry[b]);
+    CK_SWAP(double, w->rsq[a], w->rsq[b]);
+    CK_SWAP(double, w->a[a], w->a[b]);
+    CK_SWAP(double, w->u[a], w->u[b]);
+    CK_SWAP(double, w->qd[a], w->qd[b]);
+    CK_SWAP(double, w->g[a], w->g[b]);
     if (w->gbar != NULL)
-        CK_AGCD_SWAP(double, w->gbar[a], w->gbar[b]);
-    CK_AGCD_SWAP(double, w->s1[a], w->s1[b]);
-    CK_AGCD_SWAP(double, w->s2[a], w->s2[b]);
+        CK_SWAP(double, w->gbar[a], w->gbar[b]);
+    CK_SWAP(double, w->s1[a], w->s1[b]);
+    CK_SWAP(double, w->s2[a], w->s2[b]);
     ck_fmajor_swap(&w->fm, a, b);
     w->pairs[2 * w->n_pairs] = a;
     w->pairs[2 * w->n_pairs + 1] = b;

@@ -90,7 +90,7 @@ ck_status ck_q_row(const ck_matrix *X, const ck_kparams *kp, int64_t i,
  * A feature-major copy of the rows `rows[0 .. m)` of X:
  *     xt[k * m + j] = X[rows[j], k]     (zeros included, m * n_cols doubles).
  * With it, a row of Q restricted to those rows is a sum of n_nonzero(x_i)
- * contiguous axpys (ck_q_row_fmajor) instead of m scattered dot products:
+ * contiguous axpys (ck_q_range_fmajor) instead of m scattered dot products:
  * vectorised, and on sparse data it reads the copy's rows of x_i's features
  * only.  Bit for bit equal to ck_q_row (same products, same order; the
  * products it skips or adds are exact zeros).
@@ -119,11 +119,13 @@ static inline int ck_fmajor_built(const ck_fmajor *f)
 }
 void ck_fmajor_free(ck_fmajor *f);
 
-/* ck_q_row for the rows of the copy f (len = f->m), no scratch needed. */
-ck_status ck_q_row_fmajor(const ck_matrix *X, const ck_fmajor *f,
-                          const ck_kparams *kp, int64_t i, double yi,
-                          double sqi, const double *row_y,
-                          const double *row_sq, double *out);
+/* Exchange two lvalues of type T (the solvers' swaps of two positions) */
+#define CK_SWAP(T, a, b)                                                   \
+    do {                                                                   \
+        T ck_t_ = (a);                                                     \
+        (a) = (b);                                                         \
+        (b) = ck_t_;                                                       \
+    } while (0)
 
 /* Paged arrays (the SMO's column cache): entry k (k >= base) at
  * pages[r >> shift][r & (2^shift - 1)], r = k - base; a contiguous array is

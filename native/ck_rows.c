@@ -457,15 +457,6 @@ static void ck_fmajor_chunk(const ck_matrix *X, const ck_fmajor *f,
 /* the output in pieces that stay in L1 while x_i's features stream by */
 #define CK_FMAJOR_CHUNK 2048
 
-ck_status ck_q_row_fmajor(const ck_matrix *X, const ck_fmajor *f,
-                          const ck_kparams *kp, int64_t i, double yi,
-                          double sqi, const double *row_y,
-                          const double *row_sq, double *out)
-{
-    return ck_q_range_fmajor(X, f, kp, i, yi, sqi, row_y, row_sq, 0, f->m,
-                             &out, CK_ONE_PAGE, 0);
-}
-
 ck_status ck_q_range_fmajor(const ck_matrix *X, const ck_fmajor *f,
                             const ck_kparams *kp, int64_t i, double yi,
                             double sqi, const double *row_y,

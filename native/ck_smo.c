@@ -411,8 +411,6 @@ typedef struct {
     ck_team team;
 } ck_smo_state;
 
-#define CK_SWAP(T, a, b) do { T ck_t_ = (a); (a) = (b); (b) = ck_t_; } while (0)
-
 static void ck_smo_swap(ck_smo_state *s, int64_t a, int64_t b)
 {
     if (a == b)
