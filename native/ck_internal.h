@@ -392,6 +392,7 @@ typedef struct {
     int64_t *slot_np;   /* slot -> pages held                           */
     int64_t *slot_col;  /* slot -> column index, -1 when free           */
     int64_t *slot_len;  /* slot -> number of valid leading entries      */
+    int64_t n_slots;    /* slots: min(n, n_pages + 2)                   */
     int64_t *col_slot;  /* column -> slot, -1 when not cached           */
     int full;           /* the pool holds all n columns at full length: */
                         /* give each its full length at once            */

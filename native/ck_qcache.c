@@ -34,8 +34,9 @@
  * kernel columns' axpys; the SMO team's pieces cut across pages freely).
  * SMO fits take about the time they took with one allocation per column
  * (0.75-1.07x: ijcnn1, a9a, covtype_5000 at 100-2,000 MB).  Every column
- * has at most one slot, so there are n slots; a slot is free (slot_col -1,
- * no pages, outside the LRU list) or holds one column.
+ * has at most one slot, and a column in use at least one page, so there
+ * are min(n, pages + 2) slots; a slot is free (slot_col -1, no pages,
+ * outside the LRU list) or holds one column.
  */
 #include "ck_internal.h"
 
@@ -74,7 +75,7 @@ void ck_qcache_free(ck_qcache *c)
 {
     int64_t s;
     if (c->slot_pg != NULL) {
-        for (s = 0; s < c->n; ++s)
+        for (s = 0; s < c->n_slots; ++s)
             free(c->slot_pg[s]);
     }
     if (c->blocks != NULL) {
@@ -146,30 +147,36 @@ ck_status ck_qcache_init(ck_qcache *c, int64_t n, int64_t len, int64_t budget,
         if (c->per_block < 1)
             c->per_block = 1;
     }
+    /* a column in use holds a page at least (a slot without pages is taken
+     * only for an empty column, and then reclaimed by ck_qcache_get), so
+     * slots beyond the pool's pages would never be used: the slot tables
+     * take min(n, pages) entries, not n for every thread's cache */
+    c->n_slots = c->n_pages + 2 < n ? c->n_pages + 2 : n;
     c->n_made = c->n_blocks = c->n_free_pages = 0;
     c->blocks = (double **)malloc(
         (size_t)((c->n_pages + c->per_block - 1) / c->per_block) *
         sizeof(double *));
     c->free_pages = (double **)malloc((size_t)c->n_pages * sizeof(double *));
-    c->slot_pg = (double ***)calloc((size_t)n, sizeof(double **));
-    c->slot_np = (int64_t *)calloc((size_t)n, sizeof(int64_t));
-    c->slot_col = (int64_t *)malloc((size_t)n * sizeof(int64_t));
-    c->slot_len = (int64_t *)calloc((size_t)n, sizeof(int64_t));
+    c->slot_pg = (double ***)calloc((size_t)c->n_slots, sizeof(double **));
+    c->slot_np = (int64_t *)calloc((size_t)c->n_slots, sizeof(int64_t));
+    c->slot_col = (int64_t *)malloc((size_t)c->n_slots * sizeof(int64_t));
+    c->slot_len = (int64_t *)calloc((size_t)c->n_slots, sizeof(int64_t));
     c->col_slot = (int64_t *)malloc((size_t)n * sizeof(int64_t));
-    c->free_slots = (int64_t *)malloc((size_t)n * sizeof(int64_t));
-    if (ck_lru_init(&c->lru, n) != CK_OK || c->blocks == NULL ||
+    c->free_slots = (int64_t *)malloc((size_t)c->n_slots * sizeof(int64_t));
+    if (ck_lru_init(&c->lru, c->n_slots) != CK_OK || c->blocks == NULL ||
         c->free_pages == NULL || c->slot_pg == NULL || c->slot_np == NULL ||
         c->slot_col == NULL || c->slot_len == NULL || c->col_slot == NULL ||
         c->free_slots == NULL) {
         ck_qcache_free(c);
         return CK_ERR_NOMEM;
     }
-    for (i = 0; i < n; ++i) {
+    for (i = 0; i < n; ++i)
         c->col_slot[i] = -1;
+    for (i = 0; i < c->n_slots; ++i) {
         c->slot_col[i] = -1;
-        c->free_slots[i] = n - 1 - i; /* slot 0 on top */
+        c->free_slots[i] = c->n_slots - 1 - i; /* slot 0 on top */
     }
-    c->n_free = n;
+    c->n_free = c->n_slots;
     return CK_OK;
 }
 
@@ -308,8 +315,16 @@ ck_status ck_qcache_get(ck_qcache *c, int64_t i, int64_t len, ck_col *out)
         *out = c->slot_pg[s];
         return CK_OK;
     }
-    if (c->n_free == 0)
-        return CK_ERR_INTERNAL; /* n slots for n columns */
+    if (c->n_free == 0) {
+        /* every slot in use: some hold empty columns (no pages); reclaim
+         * the least recently used one other than `keep` */
+        int64_t t = c->lru.tail;
+        while (t >= 0 && t == keep)
+            t = c->lru.prev[t];
+        if (t < 0)
+            return CK_ERR_INTERNAL;
+        ck_qcache_drop(c, t);
+    }
     s = c->free_slots[--c->n_free];
     c->slot_col[s] = i;
     c->slot_len[s] = 0;
@@ -360,7 +375,7 @@ void ck_qcache_apply_swaps(ck_qcache *c, const int64_t *pairs,
 {
     const int shift = c->shift;
     int64_t s, p;
-    for (s = 0; s < c->n; ++s) {
+    for (s = 0; s < c->n_slots; ++s) {
         const int64_t len = c->slot_len[s];
         if (c->slot_col[s] < 0)
             continue;

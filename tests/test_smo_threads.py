@@ -52,7 +52,8 @@ def test_threads_warm_start_weights_and_max_iter(smo_problem, assert_same_soluti
     X, y = smo_problem()
     w = np.random.RandomState(0).uniform(0.2, 2.0, size=y.size)
     ref = smo_fit(X, y, 3.0, gamma=0.5, sample_weight=w)
-    start = smo_fit(X, y, 3.0, gamma=0.5, sample_weight=w, max_iter=300)
+    with pytest.warns(Warning, match="did not converge"):
+        start = smo_fit(X, y, 3.0, gamma=0.5, sample_weight=w, max_iter=300)
     kw = dict(gamma=0.5, sample_weight=w, min_parallel_work=1, collapse_at=-1)
     for n_threads in (1, 2):
         warm = smo_fit(X, y, 2.0, alpha0=start["alpha"] * (2.0 / 3.0), n_threads=n_threads,
