@@ -471,14 +471,17 @@ def profile(args, tables):
 
 
 def asygcd(args, tables, goals):
-    """Full ``AsyGCDSVC(fit_intercept=True)`` fits on 2 threads against ``SVC`` on one core
-    (and the SMO on 2 threads), ijcnn1 and a9a, cache 200 and 2,000 MB, one fit each."""
+    """Full ``AsyGCDSVC(fit_intercept=True, n_threads=2)`` fits, with and without shrinking,
+    against ``SVC`` on one core (and the SMO on 2 threads), ijcnn1, a9a and covtype_5000
+    (one thread there: the size rule), cache 200 and 2,000 MB, one fit each."""
     from cakernels import AsyGCDSVC
+    from cakernels._solvers.asygcd import team_size
 
     rows = []
     for name, X, y, Xt, yt, C, gamma in _datasets(common.data_home(args.data_home), args.quick):
-        if name == "covtype_5000":
-            continue
+        # covtype_5000 (4,858 rows) runs on one thread by the size rule (5,000 rows per
+        # thread): a check of the shrinking default there, not of the 2-thread goal
+        team = team_size(X.shape[0], 2)
         y_pm, yt_pm = np.where(y > 0, 1.0, -1.0), np.where(yt > 0, 1.0, -1.0)
         Xs = common.libsvm_csr(X)  # scikit-learn's SVC: 32-bit CSR indices
         for cs in (200, 2000):
@@ -492,11 +495,11 @@ def asygcd(args, tables, goals):
                 _, t = common.timed(est.fit, X, y_pm)
                 acc = est.score(Xt, yt_pm)
                 rows.append((name, cs,
-                             f"AsyGCDSVC 2 thr{'' if shrinking else ', shrinking=False'}",
+                             f"AsyGCDSVC {team} thr{'' if shrinking else ', shrinking=False'}",
                              f"{t:.2f}", f"{t_svc:.2f}", f"{t / t_svc:.2f}x",
                              f"{100 * acc:.2f}%", f"{100 * acc_svc:.2f}%"))
                 print(rows[-1], flush=True)
-                if shrinking:
+                if shrinking and team == 2:
                     goals.append((f"{name}, cache {cs} MB: AsyGCDSVC 2 thr (intercept) vs SVC",
                                   f"{t / t_svc:.2f}x", f"{100 * (acc - acc_svc):+.3f}", "",
                                   common.pass_miss(t < t_svc and acc >= acc_svc - 5e-4)))

@@ -75,8 +75,9 @@ class AsyGCDSVC(ClassifierMixin, BaseEstimator):
         kernel slices cached at the active length, and the dropped
         gradient entries rebuilt with LIBSVM's G_bar before the final test).
         Measured (``benchmarks/README.md``): full fits on ijcnn1 2-4x
-        faster, on a9a about the same (1.1-1.3x slower on subsets of
-        3,000-10,000 rows). False runs Algorithms 13/14 as printed.
+        faster, on covtype_5000 1.3x faster; on a9a 0.8-1.8x the time (two
+        threads whose rebuilds keep finding violators on its coupled
+        kernel). False runs Algorithms 13/14 as printed.
     fit_intercept : bool, default=False
         Add a regularised intercept, as LIBLINEAR does: the kernel becomes
         ``K(x, x') + intercept_scaling**2`` (the inputs extended by a
