@@ -702,8 +702,9 @@ X = rng.standard_normal((n, 3))
 y = np.where(rng.random(n) < 0.5, -1.0, 1.0)
 results = []
 for cache_mb in (2100.0, 50.0):
-    # a warm start with every alpha nonzero needs all 16,000 columns of
-    # 16,000 doubles (2.05 GB, beyond the 1.5 GB address-space limit) at once
+    # a warm start with every alpha nonzero computes all 16,000 columns of
+    # 16,000 doubles, which the 2,100 MB budget would keep: 2.05 GB, beyond
+    # the 1.5 GB address-space limit
     alpha = np.full(n, 0.5)
     obj, n_upd, conv, grad = nat.asygcd_solve(
         X, y, np.ones(n), np.zeros(n, dtype=np.int64), alpha, 1, 1.0, 0.0, 3.0, 1,
