@@ -686,7 +686,6 @@ static void ck_agcd_collapse(ck_agcd_shared *sh, int reason)
  * more than CK_AGCD_COLLAPSE_SHARE of the solve collapses the team
  * (deviation 4); an idle thread's sleep is not counted (on a quiet machine
  * a thread whose variables are optimal may idle for long). */
-static int64_t ck_agcd_min_cursor(ck_agcd_shared *sh);
 static void ck_agcd_backoff(ck_agcd_shared *sh, ck_agcd_worker *w,
                             int64_t *polls, int blocked)
 {
@@ -713,9 +712,8 @@ static void ck_agcd_backoff(ck_agcd_shared *sh, ck_agcd_worker *w,
             return;
         w->blocked += t;
         if (w->blocked > CK_AGCD_COLLAPSE_MIN_S &&
-            w->blocked > CK_AGCD_COLLAPSE_SHARE * (ck_wtime() - sh->t0)) {
+            w->blocked > CK_AGCD_COLLAPSE_SHARE * (ck_wtime() - sh->t0))
             ck_agcd_collapse(sh, CK_AGCD_COLLAPSE_WAITS);
-        }
     }
 #else
     (void)w;
@@ -934,10 +932,11 @@ static void ck_agcd_run(ck_agcd_shared *sh, ck_agcd_worker *w,
              * variables says the shrinking was too eager; without it two
              * threads on a9a (C = 1, gamma = 0.05, a strongly coupled
              * kernel) rebuilt 15 times each and took 1.4-2x the updates
-             * of no shrinking (5-6 rebuilds with it, the same updates).  Threshold: the largest violation of the whole
-             * team, so that a thread whose own block is nearly optimal
-             * does not drop variables that the others' steps will move.
-             * Positions move: scan again. */
+             * of no shrinking (5-6 rebuilds with it, the same updates).
+             * Threshold: the largest violation of the whole team, so that
+             * a thread whose own block is nearly optimal does not drop
+             * variables that the others' steps will move.  Positions
+             * move: scan again. */
             const double M = ck_agcd_team_viol(sh, best);
             w->since_shrink = 0;
             if (M > tol) {
@@ -1000,9 +999,9 @@ static void ck_agcd_run(ck_agcd_shared *sh, ck_agcd_worker *w,
                 }
                 j = best_j;
             } else {
-                const int64_t k = (int64_t)(ck_agcd_xorshift(&w->rng) %
+                /* the active variables are the prefix [0, na) */
+                const int64_t t = (int64_t)(ck_agcd_xorshift(&w->rng) %
                                             (uint64_t)w->na);
-                const int64_t t = k;
                 if (fabs(ck_agcd_pg(w->a[t], w->g[t], w->u[t])) > tol)
                     j = t;
             }

@@ -377,9 +377,8 @@ typedef struct {
     ck_qcache_fill_fn fill; /* the owner computes the entries            */
     void *ctx;
     int64_t n;          /* columns (keys 0 .. n-1), and slots            */
-    int64_t len;        /* entries of a full column                      */
     int shift;          /* entry k on page k >> shift                    */
-    int64_t page;       /* doubles of a page: 2^shift, or len when full  */
+    int64_t page;       /* doubles of a page: 2^shift, or a full column */
     int64_t per_col;    /* pages of a full column                        */
     int64_t n_pages;    /* the pool's size in pages                      */
     int64_t n_made;     /* pages allocated so far (in blocks)            */

@@ -115,7 +115,6 @@ ck_status ck_qcache_init(ck_qcache *c, int64_t n, int64_t len, int64_t budget,
     double pages;
     memset(c, 0, sizeof *c);
     c->n = n;
-    c->len = len;
     c->fill = fill;
     c->ctx = ctx;
     if (page <= 0 && (double)budget >= (double)n * (double)len) {
