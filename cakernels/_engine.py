@@ -28,6 +28,7 @@ are routed to their nearest centre locally, the rank owning the partition
 predicts, and the results return to their rows.
 """
 
+import contextlib
 import hashlib
 import numbers
 import pickle
@@ -38,8 +39,15 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from ._kernels import check_magnitude
-from .backends import BACKEND_NAMES, Backend, SerialBackend, get_backend, lpt_placement
+from ._kernels import MIN_BLOCK_ROWS, check_magnitude
+from .backends import (
+    BACKEND_NAMES,
+    Backend,
+    SerialBackend,
+    blas_limits,
+    get_backend,
+    lpt_placement,
+)
 from .backends._comm import (
     CollectiveError,
     comm_report,
@@ -686,13 +694,21 @@ class PartitionedEstimator(BaseEstimator):
             comm = backend.comm
         return MPIBackend(comm=comm, sharded=True).session()
 
-    def _local_session(self):
-        """The session of a local prediction: the threads backend's pool, else one
-        worker (under MPI every rank predicts its own rows)."""
+    @contextlib.contextmanager
+    def _local_session(self, n_rows):
+        """The session of a local prediction of ``n_rows`` rows: the threads
+        backend's pool, else one worker (under MPI every rank predicts its own
+        rows). BLAS runs one thread for its length: the kernels share their row
+        blocks among the session's threads themselves
+        (:func:`~cakernels._kernels.kernel_dot`), and OpenBLAS threads left
+        spinning by a multi-threaded product (routing, say) would slow them
+        down several times on a machine with few cores. Fewer rows than a
+        shared block are computed in one piece: BLAS is left alone then."""
         backend = self._backend()
-        if backend.name == "threads":
-            return backend.session()
-        return SerialBackend().session()
+        session = backend.session() if backend.name == "threads" else SerialBackend().session()
+        small = n_rows < 2 * MIN_BLOCK_ROWS
+        with session as s, contextlib.nullcontext() if small else blas_limits(1):
+            yield s
 
     def _n_voters(self):
         """Models that predict every test row: 1 (the nearest centre's, Algorithm
@@ -710,15 +726,15 @@ class PartitionedEstimator(BaseEstimator):
         if k > 1:
             return self._apply_voted(X, make_local, out, session, k)
         if session is not None and session.size > 1:
-            with session:
+            with session, blas_limits(1):
                 labels = self.partitioner_.assign(X) if X.shape[0] else np.zeros(0, np.intp)
                 vals = self._apply_routed_sharded(session, X, np.arange(X.shape[0]), labels,
                                                   make_local(session.threads),
                                                   out.shape[1:], encode)
                 out[:] = vals if encode is None else self._decode(vals)
                 return out
-        groups = self._route(X)
-        with self._local_session() as s:
+        with self._local_session(X.shape[0]) as s:
+            groups = self._route(X)
             local = make_local(s.threads)
             results = s.map(lambda item: local(self.estimators_[item[0]], X[item[1]]), groups,
                             "predict partitions")
@@ -739,7 +755,7 @@ class PartitionedEstimator(BaseEstimator):
         rows = np.repeat(np.arange(n), k)
         parts = order.ravel()
         if session is not None and session.size > 1:
-            with session:
+            with session, blas_limits(1):
                 vals = self._apply_routed_sharded(session, X, rows, parts,
                                                   make_local(session.threads), out.shape[1:],
                                                   None)
@@ -747,7 +763,7 @@ class PartitionedEstimator(BaseEstimator):
             vals = np.empty((rows.size,) + out.shape[1:])
             groups = [(j, idx) for j, idx in enumerate(_group_by(parts, len(self.estimators_)))
                       if idx.size]
-            with self._local_session() as s:
+            with self._local_session(rows.size) as s:
                 local = make_local(s.threads)
                 results = s.map(
                     lambda item: local(self.estimators_[item[0]], X[rows[item[1]]]), groups,

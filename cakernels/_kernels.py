@@ -22,12 +22,21 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import _native
+from .backends._pool import row_blocks, run_blocks
 
 KERNELS = ("rbf", "linear", "poly", "sigmoid")
 _KIND = {"linear": 0, "rbf": 1, "poly": 2, "sigmoid": 3}
 
 #: default byte budget for one temporary kernel block (64 MiB)
 BLOCK_BYTES = 64 * 2**20
+#: kernel blocks of fewer entries are computed in one piece (see kernel_block)
+PARALLEL_ENTRIES = 2**16
+#: entries of one row block of a larger kernel block (512 KiB) ...
+BLOCK_ENTRIES = 2**16
+#: ... and its fewest rows
+MIN_BLOCK_ROWS = 64
+#: a sparse right operand of a product may be copied dense up to this size
+DENSE_RIGHT_BYTES = 64 * 2**20
 
 
 def sigma_to_gamma(sigma):
@@ -115,11 +124,43 @@ def check_kernel_diagonal(sq_norms, kernel, gamma, degree, coef0):
 
 def _gram(X, Y):
     """``X @ Y.T`` as a C-contiguous float64 ndarray (dense or CSR operands)."""
-    if sp.issparse(X) or sp.issparse(Y):
-        G = X @ Y.T
-        G = G.toarray() if sp.issparse(G) else np.asarray(G)
-    else:
-        G = X @ Y.T
+    return _gram_t(X, _right_operand(X, Y))
+
+
+def _right_operand(X, Y):
+    """``Y.T``, prepared for the products ``X[rows] @ Y.T``.
+
+    Both sparse: SciPy's sparse-sparse product builds a sparse result that is
+    mostly filled when the rows share features (a9a's 123 features at 11%:
+    1,000 x 886 rows 17 ms, then a dense copy), while CSR times a dense
+    ``Y.T`` writes dense rows directly (2.3 ms there). The dense copy is taken
+    when that is cheaper by a cost model measured on both products (the
+    sparse product pays per multiply-add and per non-zero of its result, the
+    dense one per non-zero of ``X`` and row of ``Y``) and the copy takes at
+    most ``DENSE_RIGHT_BYTES``. Every product adds the same terms in the same
+    order either way, so the values are the same.
+    """
+    if not (sp.issparse(X) and sp.issparse(Y)):
+        return Y.T
+    n_x, d = X.shape
+    n_y = Y.shape[0]
+    if n_x == 0 or n_y == 0 or d == 0 or 8 * n_y * d > DENSE_RIGHT_BYTES:
+        return Y.T
+    rho_x, rho_y = X.nnz / (n_x * d), Y.nnz / (n_y * d)
+    row_nnz = max(X.nnz / n_x, 1.0)
+    filled = -np.expm1(-d * rho_x * rho_y)  # expected fraction of non-zeros of X @ Y.T
+    # ns per (non-zero of X) x (row of Y): dense 0.25; sparse 2.5 per multiply-add
+    # (a fraction rho_y of them) and 18 per non-zero of its result
+    if 2.5 * rho_y + 18.0 * filled / row_nnz > 0.25:
+        return np.ascontiguousarray(Y.toarray().T, dtype=np.float64)
+    return Y.T
+
+
+def _gram_t(X, Yt):
+    """``X @ Yt`` as a C-contiguous float64 ndarray (``Yt`` from :func:`_right_operand`)."""
+    G = X @ Yt
+    if sp.issparse(G):
+        G = G.toarray()
     return np.ascontiguousarray(G, dtype=np.float64)
 
 
@@ -137,8 +178,12 @@ def kernel_block(X, Y, *, kernel="rbf", gamma=1.0, degree=3, coef0=0.0,
     X_sq_norms, Y_sq_norms : ndarray, default=None
         Precomputed squared row norms (RBF only); computed when omitted.
     n_threads : int, default=1
-        OpenMP threads for the element-wise transform (the product itself
-        uses whatever BLAS threads are allowed).
+        Threads. A block of at least ``PARALLEL_ENTRIES`` entries is computed
+        in row blocks that depend only on its shape, each by one thread with
+        BLAS limited to one thread, on up to ``n_threads`` threads
+        (:func:`cakernels.backends._pool.run_blocks`): the values do not
+        depend on ``n_threads``. A smaller block is one product (BLAS's own
+        threads) and a one-thread transform.
 
     Returns
     -------
@@ -146,18 +191,48 @@ def kernel_block(X, Y, *, kernel="rbf", gamma=1.0, degree=3, coef0=0.0,
     """
     if kernel not in _KIND:
         raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}")
-    G = _gram(X, Y)
-    if kernel == "linear":
-        return G
     xn = yn = None
     if kernel == "rbf":
         xn = row_sq_norms(X) if X_sq_norms is None else X_sq_norms
         yn = row_sq_norms(Y) if Y_sq_norms is None else Y_sq_norms
         xn = np.ascontiguousarray(xn, dtype=np.float64)
         yn = np.ascontiguousarray(yn, dtype=np.float64)
-    _native.kernel_from_gram(G, xn, yn, _KIND[kernel], float(gamma), float(coef0),
-                             float(degree), int(n_threads))
+    n_x, n_y = X.shape[0], Y.shape[0]
+    Yt = _right_operand(X, Y)
+    blocks = _shared_blocks(n_x, n_y)
+    if blocks is None:
+        return _kernel_rows(X, Yt, xn, yn, kernel, gamma, degree, coef0)
+    K = np.empty((n_x, n_y), dtype=np.float64)
+
+    def fill(start, stop):
+        K[start:stop] = _kernel_rows(X[start:stop], Yt, None if xn is None else xn[start:stop],
+                                     yn, kernel, gamma, degree, coef0)
+
+    run_blocks(fill, blocks, n_threads)
+    return K
+
+
+def _kernel_rows(X, Yt, xn, yn, kernel, gamma, degree, coef0):
+    """``K(X, Y)`` on the calling thread, ``Yt`` from :func:`_right_operand`
+    (norms given for 'rbf')."""
+    G = _gram_t(X, Yt)
+    if kernel != "linear":
+        _native.kernel_from_gram(G, xn, yn, _KIND[kernel], float(gamma), float(coef0),
+                                 float(degree), 1)
     return G
+
+
+def _shared_blocks(n_x, n_y, block_bytes=BLOCK_BYTES):
+    """The row blocks of a kernel block of ``n_x`` x ``n_y`` entries that
+    :func:`run_blocks` shares among threads, or None for a block too small to
+    share. They depend on the shape only (never on a thread count), so that
+    the values do not either: BLAS's results depend on how rows are blocked."""
+    if n_x < 2 * MIN_BLOCK_ROWS or n_x * n_y < PARALLEL_ENTRIES:
+        return None
+    rows = max(MIN_BLOCK_ROWS, BLOCK_ENTRIES // max(n_y, 1))
+    # at most 1/16 of the byte budget per block: up to 16 threads stay within it
+    rows = min(rows, block_rows(n_y, block_bytes // 16))
+    return row_blocks(n_x, rows)
 
 
 def block_rows(n_cols, block_bytes=BLOCK_BYTES):
@@ -165,24 +240,64 @@ def block_rows(n_cols, block_bytes=BLOCK_BYTES):
     return int(max(1, block_bytes // (8 * max(int(n_cols), 1))))
 
 
-def kernel_dot(X, Y, coef, *, block_bytes=BLOCK_BYTES, Y_sq_norms=None, **kernel_params):
+def kernel_dot(X, Y, coef, *, kernel="rbf", gamma=1.0, degree=3, coef0=0.0,
+               block_bytes=BLOCK_BYTES, Y_sq_norms=None, n_threads=1):
     """Compute ``K(X, Y) @ coef`` without forming ``K(X, Y)`` at once.
 
     Rows of ``X`` are processed in blocks so that each temporary kernel block
-    stays under ``block_bytes``.
+    stays under ``block_bytes`` (a sixteenth of it when the work is shared
+    among ``n_threads`` threads, each computing a block's kernel and product on
+    one core, as :func:`kernel_block`; the values do not depend on
+    ``n_threads``).
+
+    Parameters
+    ----------
+    X : {ndarray, sparse matrix} of shape (n_x, n_features)
+    Y : {ndarray, sparse matrix} of shape (n_y, n_features)
+    coef : ndarray of shape (n_y,) or (n_y, k), or sparse matrix of shape (n_y, k)
+    kernel, gamma, degree, coef0
+        As in :func:`kernel_block`.
+    block_bytes : int, default=BLOCK_BYTES
+    Y_sq_norms : ndarray of shape (n_y,), default=None
+        ``row_sq_norms(Y)`` when already computed (RBF).
+    n_threads : int, default=1
 
     Returns
     -------
     out : ndarray of shape (n_x,) + coef.shape[1:]
     """
-    coef = np.asarray(coef, dtype=np.float64)
-    n_x = X.shape[0]
+    if kernel not in _KIND:
+        raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}")
+    sparse_coef = sp.issparse(coef)
+    coef = (sp.csr_matrix(coef, dtype=np.float64) if sparse_coef
+            else np.asarray(coef, dtype=np.float64))
+    n_x, n_y = X.shape[0], Y.shape[0]
+    xn = yn = None
+    if kernel == "rbf":
+        yn = np.ascontiguousarray(row_sq_norms(Y) if Y_sq_norms is None else Y_sq_norms,
+                                  dtype=np.float64)
+        xn = row_sq_norms(X)
+    Yt = _right_operand(X, Y)
+
+    def rows_dot(start, stop):
+        K = _kernel_rows(X[start:stop], Yt, None if xn is None else xn[start:stop], yn,
+                         kernel, gamma, degree, coef0)
+        return (coef.T @ K.T).T if sparse_coef else K @ coef
+
+    blocks = _shared_blocks(n_x, n_y, block_bytes)
+    if blocks is None:  # small: one thread, BLAS as it is
+        step = block_rows(n_y, block_bytes)
+        if n_x <= step:
+            return np.asarray(rows_dot(0, n_x), dtype=np.float64)
+        blocks, n_threads = row_blocks(n_x, step), 0
     out = np.empty((n_x,) + coef.shape[1:], dtype=np.float64)
-    if kernel_params.get("kernel", "rbf") == "rbf" and Y_sq_norms is None:
-        Y_sq_norms = row_sq_norms(Y)
-    step = block_rows(Y.shape[0], block_bytes)
-    for start in range(0, n_x, step):
-        stop = min(start + step, n_x)
-        K = kernel_block(X[start:stop], Y, Y_sq_norms=Y_sq_norms, **kernel_params)
-        out[start:stop] = K @ coef
+
+    def one(start, stop):
+        out[start:stop] = rows_dot(start, stop)
+
+    if n_threads == 0:
+        for start, stop in blocks:
+            one(start, stop)
+    else:
+        run_blocks(one, blocks, n_threads)
     return out

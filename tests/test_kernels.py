@@ -1,11 +1,23 @@
-"""Kernel blocks against scikit-learn's pairwise kernels."""
+"""Kernel blocks against scikit-learn's pairwise kernels, and the row blocks
+they share among threads."""
+
+import threading
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 from sklearn.metrics.pairwise import pairwise_kernels
 
-from cakernels._kernels import block_rows, kernel_block, kernel_dot, resolve_gamma
+from cakernels._kernels import (
+    PARALLEL_ENTRIES,
+    block_rows,
+    kernel_block,
+    kernel_dot,
+    resolve_gamma,
+)
+from cakernels.backends import _pool as _pool_module
+from cakernels.backends import blas_limits
+from cakernels.backends._pool import row_blocks, run_blocks
 
 
 @pytest.fixture(scope="module")
@@ -63,3 +75,106 @@ def test_resolve_gamma_matches_svc():
         resolve_gamma("wide", X)
     with pytest.raises(ValueError):
         kernel_block(X, X, kernel="laplacian")
+
+
+# ----------------------------------------------------------------- shared row blocks
+@pytest.fixture(scope="module")
+def big_xy():
+    # above PARALLEL_ENTRIES: computed in row blocks shared among threads
+    rng = np.random.RandomState(3)
+    X, Y = rng.randn(700, 6), rng.randn(300, 6)
+    assert X.shape[0] * Y.shape[0] >= PARALLEL_ENTRIES
+    return X, Y
+
+
+@pytest.mark.parametrize("kernel,params", PARAMS)
+@pytest.mark.parametrize("sparse", [False, True])
+def test_shared_blocks_match_sklearn_and_not_the_thread_count(big_xy, kernel, params, sparse):
+    X, Y = big_xy
+    if sparse:
+        X, Y = sp.csr_matrix(np.where(np.abs(X) > 0.5, X, 0)), sp.csr_matrix(Y)
+    ref = pairwise_kernels(X, Y, metric=kernel, **params)
+    kp = {"kernel": kernel, "gamma": params.get("gamma", 1.0),
+          "degree": params.get("degree", 3), "coef0": params.get("coef0", 0.0)}
+    blocks = [kernel_block(X, Y, n_threads=t, **kp) for t in (1, 2, 3)]
+    np.testing.assert_allclose(blocks[0], ref, rtol=1e-12, atol=1e-12)
+    for other in blocks[1:]:
+        np.testing.assert_array_equal(other, blocks[0])
+    rng = np.random.RandomState(4)
+    for coef in (rng.randn(Y.shape[0]), rng.randn(Y.shape[0], 3),
+                 sp.random(Y.shape[0], 4, density=0.2, format="csr", random_state=5)):
+        dense = coef.toarray() if sp.issparse(coef) else coef
+        outs = [kernel_dot(X, Y, coef, n_threads=t, **kp) for t in (1, 2, 3)]
+        np.testing.assert_allclose(outs[0], ref @ dense, rtol=1e-10, atol=1e-10)
+        for other in outs[1:]:
+            np.testing.assert_array_equal(other, outs[0])
+        # a small byte budget: more, smaller blocks, the same values up to rounding
+        np.testing.assert_allclose(kernel_dot(X, Y, coef, n_threads=2, block_bytes=2**14,
+                                              **kp), outs[0], rtol=1e-12, atol=1e-12)
+
+
+def test_shared_blocks_leave_blas_and_the_input_as_they_were(big_xy):
+    X, Y = big_xy
+    X0, Y0 = X.copy(), Y.copy()
+    kernel_block(X, Y, gamma=0.1, n_threads=2)
+    kernel_dot(X, Y, np.ones(Y.shape[0]), gamma=0.1, n_threads=2)
+    assert blas_limits.current is None
+    np.testing.assert_array_equal(X, X0)
+    np.testing.assert_array_equal(Y, Y0)
+
+
+def test_run_blocks_reraises_and_stops():
+    done = []
+
+    def func(start, stop):
+        if start == 3:
+            raise ValueError("block 3")
+        done.append(start)
+
+    with pytest.raises(ValueError, match="block 3"):
+        run_blocks(func, row_blocks(100, 1), 2)
+    assert blas_limits.current is None
+    done.clear()
+    with pytest.raises(ValueError, match="block 3"):
+        run_blocks(func, row_blocks(100, 1), 1)
+    assert done == [0, 1, 2]
+
+
+def test_run_blocks_nested_and_concurrent_calls_finish():
+    # a block that runs blocks itself (on the shared pool, which is then busy),
+    # and several callers at once: every block runs exactly once, nobody waits
+    # for a pool worker that cannot start
+    counts = np.zeros(64, dtype=np.int64)
+    lock = threading.Lock()
+
+    def inner(start, stop):
+        with lock:
+            counts[start:stop] += 1
+
+    def outer(start, stop):
+        run_blocks(inner, row_blocks(64, 4), 3)
+
+    callers = [threading.Thread(target=run_blocks, args=(outer, row_blocks(8, 1), 2))
+               for _ in range(3)]
+    for t in callers:
+        t.start()
+    for t in callers:
+        t.join(timeout=60)
+    assert not any(t.is_alive() for t in callers)
+    np.testing.assert_array_equal(counts, 3 * 8)
+    assert blas_limits.current is None
+
+
+def test_run_blocks_after_fork_makes_a_new_pool(monkeypatch):
+    run_blocks(lambda a, b: None, row_blocks(4, 1), 2)
+    first = _pool_module._POOL["pool"]
+    # a forked child sees another pid: its inherited pool has no threads
+    monkeypatch.setitem(_pool_module._POOL, "pid", -1)
+    out = np.zeros(4)
+
+    def fill(start, stop):
+        out[start:stop] = 1
+
+    run_blocks(fill, row_blocks(4, 1), 2)
+    assert _pool_module._POOL["pool"] is not first
+    np.testing.assert_array_equal(out, 1)

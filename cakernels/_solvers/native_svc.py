@@ -18,6 +18,35 @@ from .._kernels import kernel_dot
 from .local import solve_binary_svm
 
 NATIVE_SOLVERS = ("smo", "asygcd", "pscd")
+#: a problem-by-support-vector coefficient matrix up to this size is kept dense
+_DENSE_COEF_ENTRIES = 2**20
+
+
+def _distinct_rows(blocks):
+    """The distinct rows of the stacked ``blocks`` (dense arrays or CSR
+    matrices with the same columns) and, for every stacked row, the index of
+    its distinct row. Rows are equal when their stored bytes are (a CSR row by
+    its column indices and values, in its stored order)."""
+    if not any(sp.issparse(b) for b in blocks):
+        rows = np.ascontiguousarray(np.vstack(blocks), dtype=np.float64)
+        if rows.shape[0] == 0:
+            return rows, np.zeros(0, dtype=np.intp)
+        keys = rows.view(np.dtype((np.void, rows.dtype.itemsize * rows.shape[1])))
+        _, first, inverse = np.unique(keys.ravel(), return_index=True, return_inverse=True)
+        # keep the rows in their order of first appearance
+        order = np.argsort(first, kind="stable")
+        rank = np.empty_like(order)
+        rank[order] = np.arange(order.size)
+        return rows[first[order]], rank[inverse.ravel()]
+    stacked = sp.vstack([sp.csr_matrix(b) for b in blocks], format="csr")
+    index, inverse = {}, np.empty(stacked.shape[0], dtype=np.intp)
+    ptr, ind, dat = stacked.indptr, stacked.indices, stacked.data
+    for r in range(stacked.shape[0]):
+        lo, hi = ptr[r], ptr[r + 1]
+        key = (ind[lo:hi].tobytes(), dat[lo:hi].tobytes())
+        inverse[r] = index.setdefault(key, len(index))
+    first = np.unique(inverse, return_index=True)[1]  # ids count up from 0 in order
+    return stacked[first], inverse
 
 
 def ovr_from_ovo(ovo, n_classes):
@@ -149,27 +178,89 @@ class NativeKernelSVC:
             model.support_vectors_, model.dual_coef_, model.intercept_ = model.models_[0]
         return model
 
-    def _raw(self, X):
-        return np.column_stack([kernel_dot(X, sv_X, coef[0], **self.kernel_params) + b[0]
-                                for sv_X, coef, b in self.models_])
+    @classmethod
+    def from_libsvm(cls, svc, kernel_params):
+        """The one-vs-one model of a fitted multiclass :class:`sklearn.svm.SVC`
+        (LIBSVM's layout: the support vectors by class, ``dual_coef_[j - 1]``
+        the coefficients of class i's in pair (i, j), ``dual_coef_[i]`` those
+        of class j's), predicting what it predicts with the kernel rows
+        computed through BLAS as for the binary models."""
+        classes = svc.classes_
+        k = classes.size
+        sv = svc.support_vectors_
+        dual = svc.dual_coef_.toarray() if sp.issparse(svc.dual_coef_) else svc.dual_coef_
+        ends = np.cumsum(svc.n_support_)
+        starts = ends - svc.n_support_
+        models, p = [], 0
+        for i in range(k):
+            for j in range(i + 1, k):
+                rows = np.r_[starts[i]:ends[i], starts[j]:ends[j]]
+                coef = np.concatenate([dual[j - 1, starts[i]:ends[i]],
+                                       dual[i, starts[j]:ends[j]]])
+                # LIBSVM's value is positive for i; a model here is for j
+                models.append((sv[rows], -coef[None, :], -svc.intercept_[p:p + 1]))
+                p += 1
+        return cls.from_models(classes, kernel_params, models,
+                               n_iter=np.asarray(svc.n_iter_), objectives=np.full(p, np.nan),
+                               support=svc.support_, solver="libsvm")
 
-    def decision_function(self, X):
+    def _raw(self, X, n_threads=1):
+        """``K(X, SV_p) @ coef_p + b_p`` for every problem p, as columns."""
+        if len(self.models_) == 1:
+            sv_X, coef, b = self.models_[0]
+            return (kernel_dot(X, sv_X, coef[0], n_threads=n_threads, **self.kernel_params)
+                    + b[0])[:, None]
+        sv_X, coef, b = self._stacked()
+        return kernel_dot(X, sv_X, coef, n_threads=n_threads, **self.kernel_params) + b
+
+    def _stacked(self):
+        """All problems as one: the distinct support vectors of every problem
+        (a sample is a support vector of up to k - 1 one-vs-one problems, or of
+        all k one-vs-rest ones), a coefficient matrix with a column per problem
+        (dense, or CSR when mostly zero) and the intercepts. Each support
+        vector's kernel row is then computed once per test sample, as LIBSVM
+        does, instead of once per problem. Built on first use, not pickled."""
+        cached = getattr(self, "_stacked_cache", None)
+        if cached is not None:
+            return cached
+        svs = [m[0] for m in self.models_]
+        sizes = np.array([sv.shape[0] for sv in svs])
+        unique, inverse = _distinct_rows(svs)
+        n_problems = len(self.models_)
+        cols = np.repeat(np.arange(n_problems), sizes)
+        vals = np.concatenate([np.asarray(m[1]).reshape(-1) for m in self.models_])
+        coef = sp.csr_matrix((vals, (inverse, cols)), shape=(unique.shape[0], n_problems))
+        coef.sum_duplicates()
+        if unique.shape[0] * n_problems <= _DENSE_COEF_ENTRIES or coef.nnz >= \
+                0.1 * unique.shape[0] * n_problems:
+            coef = coef.toarray()
+        b = np.array([float(np.asarray(m[2]).reshape(-1)[0]) for m in self.models_])
+        self._stacked_cache = (unique, coef, b)
+        return self._stacked_cache
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state.pop("_stacked_cache", None)
+        return state
+
+    def decision_function(self, X, n_threads=1):
         """Binary: (n,), positive for ``classes_[1]``. One-vs-one: (n, n_pairs),
-        positive for the first class of a pair. One-vs-rest: (n, n_classes)."""
-        raw = self._raw(X)
+        positive for the first class of a pair. One-vs-rest: (n, n_classes).
+        ``n_threads``: threads of the kernel evaluation."""
+        raw = self._raw(X, n_threads)
         if self.classes_.size == 2:
             return raw[:, 0]
         return -raw if self.problems_[0][1] is not None else raw
 
-    def ovr_decision(self, X):
+    def ovr_decision(self, X, n_threads=1):
         """(n, n_classes) scores whose argmax is the predicted class (multiclass)."""
-        dec = self.decision_function(X)
+        dec = self.decision_function(X, n_threads)
         if self.problems_[0][1] is None:
             return dec
         return ovr_from_ovo(dec, self.classes_.size)
 
-    def predict(self, X):
-        dec = self.decision_function(X)
+    def predict(self, X, n_threads=1):
+        dec = self.decision_function(X, n_threads)
         if dec.ndim == 1:
             # 0 is classes_[1]'s, as LIBSVM's (its value is -dec) in SVC
             return self.classes_[(dec >= 0).astype(int)]

@@ -9,7 +9,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.class_weight import compute_class_weight
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
-from ..backends import reserve_threads, threads_available
+from ..backends import blas_limits, reserve_threads, threads_available
 from .._kernels import check_magnitude, resolve_gamma
 from .._solvers.native_svc import NativeKernelSVC
 from ._partitioned import _SVM_CONSTRAINTS, _validate_training_data
@@ -224,9 +224,13 @@ class AsyGCDSVC(ClassifierMixin, BaseEstimator):
         check_is_fitted(self)
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, order="C",
                           reset=False)
-        if self.classes_.size == 2:
-            return self.model_.decision_function(X)
-        return self.model_.ovr_decision(X)
+        # the kernel rows in blocks on the threads the fit could use, BLAS on
+        # one (see cakernels._kernels.kernel_dot)
+        with reserve_threads(self.n_threads or threads_available()) as granted, \
+                blas_limits(1):
+            if self.classes_.size == 2:
+                return self.model_.decision_function(X, granted)
+            return self.model_.ovr_decision(X, granted)
 
     def predict(self, X):
         """Class labels (the argmax of :meth:`decision_function`)."""

@@ -80,12 +80,14 @@ class _FullModelSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
         return self._predict_checked(self._check_X(X))
 
     def _decision(self, X):
-        if self.classes_.size == 2:
-            return self.model_.decision_function(X)
-        return self.model_.ovr_decision(X)
+        with self._local_session(X.shape[0]) as s:
+            if self.classes_.size == 2:
+                return self.model_.decision_function(X, s.threads)
+            return self.model_.ovr_decision(X, s.threads)
 
     def _predict_checked(self, X):
-        return self.model_.predict(X)
+        with self._local_session(X.shape[0]) as s:
+            return self.model_.predict(X, s.threads)
 
     def _predict(self, X, session=None):
         # the final model is complete on every rank: nothing to route between ranks

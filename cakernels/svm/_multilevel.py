@@ -441,24 +441,26 @@ class _MultiLevelSVC(_FullModelSVC):
     def _decision(self, X):
         if self.model_ is not None:
             return super()._decision(X)
-        return self._routed(X, lambda m, Xg: m.decision_function(Xg)
-                            if self.classes_.size == 2 else m.ovr_decision(Xg),
+        return self._routed(X, lambda m, Xg, t: m.decision_function(Xg, t)
+                            if self.classes_.size == 2 else m.ovr_decision(Xg, t),
                             np.empty((X.shape[0],) if self.classes_.size == 2
                                      else (X.shape[0], self.classes_.size)))
 
     def _predict_checked(self, X):
         if self.model_ is not None:
             return super()._predict_checked(X)
-        return self._routed(X, lambda m, Xg: m.predict(Xg),
+        return self._routed(X, lambda m, Xg, t: m.predict(Xg, t),
                             np.empty(X.shape[0], dtype=self.classes_.dtype))
 
     def _routed(self, X, local, out):
         from ..partition import nearest_center
 
-        route = nearest_center(X if not sp.issparse(X) else X.toarray(), self.layer_centers_)
-        for q in np.unique(route):
-            rows = np.flatnonzero(route == q)
-            out[rows] = local(self.layer_models_[q], X[rows])
+        with self._local_session(X.shape[0]) as s:
+            route = nearest_center(X if not sp.issparse(X) else X.toarray(),
+                                   self.layer_centers_)
+            for q in np.unique(route):
+                rows = np.flatnonzero(route == q)
+                out[rows] = local(self.layer_models_[q], X[rows], s.threads)
         return out
 
 

@@ -2,6 +2,8 @@
 BKMSVC and CPSVC (see :mod:`cakernels.svm`)."""
 
 import numbers
+import threading
+import weakref
 
 import numpy as np
 import scipy.sparse as sp
@@ -26,6 +28,28 @@ from .._solvers.native_svc import NATIVE_SOLVERS, NativeKernelSVC, ovr_from_ovo
 SOLVERS = ("libsvm",) + NATIVE_SOLVERS
 
 
+_NATIVE_VIEWS = weakref.WeakKeyDictionary()
+_NATIVE_VIEWS_LOCK = threading.Lock()
+
+
+def _native_view(model, kernel_params):
+    """A local model that predicts through the package's kernel blocks: a
+    multiclass LIBSVM model (:class:`sklearn.svm.SVC`) as the equal
+    :class:`NativeKernelSVC` (:meth:`NativeKernelSVC.from_libsvm`: its
+    support vectors' kernel rows once per test sample for all pairs, on the
+    prediction's threads, instead of LIBSVM's one-thread loop), built once per
+    model and kept while the model lives; any other model as it is."""
+    if not isinstance(model, SVC):
+        return model
+    with _NATIVE_VIEWS_LOCK:
+        view = _NATIVE_VIEWS.get(model)
+    if view is None:
+        view = NativeKernelSVC.from_libsvm(model, kernel_params)
+        with _NATIVE_VIEWS_LOCK:
+            _NATIVE_VIEWS[model] = view
+    return view
+
+
 class _SingleClassModel:
     """Local model of a partition that holds one class only: predicts it."""
 
@@ -34,7 +58,7 @@ class _SingleClassModel:
         self.n_iter_ = np.zeros(1, dtype=np.int64)
         self.support_ = np.zeros(0, dtype=np.intp)
 
-    def predict(self, X):
+    def predict(self, X, n_threads=1):
         return np.full(X.shape[0], self.classes_[0])
 
 
@@ -341,16 +365,13 @@ class PartitionedSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
             w = wp if class_weight is None else wp * np.array(
                 [class_weight[c] for c in yp.tolist()])
             model = NativeKernelSVC(
-                self.solver, {"kernel": self.kernel, "gamma": self.gamma_,
-                              "degree": self.degree, "coef0": self.coef0},
-                self.C, self.tol, self.max_iter, self.cache_size,
-                n_threads=ctx["n_threads"], random_state=ctx["seed"])
+                self.solver, self._local_kernel_params(), self.C, self.tol, self.max_iter,
+                self.cache_size, n_threads=ctx["n_threads"], random_state=ctx["seed"])
             model.fit(Xp, yp, w)
             return model, int(model.n_iter_.sum()), int(model.support_.size)
         # LIBSVM: the native solvers' numerical checks first (clear errors instead of
         # SVC's "dual coefficients are not finite")
-        _check_numerics_before(Xp, {"kernel": self.kernel, "gamma": self.gamma_,
-                                    "degree": self.degree, "coef0": self.coef0})
+        _check_numerics_before(Xp, self._local_kernel_params())
         cw = None if class_weight is None else {c: class_weight[c] for c in labels.tolist()}
         svc = SVC(C=self.C, kernel=self.kernel, degree=self.degree, gamma=self.gamma_,
                   coef0=self.coef0, tol=self.tol, cache_size=self.cache_size,
@@ -368,6 +389,10 @@ class PartitionedSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
         # CSR keeps its index width: only LIBSVM's own predict needs 32 bits
         return self._as_fit_format(X)
 
+    def _local_kernel_params(self):
+        return {"kernel": self.kernel, "gamma": self.gamma_, "degree": self.degree,
+                "coef0": self.coef0}
+
     def _binary_decision(self, model, Xg, n_threads):
         """Decision values of a binary local SVC, positive for ``model.classes_[1]``.
 
@@ -377,18 +402,15 @@ class PartitionedSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
         """
         coef = model.dual_coef_
         coef = coef.toarray() if sp.issparse(coef) else np.asarray(coef)
-        dec = kernel_dot(Xg, model.support_vectors_, coef[0], kernel=self.kernel,
-                         gamma=self.gamma_, degree=self.degree, coef0=self.coef0,
-                         n_threads=n_threads)
+        dec = kernel_dot(Xg, model.support_vectors_, coef[0], n_threads=n_threads,
+                         **self._local_kernel_params())
         return dec + model.intercept_[0]
 
     def _local_predict(self, model, Xg, n_threads):
         if model.classes_.size == 2 and hasattr(model, "dual_coef_"):
             # a decision of exactly 0 is classes_[1]'s, as in SVC.predict
             return model.classes_[(self._binary_decision(model, Xg, n_threads) >= 0).astype(int)]
-        if isinstance(model, SVC):
-            Xg = _int32_indices(Xg, purpose=_LIBSVM)
-        return model.predict(Xg)
+        return _native_view(model, self._local_kernel_params()).predict(Xg, n_threads)
 
     def _local_decision(self, model, Xg, n_threads):
         """Decision values of one local model, in the global class layout."""
@@ -403,8 +425,8 @@ class PartitionedSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
             return out
         k = model.classes_.size
         dec = (self._binary_decision(model, Xg, n_threads) if k == 2
-               else model.decision_function(_int32_indices(Xg, purpose=_LIBSVM)
-                                            if isinstance(model, SVC) else Xg))
+               else _native_view(model, self._local_kernel_params()).decision_function(
+                   Xg, n_threads))
         if n_classes == 2:
             return dec
         if k == 2:

@@ -1,0 +1,144 @@
+"""Prediction paths: every support vector's kernel row computed once for all
+one-vs-one (or one-vs-rest) problems, and predictions that do not depend on
+the threads they run on."""
+
+import pickle
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.datasets import make_blobs
+from sklearn.metrics.pairwise import rbf_kernel
+from threadpoolctl import threadpool_limits
+
+from cakernels import CASVC, BKRR2, DCSVC
+from cakernels._solvers.native_svc import NativeKernelSVC, _distinct_rows
+
+
+@pytest.fixture(scope="module")
+def blobs():
+    X, y = make_blobs(n_samples=400, centers=5, cluster_std=2.5, random_state=0)
+    X = np.vstack([X, X[:40]])  # repeated rows: one distinct row, several problems
+    y = np.concatenate([y, y[:40]])
+    Xt = make_blobs(n_samples=600, centers=5, cluster_std=2.5, random_state=1)[0]
+    return X, y, Xt
+
+
+def _per_problem(model, Xt):
+    """The decision of every problem on its own (the reference): brute force."""
+    g = model.kernel_params["gamma"]
+    cols = []
+    for sv_X, coef, b in model.models_:
+        sv = sv_X.toarray() if sp.issparse(sv_X) else sv_X
+        cols.append(rbf_kernel(Xt, sv, gamma=g) @ coef[0] + b[0])
+    return np.column_stack(cols)
+
+
+@pytest.mark.parametrize("multi_class", ["ovo", "ovr"])
+@pytest.mark.parametrize("sparse", [False, True])
+def test_stacked_problems_equal_each_problem_alone(blobs, multi_class, sparse):
+    X, y, Xt = blobs
+    if sparse:
+        X, Xt = sp.csr_matrix(X), sp.csr_matrix(Xt)
+    model = NativeKernelSVC("smo", {"kernel": "rbf", "gamma": 0.2, "degree": 3, "coef0": 0.0},
+                            1.0, 1e-3, -1, 50, multi_class=multi_class).fit(
+        X, y, np.ones(X.shape[0]))
+    ref = _per_problem(model, Xt.toarray() if sparse else Xt)
+    sign = -1.0 if multi_class == "ovo" else 1.0
+    dec = model.decision_function(Xt)
+    np.testing.assert_allclose(dec, sign * ref, rtol=1e-11, atol=1e-11)
+    # the support vectors shared by problems are stored once
+    unique, coef, b = model._stacked()
+    n_rows = sum(m[0].shape[0] for m in model.models_)
+    assert unique.shape[0] < n_rows
+    assert coef.shape == (unique.shape[0], len(model.models_))
+    # threads: the same bits
+    np.testing.assert_array_equal(model.decision_function(Xt, n_threads=2), dec)
+    np.testing.assert_array_equal(model.predict(Xt, n_threads=2), model.predict(Xt))
+    # the stacked form is rebuilt after pickling, not stored
+    clone = pickle.loads(pickle.dumps(model))
+    assert "_stacked_cache" not in clone.__dict__
+    np.testing.assert_array_equal(clone.decision_function(Xt), dec)
+
+
+def test_distinct_rows_dense_and_csr():
+    rng = np.random.RandomState(0)
+    A = rng.randn(6, 4)
+    B = np.vstack([A[3], rng.randn(2, 4), A[0], A[3]])
+    for blocks in ([A, B], [sp.csr_matrix(A), sp.csr_matrix(B)]):
+        unique, inverse = _distinct_rows(blocks)
+        stacked = np.vstack([A, B])
+        got = unique.toarray() if sp.issparse(unique) else unique
+        np.testing.assert_array_equal(got[inverse], stacked)
+        assert got.shape[0] == 8
+        # first appearance order: the first block's rows keep their places
+        np.testing.assert_array_equal(inverse[:6], np.arange(6))
+    unique, inverse = _distinct_rows([np.zeros((0, 3)), np.zeros((0, 3))])
+    assert unique.shape == (0, 3) and inverse.size == 0
+
+
+def test_sparse_coefficients_for_many_classes():
+    # 12 classes: 66 one-vs-one problems, each support vector in 11 of them, so
+    # the coefficient matrix is mostly zero and kept sparse above the dense cap
+    X, y = make_blobs(n_samples=600, centers=12, cluster_std=3.0, random_state=2)
+    model = NativeKernelSVC("smo", {"kernel": "rbf", "gamma": 0.1, "degree": 3, "coef0": 0.0},
+                            10.0, 1e-3, -1, 50).fit(X, y, np.ones(X.shape[0]))
+    import cakernels._solvers.native_svc as native_svc
+
+    dense = model.decision_function(X)
+    model.__dict__.pop("_stacked_cache")
+    saved = native_svc._DENSE_COEF_ENTRIES
+    native_svc._DENSE_COEF_ENTRIES = 0
+    try:
+        coef = model._stacked()[1]
+        assert sp.issparse(coef)
+        np.testing.assert_allclose(model.decision_function(X), dense, rtol=1e-12, atol=1e-12)
+    finally:
+        native_svc._DENSE_COEF_ENTRIES = saved
+    np.testing.assert_allclose(dense, -_per_problem(model, X), rtol=1e-11, atol=1e-11)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: CASVC(n_partitions=3, C=2.0, gamma=0.3, random_state=0),
+    lambda: CASVC(n_partitions=3, C=2.0, gamma=0.3, routing="vote", random_state=0),
+    lambda: DCSVC(n_partitions=2, C=2.0, gamma=0.3, random_state=0),
+    lambda: BKRR2(n_partitions=3, sigma=2.0, lam=1e-3, random_state=0),
+])
+def test_predictions_do_not_depend_on_threads_or_backend(blobs, make):
+    X, y, Xt = blobs
+    est = make()
+    target = y.astype(float) if isinstance(est, BKRR2) else y
+    est.fit(X, target)
+    out = est.decision_function(Xt) if hasattr(est, "decision_function") else est.predict(Xt)
+    with threadpool_limits(1):  # one core: BLAS and OpenMP
+        np.testing.assert_array_equal(
+            est.decision_function(Xt) if hasattr(est, "decision_function")
+            else est.predict(Xt), out)
+    if "backend" in est.get_params():
+        est.set_params(backend="threads", n_jobs=2)
+        np.testing.assert_array_equal(
+            est.decision_function(Xt) if hasattr(est, "decision_function")
+            else est.predict(Xt), out)
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_libsvm_multiclass_models_predict_as_libsvm(blobs, sparse):
+    # solver='libsvm': each partition's multiclass SVC predicts through the
+    # package's kernel blocks (NativeKernelSVC.from_libsvm), as LIBSVM itself
+    X, y, Xt = blobs
+    if sparse:
+        X, Xt = sp.csr_matrix(X), sp.csr_matrix(Xt)
+    est = CASVC(n_partitions=2, C=3.0, gamma=0.2, solver="libsvm", random_state=0).fit(X, y)
+    route = est.partitioner_.assign(Xt)
+    for j, svc in enumerate(est.estimators_):
+        rows = np.flatnonzero(route == j)
+        view = NativeKernelSVC.from_libsvm(svc, est._local_kernel_params())
+        np.testing.assert_allclose(view.decision_function(Xt[rows]),
+                                   svc.decision_function(Xt[rows]), rtol=1e-12, atol=1e-12)
+        np.testing.assert_array_equal(view.predict(Xt[rows]), svc.predict(Xt[rows]))
+        np.testing.assert_array_equal(est.predict(Xt[rows]), svc.predict(Xt[rows]))
+    # the view is built once per model and not stored on the estimator or the model
+    before = set(est.__dict__)
+    est.predict(Xt)
+    assert set(est.__dict__) == before
+    assert not any(hasattr(svc, "_stacked_cache") for svc in est.estimators_)
