@@ -695,18 +695,19 @@ class PartitionedEstimator(BaseEstimator):
         return MPIBackend(comm=comm, sharded=True).session()
 
     @contextlib.contextmanager
-    def _local_session(self, n_rows):
-        """The session of a local prediction of ``n_rows`` rows: the threads
-        backend's pool, else one worker (under MPI every rank predicts its own
-        rows). BLAS runs one thread for its length: the kernels share their row
-        blocks among the session's threads themselves
-        (:func:`~cakernels._kernels.kernel_dot`), and OpenBLAS threads left
-        spinning by a multi-threaded product (routing, say) would slow them
-        down several times on a machine with few cores. Fewer rows than a
-        shared block are computed in one piece: BLAS is left alone then."""
+    def _local_session(self, rows_per_model):
+        """The session of a local prediction giving each model about
+        ``rows_per_model`` rows: the threads backend's pool, else one worker
+        (under MPI every rank predicts its own rows). BLAS runs one thread for
+        its length: the kernels share their row blocks among the session's
+        threads themselves (:func:`~cakernels._kernels.kernel_dot`), and
+        OpenBLAS threads left spinning by a multi-threaded product (routing,
+        say) would slow them down several times on a machine with few cores.
+        Fewer rows than two shared blocks are computed in one piece: BLAS is
+        left alone then (the limit costs tens of microseconds)."""
         backend = self._backend()
         session = backend.session() if backend.name == "threads" else SerialBackend().session()
-        small = n_rows < 2 * MIN_BLOCK_ROWS
+        small = rows_per_model < 2 * MIN_BLOCK_ROWS
         with session as s, contextlib.nullcontext() if small else blas_limits(1):
             yield s
 
@@ -733,7 +734,7 @@ class PartitionedEstimator(BaseEstimator):
                                                   out.shape[1:], encode)
                 out[:] = vals if encode is None else self._decode(vals)
                 return out
-        with self._local_session(X.shape[0]) as s:
+        with self._local_session(X.shape[0] / len(self.estimators_)) as s:
             groups = self._route(X)
             local = make_local(s.threads)
             results = s.map(lambda item: local(self.estimators_[item[0]], X[item[1]]), groups,
@@ -763,7 +764,7 @@ class PartitionedEstimator(BaseEstimator):
             vals = np.empty((rows.size,) + out.shape[1:])
             groups = [(j, idx) for j, idx in enumerate(_group_by(parts, len(self.estimators_)))
                       if idx.size]
-            with self._local_session(rows.size) as s:
+            with self._local_session(rows.size / len(self.estimators_)) as s:
                 local = make_local(s.threads)
                 results = s.map(
                     lambda item: local(self.estimators_[item[0]], X[rows[item[1]]]), groups,

@@ -455,7 +455,7 @@ class _MultiLevelSVC(_FullModelSVC):
     def _routed(self, X, local, out):
         from ..partition import nearest_center
 
-        with self._local_session(X.shape[0]) as s:
+        with self._local_session(X.shape[0] / len(self.layer_models_)) as s:
             route = nearest_center(X if not sp.issparse(X) else X.toarray(),
                                    self.layer_centers_)
             for q in np.unique(route):
