@@ -1,5 +1,7 @@
 """Asy-GCD under contention: 2 threads against 1 thread while other processes
-keep the cores busy (issue: "hold up under contention").
+keep the cores busy (issue: "hold up under contention"); and KRR fits next to
+busy processes, serial backend against its two workarounds (``--parts krr``:
+a known limitation, measured).
 
 For every training-set size (random subsets of ijcnn1, dense, C=32, gamma=2;
 and of a9a, CSR, C=1, gamma=0.05) and every setting, a full
@@ -25,7 +27,7 @@ to show what the size rule avoids. Needs ``../shared/datasets`` (or
 
 Usage::
 
-    python benchmarks/bench_contention.py            # ~17 min
+    python benchmarks/bench_contention.py            # ~17 min (+ ~5 min --parts krr)
     python benchmarks/bench_contention.py --quick    # sizes 400 and 3,000 only, 3 repeats
 """
 
@@ -108,16 +110,74 @@ def measure(X, y, params, cache, busy, repeat):
 def main(argv=None):
     ap = common.add_common_args(argparse.ArgumentParser(description=__doc__.split("\n\n")[0]))
     ap.add_argument("--repeat", type=int, default=None, help="timed rounds (default 5; quick 3)")
+    ap.add_argument("--parts", nargs="+", default=["asygcd", "krr"], choices=["asygcd", "krr"])
     args = ap.parse_args(argv)
     home = common.data_home(args.data_home)
     repeat = args.repeat or (3 if args.quick else 5)
     rep = common.Report()
-    rep.line("# Asy-GCD under contention: 2 threads / 1 thread, full AsyGCDSVC fits")
     rep.machine()
-    plan = [("ijcnn1", [400, 3000] if args.quick else [400, 1000, 3000, 4500, 20000]),
-            ("a9a", [] if args.quick else [3000, 10000])]
+    if "asygcd" in args.parts:
+        asygcd_part(rep, home, repeat, args.quick)
+    if "krr" in args.parts:
+        krr_part(rep, home, 2, args.quick)
+    rep.write(args.out)
+
+
+def krr_part(rep, home, repeat, quick):
+    """KRR fits next to busy processes (a known limitation, measured): the
+    serial backend factors each partition with every BLAS thread, and
+    OpenBLAS's threads wait for each other by spinning, so one of them sharing
+    its core with a busy process slows the whole factorization down many
+    times; scikit-learn's OpenMP K-means (the partitioner) likewise. Against
+    the two workarounds: ``backend='threads'`` (one BLAS thread per worker,
+    partitions shared dynamically) and ``threadpool_limits(1)``."""
+    from sklearn.preprocessing import StandardScaler
+    from threadpoolctl import threadpool_limits
+
+    from cakernels import BKRR2
+
+    X, y = load_dataset("cadata", data_home=home, return_X_y=True)
+    order = np.random.RandomState(0).permutation(X.shape[0])[:4000 if quick else 8000]
+    X = StandardScaler().fit_transform(X[order])
+    y = (y[order] - y[order].mean()) / y[order].std()
+
+    def fit(P, how):
+        t0 = time.perf_counter()
+        if how == "one thread":
+            with threadpool_limits(1):
+                BKRR2(n_partitions=P, sigma=1.0, lam=1e-4, random_state=0).fit(X, y)
+        else:
+            BKRR2(n_partitions=P, sigma=1.0, lam=1e-4, backend=how,
+                  random_state=0).fit(X, y)
+        return time.perf_counter() - t0
+
+    hows = ["serial", "threads", "one thread"]
+    rows = []
+    for P in (8, 2):
+        for label, busy in [("quiet", 0), ("1 busy", 1), ("2 busy", 2)]:
+            times = {h: [] for h in hows}
+            with Busy(busy):
+                for r in range(repeat + 1):  # the first round warms up
+                    for h in hows:
+                        t = fit(P, h)
+                        if r:
+                            times[h].append(t)
+            med = {h: float(np.median(v)) for h, v in times.items()}
+            rows.append([f"BKRR2(P={P})", f"{X.shape[0] // P:,}", label]
+                        + [f"{med[h]:.2f}" for h in hows])
+            print(rows[-1], flush=True)
+    rep.table(f"KRR fits next to busy processes (cadata {X.shape[0]:,}, sigma=1, lam=1e-4; "
+              "median seconds of full fits)",
+              ["estimator", "rows per partition", "setting", "serial (default)",
+               "backend='threads'", "serial, threadpool_limits(1)"], rows)
+
+
+def asygcd_part(rep, home, repeat, quick):
+    rep.line("\n## Asy-GCD under contention: 2 threads / 1 thread, full AsyGCDSVC fits")
+    plan = [("ijcnn1", [400, 3000] if quick else [400, 1000, 3000, 4500, 20000]),
+            ("a9a", [] if quick else [3000, 10000])]
     settings = [("quiet", 0), ("1 busy", 1), ("2 busy", 2)]
-    caches = [200] if args.quick else [200, 20]
+    caches = [200] if quick else [200, 20]
     rows, worst, worst_busy, noise = [], 0.0, 0.0, 0.0
     for name, sizes in plan:
         for n, X, y in subsets(name, home, sizes):
@@ -149,7 +209,7 @@ def main(argv=None):
     forced = []
     agcd.MIN_ROWS_PER_THREAD, saved = 1, agcd.MIN_ROWS_PER_THREAD
     try:
-        for n, X, y in subsets("ijcnn1", home, [400, 1000] if args.quick else [400, 1000, 3000]):
+        for n, X, y in subsets("ijcnn1", home, [400, 1000] if quick else [400, 1000, 3000]):
             for label, busy in settings:
                 m1, m2, ratio, pmax, teams, col, dobj = measure(
                     X, y, PARAMS["ijcnn1"], 200, busy, repeat)
@@ -160,7 +220,6 @@ def main(argv=None):
         agcd.MIN_ROWS_PER_THREAD = saved
     rep.table("Without the size rule: 2 threads forced on small ijcnn1 subsets (median ms)",
               ["n", "setting", "1 thread", "2 threads", "ratio", "team", "collapsed"], forced)
-    rep.write(args.out)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """Prediction time: the package's ``predict`` against LIBSVM's on the same
-models, and against the package's previous prediction path.
+models, and against the package's previous prediction path; and KRR fit time
+against the previous way of forming kernel matrices.
 
 ``predict`` is what users run after every fit, often on more rows than the
 fit saw (ijcnn1: 91,701 test rows for 49,990 training rows). For each case a
@@ -27,11 +28,20 @@ threads), ``1 core`` (``threadpoolctl.threadpool_limits(1)``: BLAS and
 OpenMP on one thread, for every side) and ``1 busy`` / ``2 busy`` (one or
 two other processes spinning on the 2 cores, default threads). The labels of
 the three sides are compared (they can differ only where a decision value is
-within rounding of 0). Needs ``../shared/datasets`` (or ``--data-home``).
+within rounding of 0).
+
+KRR fits (``BKRR2``, ``DCKRR`` on cadata) form each partition's kernel
+matrix with ``kernel_block``, the only part of their fit that changed: the
+``before`` side swaps in the old one (one product on BLAS's threads, then the
+OpenMP transform), on 2 cores and on 1 core (next to busy processes both
+sides spend their time in OpenBLAS's collapsing multi-threaded Cholesky:
+``bench_contention.py --parts krr``). Last, predictions of 1, 100 and
+1,000 rows show the fixed cost of a call. Needs ``../shared/datasets`` (or
+``--data-home``).
 
 Usage::
 
-    python benchmarks/bench_predict.py            # ~5 min on 2 cores
+    python benchmarks/bench_predict.py            # ~8 min on 2 cores
     python benchmarks/bench_predict.py --quick    # subsets, 3 repeats
 """
 
@@ -46,9 +56,8 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.svm import SVC
 from threadpoolctl import threadpool_limits
 
-from cakernels import BKMSVC, BKRR2, CASVC, _native
+from cakernels import BKMSVC, BKRR2, CASVC, DCKRR, _native
 from cakernels._kernels import _KIND, block_rows, row_sq_norms
-from cakernels._solvers.native_svc import NativeKernelSVC
 from cakernels.backends import SerialBackend
 from cakernels.datasets import load_dataset
 
@@ -91,6 +100,23 @@ CASES = [
      lambda h, q: _svm("usps", lambda: CASVC(n_partitions=8, C=10.0, solver="smo",
                                                random_state=0), h, q)),
     ("cadata", "BKRR2(P=8, sigma=1, lam=1e-4)", _krr),
+]
+
+
+def _cadata_train(home, quick):
+    X, y = load_dataset("cadata", data_home=home, return_X_y=True)
+    order = np.random.RandomState(0).permutation(X.shape[0])[:4000 if quick else 16000]
+    X = StandardScaler().fit_transform(X[order])
+    return X, (y[order] - y[order].mean()) / y[order].std()
+
+
+FITS = [
+    ("BKRR2(P=8, sigma=1, lam=1e-4)", lambda: BKRR2(n_partitions=8, sigma=1.0, lam=1e-4,
+                                                      random_state=0), _cadata_train),
+    ("BKRR2(P=4, sigma=1, lam=1e-4)", lambda: BKRR2(n_partitions=4, sigma=1.0, lam=1e-4,
+                                                      random_state=0), _cadata_train),
+    ("DCKRR(P=8, sigma=1, lam=1e-4)", lambda: DCKRR(n_partitions=8, sigma=1.0, lam=1e-4,
+                                                      random_state=0), _cadata_train),
 ]
 
 
@@ -152,6 +178,35 @@ def predict_before(est, X):
                 out = np.empty(X.shape[0], dtype=np.asarray(vals).dtype)
             out[rows] = vals
     return out
+
+
+def _kernel_block_before(X, Y, *, kernel="rbf", gamma=1.0, degree=3, coef0=0.0,
+                         X_sq_norms=None, Y_sq_norms=None, n_threads=1):
+    """``K(X, Y)`` as the package computed it before: one BLAS product (BLAS's
+    threads), then the OpenMP transform on ``n_threads``."""
+    kp = {"kernel": kernel, "gamma": gamma, "degree": degree, "coef0": coef0}
+    G = X @ Y.T
+    G = np.ascontiguousarray(G.toarray() if sp.issparse(G) else G, dtype=np.float64)
+    if kernel != "linear":
+        rbf = kernel == "rbf"
+        _native.kernel_from_gram(G, row_sq_norms(X) if rbf else None,
+                                 row_sq_norms(Y) if rbf else None, _KIND[kp["kernel"]],
+                                 float(kp["gamma"]), float(kp["coef0"]), float(kp["degree"]),
+                                 n_threads)
+    return G
+
+
+def fit_before(make, X, y):
+    """A fit with the kernel matrices formed as before (the only part of a KRR
+    fit that changed): ``kernel_block`` swapped for the old one."""
+    import cakernels._solvers.local as local
+
+    saved = local.kernel_block
+    local.kernel_block = _kernel_block_before
+    try:
+        return make().fit(X, y)
+    finally:
+        local.kernel_block = saved
 
 
 def predict_libsvm(est, X):
@@ -218,6 +273,22 @@ def main(argv=None):
                          f"{t['LIBSVM']:.3f}" if libsvm else "-", f"{r_before:.2f}x",
                          f"{r_libsvm:.2f}x" if libsvm else "-", same])
             print(" | ".join(rows[-1]), flush=True)
+    fit_rows = []
+    for label, make, data in FITS:
+        X, y = data(home, args.quick)
+        # next to busy processes a KRR fit is its Cholesky's collapse on both sides
+        # (bench_contention.py --parts krr): the quiet settings only
+        for setting in [s_ for s_ in args.settings if "busy" not in s_]:
+            t, models = measure({"ours": lambda X_, y_=y, m=make: m().fit(X_, y_),
+                                 "before": lambda X_, y_=y, m=make: fit_before(m, X_, y_)},
+                                X, max(1, repeat - 2), setting)
+            diff = float(np.max(np.abs(models["ours"].predict(X[:2000])
+                                       - models["before"].predict(X[:2000]))))
+            worst_before = min(worst_before, t["before"] / t["ours"])
+            fit_rows.append([label, f"{X.shape[0]:,}", setting, f"{t['ours']:.3f}",
+                             f"{t['before']:.3f}", f"{t['before'] / t['ours']:.2f}x",
+                             f"{diff:.1e}"])
+            print(" | ".join(fit_rows[-1]), flush=True)
     small_rows = []
     est, Xte = CASES[0][2](home, args.quick)  # ijcnn1's model: fixed costs per call
     for n in (1, 100, 1000):
@@ -236,6 +307,10 @@ def main(argv=None):
              f"{worst_before:.2f}x, {common.pass_miss(worst_before >= 1.0 - NOISE)}; ours "
              f"faster than LIBSVM's predict of the same models in every setting: worst ratio "
              f"{worst_libsvm:.2f}x, {common.pass_miss(worst_libsvm > 1.0)}.")
+    rep.table("KRR fits (the kernel matrices: shared row blocks against the old product + "
+              "OpenMP transform), median seconds", ["estimator", "train rows", "setting",
+                                                    "ours s", "before s", "before / ours",
+                                                    "max |prediction diff|"], fit_rows)
     rep.table("small predictions: the first rows of ijcnn1's test set, BKMSVC's model above, "
               "2 cores, median of 50 (milliseconds)",
               ["rows", "ours ms", "before ms", "before / ours"], small_rows,

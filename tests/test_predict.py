@@ -137,6 +137,12 @@ def test_libsvm_multiclass_models_predict_as_libsvm(blobs, sparse):
                                    svc.decision_function(Xt[rows]), rtol=1e-12, atol=1e-12)
         np.testing.assert_array_equal(view.predict(Xt[rows]), svc.predict(Xt[rows]))
         np.testing.assert_array_equal(est.predict(Xt[rows]), svc.predict(Xt[rows]))
+        # its pairs, made on demand from the shared support vectors, are the models
+        # of the pairs on their own
+        Xd = Xt[rows].toarray() if sparse else Xt[rows]
+        np.testing.assert_allclose(-_per_problem(view, Xd), svc.decision_function(Xt[rows]),
+                                   rtol=1e-11, atol=1e-11)
+        assert len(view.models_) == len(view.problems_) == len(list(view.models_))
     # the view is built once per model and not stored on the estimator or the model
     before = set(est.__dict__)
     est.predict(Xt)

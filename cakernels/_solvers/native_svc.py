@@ -49,6 +49,39 @@ def _distinct_rows(blocks):
     return stacked[first], inverse
 
 
+def _coef_matrix(vals, rows, cols, n_rows, n_problems):
+    """The support-vector-by-problem coefficient matrix (duplicates added):
+    dense when small or mostly filled, else CSR."""
+    coef = sp.csr_matrix((vals, (rows, cols)), shape=(n_rows, n_problems))
+    coef.sum_duplicates()
+    if n_rows * n_problems <= _DENSE_COEF_ENTRIES or coef.nnz >= 0.1 * n_rows * n_problems:
+        return coef.toarray()
+    return coef
+
+
+class _PairModels:
+    """``models_`` of a model kept in its stacked form: the p-th item is
+    problem p's ``(support vectors, dual_coef (1, s), intercept (1,))``, made
+    on demand from the shared support vectors."""
+
+    def __init__(self, sv, coef, b):
+        self._sv, self._coef, self._b = sv, coef, b
+
+    def __len__(self):
+        return self._coef.shape[1]
+
+    def __getitem__(self, p):
+        if isinstance(p, slice):
+            return [self[q] for q in range(*p.indices(len(self)))]
+        col = self._coef[:, [p]]
+        col = col.toarray().ravel() if sp.issparse(col) else np.asarray(col).ravel()
+        rows = np.flatnonzero(col)
+        return self._sv[rows], col[rows][None, :], self._b[p:p + 1]
+
+    def __iter__(self):
+        return (self[p] for p in range(len(self)))
+
+
 def ovr_from_ovo(ovo, n_classes):
     """One-vs-rest scores from one-vs-one decision values, as scikit-learn's SVC.
 
@@ -180,29 +213,44 @@ class NativeKernelSVC:
 
     @classmethod
     def from_libsvm(cls, svc, kernel_params):
-        """The one-vs-one model of a fitted multiclass :class:`sklearn.svm.SVC`
-        (LIBSVM's layout: the support vectors by class, ``dual_coef_[j - 1]``
-        the coefficients of class i's in pair (i, j), ``dual_coef_[i]`` those
-        of class j's), predicting what it predicts with the kernel rows
-        computed through BLAS as for the binary models."""
+        """The one-vs-one model of a fitted multiclass :class:`sklearn.svm.SVC`,
+        predicting what it predicts with the kernel rows computed through BLAS
+        as for the binary models.
+
+        Built directly in the stacked form (:meth:`_stacked`) from LIBSVM's
+        layout, the support vectors grouped by class, ``dual_coef_[j - 1]``
+        holding the coefficients of class i's in pair (i, j) and
+        ``dual_coef_[i]`` those of class j's: no support vector is copied per
+        pair (``models_`` gives a pair's model on demand).
+        """
         classes = svc.classes_
         k = classes.size
-        sv = svc.support_vectors_
         dual = svc.dual_coef_.toarray() if sp.issparse(svc.dual_coef_) else svc.dual_coef_
         ends = np.cumsum(svc.n_support_)
         starts = ends - svc.n_support_
-        models, p = [], 0
-        for i in range(k):
-            for j in range(i + 1, k):
-                rows = np.r_[starts[i]:ends[i], starts[j]:ends[j]]
-                coef = np.concatenate([dual[j - 1, starts[i]:ends[i]],
-                                       dual[i, starts[j]:ends[j]]])
-                # LIBSVM's value is positive for i; a model here is for j
-                models.append((sv[rows], -coef[None, :], -svc.intercept_[p:p + 1]))
-                p += 1
-        return cls.from_models(classes, kernel_params, models,
-                               n_iter=np.asarray(svc.n_iter_), objectives=np.full(p, np.nan),
-                               support=svc.support_, solver="libsvm")
+        problems = [(i, j) for i in range(k) for j in range(i + 1, k)]
+        rows, cols, vals = [], [], []
+        for p, (i, j) in enumerate(problems):
+            for c, other in ((i, j - 1), (j, i)):
+                rows.append(np.arange(starts[c], ends[c]))
+                cols.append(np.full(ends[c] - starts[c], p))
+                # LIBSVM's value is positive for i; a model here is positive for j
+                vals.append(-dual[other, starts[c]:ends[c]])
+        n_sv = svc.support_vectors_.shape[0]
+        coef = _coef_matrix(np.concatenate(vals), np.concatenate(rows), np.concatenate(cols),
+                            n_sv, len(problems))
+        model = cls.__new__(cls)
+        model.solver = "libsvm"
+        model.kernel_params = kernel_params
+        model.multi_class = "ovo"
+        model.classes_ = np.asarray(classes)
+        model.problems_ = problems
+        model.n_iter_ = np.asarray(svc.n_iter_)
+        model.objective_ = np.full(len(problems), np.nan)
+        model.support_ = np.asarray(svc.support_, dtype=np.intp)
+        model._stacked_cache = (svc.support_vectors_, coef, -np.asarray(svc.intercept_, float))
+        model.models_ = _PairModels(*model._stacked_cache)
+        return model
 
     def _raw(self, X, n_threads=1):
         """``K(X, SV_p) @ coef_p + b_p`` for every problem p, as columns."""
@@ -229,11 +277,7 @@ class NativeKernelSVC:
         n_problems = len(self.models_)
         cols = np.repeat(np.arange(n_problems), sizes)
         vals = np.concatenate([np.asarray(m[1]).reshape(-1) for m in self.models_])
-        coef = sp.csr_matrix((vals, (inverse, cols)), shape=(unique.shape[0], n_problems))
-        coef.sum_duplicates()
-        if unique.shape[0] * n_problems <= _DENSE_COEF_ENTRIES or coef.nnz >= \
-                0.1 * unique.shape[0] * n_problems:
-            coef = coef.toarray()
+        coef = _coef_matrix(vals, inverse, cols, unique.shape[0], n_problems)
         b = np.array([float(np.asarray(m[2]).reshape(-1)[0]) for m in self.models_])
         self._stacked_cache = (unique, coef, b)
         return self._stacked_cache
