@@ -116,6 +116,13 @@ def test_early_prediction_uses_a_layers_models():
     for q, model in enumerate(early.layer_models_):
         rows = route == q
         np.testing.assert_array_equal(early.predict(X[rows]), model.predict(X[rows]))
+    # fitted and predicting on CSR: the rows go to the same nodes (densified block by
+    # block for the routing) and get the same decisions, up to the kernels' rounding
+    early_sp = DCSVC(n_partitions=4, C=2.0, predict_layer=1, random_state=0).fit(
+        sp.csr_matrix(X), y)
+    np.testing.assert_array_equal(early_sp.predict(sp.csr_matrix(X)), early.predict(X))
+    np.testing.assert_allclose(early_sp.decision_function(sp.csr_matrix(X)),
+                               early.decision_function(X), rtol=1e-8, atol=1e-8)
     mid = DCSVC(n_partitions=4, C=2.0, predict_layer=2, random_state=0).fit(X, y)
     assert len(mid.layer_models_) == 2
     with pytest.raises(ValueError, match="predict_layer=5, but 4 partitions make 3 layers"):

@@ -456,8 +456,9 @@ class _MultiLevelSVC(_FullModelSVC):
         from ..partition import nearest_center
 
         with self._local_session(X.shape[0] / len(self.layer_models_)) as s:
-            route = nearest_center(X if not sp.issparse(X) else X.toarray(),
-                                   self.layer_centers_)
+            # CSR rows densified block by block (as the whole dense copy, bit for bit)
+            route = nearest_center(X, self.layer_centers_,
+                                   storage="dense" if sp.issparse(X) else "as_is")
             for q in np.unique(route):
                 rows = np.flatnonzero(route == q)
                 out[rows] = local(self.layer_models_[q], X[rows], s.threads)
