@@ -9,6 +9,15 @@ after one warm-up call of each):
                          ``_native.kernel_from_gram`` on the whole block;
 * ``cakernels panels`` : the same, one row panel at a time (product + in-place
                          transform while the panel is still in cache);
+* ``kernel_block``     : what the package runs, ``cakernels._kernels.kernel_block``
+                         (row blocks of at least 65,536 entries and 4 rows per
+                         feature shared by the threads, each block's product and
+                         transform on one core, BLAS on one thread); it returns
+                         a new n x n array, so it pays the fresh pages the rows
+                         above do not;
+* ``kernel_block before``: the package's previous ``kernel_block``, which also
+                         returned a new array: ``X @ Y.T`` (BLAS's threads), then
+                         the transform (OpenMP threads);
 * ``numpy naive``      : ``np.exp(-gamma * (xn[:,None] + yn[None,:] - 2 X@Y.T))``;
 * ``sklearn``          : ``sklearn.metrics.pairwise.rbf_kernel``.
 
@@ -41,6 +50,8 @@ from sklearn.metrics.pairwise import rbf_kernel
 from threadpoolctl import threadpool_limits
 
 import cakernels._native as _native
+from cakernels._kernels import kernel_block
+from cakernels.backends import cpu_count
 
 
 def best_times(methods, repeat):
@@ -90,6 +101,17 @@ def run(n, dims, repeat, n_threads, panel_rows, check):
                 np.matmul(X[s:e], YT, out=P)
                 _native.kernel_from_gram(P, xn[s:e], yn, 1, gamma, 0.0, 3.0, n_threads)
 
+        def package_block():
+            return kernel_block(X, Y, gamma=gamma,
+                                n_threads=n_threads if n_threads else cpu_count())
+
+        def package_before():
+            xn = np.einsum("ij,ij->i", X, X)
+            yn = np.einsum("ij,ij->i", Y, Y)
+            K = X @ Y.T
+            _native.kernel_from_gram(K, xn, yn, 1, gamma, 0.0, 3.0, n_threads)
+            return K
+
         def numpy_naive():
             xn = np.einsum("ij,ij->i", X, X)
             yn = np.einsum("ij,ij->i", Y, Y)
@@ -105,12 +127,15 @@ def run(n, dims, repeat, n_threads, panel_rows, check):
             G[...] = 0.0
             ck_panels()
             np.testing.assert_allclose(G, ref, rtol=1e-9, atol=1e-12)
+            np.testing.assert_allclose(package_block(), ref, rtol=1e-9, atol=1e-12)
             del ref
 
         methods = [
             ("dgemm (roof)", dgemm),
             ("cakernels", ck_full),
             (f"cakernels panels({panel_rows})", ck_panels),
+            ("kernel_block (package)", package_block),
+            ("kernel_block before", package_before),
             ("numpy naive", numpy_naive),
             ("sklearn rbf_kernel", sklearn_rbf),
         ]

@@ -122,28 +122,21 @@ FITS = [
 
 # ------------------------------------------------------------ the other sides
 def _kernel_dot_before(X, Y, coef, kp, n_threads):
-    """``K(X, Y) @ coef`` as the package computed it before: one BLAS product
-    per 64 MiB block (BLAS's threads), then the OpenMP transform on
-    ``n_threads``."""
+    """``K(X, Y) @ coef`` as the package computed it before: the old
+    ``kernel_block`` per 64 MiB block of rows."""
+    kp = {key: kp[key] for key in ("kernel", "gamma", "degree", "coef0")}
     out = np.empty((X.shape[0],) + np.shape(coef)[1:])
-    yn = row_sq_norms(Y) if kp["kernel"] == "rbf" else None
     step = block_rows(Y.shape[0])
     for start in range(0, X.shape[0], step):
-        Xb = X[start:start + step]
-        G = Xb @ Y.T  # a sparse product for sparse operands, as SciPy does it
-        G = np.ascontiguousarray(G.toarray() if sp.issparse(G) else G, dtype=np.float64)
-        if kp["kernel"] != "linear":
-            _native.kernel_from_gram(G, row_sq_norms(Xb) if yn is not None else None, yn,
-                                     _KIND[kp["kernel"]], float(kp["gamma"]),
-                                     float(kp["coef0"]), float(kp["degree"]), n_threads)
-        out[start:start + step] = G @ coef
+        out[start:start + step] = _kernel_block_before(
+            X[start:start + step], Y, n_threads=n_threads, **kp) @ coef
     return out
 
 
 def _local_before(est, model, Xg, n_threads):
     if hasattr(model, "alpha"):  # a KRR partition
         return _kernel_dot_before(Xg, model.X, model.alpha, model.kernel_params, n_threads)
-    kp = est._local_kernel_params()
+    kp = est._kernel_params()
     if model.classes_.size == 2:
         coef = model.dual_coef_
         coef = coef.toarray() if sp.issparse(coef) else np.asarray(coef)
@@ -183,16 +176,15 @@ def predict_before(est, X):
 def _kernel_block_before(X, Y, *, kernel="rbf", gamma=1.0, degree=3, coef0=0.0,
                          X_sq_norms=None, Y_sq_norms=None, n_threads=1):
     """``K(X, Y)`` as the package computed it before: one BLAS product (BLAS's
-    threads), then the OpenMP transform on ``n_threads``."""
-    kp = {"kernel": kernel, "gamma": gamma, "degree": degree, "coef0": coef0}
+    threads; a sparse product for sparse operands, as SciPy does it), then the
+    OpenMP transform on ``n_threads``."""
     G = X @ Y.T
     G = np.ascontiguousarray(G.toarray() if sp.issparse(G) else G, dtype=np.float64)
     if kernel != "linear":
         rbf = kernel == "rbf"
         _native.kernel_from_gram(G, row_sq_norms(X) if rbf else None,
-                                 row_sq_norms(Y) if rbf else None, _KIND[kp["kernel"]],
-                                 float(kp["gamma"]), float(kp["coef0"]), float(kp["degree"]),
-                                 n_threads)
+                                 row_sq_norms(Y) if rbf else None, _KIND[kernel],
+                                 float(gamma), float(coef0), float(degree), n_threads)
     return G
 
 

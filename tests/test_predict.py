@@ -132,7 +132,7 @@ def test_libsvm_multiclass_models_predict_as_libsvm(blobs, sparse):
     route = est.partitioner_.assign(Xt)
     for j, svc in enumerate(est.estimators_):
         rows = np.flatnonzero(route == j)
-        view = NativeKernelSVC.from_libsvm(svc, est._local_kernel_params())
+        view = NativeKernelSVC.from_libsvm(svc, est._kernel_params())
         np.testing.assert_allclose(view.decision_function(Xt[rows]),
                                    svc.decision_function(Xt[rows]), rtol=1e-12, atol=1e-12)
         np.testing.assert_array_equal(view.predict(Xt[rows]), svc.predict(Xt[rows]))

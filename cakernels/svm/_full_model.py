@@ -25,10 +25,6 @@ from ._partitioned import _ClassifierInput
 class _FullModelSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
     """Fit preamble and prediction of an SVM with one final model (``model_``)."""
 
-    def _kernel_params(self):
-        return {"kernel": self.kernel, "gamma": self.gamma_, "degree": self.degree,
-                "coef0": self.coef0}
-
     def _prepare_classifier(self, s, X, y, sample_weight):
         """Collect the training set in session ``s`` and set ``classes_``, ``gamma_``
         and the input format; returns ``(X, y_idx, w, index)`` with ``y_idx`` the

@@ -99,6 +99,11 @@ class _ClassifierInput:
     """Input handling of the classifiers on the engine: validation of one process's
     rows, and what the ranks must agree on about the labels."""
 
+    def _kernel_params(self):
+        """The kernel of every local model (``gamma_`` resolved at fit)."""
+        return {"kernel": self.kernel, "gamma": self.gamma_, "degree": self.degree,
+                "coef0": self.coef0}
+
     def _validate_local(self, X, y, sample_weight):
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, order="C")
         check_classification_targets(y)
@@ -365,13 +370,13 @@ class PartitionedSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
             w = wp if class_weight is None else wp * np.array(
                 [class_weight[c] for c in yp.tolist()])
             model = NativeKernelSVC(
-                self.solver, self._local_kernel_params(), self.C, self.tol, self.max_iter,
+                self.solver, self._kernel_params(), self.C, self.tol, self.max_iter,
                 self.cache_size, n_threads=ctx["n_threads"], random_state=ctx["seed"])
             model.fit(Xp, yp, w)
             return model, int(model.n_iter_.sum()), int(model.support_.size)
         # LIBSVM: the native solvers' numerical checks first (clear errors instead of
         # SVC's "dual coefficients are not finite")
-        _check_numerics_before(Xp, self._local_kernel_params())
+        _check_numerics_before(Xp, self._kernel_params())
         cw = None if class_weight is None else {c: class_weight[c] for c in labels.tolist()}
         svc = SVC(C=self.C, kernel=self.kernel, degree=self.degree, gamma=self.gamma_,
                   coef0=self.coef0, tol=self.tol, cache_size=self.cache_size,
@@ -389,10 +394,6 @@ class PartitionedSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
         # CSR keeps its index width: only LIBSVM's own predict needs 32 bits
         return self._as_fit_format(X)
 
-    def _local_kernel_params(self):
-        return {"kernel": self.kernel, "gamma": self.gamma_, "degree": self.degree,
-                "coef0": self.coef0}
-
     def _binary_decision(self, model, Xg, n_threads):
         """Decision values of a binary local SVC, positive for ``model.classes_[1]``.
 
@@ -403,14 +404,14 @@ class PartitionedSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
         coef = model.dual_coef_
         coef = coef.toarray() if sp.issparse(coef) else np.asarray(coef)
         dec = kernel_dot(Xg, model.support_vectors_, coef[0], n_threads=n_threads,
-                         **self._local_kernel_params())
+                         **self._kernel_params())
         return dec + model.intercept_[0]
 
     def _local_predict(self, model, Xg, n_threads):
         if model.classes_.size == 2 and hasattr(model, "dual_coef_"):
             # a decision of exactly 0 is classes_[1]'s, as in SVC.predict
             return model.classes_[(self._binary_decision(model, Xg, n_threads) >= 0).astype(int)]
-        return _native_view(model, self._local_kernel_params()).predict(Xg, n_threads)
+        return _native_view(model, self._kernel_params()).predict(Xg, n_threads)
 
     def _local_decision(self, model, Xg, n_threads):
         """Decision values of one local model, in the global class layout."""
@@ -425,7 +426,7 @@ class PartitionedSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
             return out
         k = model.classes_.size
         dec = (self._binary_decision(model, Xg, n_threads) if k == 2
-               else _native_view(model, self._local_kernel_params()).decision_function(
+               else _native_view(model, self._kernel_params()).decision_function(
                    Xg, n_threads))
         if n_classes == 2:
             return dec
