@@ -9,7 +9,11 @@ Two protections, neither of which changes a result:
 * :func:`cholesky_guard`: around a factorization of that size, BLAS is
   limited to one thread when an OpenBLAS with AVX-512 kernels is loaded
   (SkylakeX and its successors Cooperlake and SapphireRapids, which build on
-  its kernels). Slower on such machines, never a crash.
+  its kernels). Slower on such machines, never a crash. ``cakernels fit``
+  uses it for scikit-learn's ``KernelRidge``; the package's own KRR does not
+  need it: its blocked Cholesky (:mod:`cakernels._solvers.cholesky`) calls
+  ``dpotrf`` on at most 1,023 rows (a small matrix whole, else tiles of
+  192-384 rows), always on one BLAS thread.
 * :func:`prefer_haswell_kernels`: ``cakernels bench`` sets
   ``OPENBLAS_CORETYPE=Haswell`` for its own process before NumPy loads (the
   variable is read when OpenBLAS loads), so that its comparisons run both

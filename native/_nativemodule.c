@@ -351,39 +351,59 @@ fail: /* g_view is always held here; the norm views when have_* is set */
 /* ------------------------------------------------------------------------ */
 
 PyDoc_STRVAR(
-    cholesky_inplace_doc,
-    "cholesky_inplace(A, potrf)\n--\n\n"
-    "Factor the symmetric matrix A in place with LAPACK's dpotrf, GIL released.\n\n"
-    "A: writable C-contiguous square float64 array (symmetric, so its row-major\n"
-    "buffer is also the column-major matrix).  potrf: the PyCapsule\n"
-    "scipy.linalg.cython_lapack.__pyx_capi__['dpotrf'].  The lower Cholesky factor\n"
-    "L (A = L L^T) ends up in the lower triangle of A.T, i.e. the upper triangle\n"
-    "of A as numpy indexes it.  Returns dpotrf's info: 0 on success, k > 0 when\n"
-    "the leading minor of order k is not positive definite.");
+    cholesky_task_doc,
+    "cholesky_task(A, task, k0, k1, r0, r1, routines)\n--\n\n"
+    "Run one task of a blocked Cholesky of A in place, GIL released (see\n"
+    "ck_cholesky_task in cakernels.h).\n\n"
+    "A: writable C-contiguous square float64 array, read as the column-major\n"
+    "matrix of its buffer (a symmetric A is its own transpose), so that L ends up\n"
+    "in the upper triangle of A as numpy indexes it.  task: 0 (factor the\n"
+    "diagonal block [k0, k1)), 1 (panel rows [r0, r1)), 2 (update the block column\n"
+    "[r0, r1) from step [k0, k1)).\n"
+    "routines: the PyCapsules (dpotrf, dtrsm, dgemm, dsyrk) of\n"
+    "scipy.linalg.cython_lapack / cython_blas.  Returns info: 0, or for task 0 the\n"
+    "order of the leading minor found not positive definite.");
 
-static PyObject *py_cholesky_inplace(PyObject *module, PyObject *args)
+/* The function pointer in a scipy cython_blas/cython_lapack capsule, or NULL
+ * with an exception set. */
+static void *ck_capsule_pointer(PyObject *capsule, const char *what)
 {
-    PyObject *a_obj, *capsule;
-    Py_buffer view;
-    ck_dpotrf_fn potrf;
     const char *name;
-    int64_t info = 0;
-    ck_status status;
-
-    (void)module;
-    if (!PyArg_ParseTuple(args, "OO:cholesky_inplace", &a_obj, &capsule))
-        return NULL;
     if (!PyCapsule_CheckExact(capsule)) {
-        PyErr_SetString(PyExc_ValueError,
-                        "potrf must be the PyCapsule of dpotrf from "
-                        "scipy.linalg.cython_lapack.__pyx_capi__");
+        PyErr_Format(PyExc_ValueError,
+                     "%s must be a PyCapsule of scipy.linalg.cython_blas or "
+                     "cython_lapack's __pyx_capi__", what);
         return NULL;
     }
     name = PyCapsule_GetName(capsule);
     if (name == NULL && PyErr_Occurred())
         return NULL;
-    potrf = (ck_dpotrf_fn)PyCapsule_GetPointer(capsule, name);
-    if (potrf == NULL)
+    return PyCapsule_GetPointer(capsule, name);
+}
+
+static PyObject *py_cholesky_task(PyObject *module, PyObject *args)
+{
+    PyObject *a_obj, *routines;
+    Py_buffer view;
+    ck_chol_routines f;
+    int task;
+    long long k0, k1, r0, r1;
+    int64_t info = 0;
+    ck_status status;
+
+    (void)module;
+    if (!PyArg_ParseTuple(args, "OiLLLLO!:cholesky_task", &a_obj, &task, &k0, &k1, &r0,
+                          &r1, &PyTuple_Type, &routines))
+        return NULL;
+    if (PyTuple_GET_SIZE(routines) != 4) {
+        PyErr_SetString(PyExc_ValueError,
+                        "routines must be the 4 capsules (dpotrf, dtrsm, dgemm, dsyrk)");
+        return NULL;
+    }
+    if ((f.potrf = (ck_dpotrf_fn)ck_capsule_pointer(PyTuple_GET_ITEM(routines, 0), "dpotrf")) == NULL ||
+        (f.trsm = (ck_dtrsm_fn)ck_capsule_pointer(PyTuple_GET_ITEM(routines, 1), "dtrsm")) == NULL ||
+        (f.gemm = (ck_dgemm_fn)ck_capsule_pointer(PyTuple_GET_ITEM(routines, 2), "dgemm")) == NULL ||
+        (f.syrk = (ck_dsyrk_fn)ck_capsule_pointer(PyTuple_GET_ITEM(routines, 3), "dsyrk")) == NULL)
         return NULL;
     if (PyObject_GetBuffer(a_obj, &view,
                            PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
@@ -400,12 +420,13 @@ static PyObject *py_cholesky_inplace(PyObject *module, PyObject *args)
         return NULL;
     }
     Py_BEGIN_ALLOW_THREADS
-    status = ck_cholesky(potrf, (double *)view.buf, (int64_t)view.shape[0],
-                         view.shape[0] > 1 ? (int64_t)view.shape[0] : 1, 1, &info);
+    status = ck_cholesky_task(&f, task, (double *)view.buf, (int64_t)view.shape[0],
+                              (int64_t)view.shape[0], (int64_t)k0, (int64_t)k1,
+                              (int64_t)r0, (int64_t)r1, &info);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&view);
     if (status != CK_OK)
-        return ck_raise_status(status, "cholesky_inplace");
+        return ck_raise_status(status, "cholesky_task");
     return PyLong_FromLongLong((long long)info);
 }
 
@@ -1074,8 +1095,8 @@ fail:
 }
 
 static PyMethodDef ck_methods[] = {
-    {"cholesky_inplace", (PyCFunction)py_cholesky_inplace, METH_VARARGS,
-     cholesky_inplace_doc},
+    {"cholesky_task", (PyCFunction)py_cholesky_task, METH_VARARGS,
+     cholesky_task_doc},
     {"openmp_enabled", (PyCFunction)py_openmp_enabled, METH_NOARGS,
      openmp_enabled_doc},
     {"max_threads", (PyCFunction)py_max_threads, METH_NOARGS, max_threads_doc},

@@ -111,21 +111,64 @@ ck_status ck_kernel_from_gram(double *G, int64_t n_rows, int64_t n_cols,
 typedef void (*ck_dpotrf_fn)(char *uplo, int *n, double *a, int *lda,
                              int *info);
 
+/* BLAS level-3 routines with the reference (Fortran) calling convention, as
+ * exported by scipy.linalg.cython_blas. */
+typedef void (*ck_dtrsm_fn)(char *side, char *uplo, char *transa, char *diag,
+                            int *m, int *n, double *alpha, double *a, int *lda,
+                            double *b, int *ldb);
+typedef void (*ck_dgemm_fn)(char *transa, char *transb, int *m, int *n, int *k,
+                            double *alpha, double *a, int *lda, double *b,
+                            int *ldb, double *beta, double *c, int *ldc);
+typedef void (*ck_dsyrk_fn)(char *uplo, char *trans, int *n, int *k,
+                            double *alpha, double *a, int *lda, double *beta,
+                            double *c, int *ldc);
+
+/* The routines a blocked Cholesky calls. */
+typedef struct {
+    ck_dpotrf_fn potrf;
+    ck_dtrsm_fn trsm;
+    ck_dgemm_fn gemm;
+    ck_dsyrk_fn syrk;
+} ck_chol_routines;
+
+/* Tasks of a right-looking blocked Cholesky A = L L^T (lower triangle of the
+ * column-major A; a row-major symmetric matrix can be passed as is, L then
+ * lands in its upper triangle as row-major code indexes it). Step
+ * [k0, k1) is one block column:
+ *   CK_CHOL_DIAG    L[k0:k1, k0:k1] = chol(A[k0:k1, k0:k1])              (potrf)
+ *   CK_CHOL_PANEL   L[r0:r1, k0:k1] = A[r0:r1, k0:k1] L[k0:k1, k0:k1]^-T  (trsm)
+ *                   for rows k1 <= r0 < r1 <= n
+ *   CK_CHOL_UPDATE  A[r0:n, r0:r1] -= L[r0:n, k0:k1] L[r0:r1, k0:k1]^T on and
+ *                   below the diagonal, for the block column [r0, r1) with
+ *                   k1 <= r0 (syrk on its diagonal tile, gemm below it)
+ * A step's panel tasks need its diagonal task; an update of block column
+ * [r0, r1) needs the panel rows [r0, n) of its step and the previous step's
+ * update of the same block column. Tasks over disjoint rows (panel) or block
+ * columns (update) may run concurrently. */
+typedef enum {
+    CK_CHOL_DIAG = 0,
+    CK_CHOL_PANEL = 1,
+    CK_CHOL_UPDATE = 2
+} ck_chol_task_kind;
+
 /*
- * Cholesky factorization, in place, of the symmetric positive definite
- * n x n column-major matrix A (leading dimension lda) through the given
- * dpotrf.  A row-major symmetric matrix can be passed as is: it is its own
- * transpose.  lower != 0 factors A = L L^T into the lower triangle
- * (column-major), else A = U^T U into the upper one.
+ * Run one task of the blocked Cholesky of the n x n matrix A (leading
+ * dimension lda) through the given routines. A task's arithmetic depends only
+ * on (n, k0, k1, r0, r1), never on the thread that runs it or when, so a
+ * fixed tiling gives the same bits for any number of threads. Entries above
+ * the diagonal are never read or written.
  *
- * *info receives dpotrf's info: 0 on success, k > 0 when the leading minor
- * of order k is not positive definite (the factorization stopped; A is
- * partly overwritten).  Returns CK_ERR_ARG for a NULL routine, matrix or
- * info pointer, n < 0, lda < max(1, n), sizes beyond the int range of
- * LAPACK, or a negative info; CK_OK otherwise (including info > 0).
+ * *info: for CK_CHOL_DIAG, 0 or the order (counted from A's first row) of the
+ * leading minor found not positive definite (that tile is then partly
+ * overwritten); 0 for the other tasks. Returns CK_ERR_ARG for a NULL matrix,
+ * info pointer or needed routine, an unknown task, sizes outside
+ * 0 <= k0 < k1 <= n (and k1 <= r0 < r1 <= n for panels and updates),
+ * lda < n, n < 1, sizes beyond the int range of BLAS, or a negative info
+ * from potrf; else CK_OK.
  */
-ck_status ck_cholesky(ck_dpotrf_fn potrf, double *A, int64_t n, int64_t lda,
-                      int lower, int64_t *info);
+ck_status ck_cholesky_task(const ck_chol_routines *f, int task, double *A,
+                           int64_t n, int64_t lda, int64_t k0, int64_t k1,
+                           int64_t r0, int64_t r1, int64_t *info);
 
 /* ------------------------------------------------------------------------
  * Training data of the solvers (ck_rows.c): dense or CSR.

@@ -2,36 +2,64 @@
  * ck_linalg.c -- dense linear algebra helpers of the cakernels native core.
  *
  * Plain C99; no Python.h.  LAPACK itself is not linked here: the caller
- * passes the routine (on the Python side, SciPy's LAPACK from
- * scipy.linalg.cython_lapack), so the core uses exactly the BLAS/LAPACK that
- * SciPy ships and the binding can call it with the GIL released -- SciPy's
- * own f2py wrapper of ?potrf holds the GIL, which serialises the per-partition
- * Cholesky factorizations of the 'threads' backend.
+ * passes the routines (on the Python side, SciPy's LAPACK from
+ * scipy.linalg.cython_lapack and cython_blas), so the core uses exactly the
+ * BLAS/LAPACK that SciPy ships and the binding can call it with the GIL
+ * released -- SciPy's own f2py wrappers hold the GIL, which would serialise
+ * the tasks of a blocked factorization and the per-partition factorizations
+ * of the 'threads' backend.
  */
 #include "cakernels.h"
 
 #include <limits.h>
 #include <stddef.h>
 
-ck_status ck_cholesky(ck_dpotrf_fn potrf, double *A, int64_t n, int64_t lda,
-                      int lower, int64_t *info)
+ck_status ck_cholesky_task(const ck_chol_routines *f, int task, double *A,
+                           int64_t n, int64_t lda, int64_t k0, int64_t k1,
+                           int64_t r0, int64_t r1, int64_t *info)
 {
-    char uplo = lower ? 'L' : 'U';
-    int n_i, lda_i, info_i = 0;
+    int kb, m, below, ld, sub_info = 0;
+    double one = 1.0, minus_one = -1.0;
+    char L = 'L', N = 'N', R = 'R', T = 'T';
+    double *Akk, *Ark;
 
     if (info == NULL)
         return CK_ERR_ARG;
     *info = 0;
-    if (potrf == NULL || n < 0 || lda < (n > 1 ? n : 1) || n > INT_MAX ||
-        lda > INT_MAX)
+    if (f == NULL || A == NULL || n < 1 || n > INT_MAX || lda < n || lda > INT_MAX ||
+        k0 < 0 || k1 <= k0 || k1 > n)
         return CK_ERR_ARG;
-    if (n == 0)
+    kb = (int)(k1 - k0);
+    ld = (int)lda;
+    Akk = A + k0 + k0 * lda;
+    if (task == CK_CHOL_DIAG) {
+        if (f->potrf == NULL)
+            return CK_ERR_ARG;
+        f->potrf(&L, &kb, Akk, &ld, &sub_info);
+        if (sub_info < 0)
+            return CK_ERR_ARG;
+        *info = sub_info > 0 ? k0 + sub_info : 0;
         return CK_OK;
-    if (A == NULL)
+    }
+    if (r0 < k1 || r1 <= r0 || r1 > n)
         return CK_ERR_ARG;
-    n_i = (int)n;
-    lda_i = (int)lda;
-    potrf(&uplo, &n_i, A, &lda_i, &info_i);
-    *info = info_i;
-    return info_i < 0 ? CK_ERR_ARG : CK_OK;
+    m = (int)(r1 - r0);
+    Ark = A + r0 + k0 * lda; /* L[r0:r1, k0:k1] */
+    if (task == CK_CHOL_PANEL) {
+        if (f->trsm == NULL)
+            return CK_ERR_ARG;
+        f->trsm(&R, &L, &T, &N, &m, &kb, &one, Akk, &ld, Ark, &ld);
+        return CK_OK;
+    }
+    if (task == CK_CHOL_UPDATE) {
+        if (f->gemm == NULL || f->syrk == NULL)
+            return CK_ERR_ARG;
+        below = (int)(n - r1);
+        f->syrk(&L, &N, &m, &kb, &minus_one, Ark, &ld, &one, A + r0 + r0 * lda, &ld);
+        if (below > 0)
+            f->gemm(&N, &T, &below, &m, &kb, &minus_one, A + r1 + k0 * lda, &ld, Ark, &ld,
+                    &one, A + r1 + r0 * lda, &ld);
+        return CK_OK;
+    }
+    return CK_ERR_ARG;
 }

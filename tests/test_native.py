@@ -489,11 +489,13 @@ def test_property_random_small(n, m, d, kind, gamma, coef0, degree, n_threads, s
 
 
 # --------------------------------------------------------------------------
-# GIL-free Cholesky through SciPy's LAPACK
+# GIL-free blocked Cholesky tasks through SciPy's LAPACK/BLAS
 # --------------------------------------------------------------------------
-from scipy.linalg import cython_lapack  # noqa: E402
+from scipy.linalg import cython_blas, cython_lapack  # noqa: E402
 
-DPOTRF = cython_lapack.__pyx_capi__["dpotrf"]
+ROUTINES = (cython_lapack.__pyx_capi__["dpotrf"], cython_blas.__pyx_capi__["dtrsm"],
+            cython_blas.__pyx_capi__["dgemm"], cython_blas.__pyx_capi__["dsyrk"])
+DIAG, PANEL, UPDATE = 0, 1, 2
 
 
 def _spd(n, seed=0):
@@ -502,38 +504,79 @@ def _spd(n, seed=0):
 
 
 @pytest.mark.parametrize("n", [1, 2, 7, 200])
-def test_cholesky_inplace_matches_numpy(n):
+def test_cholesky_task_diag_on_the_whole_matrix_matches_numpy(n):
     K = _spd(n)
     L_ref = np.linalg.cholesky(K)
     work = K.copy()
-    assert _native.cholesky_inplace(work, DPOTRF) == 0
+    assert _native.cholesky_task(work, DIAG, 0, n, 0, 0, ROUTINES) == 0
     # the lower factor lives in the lower triangle of work.T
     np.testing.assert_allclose(np.tril(work.T), L_ref, rtol=1e-12, atol=1e-12)
+    # the other triangle is neither read nor written
+    np.testing.assert_array_equal(np.tril(work, -1), np.tril(K, -1))
 
 
-def test_cholesky_inplace_reports_not_positive_definite():
+@pytest.mark.parametrize("n, tile", [(10, 3), (37, 8), (64, 16)])
+def test_cholesky_tasks_in_order_give_the_factor(n, tile):
+    """Every step's diagonal, panel (rows in uneven chunks) and update (each
+    later block column) in sequence is the Cholesky factor; no entry above the
+    column-major diagonal changes."""
+    K = _spd(n, seed=n)
+    work = K.copy()
+    tiles = [(s, min(s + tile, n)) for s in range(0, n, tile)]
+    for k, (k0, k1) in enumerate(tiles):
+        assert _native.cholesky_task(work, DIAG, k0, k1, 0, 0, ROUTINES) == 0
+        if k1 == n:
+            break
+        cut = (k1 + n) // 2 + 1 if n - k1 > 2 else n  # two panel chunks of different size
+        for r0, r1 in [(k1, cut), (cut, n)] if cut < n else [(k1, n)]:
+            assert _native.cholesky_task(work, PANEL, k0, k1, r0, r1, ROUTINES) == 0
+        for c0, c1 in tiles[k + 1:]:
+            assert _native.cholesky_task(work, UPDATE, k0, k1, c0, c1, ROUTINES) == 0
+    np.testing.assert_allclose(np.tril(work.T), np.linalg.cholesky(K), rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(np.tril(work, -1), np.tril(K, -1))
+
+
+def test_cholesky_task_reports_not_positive_definite_from_the_first_row():
     K = _spd(10)
     K[4, 4] = -100.0
-    assert _native.cholesky_inplace(K, DPOTRF) == 5
+    assert _native.cholesky_task(K.copy(), DIAG, 0, 10, 0, 0, ROUTINES) == 5
+    K = _spd(10)
+    K[7, 7] = -100.0  # the diagonal tile [6, 10): its 2nd row, the 8th of the matrix
+    assert _native.cholesky_task(K.copy(), DIAG, 6, 10, 0, 0, ROUTINES) == 8
 
 
-def test_cholesky_inplace_empty_and_bad_arguments():
-    assert _native.cholesky_inplace(np.zeros((0, 0)), DPOTRF) == 0
+def test_cholesky_task_bad_arguments():
+    K = _spd(6)
     with pytest.raises(ValueError, match="square"):
-        _native.cholesky_inplace(np.zeros((3, 4)), DPOTRF)
+        _native.cholesky_task(np.zeros((3, 4)), DIAG, 0, 3, 0, 0, ROUTINES)
     with pytest.raises(ValueError, match="square float64"):
-        _native.cholesky_inplace(np.zeros((3, 3), dtype=np.float32), DPOTRF)
+        _native.cholesky_task(np.zeros((3, 3), dtype=np.float32), DIAG, 0, 3, 0, 0, ROUTINES)
     with pytest.raises(ValueError):
-        _native.cholesky_inplace(np.asfortranarray(np.zeros((3, 2)))[:2].T, DPOTRF)
-    ro = _spd(3)
+        _native.cholesky_task(np.asfortranarray(np.zeros((3, 2)))[:2].T, DIAG, 0, 2, 0, 0,
+                              ROUTINES)
+    ro = K.copy()
     ro.flags.writeable = False
     with pytest.raises(ValueError):
-        _native.cholesky_inplace(ro, DPOTRF)
+        _native.cholesky_task(ro, DIAG, 0, 6, 0, 0, ROUTINES)
     with pytest.raises(ValueError, match="PyCapsule"):
-        _native.cholesky_inplace(_spd(3), "dpotrf")
+        _native.cholesky_task(K.copy(), DIAG, 0, 6, 0, 0, ("dpotrf",) + ROUTINES[1:])
+    with pytest.raises(ValueError, match="4 capsules"):
+        _native.cholesky_task(K.copy(), DIAG, 0, 6, 0, 0, ROUTINES[:3])
+    with pytest.raises(TypeError):
+        _native.cholesky_task(K.copy(), DIAG, 0, 6, 0, 0, list(ROUTINES))
+    # sizes out of range and unknown tasks: a status error, nothing written
+    for args in [(DIAG, 0, 0, 0, 0), (DIAG, -1, 3, 0, 0), (DIAG, 2, 7, 0, 0),
+                 (PANEL, 0, 3, 2, 6), (PANEL, 0, 3, 3, 3), (PANEL, 0, 3, 3, 7),
+                 (UPDATE, 0, 3, 1, 4), (UPDATE, 0, 3, 4, 8), (7, 0, 3, 3, 6)]:
+        work = K.copy()
+        with pytest.raises(ValueError, match="cholesky_task.*invalid argument"):
+            _native.cholesky_task(work, *args, ROUTINES)
+        np.testing.assert_array_equal(work, K)
+    with pytest.raises(ValueError, match="cholesky_task"):
+        _native.cholesky_task(np.zeros((0, 0)), DIAG, 0, 0, 0, 0, ROUTINES)
 
 
-def test_cholesky_inplace_releases_the_gil():
+def test_cholesky_task_releases_the_gil():
     """Same deterministic check as for kernel_from_gram (see above)."""
     import sys
 
@@ -544,9 +587,9 @@ def test_cholesky_inplace_releases_the_gil():
     def work():
         K = K0.copy()
         started.set()
-        _native.cholesky_inplace(K, DPOTRF)
+        _native.cholesky_task(K, DIAG, 0, 900, 0, 0, ROUTINES)
         K = K0.copy()
-        _native.cholesky_inplace(K, DPOTRF)
+        _native.cholesky_task(K, DIAG, 0, 900, 0, 0, ROUTINES)
         state["done"] = True
 
     old = sys.getswitchinterval()

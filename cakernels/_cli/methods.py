@@ -170,7 +170,8 @@ def _large_cholesky_guard(method, n):
     """Context for fitting ``method`` on ``n`` samples: scikit-learn's KernelRidge on
     16,000 or more samples gets one BLAS thread when the loaded OpenBLAS uses its
     SkylakeX kernels, which crash in multi-threaded Cholesky factorizations of that
-    size (the package's own KRR guards its factorizations itself, see ``_blas``)."""
+    size (the package's own KRR factors in small tiles on one BLAS thread each and
+    never meets the crash, see ``_blas``)."""
     from .._blas import LARGE_CHOLESKY, cholesky_guard, risky_openblas
 
     if method != "krr" or n < LARGE_CHOLESKY:

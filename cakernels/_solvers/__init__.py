@@ -6,6 +6,8 @@
 * :mod:`.native_svc` -- a kernel SVM model (one-vs-one / one-vs-rest) trained
   by those solvers;
 * :mod:`.krr` -- kernel ridge regression by in-place Cholesky;
+* :mod:`.cholesky` -- that Cholesky: tiles on the package's threads, the same
+  bits for any thread count;
 * :mod:`.scalapack` -- ScaLAPACK's distributed Cholesky (DKRR);
 * :mod:`.local` -- the interface the engine and the multi-level methods use.
 """

@@ -1,22 +1,22 @@
 """Kernel ridge regression on one worker: ``(K + reg I) alpha = y`` by an
-in-place LAPACK Cholesky without the GIL (Algorithm 6, eq. 3.6)."""
+in-place blocked Cholesky on the worker's threads, without the GIL (Algorithm 6,
+eq. 3.6; the factorization is :mod:`cakernels._solvers.cholesky`)."""
 
 import warnings
 
 import numpy as np
 from scipy import linalg
-from scipy.linalg import cython_lapack
 
-from .. import _native
-from .._blas import cholesky_guard
 from .._kernels import kernel_dot, row_sq_norms
+from ..backends import blas_limits
+from .cholesky import cholesky_in_place
 
 #: a factor whose reciprocal condition number is below this gets a warning: the
 #: solution's relative error bound cond * eps then exceeds 1e-4 (four digits)
 RCOND_WARN = 1e4 * np.finfo(np.float64).eps
 
 
-def solve_krr(K, y, reg, rebuild=None):
+def solve_krr(K, y, reg, rebuild=None, n_threads=1):
     """Solve ``(K + reg * I) alpha = y`` in place by Cholesky.
 
     ``K`` is overwritten. When the regularised matrix is not numerically
@@ -36,6 +36,10 @@ def solve_krr(K, y, reg, rebuild=None):
     rebuild : callable, default=None
         Returns ``K`` again for the fallback (the factorization destroyed
         it); without it a copy of ``K`` is kept during the factorization.
+    n_threads : int, default=1
+        Threads of the factorization (:func:`~cakernels._solvers.cholesky.cholesky_in_place`);
+        the triangular solves and the condition estimate run on one BLAS
+        thread. ``alpha`` does not depend on it, bit for bit.
 
     Returns
     -------
@@ -47,8 +51,7 @@ def solve_krr(K, y, reg, rebuild=None):
     anorm = float(linalg.lapack.dlange("1", K.T))  # 1-norm, no temporary copy
     failure = None
     try:
-        with cholesky_guard(m):  # one BLAS thread where OpenBLAS would crash (_blas)
-            alpha, rcond = _cholesky_solve(K, y, anorm)
+        alpha, rcond = _cholesky_solve(K, y, anorm, n_threads)
     except linalg.LinAlgError as exc:
         failure = str(exc)  # not the exception: its traceback would keep K alive
     if failure is not None:
@@ -100,26 +103,23 @@ def _lstsq_in_place(A, y):
     return x[:m].reshape(y2.shape)
 
 
-def _cholesky_solve(K, y, anorm):
+def _cholesky_solve(K, y, anorm, n_threads):
     """``(K^-1 y, rcond)`` by an in-place Cholesky of the regularised ``K``;
     LinAlgError when it is not numerically positive definite."""
-    # LAPACK dpotrf on K's own buffer (K is symmetric, so its C-order buffer is
-    # the same matrix in Fortran order), with the GIL released so that the
-    # 'threads' backend factors partitions concurrently; SciPy's cho_factor would
-    # hold the GIL. L ends up in K.T's lower triangle, the layout
-    # cho_solve((K.T, True), ...) expects.
-    info = _native.cholesky_inplace(K, _DPOTRF)
+    # K is symmetric, so its C-order buffer is the same matrix in Fortran order:
+    # L ends up in K.T's lower triangle, the layout cho_solve((K.T, True), ...)
+    # expects. The GIL is released throughout, so that the 'threads' backend
+    # factors partitions concurrently.
+    info = cholesky_in_place(K, n_threads)
     if info != 0:
         raise linalg.LinAlgError(f"{info}-th leading minor is not positive definite")
     c = K.T
-    rcond, info = linalg.lapack.dpocon(c, anorm, uplo="L")
-    if info != 0 or not rcond > np.finfo(np.float64).eps:
-        raise linalg.LinAlgError(f"reciprocal condition number {rcond:.3g}")
-    return linalg.cho_solve((c, True), y, overwrite_b=False, check_finite=False), float(rcond)
-
-
-#: SciPy's LAPACK dpotrf (the Cython capsule), called by the native module
-_DPOTRF = cython_lapack.__pyx_capi__["dpotrf"]
+    with blas_limits(1):  # BLAS-2 work: no thread team to wait for, the same bits
+        rcond, info = linalg.lapack.dpocon(c, anorm, uplo="L")
+        if info != 0 or not rcond > np.finfo(np.float64).eps:
+            raise linalg.LinAlgError(f"reciprocal condition number {rcond:.3g}")
+        alpha = linalg.cho_solve((c, True), y, overwrite_b=False, check_finite=False)
+    return alpha, float(rcond)
 
 
 class _LocalKRR:

@@ -183,7 +183,8 @@ def solve_kernel_ridge(X, y, lam, *, kernel_params, index=None):
     _check_numerics_before(X, params)
     # no reference kept here: solve_krr frees the factor before its fallback rebuilds K
     alpha = solve_krr(kernel_block(X, X, **params), y, lam * m,
-                      rebuild=lambda: kernel_block(X, X, **params))
+                      rebuild=lambda: kernel_block(X, X, **params),
+                      n_threads=params.get("n_threads", 1))
     index = np.arange(m) if index is None else index
     sol = LocalSolution(index, alpha, None, 0.0, np.nan, 1)
     _check_solution(sol, f"kernel ridge (lam={lam:.3g})",

@@ -385,8 +385,8 @@ class _SearchJob:
             out = np.empty((m, L, k))
             for i, reg in enumerate(shifts):
                 t = time.perf_counter()
-                out[:, i, :] = solve_krr(KT.copy(), yT, float(reg),
-                                         rebuild=KT.copy).reshape(m, k)
+                out[:, i, :] = solve_krr(KT.copy(), yT, float(reg), rebuild=KT.copy,
+                                         n_threads=self.kparams["n_threads"]).reshape(m, k)
                 times_fit[i] += time.perf_counter() - t
             return out.reshape(m, L * k), 1 * L
         t = time.perf_counter()
