@@ -1,7 +1,8 @@
 """Asy-GCD under contention: 2 threads against 1 thread while other processes
 keep the cores busy (issue: "hold up under contention"); and KRR fits next to
-busy processes, serial backend against its two workarounds (``--parts krr``:
-a known limitation, measured).
+busy processes, serial backend against ``backend='threads'`` and
+``threadpool_limits(1)`` (``--parts krr``); scikit-learn's K-means on its
+default threads against one thread (``--parts kmeans``).
 
 For every training-set size (random subsets of ijcnn1, dense, C=32, gamma=2;
 and of a9a, CSR, C=1, gamma=0.05) and every setting, a full
@@ -27,7 +28,7 @@ to show what the size rule avoids. Needs ``../shared/datasets`` (or
 
 Usage::
 
-    python benchmarks/bench_contention.py            # ~17 min (+ ~5 min --parts krr)
+    python benchmarks/bench_contention.py            # ~17 min (+ ~5 min --parts krr, ~2 min kmeans)
     python benchmarks/bench_contention.py --quick    # sizes 400 and 3,000 only, 3 repeats
 """
 
@@ -110,7 +111,8 @@ def measure(X, y, params, cache, busy, repeat):
 def main(argv=None):
     ap = common.add_common_args(argparse.ArgumentParser(description=__doc__.split("\n\n")[0]))
     ap.add_argument("--repeat", type=int, default=None, help="timed rounds (default 5; quick 3)")
-    ap.add_argument("--parts", nargs="+", default=["asygcd", "krr"], choices=["asygcd", "krr"])
+    ap.add_argument("--parts", nargs="+", default=["asygcd", "krr", "kmeans"],
+                    choices=["asygcd", "krr", "kmeans"])
     args = ap.parse_args(argv)
     home = common.data_home(args.data_home)
     repeat = args.repeat or (3 if args.quick else 5)
@@ -120,17 +122,21 @@ def main(argv=None):
         asygcd_part(rep, home, repeat, args.quick)
     if "krr" in args.parts:
         krr_part(rep, home, 2, args.quick)
+    if "kmeans" in args.parts:
+        kmeans_part(rep, home, repeat)
     rep.write(args.out)
 
 
 def krr_part(rep, home, repeat, quick):
-    """KRR fits next to busy processes (a known limitation, measured): the
-    serial backend factors each partition with every BLAS thread, and
-    OpenBLAS's threads wait for each other by spinning, so one of them sharing
-    its core with a busy process slows the whole factorization down many
-    times; scikit-learn's OpenMP K-means (the partitioner) likewise. Against
-    the two workarounds: ``backend='threads'`` (one BLAS thread per worker,
-    partitions shared dynamically) and ``threadpool_limits(1)``."""
+    """KRR fits next to busy processes. Until 2026-11-26 the serial backend
+    factored each partition with LAPACK on every BLAS thread, and OpenBLAS's
+    threads wait for each other by spinning, so one of them sharing its core
+    with a busy process slowed the whole factorization down many times; the
+    package's blocked Cholesky (``bench_cholesky.py``) removed that, and
+    scikit-learn's OpenMP K-means (the partitioner), which collapsed likewise,
+    runs on one thread on data this small (``--parts kmeans``). Against
+    ``backend='threads'`` (one thread per worker, partitions shared
+    dynamically) and ``threadpool_limits(1)``."""
     from sklearn.preprocessing import StandardScaler
     from threadpoolctl import threadpool_limits
 
@@ -170,6 +176,56 @@ def krr_part(rep, home, repeat, quick):
               "median seconds of full fits)",
               ["estimator", "rows per partition", "setting", "serial (default)",
                "backend='threads'", "serial, threadpool_limits(1)"], rows)
+
+
+def kmeans_part(rep, home, repeat):
+    """scikit-learn's K-means (what the K-means-based partitioners run) on its
+    default OpenMP threads against one thread, idle and next to busy
+    processes: the measurement behind ``KMEANS_ONE_THREAD_WORK`` (below that
+    much work the partitioners run it on one thread)."""
+    from sklearn.cluster import KMeans
+    from sklearn.preprocessing import StandardScaler
+    from threadpoolctl import threadpool_limits
+
+    from cakernels.partition._partitioners import KMEANS_ONE_THREAD_WORK
+
+    cases = []
+    X, _ = load_dataset("cadata", data_home=home, return_X_y=True)
+    cases.append(("cadata", StandardScaler().fit_transform(X[:16000]), 8))
+    X, _ = load_dataset("ijcnn1", data_home=home, return_X_y=True)
+    cases.append(("ijcnn1", X.toarray() if sp.issparse(X) else np.asarray(X), 16))
+    rng = np.random.default_rng(0)
+    cases.append(("synthetic", rng.standard_normal((200000, 22)) + rng.integers(0, 5, (200000, 1)),
+                  16))
+
+    def fit(X, k, seed, one):
+        with threadpool_limits(1 if one else None, user_api="openmp"):
+            t0 = time.perf_counter()
+            KMeans(n_clusters=k, n_init=1, random_state=seed).fit(X)
+            return time.perf_counter() - t0
+
+    rows = []
+    for label, busy in [("quiet", 0), ("1 busy", 1), ("2 busy", 2)]:
+        with Busy(busy):
+            for name, X, k in cases:
+                times = {False: [], True: []}
+                for r in range(repeat + 1):  # the first round warms up
+                    for one in (False, True):
+                        t = fit(X, k, r, one)
+                        if r:
+                            times[one].append(t)
+                med = {one: float(np.median(v)) for one, v in times.items()}
+                work = X.shape[0] * X.shape[1] * k
+                rows.append([label, f"{name} {X.shape[0]:,} x {X.shape[1]}, k={k}",
+                             f"{work / 1e6:.0f}M", "1" if work < KMEANS_ONE_THREAD_WORK else "default",
+                             f"{med[False] * 1e3:.0f}", f"{med[True] * 1e3:.0f}",
+                             f"{med[False] / med[True]:.2f}x"])
+                print(rows[-1], flush=True)
+    rep.table("scikit-learn's KMeans, default OpenMP threads vs one thread (median ms; "
+              f"the partitioners run one thread below {KMEANS_ONE_THREAD_WORK / 1e6:.0f}M "
+              "samples x features x clusters)",
+              ["setting", "data", "work", "partitioners run", "default threads (ms)",
+               "1 thread (ms)", "default / 1 thread"], rows)
 
 
 def asygcd_part(rep, home, repeat, quick):

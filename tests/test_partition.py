@@ -431,3 +431,39 @@ def test_variable_blocks_independent_of_storage_format(storage_formats):
                           for name, Xf in storage_formats(X).items()}
                 np.testing.assert_array_equal(blocks["dense"], blocks["csr32"])
                 np.testing.assert_array_equal(blocks["dense"], blocks["csr64"])
+
+
+def test_small_kmeans_runs_one_thread_and_does_not_depend_on_the_thread_count(monkeypatch):
+    """Below KMEANS_ONE_THREAD_WORK scikit-learn's K-means runs on one OpenMP
+    thread (as fast there, and no spinning barriers next to busy processes):
+    the centres are then the same bits whatever OpenMP threads the caller has.
+    Without the rule they differ in the last bits on this data."""
+    from sklearn.utils._openmp_helpers import _openmp_effective_n_threads
+    from threadpoolctl import threadpool_limits
+
+    import cakernels.partition._partitioners as partitioners
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((6000, 8)) + rng.integers(0, 4, (6000, 1))
+
+    def centers(n_threads):
+        with threadpool_limits(n_threads, user_api="openmp"):
+            return KMeansPartitioner(8, random_state=0).fit(X).centers_
+
+    assert 6000 * 8 * 8 < partitioners.KMEANS_ONE_THREAD_WORK
+    np.testing.assert_array_equal(centers(1), centers(2))
+    seen = []
+    real_fit = partitioners.KMeans.fit
+
+    def spy(self, *args, **kwargs):
+        seen.append(_openmp_effective_n_threads())
+        return real_fit(self, *args, **kwargs)
+
+    monkeypatch.setattr(partitioners.KMeans, "fit", spy)
+    with threadpool_limits(2, user_api="openmp"):
+        KMeansPartitioner(8, random_state=0).fit(X)
+        monkeypatch.setattr(partitioners, "KMEANS_ONE_THREAD_WORK", 0)
+        KMeansPartitioner(8, random_state=0).fit(X)
+    with threadpool_limits(2, user_api="openmp"):
+        expected = _openmp_effective_n_threads()
+    assert seen == [1, expected]

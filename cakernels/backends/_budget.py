@@ -25,7 +25,7 @@ import os
 import sys
 import threading
 
-__all__ = ["cpu_count", "reserve_threads", "threads_available", "blas_limits"]
+__all__ = ["cpu_count", "reserve_threads", "threads_available", "blas_limits", "openmp_limits"]
 
 
 def cpu_count():
@@ -199,3 +199,16 @@ def _release_openblas_control():
 
 #: ``with blas_limits(n): ...`` limits BLAS to ``n`` threads (nests, thread-safe)
 blas_limits = _BlasLimits()
+
+
+@contextlib.contextmanager
+def openmp_limits(n_threads):
+    """Limit the OpenMP parallel regions that the calling thread starts (in
+    any loaded OpenMP runtime, scikit-learn's included) to ``n_threads`` for a
+    block. OpenMP's thread count is a setting of each thread, so no stack is
+    needed: the previous value comes back at the end. Uses the cached
+    controller of :data:`blas_limits` (a fresh ``threadpool_limits`` costs ~3 ms)."""
+    with blas_limits._lock:
+        controller = blas_limits._control()
+    with controller.limit(limits=max(1, int(n_threads)), user_api="openmp"):
+        yield
