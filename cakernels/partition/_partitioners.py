@@ -68,12 +68,13 @@ _DISTINCT_ROUNDS = 8
 #: scikit-learn's K-means runs its Lloyd iterations on OpenMP threads that
 #: wait for each other at every iteration's barrier by spinning. Below this
 #: much work (samples x features x clusters) one thread is as fast on an idle
-#: machine (measured on 2 cores: cadata 16,000 x 8, 8 clusters, 14 ms against
-#: 19 ms on 2 threads; ijcnn1 49,990 x 22, 16 clusters, 54 ms against 51 ms),
-#: where next to one busy process the two threads took 7-25x longer (385 ms
-#: and 342 ms); one thread also makes the centres independent of the thread
-#: count. Above it (200,000 x 22, 16 clusters: 1.7x faster on 2 threads)
-#: K-means keeps the threads it is given.
+#: machine (measured on 2 cores, ``benchmarks/bench_contention.py --parts
+#: kmeans``: cadata 16,000 x 8, 8 clusters, 16 ms against 20 ms on 2 threads;
+#: ijcnn1 49,990 x 22, 16 clusters, 46 ms against 49 ms), while next to one
+#: busy process the two threads took 1.8-16x longer (cadata: 597 ms against
+#: 38 ms); one thread also makes the centres independent of the thread count.
+#: Above it (200,000 x 22, 16 clusters: 1.6x faster on 2 idle cores) K-means
+#: keeps the threads it is given.
 KMEANS_ONE_THREAD_WORK = 1 << 25
 
 
