@@ -19,16 +19,17 @@ plus ``1e-3 n I``) factored by
   (what ``solve_krr`` called before), BLAS with its default threads.
 
 Two regimes, ``--repeat`` timed calls each, medians: ``back to back`` (one
-side's calls in a row after a pause and a warm-up call, as a fit factoring its
-partitions one after the other) and ``after a pause`` (the sides alternate, each call
-``SETTLE`` seconds after the previous one, so that it starts with every
-thread asleep: OpenBLAS's threads spin for about 0.1 s after a
-multi-threaded call, and a factorization started right after ``dpotrf``
-shares the cores with them, ours then up to 1.7x slower on 2 idle cores,
-while ``dpotrf`` started right after ours finds no one spinning). Settings: ``2 cores`` (idle), ``1 core``
-(``threadpool_limits(1)`` for both sides, ours on one thread), ``1 busy`` and
-``2 busy`` (one or two other processes spinning, default threads; up to
-4,000 rows). The factors of both sides are compared (max entry difference).
+side's calls in a row after a pause and a warm-up call, as a fit factoring
+its partitions one after the other) and ``after a pause`` (the sides
+alternate, each call ``SETTLE`` seconds after the previous one, so that it
+starts with every thread asleep: OpenBLAS's threads spin for about 0.1 s
+after a multi-threaded call, and a factorization started right after
+``dpotrf`` shares the cores with them, ours then up to 1.7x slower on 2 idle
+cores, while ``dpotrf`` started right after ours finds no one spinning).
+Settings: ``2 cores`` (idle), ``1 core`` (``threadpool_limits(1)`` for both
+sides, ours on one thread), ``1 busy`` and ``2 busy`` (one or two other
+processes spinning, default threads; up to 4,000 rows). The factors of both
+sides are compared (max entry difference).
 
 Part 2 (``fit``): full ``BKRR2`` fits on cadata (standardised), whose
 partitions' factorizations are most of the fit, with the package's
@@ -37,7 +38,7 @@ same settings. Needs ``../shared/datasets`` (or ``--data-home``).
 
 Usage::
 
-    python benchmarks/bench_cholesky.py            # ~10 min on 2 cores
+    python benchmarks/bench_cholesky.py            # ~25 min on 2 cores
     python benchmarks/bench_cholesky.py --quick    # smaller sizes, 3 repeats
 """
 
@@ -112,7 +113,8 @@ def factor_part(rep, sizes, repeat):
                 cold = {s: float(np.median(v)) for s, v in cold.items()}
                 diff = float(np.max(np.abs(np.triu(factors["ours"]) - np.triu(factors["dpotrf"]))))
                 rows.append([label, f"{n:,}"]
-                            + [f"{d[s] * 1e3:.1f}" for d in (hot, cold) for s in ("ours", "dpotrf")]
+                            + [f"{d[side] * 1e3:.1f}" for d in (hot, cold)
+                               for side in ("ours", "dpotrf")]
                             + [f"{hot['dpotrf'] / hot['ours']:.2f}x",
                                f"{cold['dpotrf'] / cold['ours']:.2f}x", f"{diff:.1e}"])
                 print(rows[-1], flush=True)
@@ -151,7 +153,8 @@ def fit_part(rep, home, quick, repeat):
                 preds = {}
                 for r in range(repeat + 1):
                     for side in ("ours", "before"):
-                        ctx = previous_factorization() if side == "before" else contextlib.nullcontext()
+                        ctx = (previous_factorization() if side == "before"
+                               else contextlib.nullcontext())
                         est = BKRR2(n_partitions=P, sigma=1.0, lam=1e-4, random_state=0)
                         with ctx:
                             t0 = time.perf_counter()

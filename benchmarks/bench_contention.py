@@ -28,7 +28,7 @@ to show what the size rule avoids. Needs ``../shared/datasets`` (or
 
 Usage::
 
-    python benchmarks/bench_contention.py            # ~17 min (+ ~5 min --parts krr, ~2 min kmeans)
+    python benchmarks/bench_contention.py            # ~24 min (asygcd ~17, krr ~5, kmeans ~2)
     python benchmarks/bench_contention.py --quick    # sizes 400 and 3,000 only, 3 repeats
 """
 
@@ -217,7 +217,8 @@ def kmeans_part(rep, home, repeat):
                 med = {one: float(np.median(v)) for one, v in times.items()}
                 work = X.shape[0] * X.shape[1] * k
                 rows.append([label, f"{name} {X.shape[0]:,} x {X.shape[1]}, k={k}",
-                             f"{work / 1e6:.0f}M", "1" if work < KMEANS_ONE_THREAD_WORK else "default",
+                             f"{work / 1e6:.0f}M",
+                             "1" if work < KMEANS_ONE_THREAD_WORK else "default",
                              f"{med[False] * 1e3:.0f}", f"{med[True] * 1e3:.0f}",
                              f"{med[False] / med[True]:.2f}x"])
                 print(rows[-1], flush=True)

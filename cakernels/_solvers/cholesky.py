@@ -4,11 +4,12 @@ LAPACK's ``dpotrf`` runs on BLAS's thread team, and that team spins at every
 barrier: with one other process busy on a 2-core machine, OpenBLAS's
 two-thread factorization of 2,000 rows took 0.7-1.0 s instead of 0.04 s, one
 of 4,000 rows 3.4-6.0 s instead of 0.24 s (``benchmarks/bench_cholesky.py``);
-its last bits also depend on the number of BLAS threads. :func:`cholesky_in_place` factors in
-tiles instead: a right-looking blocked Cholesky whose tasks (factor a diagonal
-tile, solve a panel of rows, update a block column of the trailing matrix) run
-on :func:`cakernels.backends._pool.run_graph`, each on one BLAS thread, the
-next step's diagonal and panel as soon as their columns are up to date
+its last bits also depend on the number of BLAS threads.
+:func:`cholesky_in_place` factors in tiles instead: a right-looking blocked
+Cholesky whose tasks (factor a diagonal tile, solve a chunk of panel rows,
+update a block column of the trailing matrix) run on
+:func:`cakernels.backends._pool.run_graph`, each on one BLAS thread, the next
+step's diagonal tile and panel as soon as their column is up to date
 (look-ahead). The tiling depends on the matrix size only, and every task's
 arithmetic on its tiles only, so the factor is the same bit for bit whatever
 the number of threads, and a descheduled thread delays its own task, not a
