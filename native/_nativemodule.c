@@ -467,6 +467,61 @@ static int ck_get_vector(PyObject *obj, Py_buffer *view, Py_ssize_t n,
     return 0;
 }
 
+PyDoc_STRVAR(
+    eigh_inplace_doc,
+    "eigh_inplace(A, w, syevd)\n--\n\n"
+    "Eigendecomposition of the symmetric A by LAPACK dsyevd, in place, GIL\n"
+    "released (see ck_eigh in cakernels.h).\n\n"
+    "A: writable C-contiguous square float64 array, read as the column-major\n"
+    "matrix of its buffer (a symmetric A is its own transpose); its rows are\n"
+    "overwritten with the eigenvectors.  w: writable C-contiguous float64 array of\n"
+    "A's order, gets the eigenvalues in ascending order.  syevd: the PyCapsule of\n"
+    "scipy.linalg.cython_lapack's dsyevd.  Returns dsyevd's info: 0, or > 0 when\n"
+    "an eigenvalue failed to converge.");
+
+static PyObject *py_eigh_inplace(PyObject *module, PyObject *args)
+{
+    PyObject *a_obj, *w_obj, *capsule;
+    Py_buffer view, w_view;
+    ck_dsyevd_fn syevd;
+    int64_t info = 0;
+    ck_status status;
+
+    (void)module;
+    if (!PyArg_ParseTuple(args, "OOO:eigh_inplace", &a_obj, &w_obj, &capsule))
+        return NULL;
+    if ((syevd = (ck_dsyevd_fn)ck_capsule_pointer(capsule, "syevd")) == NULL)
+        return NULL;
+    if (PyObject_GetBuffer(a_obj, &view,
+                           PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+        ck_reraise_as_value_error(
+            "A must be a writable C-contiguous square float64 array");
+        return NULL;
+    }
+    if (view.ndim != 2 || view.itemsize != (Py_ssize_t)sizeof(double) ||
+        !ck_format_is_double(view.format) || view.shape == NULL ||
+        view.shape[0] != view.shape[1]) {
+        PyErr_SetString(PyExc_ValueError,
+                        "A must be a writable C-contiguous square float64 array");
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    if (ck_get_vector(w_obj, &w_view, view.shape[0], 1, "w") < 0) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    status = ck_eigh(syevd, (double *)view.buf, (int64_t)view.shape[0],
+                     (int64_t)view.shape[0], (double *)w_view.buf, &info);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&w_view);
+    PyBuffer_Release(&view);
+    if (status != CK_OK)
+        return ck_raise_status(status, "eigh_inplace");
+    return PyLong_FromLongLong((long long)info);
+}
+
+
 /* 1 when a buffer format string denotes a native-endian signed integer
  * (the caller checks itemsize == 8). */
 static int ck_format_is_int(const char *fmt)
@@ -1097,6 +1152,7 @@ fail:
 static PyMethodDef ck_methods[] = {
     {"cholesky_task", (PyCFunction)py_cholesky_task, METH_VARARGS,
      cholesky_task_doc},
+    {"eigh_inplace", (PyCFunction)py_eigh_inplace, METH_VARARGS, eigh_inplace_doc},
     {"openmp_enabled", (PyCFunction)py_openmp_enabled, METH_NOARGS,
      openmp_enabled_doc},
     {"max_threads", (PyCFunction)py_max_threads, METH_NOARGS, max_threads_doc},

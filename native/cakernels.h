@@ -170,6 +170,29 @@ ck_status ck_cholesky_task(const ck_chol_routines *f, int task, double *A,
                            int64_t n, int64_t lda, int64_t k0, int64_t k1,
                            int64_t r0, int64_t r1, int64_t *info);
 
+/* LAPACK dsyevd with the reference (Fortran) calling convention, as exported
+ * by scipy.linalg.cython_lapack. */
+typedef void (*ck_dsyevd_fn)(char *jobz, char *uplo, int *n, double *a, int *lda,
+                             double *w, double *work, int *lwork, int *iwork,
+                             int *liwork, int *info);
+
+/*
+ * Eigendecomposition of the symmetric n x n matrix A (leading dimension lda,
+ * column-major; its lower triangle is read) by LAPACK's divide and conquer
+ * (dsyevd, jobz 'V'): the eigenvalues in ascending order into w[0..n), the
+ * orthonormal eigenvectors into the columns of A. The workspace is queried
+ * and allocated here. A row-major symmetric matrix can be passed as is (its
+ * upper triangle is then read); the eigenvectors land in its rows.
+ *
+ * *info: 0, or dsyevd's positive info (an eigenvalue failed to converge; A
+ * and w are then undefined). Returns CK_ERR_ARG for a NULL routine, matrix,
+ * w or info, n < 1, lda < n, sizes beyond the int range of LAPACK, or a
+ * negative info; CK_ERR_NOMEM when the workspace cannot be allocated; else
+ * CK_OK.
+ */
+ck_status ck_eigh(ck_dsyevd_fn syevd, double *A, int64_t n, int64_t lda, double *w,
+                  int64_t *info);
+
 /* ------------------------------------------------------------------------
  * Training data of the solvers (ck_rows.c): dense or CSR.
  * ------------------------------------------------------------------------ */

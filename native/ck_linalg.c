@@ -13,6 +13,7 @@
 
 #include <limits.h>
 #include <stddef.h>
+#include <stdlib.h>
 
 ck_status ck_cholesky_task(const ck_chol_routines *f, int task, double *A,
                            int64_t n, int64_t lda, int64_t k0, int64_t k1,
@@ -62,4 +63,45 @@ ck_status ck_cholesky_task(const ck_chol_routines *f, int task, double *A,
         return CK_OK;
     }
     return CK_ERR_ARG;
+}
+
+ck_status ck_eigh(ck_dsyevd_fn syevd, double *A, int64_t n, int64_t lda, double *w,
+                  int64_t *info)
+{
+    char V = 'V', L = 'L';
+    int nn, ld, lwork = -1, liwork = -1, iwork_query = 0, sub_info = 0;
+    double work_query = 0.0;
+    double *work;
+    int *iwork;
+
+    if (info == NULL)
+        return CK_ERR_ARG;
+    *info = 0;
+    if (syevd == NULL || A == NULL || w == NULL || n < 1 || n > INT_MAX || lda < n ||
+        lda > INT_MAX)
+        return CK_ERR_ARG;
+    nn = (int)n;
+    ld = (int)lda;
+    syevd(&V, &L, &nn, A, &ld, w, &work_query, &lwork, &iwork_query, &liwork, &sub_info);
+    if (sub_info != 0 || !(work_query >= 1.0) || work_query > (double)INT_MAX ||
+        iwork_query < 1)
+        return CK_ERR_ARG;
+    lwork = (int)work_query;
+    if ((double)lwork < work_query && lwork < INT_MAX)
+        lwork += 1; /* a size reported as a double may have been rounded down */
+    liwork = iwork_query;
+    work = (double *)malloc((size_t)lwork * sizeof(double));
+    iwork = (int *)malloc((size_t)liwork * sizeof(int));
+    if (work == NULL || iwork == NULL) {
+        free(work);
+        free(iwork);
+        return CK_ERR_NOMEM;
+    }
+    syevd(&V, &L, &nn, A, &ld, w, work, &lwork, iwork, &liwork, &sub_info);
+    free(work);
+    free(iwork);
+    if (sub_info < 0)
+        return CK_ERR_ARG;
+    *info = sub_info;
+    return CK_OK;
 }

@@ -604,3 +604,115 @@ def test_cholesky_task_releases_the_gil():
     t.join(timeout=120)
     assert state["done"]
     assert not done_when_main_ran, "main thread could not run during the call: GIL held"
+
+
+# --------------------------------------------------------------------------
+# GIL-free symmetric eigendecomposition (dsyevd through SciPy's LAPACK)
+# --------------------------------------------------------------------------
+SYEVD = cython_lapack.__pyx_capi__["dsyevd"]
+
+
+def _sym(n, seed=0):
+    B = np.random.RandomState(seed).randn(n, n)
+    return (B + B.T) / 2  # exactly symmetric: a + b == b + a
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 64, 300])
+def test_eigh_inplace_equals_scipy_eigh_bit_for_bit(n):
+    """The same LAPACK routine as scipy's eigh(driver='evd') on one thread:
+    the same eigenvalues and eigenvectors, to the last bit."""
+    from scipy import linalg
+    from threadpoolctl import threadpool_limits
+
+    from cakernels._solvers.eigh import eigh_in_place
+
+    A = _sym(n, seed=n)
+    with threadpool_limits(1, user_api="blas"):
+        w_ref, Q_ref = linalg.eigh(A, driver="evd")
+        work = A.copy()
+        w = np.empty(n)
+        assert _native.eigh_inplace(work, w, SYEVD) == 0
+        w2, Q2 = eigh_in_place(A.copy())
+    np.testing.assert_array_equal(w, w_ref)
+    np.testing.assert_array_equal(work.T, Q_ref)  # eigenvectors in the rows
+    np.testing.assert_array_equal(w2, w_ref)
+    np.testing.assert_array_equal(Q2, Q_ref)
+    np.testing.assert_allclose(Q2 @ np.diag(w2) @ Q2.T, A, atol=1e-12 * n)
+
+
+def test_eigh_inplace_bad_arguments():
+    from cakernels._solvers.eigh import eigh_in_place
+
+    A = _sym(5)
+    w = np.empty(5)
+    with pytest.raises(ValueError, match="square"):
+        _native.eigh_inplace(np.zeros((3, 4)), np.empty(3), SYEVD)
+    with pytest.raises(ValueError, match="square float64"):
+        _native.eigh_inplace(A.astype(np.float32), w, SYEVD)
+    with pytest.raises(ValueError):
+        _native.eigh_inplace(np.asfortranarray(A)[:, :4].T[:, :4], np.empty(4), SYEVD)
+    ro = A.copy()
+    ro.flags.writeable = False
+    with pytest.raises(ValueError):
+        _native.eigh_inplace(ro, w, SYEVD)
+    with pytest.raises(ValueError, match="w has 4 elements"):
+        _native.eigh_inplace(A.copy(), np.empty(4), SYEVD)
+    with pytest.raises(ValueError, match="w must be"):
+        _native.eigh_inplace(A.copy(), np.empty(5, dtype=np.float32), SYEVD)
+    with pytest.raises(ValueError, match="PyCapsule"):
+        _native.eigh_inplace(A.copy(), w, "dsyevd")
+    with pytest.raises(ValueError, match="eigh_inplace.*invalid argument"):
+        _native.eigh_inplace(np.zeros((0, 0)), np.empty(0), SYEVD)
+    with pytest.raises(ValueError, match="writable C-contiguous"):
+        eigh_in_place(np.asfortranarray(_sym(4) + np.eye(4)[:, ::-1]))
+    with pytest.raises(ValueError, match="writable C-contiguous"):
+        eigh_in_place(A.astype(np.float32))
+    w0, Q0 = eigh_in_place(np.zeros((0, 0)))
+    assert w0.shape == (0,) and Q0.shape == (0, 0)
+
+
+def test_eigh_in_place_raises_linalg_error_on_non_finite_input():
+    """NaN makes dsyevd fail (positive info) or return NaN; never a crash."""
+    from scipy import linalg
+
+    from cakernels._solvers.eigh import eigh_in_place
+
+    A = _sym(6)
+    A[2, 3] = A[3, 2] = np.nan
+    try:
+        w, _ = eigh_in_place(A)
+    except linalg.LinAlgError as exc:
+        assert "converge" in str(exc)
+    else:
+        assert np.isnan(w).any()
+
+
+def test_eigh_inplace_releases_the_gil():
+    """Same deterministic check as for cholesky_task (see above)."""
+    import sys
+
+    A0 = _sym(500, seed=3)
+    state = {"done": False}
+    started = threading.Event()
+
+    def work():
+        w = np.empty(500)
+        A = A0.copy()
+        started.set()
+        _native.eigh_inplace(A, w, SYEVD)
+        A = A0.copy()
+        _native.eigh_inplace(A, w, SYEVD)
+        state["done"] = True
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(30.0)
+    try:
+        t = threading.Thread(target=work)
+        t.start()
+        started.wait(timeout=60)
+        done_when_main_ran = state["done"]
+    finally:
+        sys.setswitchinterval(old)
+    t.join(timeout=120)
+    assert state["done"]
+    assert not done_when_main_ran, "main thread could not run during the call: GIL held"
