@@ -1,8 +1,9 @@
 """Asy-GCD under contention: 2 threads against 1 thread while other processes
 keep the cores busy (issue: "hold up under contention"); and KRR fits next to
 busy processes, serial backend against ``backend='threads'`` and
-``threadpool_limits(1)`` (``--parts krr``); scikit-learn's K-means on its
-default threads against one thread (``--parts kmeans``).
+``threadpool_limits(1)`` (``--parts krr``); the fast KRR search likewise
+(``--parts search``); scikit-learn's K-means on its default threads against one
+thread (``--parts kmeans``).
 
 For every training-set size (random subsets of ijcnn1, dense, C=32, gamma=2;
 and of a9a, CSR, C=1, gamma=0.05) and every setting, a full
@@ -28,7 +29,7 @@ to show what the size rule avoids. Needs ``../shared/datasets`` (or
 
 Usage::
 
-    python benchmarks/bench_contention.py            # ~24 min (asygcd ~17, krr ~5, kmeans ~2)
+    python benchmarks/bench_contention.py            # ~31 min (asygcd ~17, krr ~5, search ~7, kmeans ~2)
     python benchmarks/bench_contention.py --quick    # sizes 400 and 3,000 only, 3 repeats
 """
 
@@ -111,8 +112,8 @@ def measure(X, y, params, cache, busy, repeat):
 def main(argv=None):
     ap = common.add_common_args(argparse.ArgumentParser(description=__doc__.split("\n\n")[0]))
     ap.add_argument("--repeat", type=int, default=None, help="timed rounds (default 5; quick 3)")
-    ap.add_argument("--parts", nargs="+", default=["asygcd", "krr", "kmeans"],
-                    choices=["asygcd", "krr", "kmeans"])
+    ap.add_argument("--parts", nargs="+", default=["asygcd", "krr", "search", "kmeans"],
+                    choices=["asygcd", "krr", "search", "kmeans"])
     args = ap.parse_args(argv)
     home = common.data_home(args.data_home)
     repeat = args.repeat or (3 if args.quick else 5)
@@ -122,6 +123,8 @@ def main(argv=None):
         asygcd_part(rep, home, repeat, args.quick)
     if "krr" in args.parts:
         krr_part(rep, home, 2, args.quick)
+    if "search" in args.parts:
+        search_part(rep, home, 2, args.quick)
     if "kmeans" in args.parts:
         kmeans_part(rep, home, repeat)
     rep.write(args.out)
@@ -176,6 +179,59 @@ def krr_part(rep, home, repeat, quick):
               "median seconds of full fits)",
               ["estimator", "rows per partition", "setting", "serial (default)",
                "backend='threads'", "serial, threadpool_limits(1)"], rows)
+
+
+def search_part(rep, home, repeat, quick):
+    """The fast KRR search (``BKRR2CV``) next to busy processes, serial
+    backend against ``backend='threads'`` and ``threadpool_limits(1)``, with
+    each solver: ``'cholesky'`` (one factorisation per lambda), ``'eigh'``
+    (one eigendecomposition per split) and ``cv='loo'``. Until 2026-11-26 the
+    search ran its splits one after another, each factorisation on BLAS's
+    thread team (SciPy's ``eigh`` holds the GIL, so threads could not share
+    them); now every split is a task on one thread with BLAS on one thread,
+    the eigendecompositions called without the GIL. The part uses only the
+    public API, so it also runs against an older checkout of the package
+    (``PYTHONPATH``) for a before/after comparison."""
+    from sklearn.preprocessing import StandardScaler
+    from threadpoolctl import threadpool_limits
+
+    from cakernels import BKRR2CV
+
+    X, y = load_dataset("cadata", data_home=home, return_X_y=True)
+    order = np.random.RandomState(0).permutation(X.shape[0])[:4000 if quick else 8000]
+    X = StandardScaler().fit_transform(X[order])
+    y = (y[order] - y[order].mean()) / y[order].std()
+    grid = dict(sigmas=np.geomspace(0.25, 8.0, 6), lams=np.geomspace(1e-8, 1e-2, 4))
+
+    def fit(solver, cv, how):
+        kw = dict(n_partitions=8, cv=cv, solver=solver, refit=False, random_state=0, **grid)
+        t0 = time.perf_counter()
+        if how == "one thread":
+            with threadpool_limits(1):
+                BKRR2CV(**kw).fit(X, y)
+        else:
+            BKRR2CV(backend=how, **kw).fit(X, y)
+        return time.perf_counter() - t0
+
+    hows = ["serial", "threads", "one thread"]
+    rows = []
+    for label, busy in [("quiet", 0), ("1 busy", 1), ("2 busy", 2)]:
+        with Busy(busy):
+            for solver, cv in [("cholesky", 3), ("eigh", 3), ("eigh", "loo")]:
+                times = {h: [] for h in hows}
+                for r in range(repeat + 1):  # the first round warms up
+                    for h in hows:
+                        t = fit(solver, cv, h)
+                        if r:
+                            times[h].append(t)
+                med = {h: float(np.median(v)) for h, v in times.items()}
+                rows.append([label, f"{solver}, cv={cv}"] + [f"{med[h]:.2f}" for h in hows]
+                            + [f"{med['serial'] / med['one thread']:.2f}x"])
+                print(rows[-1], flush=True)
+    rep.table(f"BKRR2CV next to busy processes (cadata {X.shape[0]:,}, 8 partitions, 6 sigmas "
+              "x 4 lambdas; median seconds of full searches without the refit)",
+              ["setting", "solver", "serial (default)", "backend='threads'",
+               "serial, threadpool_limits(1)", "serial / one thread"], rows)
 
 
 def kmeans_part(rep, home, repeat):

@@ -189,6 +189,30 @@ def test_threads_backend_equals_serial_and_generic_class_equals_front_door():
     assert kk.best_estimator_.__class__.__name__ == "KKRR"
 
 
+@pytest.mark.parametrize("cls,cv,solver", [(BKRR2CV, 3, "cholesky"), (BKRR2CV, 3, "eigh"),
+                                           (BKRR2CV, "loo", "eigh"), (DCKRRCV, 3, "cholesky"),
+                                           (DCKRRCV, "loo", "eigh")])
+def test_scores_are_the_same_bits_for_any_thread_count(monkeypatch, cls, cv, solver):
+    """Every (sigma, split) task runs on one thread with BLAS on one thread:
+    the serial backend on 1, 2 or 3 threads and the threads backend give the
+    same bits (before, the eigendecompositions ran on BLAS's threads)."""
+    import cakernels.backends._backend as backend_module
+
+    X, y = _data(n=1500)  # blocks of ~330-500 rows: BLAS would thread them
+    kw = dict(n_partitions=3, sigmas=[0.7, 2.0, 5.0], lams=[1e-4, 1e-2], cv=cv,
+              solver=solver, random_state=0, refit=False)
+    got = []
+    for n in (1, 2, 3):
+        monkeypatch.setattr(backend_module, "cpu_count", lambda n=n: n)
+        got.append(cls(**kw).fit(X, y).cv_results_)
+    monkeypatch.undo()
+    got.append(cls(backend="threads", n_jobs=2, **kw).fit(X, y).cv_results_)
+    for res in got[1:]:
+        for key in ("mean_test_score", "split0_test_score"):
+            np.testing.assert_array_equal(res[key], got[0][key])
+    assert np.all(np.isfinite(got[0]["mean_test_score"]))
+
+
 @pytest.mark.parametrize("bad", [dict(sigmas=[]), dict(sigmas=[1.0, -1.0]),
                                  dict(sigmas=[np.nan]), dict(lams=[1e-3, 1e-3]),
                                  dict(lams=[-1e-3]), dict(lams=[np.inf])])

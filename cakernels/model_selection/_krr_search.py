@@ -28,6 +28,7 @@ protocol; ``GridSearchCV`` instead re-partitions every split's training set.
 """
 
 import numbers
+import threading
 import time
 import warnings
 
@@ -39,9 +40,18 @@ from sklearn.utils._param_validation import Interval, StrOptions
 
 from .. import _native
 from .._engine import PartitionedEstimator
-from .._kernels import _KIND, KERNELS, _gram, check_kernel_diagonal, kernel_dot, row_sq_norms
-from .._kernels import sigma_to_gamma
+from .._kernels import (
+    _KIND,
+    KERNELS,
+    check_kernel_diagonal,
+    kernel_block,
+    kernel_dot,
+    row_sq_norms,
+    sigma_to_gamma,
+)
+from .._solvers.eigh import eigh_in_place
 from .._solvers.krr import solve_krr
+from ..backends._pool import run_graph
 from ..kernel_ridge import BKRR, BKRR2, DCKRR, KKRR, KKRR2, PartitionedKernelRidge
 from ._results import check_grid
 from ._search import _PartitionedSearchCV, allreduce_parts
@@ -51,10 +61,12 @@ SCORINGS = ("r2", "neg_mean_squared_error", "neg_root_mean_squared_error",
             "neg_mean_absolute_error")
 
 #: ``solver='auto'`` takes the eigendecomposition from this many lambdas on:
-#: measured here (scipy ``eigh`` driver 'evd' against ``cho_factor``, m = 1,333
-#: and 2,000, 1 and 2 threads), one symmetric eigendecomposition costs 13 to
-#: 15 Cholesky factorisations of the same matrix
-EIGH_MIN_LAMS = 14
+#: measured here on whole searches (cadata 8,000 and 16,000 rows, 8 partitions,
+#: 3 folds: blocks of 667 and 1,333 rows; 1 and 2 threads), one split's
+#: eigendecomposition and its O(m^2) work per lambda cost as much as 10 to 11
+#: lambdas' Cholesky solves and predictions (a bare ``dsyevd`` costs 13 to 15
+#: bare ``dpotrf`` of the same matrix)
+EIGH_MIN_LAMS = 11
 
 # per (sigma, lambda, split, output): count, sum (y - c), sum (y - c)^2,
 # sum residual^2, sum |residual|   (c: the targets' mean, against cancellation)
@@ -182,16 +194,28 @@ class PartitionedKernelRidgeCV(RegressorMixin, _PartitionedSearchCV):
     folds). ``cv='loo'`` leaves each row out of its own partition only (shift
     ``lam * (m_j - 1)``): the other partitions' models never saw it.
 
-    Cost. Per (sigma, split, partition), ``'eigh'`` costs about
-    :data:`EIGH_MIN_LAMS` Cholesky factorisations and then O(m^2) per lambda;
-    ``'cholesky'`` costs one factorisation per lambda. Against
+    Cost. Per (sigma, split, partition), ``'eigh'`` costs one
+    eigendecomposition (as much as the Cholesky solves of about
+    :data:`EIGH_MIN_LAMS` lambdas) and then O(m^2) per lambda; ``'cholesky'``
+    costs one factorisation per lambda. Against
     ``GridSearchCV`` the search saves the repeated partitioning, kernel
     formation and prediction set-up; the factorisations themselves remain
     (see the README's benchmark for the measured ratio).
 
-    Memory. A worker holds one partition's m x m matrices (its Gram matrix, a
-    kernel, a split's block and its factor) at a time; more sigmas or lambdas
-    add nothing but the (sigma, lambda, split) score sums (and, for
+    Threads. A partition's search is a graph of tasks on the worker's threads:
+    per sigma one task forms the kernel, then every split is a task that
+    factorises its block and predicts its validation rows, each on one thread
+    with BLAS on one thread and without the GIL (also the eigendecompositions:
+    LAPACK ``dsyevd`` called from the native module). Nothing waits for a
+    thread team at a barrier, so a busy machine slows a search down by the
+    cores it takes and no more, and the scores are the same bits for any
+    number of threads and either backend.
+
+    Memory. A worker holds one partition's Gram matrix (m x m) and at most
+    ``max(2, ceil(threads / splits))`` of its kernels at a time, plus one
+    split's block and its factor per thread: never more than the ``'threads'``
+    backend with as many one-thread workers, and more sigmas or lambdas add
+    nothing but the (sigma, lambda, split) score sums (and, for
     ``combine='average'``, one prediction per validation row and candidate).
 
     Examples
@@ -365,7 +389,7 @@ class _SearchJob:
         rbf = kp["kernel"] == "rbf"
         _native.kernel_from_gram(G, xn if rbf else None, yn if rbf else None,
                                  _KIND[kp["kernel"]], float(gamma), float(kp["coef0"]),
-                                 float(kp["degree"]), int(kp["n_threads"]))
+                                 float(kp["degree"]), 1)
         return G
 
     def _predict(self, Xq, Xt, xn_t, alpha, gamma):
@@ -373,7 +397,7 @@ class _SearchJob:
         kp = self.kparams
         return kernel_dot(Xq, Xt, alpha, Y_sq_norms=xn_t if kp["kernel"] == "rbf" else None,
                           kernel=kp["kernel"], gamma=float(gamma), degree=kp["degree"],
-                          coef0=kp["coef0"], n_threads=kp["n_threads"])
+                          coef0=kp["coef0"], n_threads=1)
 
     # ------------------------------------------------------------------ solves
     def _solve_all(self, KT, yT, shifts, times_fit):
@@ -386,11 +410,11 @@ class _SearchJob:
             for i, reg in enumerate(shifts):
                 t = time.perf_counter()
                 out[:, i, :] = solve_krr(KT.copy(), yT, float(reg), rebuild=KT.copy,
-                                         n_threads=self.kparams["n_threads"]).reshape(m, k)
+                                         n_threads=1).reshape(m, k)
                 times_fit[i] += time.perf_counter() - t
             return out.reshape(m, L * k), 1 * L
         t = time.perf_counter()
-        w, Q = linalg.eigh(KT, overwrite_a=True, check_finite=False, driver="evd")
+        w, Q = eigh_in_place(KT)
         inv = _shifted_inverse(w, shifts)
         Qty = Q.T @ yT
         alpha = Q @ (inv[:, :, None] * Qty[:, None, :]).reshape(m, L * k)
@@ -401,16 +425,25 @@ class _SearchJob:
     def run(self, p, q, progress):
         """The search on partition ``p`` with the validation rows ``q``.
 
+        The work is a graph of tasks on the session's threads
+        (:func:`~cakernels.backends._pool.run_graph`): per sigma one task forms
+        the kernel, then one task per split factorises its training block and
+        predicts its validation rows, each on one thread (BLAS on one thread),
+        so that next to busy processes no thread team spins at a barrier and
+        the results do not depend on the thread count. The kernel of sigma
+        ``a`` starts only once the splits of sigma ``a - window`` are done:
+        at most ``window = max(2, ceil(threads / splits))`` kernels are alive.
+
         Returns ``(stats or predictions, times, n_factorisations)``."""
         S, L, k = self.n_splits, self.lams.size, self.k
+        n_threads = max(1, int(self.kparams["n_threads"]))
         Xj = p.X
         yj = p.y[:, :k]
         mj = Xj.shape[0]
         tr = p.y[:, k:k + S].astype(bool)
         xn = row_sq_norms(Xj)
-        G = _gram(Xj, Xj)
+        G = kernel_block(Xj, Xj, kernel="linear", n_threads=n_threads)
         times = np.zeros((self.sigmas.size, L, S, 2))
-        n_fact = 0
         if not self.loo:
             counts = tr.sum(axis=0)
             if np.any(counts == 0):
@@ -418,47 +451,82 @@ class _SearchJob:
                 raise ValueError(f"partition {p.j} has no training row in split {f} "
                                  f"(it has {mj} rows); use fewer partitions or folds, or "
                                  "shuffled folds")
+        val = xq = Gq = None
         if self.average:
             Xq, yq, iq = q
             val = yq[:, k + S:].astype(bool) if not self.loo else None
-            preds = [np.zeros((self.sigmas.size, L, int(val[:, f].sum()) if val is not None
-                               else iq.size, k)) for f in range(S)]
-            out = preds
+            out = [np.zeros((self.sigmas.size, L, int(val[:, f].sum()) if val is not None
+                             else iq.size, k)) for f in range(S)]
         else:
             out = np.zeros((self.sigmas.size, L, S, k, _N_STATS))
             if not self.loo:
                 Xq, yq, iq = q
                 val = yq[:, k + S:].astype(bool)
                 xq = row_sq_norms(Xq)
-                Gq = _gram(Xq, Xj)  # the routed rows' Gram block, once
-        for a, sigma in enumerate(self.sigmas):
-            gamma = sigma_to_gamma(sigma)
-            check_kernel_diagonal(xn, self.kparams["kernel"], gamma, self.kparams["degree"],
-                                  self.kparams["coef0"])
-            K = self._kernel_from_gram(G.copy(), xn, xn, gamma)
-            if self.loo:
-                n_fact += self._loo(a, p, K, yj, xn, gamma, q, out, times)
+                # the routed rows' Gram block, once
+                Gq = kernel_block(Xq, Xj, kernel="linear", n_threads=n_threads)
+        n_sig = self.sigmas.size
+        n_fold = 1 if self.loo else S
+        window = max(2, -(-n_threads // n_fold))
+        kernels, left = {}, [n_fold] * n_sig
+        n_fact = np.zeros((n_sig, n_fold), dtype=np.int64)
+        lock = threading.Lock()
+
+        def task(i):
+            a, r = divmod(i, n_fold + 1)
+            gamma = sigma_to_gamma(self.sigmas[a])
+            if r == 0:  # the kernel of sigma a
+                check_kernel_diagonal(xn, self.kparams["kernel"], gamma,
+                                      self.kparams["degree"], self.kparams["coef0"])
+                kernels[a] = self._kernel_from_gram(G.copy(), xn, xn, gamma)
+                return None
+            f = r - 1
+            if self.loo:  # the only consumer: the eigendecomposition overwrites K
+                n_fact[a, f] = self._loo(a, p, kernels[a], yj, xn, gamma, q, out, times)
             else:
-                for f in range(S):
-                    T = np.flatnonzero(tr[:, f])
-                    alpha, nf = self._solve_all(K[np.ix_(T, T)], yj[T],
-                                                self.lams * T.size, times[a, :, f, 0])
-                    n_fact += nf
-                    t = time.perf_counter()
-                    if self.average:
-                        V = np.flatnonzero(val[:, f])
-                        pv = self._predict(Xq[V], Xj[T], xn[T], alpha, gamma)
-                        out[f][a] += pv.reshape(V.size, L, k).transpose(1, 0, 2)
-                    else:
-                        V = np.flatnonzero(val[:, f])
-                        if V.size:
-                            C = self._kernel_from_gram(Gq[np.ix_(V, T)], xq[V], xn[T], gamma)
-                            pv = (C @ alpha).reshape(V.size, L, k).transpose(1, 0, 2)
-                            out[a, :, f] += _stats(yq[V, :k], pv, self.shift)
-                    times[a, :, f, 1] += (time.perf_counter() - t) / L
-            del K
-            progress.tick()
-        return out, times, n_fact
+                n_fact[a, f] = self._split(a, f, kernels[a], Xj, yj, xn, tr[:, f], gamma,
+                                           q, val, xq, Gq, out, times)
+            with lock:
+                left[a] -= 1
+                done = left[a] == 0
+                if done:
+                    del kernels[a]
+            if done:
+                progress.tick()
+            return None
+
+        n_tasks = n_sig * (n_fold + 1)
+        deps = [[] for _ in range(n_tasks)]
+        for a in range(n_sig):
+            base = a * (n_fold + 1)
+            deps[base] = ([(a - window) * (n_fold + 1) + 1 + f for f in range(n_fold)]
+                          if a >= window else [])
+            for f in range(n_fold):
+                deps[base + 1 + f] = [base]
+        run_graph(task, deps, [divmod(i, n_fold + 1) for i in range(n_tasks)], n_threads)
+        return out, times, int(n_fact.sum())
+
+    def _split(self, a, f, K, Xj, yj, xn, train, gamma, q, val, xq, Gq, out, times):
+        """Split ``f`` of sigma number ``a`` (one thread): every lambda's local
+        model on the split's training rows of the partition, scored on (or
+        predicting) its validation rows. Returns the factorisations."""
+        L, k = self.lams.size, self.k
+        T = np.flatnonzero(train)
+        alpha, nf = self._solve_all(K[np.ix_(T, T)], yj[T], self.lams * T.size,
+                                    times[a, :, f, 0])
+        t = time.perf_counter()
+        V = np.flatnonzero(val[:, f])
+        if self.average:
+            Xq = q[0]
+            pv = self._predict(Xq[V], Xj[T], xn[T], alpha, gamma)
+            out[f][a] += pv.reshape(V.size, L, k).transpose(1, 0, 2)
+        elif V.size:
+            yq = q[1]
+            C = self._kernel_from_gram(Gq[np.ix_(V, T)], xq[V], xn[T], gamma)
+            pv = (C @ alpha).reshape(V.size, L, k).transpose(1, 0, 2)
+            out[a, :, f] += _stats(yq[V, :k], pv, self.shift)
+        times[a, :, f, 1] += (time.perf_counter() - t) / L
+        return nf
 
     def _loo(self, a, p, K, yj, xn, gamma, q, out, times):
         """Closed-form leave-one-out of partition ``p`` for sigma number ``a``:
@@ -467,7 +535,7 @@ class _SearchJob:
         L, k = self.lams.size, self.k
         m = K.shape[0]
         t = time.perf_counter()
-        w, Q = linalg.eigh(K, overwrite_a=True, check_finite=False, driver="evd")
+        w, Q = eigh_in_place(K)
         inv = _shifted_inverse(w, self.lams * (m - 1))  # (m, L)
         Qty = Q.T @ yj
         alpha = (Q @ (inv[:, :, None] * Qty[:, None, :]).reshape(m, L * k)).reshape(m, L, k)
