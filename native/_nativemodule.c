@@ -381,6 +381,25 @@ static void *ck_capsule_pointer(PyObject *capsule, const char *what)
     return PyCapsule_GetPointer(capsule, name);
 }
 
+/* Get a writable C-contiguous square float64 buffer.  Returns 0 on success
+ * (release it), -1 with ValueError set (nothing acquired). */
+static int ck_get_square(PyObject *obj, Py_buffer *view)
+{
+    static const char msg[] = "A must be a writable C-contiguous square float64 array";
+    if (PyObject_GetBuffer(obj, view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+        ck_reraise_as_value_error(msg);
+        return -1;
+    }
+    if (view->ndim != 2 || view->itemsize != (Py_ssize_t)sizeof(double) ||
+        !ck_format_is_double(view->format) || view->shape == NULL ||
+        view->shape[0] != view->shape[1]) {
+        PyErr_SetString(PyExc_ValueError, msg);
+        PyBuffer_Release(view);
+        return -1;
+    }
+    return 0;
+}
+
 static PyObject *py_cholesky_task(PyObject *module, PyObject *args)
 {
     PyObject *a_obj, *routines;
@@ -405,20 +424,8 @@ static PyObject *py_cholesky_task(PyObject *module, PyObject *args)
         (f.gemm = (ck_dgemm_fn)ck_capsule_pointer(PyTuple_GET_ITEM(routines, 2), "dgemm")) == NULL ||
         (f.syrk = (ck_dsyrk_fn)ck_capsule_pointer(PyTuple_GET_ITEM(routines, 3), "dsyrk")) == NULL)
         return NULL;
-    if (PyObject_GetBuffer(a_obj, &view,
-                           PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
-        ck_reraise_as_value_error(
-            "A must be a writable C-contiguous square float64 array");
+    if (ck_get_square(a_obj, &view) < 0)
         return NULL;
-    }
-    if (view.ndim != 2 || view.itemsize != (Py_ssize_t)sizeof(double) ||
-        !ck_format_is_double(view.format) || view.shape == NULL ||
-        view.shape[0] != view.shape[1]) {
-        PyErr_SetString(PyExc_ValueError,
-                        "A must be a writable C-contiguous square float64 array");
-        PyBuffer_Release(&view);
-        return NULL;
-    }
     Py_BEGIN_ALLOW_THREADS
     status = ck_cholesky_task(&f, task, (double *)view.buf, (int64_t)view.shape[0],
                               (int64_t)view.shape[0], (int64_t)k0, (int64_t)k1,
@@ -492,20 +499,8 @@ static PyObject *py_eigh_inplace(PyObject *module, PyObject *args)
         return NULL;
     if ((syevd = (ck_dsyevd_fn)ck_capsule_pointer(capsule, "syevd")) == NULL)
         return NULL;
-    if (PyObject_GetBuffer(a_obj, &view,
-                           PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
-        ck_reraise_as_value_error(
-            "A must be a writable C-contiguous square float64 array");
+    if (ck_get_square(a_obj, &view) < 0)
         return NULL;
-    }
-    if (view.ndim != 2 || view.itemsize != (Py_ssize_t)sizeof(double) ||
-        !ck_format_is_double(view.format) || view.shape == NULL ||
-        view.shape[0] != view.shape[1]) {
-        PyErr_SetString(PyExc_ValueError,
-                        "A must be a writable C-contiguous square float64 array");
-        PyBuffer_Release(&view);
-        return NULL;
-    }
     if (ck_get_vector(w_obj, &w_view, view.shape[0], 1, "w") < 0) {
         PyBuffer_Release(&view);
         return NULL;

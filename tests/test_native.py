@@ -429,18 +429,25 @@ def test_gil_released_during_call():
     released) -- and must see the call still in progress.  If the binding
     kept the GIL, the main thread could only run after the call returned.
     """
-    import sys
-
     n = 2048
     G0, xn, _ = _rbf_problem(n, d=4, seed=11)
+    H = G0.copy()
+    _assert_releases_gil(lambda: _native.kernel_from_gram(H, xn, xn, RBF, 0.05, 0.0, 3.0, 1))
+
+
+def _assert_releases_gil(call):
+    """Run ``call`` twice in a worker thread with a huge switch interval and
+    check that the main thread ran while the calls were in progress (see
+    the test above): it can only if ``call`` releases the GIL."""
+    import sys
+
     state = {"done": False}
     started = threading.Event()
 
     def work():
-        H = G0.copy()
         started.set()  # wakes the main thread, which then waits for the GIL
-        _native.kernel_from_gram(H, xn, xn, RBF, 0.05, 0.0, 3.0, 1)
-        _native.kernel_from_gram(H, xn, xn, RBF, 0.05, 0.0, 3.0, 1)
+        call()
+        call()
         state["done"] = True
 
     old = sys.getswitchinterval()
@@ -578,32 +585,8 @@ def test_cholesky_task_bad_arguments():
 
 def test_cholesky_task_releases_the_gil():
     """Same deterministic check as for kernel_from_gram (see above)."""
-    import sys
-
     K0 = _spd(900, seed=3)
-    state = {"done": False}
-    started = threading.Event()
-
-    def work():
-        K = K0.copy()
-        started.set()
-        _native.cholesky_task(K, DIAG, 0, 900, 0, 0, ROUTINES)
-        K = K0.copy()
-        _native.cholesky_task(K, DIAG, 0, 900, 0, 0, ROUTINES)
-        state["done"] = True
-
-    old = sys.getswitchinterval()
-    sys.setswitchinterval(30.0)
-    try:
-        t = threading.Thread(target=work)
-        t.start()
-        started.wait(timeout=60)
-        done_when_main_ran = state["done"]
-    finally:
-        sys.setswitchinterval(old)
-    t.join(timeout=120)
-    assert state["done"]
-    assert not done_when_main_ran, "main thread could not run during the call: GIL held"
+    _assert_releases_gil(lambda: _native.cholesky_task(K0.copy(), DIAG, 0, 900, 0, 0, ROUTINES))
 
 
 # --------------------------------------------------------------------------
@@ -688,31 +671,7 @@ def test_eigh_in_place_raises_linalg_error_on_non_finite_input():
 
 
 def test_eigh_inplace_releases_the_gil():
-    """Same deterministic check as for cholesky_task (see above)."""
-    import sys
-
+    """Same deterministic check as for kernel_from_gram (see above)."""
     A0 = _sym(500, seed=3)
-    state = {"done": False}
-    started = threading.Event()
-
-    def work():
-        w = np.empty(500)
-        A = A0.copy()
-        started.set()
-        _native.eigh_inplace(A, w, SYEVD)
-        A = A0.copy()
-        _native.eigh_inplace(A, w, SYEVD)
-        state["done"] = True
-
-    old = sys.getswitchinterval()
-    sys.setswitchinterval(30.0)
-    try:
-        t = threading.Thread(target=work)
-        t.start()
-        started.wait(timeout=60)
-        done_when_main_ran = state["done"]
-    finally:
-        sys.setswitchinterval(old)
-    t.join(timeout=120)
-    assert state["done"]
-    assert not done_when_main_ran, "main thread could not run during the call: GIL held"
+    w = np.empty(500)
+    _assert_releases_gil(lambda: _native.eigh_inplace(A0.copy(), w, SYEVD))
