@@ -1,8 +1,8 @@
 """Asy-GCD under contention: 2 threads against 1 thread while other processes
 keep the cores busy (issue: "hold up under contention"); and KRR fits next to
 busy processes, serial backend against ``backend='threads'`` and
-``threadpool_limits(1)`` (``--parts krr``); the fast KRR search likewise
-(``--parts search``); scikit-learn's K-means on its default threads against one
+``threadpool_limits(1)`` (``--parts krr``); the fast KRR and SVM searches
+likewise (``--parts search``); scikit-learn's K-means on its default threads against one
 thread (``--parts kmeans``).
 
 For every training-set size (random subsets of ijcnn1, dense, C=32, gamma=2;
@@ -29,7 +29,7 @@ to show what the size rule avoids. Needs ``../shared/datasets`` (or
 
 Usage::
 
-    python benchmarks/bench_contention.py            # ~31 min (asygcd ~17, krr ~5, search ~7, kmeans ~2)
+    python benchmarks/bench_contention.py            # ~33 min (asygcd ~17, krr ~5, search ~9, kmeans ~2)
     python benchmarks/bench_contention.py --quick    # sizes 400 and 3,000 only, 3 repeats
 """
 
@@ -182,55 +182,70 @@ def krr_part(rep, home, repeat, quick):
 
 
 def search_part(rep, home, repeat, quick):
-    """The fast KRR search (``BKRR2CV``) next to busy processes, serial
-    backend against ``backend='threads'`` and ``threadpool_limits(1)``, with
-    each solver: ``'cholesky'`` (one factorisation per lambda), ``'eigh'``
-    (one eigendecomposition per split) and ``cv='loo'``. Until 2026-11-26 the
-    search ran its splits one after another, each factorisation on BLAS's
-    thread team (SciPy's ``eigh`` holds the GIL, so threads could not share
-    them); now every split is a task on one thread with BLAS on one thread,
-    the eigendecompositions called without the GIL. The part uses only the
-    public API, so it also runs against an older checkout of the package
-    (``PYTHONPATH``) for a before/after comparison."""
+    """The fast searches next to busy processes, serial backend against
+    ``backend='threads'`` and ``threadpool_limits(1)``: ``BKRR2CV`` with each
+    solver (``'cholesky'``: one factorisation per lambda; ``'eigh'``: one
+    eigendecomposition per split; ``cv='loo'``) on cadata, and ``CASVCCV``
+    (native SMO with warm starts over C, and LIBSVM) on ijcnn1. Until
+    2026-11-26 a search ran a partition's splits one after another, each
+    factorisation on BLAS's thread team (SciPy's ``eigh`` holds the GIL, so
+    threads could not share them) and each SVM solve on the solver's team
+    (mostly one thread: the partitions' solves are small); now every split
+    (KRR) or (gamma, split) path (SVM) is a task on one thread with BLAS on
+    one thread, the eigendecompositions called without the GIL. The part uses
+    only the public API, so it also runs against an older checkout of the
+    package (``PYTHONPATH``) for a before/after comparison."""
     from sklearn.preprocessing import StandardScaler
     from threadpoolctl import threadpool_limits
 
-    from cakernels import BKRR2CV
+    from cakernels import BKRR2CV, CASVCCV
 
+    n = 4000 if quick else 8000
     X, y = load_dataset("cadata", data_home=home, return_X_y=True)
-    order = np.random.RandomState(0).permutation(X.shape[0])[:4000 if quick else 8000]
-    X = StandardScaler().fit_transform(X[order])
-    y = (y[order] - y[order].mean()) / y[order].std()
+    order = np.random.RandomState(0).permutation(X.shape[0])[:n]
+    Xr = StandardScaler().fit_transform(X[order])
+    yr = (y[order] - y[order].mean()) / y[order].std()
     grid = dict(sigmas=np.geomspace(0.25, 8.0, 6), lams=np.geomspace(1e-8, 1e-2, 4))
+    X, y = load_dataset("ijcnn1", data_home=home, return_X_y=True)
+    order = np.random.RandomState(0).permutation(X.shape[0])[:2 * n]
+    Xc = X[order].toarray() if sp.issparse(X) else np.asarray(X)[order]
+    yc = np.asarray(y)[order]
+    cases = [(f"BKRR2CV cadata {n:,}", f"{solver}, cv={cv}", BKRR2CV, Xr, yr,
+              dict(cv=cv, solver=solver, **grid))
+             for solver, cv in [("cholesky", 3), ("eigh", 3), ("eigh", "loo")]]
+    cases += [(f"CASVCCV ijcnn1 {2 * n:,}", solver, CASVCCV, Xc, yc,
+               dict(cv=3, solver=solver, Cs=[1.0, 10.0, 100.0], gammas=[0.5, 2.0]))
+              for solver in ("smo", "libsvm")]
 
-    def fit(solver, cv, how):
-        kw = dict(n_partitions=8, cv=cv, solver=solver, refit=False, random_state=0, **grid)
+    def fit(cls, X, y, kw, how):
+        kw = dict(n_partitions=8, refit=False, random_state=0, **kw)
         t0 = time.perf_counter()
         if how == "one thread":
             with threadpool_limits(1):
-                BKRR2CV(**kw).fit(X, y)
+                cls(**kw).fit(X, y)
         else:
-            BKRR2CV(backend=how, **kw).fit(X, y)
+            cls(backend=how, **kw).fit(X, y)
         return time.perf_counter() - t0
 
     hows = ["serial", "threads", "one thread"]
     rows = []
     for label, busy in [("quiet", 0), ("1 busy", 1), ("2 busy", 2)]:
         with Busy(busy):
-            for solver, cv in [("cholesky", 3), ("eigh", 3), ("eigh", "loo")]:
+            for name, solver, cls, X, y, kw in cases:
                 times = {h: [] for h in hows}
                 for r in range(repeat + 1):  # the first round warms up
                     for h in hows:
-                        t = fit(solver, cv, h)
+                        t = fit(cls, X, y, kw, h)
                         if r:
                             times[h].append(t)
                 med = {h: float(np.median(v)) for h, v in times.items()}
-                rows.append([label, f"{solver}, cv={cv}"] + [f"{med[h]:.2f}" for h in hows]
+                rows.append([label, name, solver] + [f"{med[h]:.2f}" for h in hows]
                             + [f"{med['serial'] / med['one thread']:.2f}x"])
                 print(rows[-1], flush=True)
-    rep.table(f"BKRR2CV next to busy processes (cadata {X.shape[0]:,}, 8 partitions, 6 sigmas "
-              "x 4 lambdas; median seconds of full searches without the refit)",
-              ["setting", "solver", "serial (default)", "backend='threads'",
+    rep.table("The fast searches next to busy processes (8 partitions; BKRR2CV 6 sigmas x 4 "
+              "lambdas, CASVCCV 3 Cs x 2 gammas, 3 folds; median seconds of full searches "
+              "without the refit)",
+              ["setting", "search", "solver", "serial (default)", "backend='threads'",
                "serial, threadpool_limits(1)", "serial / one thread"], rows)
 
 

@@ -334,6 +334,30 @@ def test_warm_start_over_C_saves_iterations_and_keeps_the_scores():
     assert cold.best_estimator_.solver == "smo"
 
 
+@pytest.mark.parametrize("solver", ["smo", "asygcd", "libsvm"])
+def test_svm_search_is_the_same_for_any_thread_count(monkeypatch, solver):
+    """The (gamma, split) paths run concurrently on the worker's threads, each
+    solve on one thread: the serial backend on 1, 2 or 3 threads and the
+    threads backend give the same scores and iterations."""
+    import cakernels.backends._backend as backend_module
+
+    X, y = make_classification(n_samples=900, n_features=8, n_informative=5, n_classes=3,
+                               flip_y=0.05, random_state=0)
+    kw = dict(n_partitions=2, Cs=[0.5, 5.0, 50.0], gammas=[0.05, "scale"], cv=3,
+              solver=solver, random_state=0, refit=False)
+    got = []
+    for n in (1, 2, 3):
+        monkeypatch.setattr(backend_module, "cpu_count", lambda n=n: n)
+        got.append(CASVCCV(**kw).fit(X, y))
+    monkeypatch.undo()
+    got.append(CASVCCV(backend="threads", n_jobs=2, **kw).fit(X, y))
+    for other in got[1:]:
+        for key in ("mean_test_score", "split0_test_score", "split2_test_score"):
+            np.testing.assert_array_equal(other.cv_results_[key], got[0].cv_results_[key])
+        assert other.fit_stats_["n_iter"] == got[0].fit_stats_["n_iter"]
+    assert np.all(got[0].cv_results_["mean_test_score"] > 0.4)
+
+
 def test_svm_search_format_errors_and_front_doors():
     X, y = make_classification(n_samples=200, n_features=5, random_state=1)
     for cls in (FCFSSVCCV, CPSVCCV):

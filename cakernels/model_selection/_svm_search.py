@@ -3,6 +3,7 @@
 CPSVCCV (the search engine of :mod:`._search`)."""
 
 import numbers
+import threading
 import time
 
 import numpy as np
@@ -16,6 +17,7 @@ from .._engine import Partition, PartitionedEstimator, global_classes
 from .._kernels import resolve_gamma
 from .._solvers.local import solve_binary_svm
 from .._solvers.native_svc import NativeKernelSVC
+from ..backends._pool import run_graph
 from ..svm import BKMSVC, CASVC, CPSVC, FCFSSVC, PartitionedSVC
 from ..svm._partitioned import _SVM_CONSTRAINTS, SOLVERS, _ClassifierInput, _SingleClassModel
 from ._results import check_grid
@@ -115,6 +117,15 @@ n_splits_
     partitions. A warm start converges to the same optimum within ``tol``, so
     the validation predictions of the two may differ on a few samples near a
     decision boundary.
+
+    Threads. Every (gamma, split) path over the Cs is a task on the worker's
+    threads (:func:`~cakernels.backends._pool.run_graph`), its solves and
+    predictions on one thread: the paths run concurrently instead of one
+    solver team at a time (a partition's solves are mostly too small for a
+    team), and the scores do not depend on the thread count (the native SMO
+    gives the same bits on any team; Asy-GCD on one thread is deterministic).
+    A worker then holds up to one solver cache of ``cache_size`` per thread, as
+    the ``'threads'`` backend with as many workers does.
 
     Examples
     --------
@@ -297,7 +308,6 @@ class _SVMSearchJob:
         # per (gamma, C, split): correct, total; seconds fit, score; iterations
         out = np.zeros((len(self.gamma_values), nC, S, 2))
         times = np.zeros((len(self.gamma_values), nC, S, 2))
-        n_iter = 0
         counts = tr.sum(axis=0)
         if np.any(counts == 0):
             f = int(np.flatnonzero(counts == 0)[0])
@@ -305,22 +315,35 @@ class _SVMSearchJob:
                              f"{p.X.shape[0]} rows); use fewer partitions or folds, or "
                              "shuffled folds")
         order = np.argsort(self.Cs, kind="stable")  # the warm-start path: increasing C
-        for a in range(len(self.gamma_values)):
-            for f in range(S):
-                T = np.flatnonzero(tr[:, f])
-                V = np.flatnonzero(val[:, f])
-                for c, model, it, secs in self._path(p, T, y_idx, w, a, f, order):
-                    n_iter += it
-                    times[a, c, f, 0] += secs
-                    if V.size:
-                        t = time.perf_counter()
-                        est = self._estimator(a, f, c)
-                        pred = est._local_predict(model, Xq[V], self.n_threads)
-                        out[a, c, f, 0] += np.sum(pred == self.search.classes_[yq[V]])
-                        out[a, c, f, 1] += V.size
-                        times[a, c, f, 1] += time.perf_counter() - t
-            progress.tick()
-        return out, times, n_iter
+        n_gam = len(self.gamma_values)
+        its = np.zeros((n_gam, S), dtype=np.int64)
+        left = [S] * n_gam
+        lock = threading.Lock()
+
+        def task(i):  # the C path of gamma a in split f, on one thread
+            a, f = divmod(i, S)
+            T = np.flatnonzero(tr[:, f])
+            V = np.flatnonzero(val[:, f])
+            for c, model, it, secs in self._path(p, T, y_idx, w, a, f, order):
+                its[a, f] += it
+                times[a, c, f, 0] += secs
+                if V.size:
+                    t = time.perf_counter()
+                    est = self._estimator(a, f, c)
+                    pred = est._local_predict(model, Xq[V], 1)
+                    out[a, c, f, 0] += np.sum(pred == self.search.classes_[yq[V]])
+                    out[a, c, f, 1] += V.size
+                    times[a, c, f, 1] += time.perf_counter() - t
+            with lock:
+                left[a] -= 1
+                done = left[a] == 0
+            if done:
+                progress.tick()
+            return None
+
+        n_tasks = n_gam * S
+        run_graph(task, [[] for _ in range(n_tasks)], list(range(n_tasks)), self.n_threads)
+        return out, times, int(its.sum())
 
     def _estimator(self, a, f, c):
         """An unfitted estimator with the candidate's parameters and the facts of
@@ -340,7 +363,7 @@ class _SVMSearchJob:
                 est = self._estimator(a, f, c)
                 ctx = {"class_weight": None if self.search.class_weight is None
                        else dict(zip(classes.tolist(), cw.tolist())),
-                       "n_threads": self.n_threads, "seed": self.seed}
+                       "n_threads": 1, "seed": self.seed}
                 t = time.perf_counter()
                 model, it, _ = est._fit_partition(
                     Partition(p.j, p.X[T], y_idx[T], w[T], p.index[T]), ctx)
@@ -372,7 +395,7 @@ class _SVMSearchJob:
                 sol = solve_binary_svm(Xm, y_pm, float(self.Cs[c]), kernel_params=kp,
                                        solver=s.solver, sample_weight=weight, tol=s.tol,
                                        max_iter=s.max_iter, cache_size=s.cache_size,
-                                       n_threads=self.n_threads, random_state=self.seed,
+                                       n_threads=1, random_state=self.seed,
                                        alpha0=alpha0)
                 problems[n] = (members, y_pm, weight, sol.alpha)
                 sv = sol.support
