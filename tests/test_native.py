@@ -650,6 +650,11 @@ def test_eigh_inplace_bad_arguments():
         eigh_in_place(np.asfortranarray(_sym(4) + np.eye(4)[:, ::-1]))
     with pytest.raises(ValueError, match="writable C-contiguous"):
         eigh_in_place(A.astype(np.float32))
+    class Huge:  # only its shape is looked at: the size is checked first
+        shape = (32767, 32767)
+
+    with pytest.raises(ValueError, match="32,766 rows"):
+        eigh_in_place(Huge())
     w0, Q0 = eigh_in_place(np.zeros((0, 0)))
     assert w0.shape == (0,) and Q0.shape == (0, 0)
 

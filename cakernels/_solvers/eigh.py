@@ -48,10 +48,16 @@ def eigh_in_place(A):
     numpy.linalg.LinAlgError
         When an eigenvalue fails to converge (as ``scipy.linalg.eigh``).
     """
+    shape = tuple(getattr(A, "shape", ()))
+    n = int(shape[0]) if len(shape) == 2 else 0
+    if 1 + 6 * n + 2 * n * n > np.iinfo(np.int32).max:  # dsyevd's workspace
+        raise ValueError(f"a symmetric eigendecomposition of {n:,} rows needs a LAPACK "
+                         "workspace beyond the 32-bit sizes of SciPy's LAPACK (at most "
+                         "32,766 rows); use more partitions (or solver='cholesky' with k-fold "
+                         "cv)")
     if not (isinstance(A, np.ndarray) and A.dtype == np.float64 and A.ndim == 2
             and A.shape[0] == A.shape[1] and A.flags.c_contiguous and A.flags.writeable):
         raise ValueError("A must be a writable C-contiguous square float64 array")
-    n = A.shape[0]
     w = np.empty(n)
     if n == 0:
         return w, A.T
