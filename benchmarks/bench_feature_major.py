@@ -1,6 +1,6 @@
 """Asy-GCD kernel slices from feature-major copies against row-by-row dot products.
 
-Asy-GCD (``cakernels._asygcd.asygcd_fit``) computes a kernel slice
+Asy-GCD (``cakernels._solvers.asygcd.asygcd_fit``) computes a kernel slice
 ``Q[S_t, i]`` either from a feature-major copy of the thread's rows (one
 contiguous axpy per nonzero feature of ``x_i``; the default when the copy
 fits in a quarter of ``cache_size``) or from the rows of ``X`` (one dot
@@ -40,7 +40,7 @@ import _common as common  # noqa: I001  (puts the checkout on sys.path)
 import numpy as np
 import scipy.sparse as sp
 
-from cakernels._asygcd import asygcd_fit
+from cakernels._solvers.asygcd import asygcd_fit
 from cakernels.datasets import load_dataset
 
 PARAMS = {"a9a": dict(C=1.0, gamma=0.05), "ijcnn1": dict(C=32.0, gamma=2.0),

@@ -207,3 +207,34 @@ def test_every_subpackage_is_listed_for_the_wheel():
     found = {".".join(p.parent.relative_to(root).parts)
              for p in (root / "cakernels").rglob("__init__.py")}
     assert found <= listed, sorted(found - listed)
+
+
+def _package_imports(path):
+    """``(line, module, names)`` of every ``import cakernels...`` and ``from
+    cakernels... import ...`` in a script (module level or in functions)."""
+    import ast
+
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module and (
+                node.module == "cakernels" or node.module.startswith("cakernels.")):
+            found.append((node.lineno, node.module, [a.name for a in node.names]))
+        elif isinstance(node, ast.Import):
+            found += [(node.lineno, a.name, []) for a in node.names
+                      if a.name == "cakernels" or a.name.startswith("cakernels.")]
+    return found
+
+
+@pytest.mark.parametrize("script", sorted(p.name for p in (REPO / "benchmarks").glob("*.py")))
+def test_benchmark_scripts_import_what_exists(script):
+    """The benchmarks are not run by the tests (they time full-size runs), so a
+    moved module would break them silently (``bench_feature_major.py`` still
+    imported ``cakernels._asygcd`` weeks after the module moved): every name
+    they import from the package must exist. Checked without running them."""
+    import importlib
+
+    for line, module, names in _package_imports(REPO / "benchmarks" / script):
+        mod = importlib.import_module(module)
+        for name in names:
+            if not hasattr(mod, name):
+                importlib.import_module(f"{module}.{name}")  # a submodule, or the error
