@@ -181,6 +181,12 @@ class _BlasLimits:
                 self._requests.remove(n_threads)
                 self._apply()
 
+    def controller(self):
+        """The cached ``threadpoolctl.ThreadpoolController`` (refreshed when
+        new modules were imported)."""
+        with self._lock:
+            return self._control()
+
     @property
     def current(self):
         """The limit in force (None: BLAS's own setting)."""
@@ -208,7 +214,5 @@ def openmp_limits(n_threads):
     block. OpenMP's thread count is a setting of each thread, so no stack is
     needed: the previous value comes back at the end. Uses the cached
     controller of :data:`blas_limits` (a fresh ``threadpool_limits`` costs ~3 ms)."""
-    with blas_limits._lock:
-        controller = blas_limits._control()
-    with controller.limit(limits=max(1, int(n_threads)), user_api="openmp"):
+    with blas_limits.controller().limit(limits=max(1, int(n_threads)), user_api="openmp"):
         yield

@@ -452,19 +452,17 @@ class _SearchJob:
                                  f"(it has {mj} rows); use fewer partitions or folds, or "
                                  "shuffled folds")
         val = xq = Gq = None
+        if not self.loo:  # the validation rows' mask of every split
+            val = q[1][:, k + S:].astype(bool)
         if self.average:
-            Xq, yq, iq = q
-            val = yq[:, k + S:].astype(bool) if not self.loo else None
             out = [np.zeros((self.sigmas.size, L, int(val[:, f].sum()) if val is not None
-                             else iq.size, k)) for f in range(S)]
+                             else q[2].size, k)) for f in range(S)]
         else:
             out = np.zeros((self.sigmas.size, L, S, k, _N_STATS))
             if not self.loo:
-                Xq, yq, iq = q
-                val = yq[:, k + S:].astype(bool)
-                xq = row_sq_norms(Xq)
+                xq = row_sq_norms(q[0])
                 # the routed rows' Gram block, once
-                Gq = kernel_block(Xq, Xj, kernel="linear", n_threads=n_threads)
+                Gq = kernel_block(q[0], Xj, kernel="linear", n_threads=n_threads)
         n_sig = self.sigmas.size
         n_fold = 1 if self.loo else S
         window = max(2, -(-n_threads // n_fold))
