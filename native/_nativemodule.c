@@ -516,6 +516,103 @@ static PyObject *py_eigh_inplace(PyObject *module, PyObject *args)
     return PyLong_FromLongLong((long long)info);
 }
 
+PyDoc_STRVAR(
+    norm1_doc,
+    "norm1(A)\n--\n\n"
+    "The 1-norm of the square float64 A read as the column-major matrix of its\n"
+    "C-contiguous buffer (for a symmetric A, its 1-norm), GIL released; the\n"
+    "same bits as LAPACK dlange('1') (see ck_norm1 in cakernels.h).");
+
+static PyObject *py_norm1(PyObject *module, PyObject *a_obj)
+{
+    Py_buffer view;
+    double norm = 0.0;
+    ck_status status;
+
+    (void)module;
+    if (PyObject_GetBuffer(a_obj, &view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+        ck_reraise_as_value_error("A must be a C-contiguous square float64 array");
+        return NULL;
+    }
+    if (view.ndim != 2 || view.itemsize != (Py_ssize_t)sizeof(double) ||
+        !ck_format_is_double(view.format) || view.shape == NULL ||
+        view.shape[0] != view.shape[1]) {
+        PyErr_SetString(PyExc_ValueError, "A must be a C-contiguous square float64 array");
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    status = ck_norm1((const double *)view.buf, (int64_t)view.shape[0],
+                      (int64_t)view.shape[0], &norm);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    if (status != CK_OK)
+        return ck_raise_status(status, "norm1");
+    return PyFloat_FromDouble(norm);
+}
+
+PyDoc_STRVAR(
+    chol_solve_doc,
+    "chol_solve(L, B, anorm, routines)\n--\n\n"
+    "After a Cholesky factorization in place of L (as cholesky_task leaves it):\n"
+    "the reciprocal condition number estimate (dpocon) from anorm, the 1-norm of\n"
+    "the matrix before the factorization, then the solution in place of B\n"
+    "(dpotrs), GIL released (see ck_chol_solve in cakernels.h).\n\n"
+    "L: C-contiguous square float64 array, read as the column-major matrix of its\n"
+    "buffer (the factor in its lower triangle).  B: writable C-contiguous float64\n"
+    "array of shape (nrhs, n), read as the column-major n x nrhs right-hand sides.\n"
+    "routines: the PyCapsules (dpocon, dpotrs) of scipy.linalg.cython_lapack.\n"
+    "Returns rcond.");
+
+static PyObject *py_chol_solve(PyObject *module, PyObject *args)
+{
+    PyObject *l_obj, *b_obj, *routines;
+    Py_buffer view, b_view;
+    double anorm, rcond = 0.0;
+    ck_dpocon_fn pocon;
+    ck_dpotrs_fn potrs;
+    ck_status status;
+
+    (void)module;
+    if (!PyArg_ParseTuple(args, "OOdO!:chol_solve", &l_obj, &b_obj, &anorm, &PyTuple_Type,
+                          &routines))
+        return NULL;
+    if (PyTuple_GET_SIZE(routines) != 2) {
+        PyErr_SetString(PyExc_ValueError, "routines must be the 2 capsules (dpocon, dpotrs)");
+        return NULL;
+    }
+    if ((pocon = (ck_dpocon_fn)ck_capsule_pointer(PyTuple_GET_ITEM(routines, 0), "dpocon")) == NULL ||
+        (potrs = (ck_dpotrs_fn)ck_capsule_pointer(PyTuple_GET_ITEM(routines, 1), "dpotrs")) == NULL)
+        return NULL;
+    if (ck_get_square(l_obj, &view) < 0)
+        return NULL;
+    if (PyObject_GetBuffer(b_obj, &b_view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+        PyBuffer_Release(&view);
+        ck_reraise_as_value_error("B must be a writable C-contiguous float64 array of shape "
+                                  "(nrhs, n)");
+        return NULL;
+    }
+    if (b_view.ndim != 2 || b_view.itemsize != (Py_ssize_t)sizeof(double) ||
+        !ck_format_is_double(b_view.format) || b_view.shape == NULL ||
+        b_view.shape[1] != view.shape[0]) {
+        PyErr_Format(PyExc_ValueError,
+                     "B must be a float64 array of shape (nrhs, %zd)", view.shape[0]);
+        PyBuffer_Release(&b_view);
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    status = ck_chol_solve(pocon, potrs, (double *)view.buf, (int64_t)view.shape[0],
+                           (int64_t)view.shape[0], anorm, (double *)b_view.buf,
+                           (int64_t)b_view.shape[0], (int64_t)view.shape[0], &rcond);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&b_view);
+    PyBuffer_Release(&view);
+    if (status != CK_OK)
+        return ck_raise_status(status, "chol_solve");
+    return PyFloat_FromDouble(rcond);
+}
+
 
 /* 1 when a buffer format string denotes a native-endian signed integer
  * (the caller checks itemsize == 8). */
@@ -1148,6 +1245,8 @@ static PyMethodDef ck_methods[] = {
     {"cholesky_task", (PyCFunction)py_cholesky_task, METH_VARARGS,
      cholesky_task_doc},
     {"eigh_inplace", (PyCFunction)py_eigh_inplace, METH_VARARGS, eigh_inplace_doc},
+    {"norm1", (PyCFunction)py_norm1, METH_O, norm1_doc},
+    {"chol_solve", (PyCFunction)py_chol_solve, METH_VARARGS, chol_solve_doc},
     {"openmp_enabled", (PyCFunction)py_openmp_enabled, METH_NOARGS,
      openmp_enabled_doc},
     {"max_threads", (PyCFunction)py_max_threads, METH_NOARGS, max_threads_doc},

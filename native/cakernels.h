@@ -193,6 +193,40 @@ typedef void (*ck_dsyevd_fn)(char *jobz, char *uplo, int *n, double *a, int *lda
 ck_status ck_eigh(ck_dsyevd_fn syevd, double *A, int64_t n, int64_t lda, double *w,
                   int64_t *info);
 
+/* LAPACK dpocon and dpotrs with the reference (Fortran) calling convention,
+ * as exported by scipy.linalg.cython_lapack. */
+typedef void (*ck_dpocon_fn)(char *uplo, int *n, double *a, int *lda, double *anorm,
+                             double *rcond, double *work, int *iwork, int *info);
+typedef void (*ck_dpotrs_fn)(char *uplo, int *n, int *nrhs, double *a, int *lda,
+                             double *b, int *ldb, int *info);
+
+/*
+ * The 1-norm (largest column sum of absolute values) of the n x n column-major
+ * A (leading dimension lda), summed in LAPACK dlange's order so that the
+ * result is dlange('1')'s, bit for bit; NaN when a column sum is NaN.
+ * Returns CK_ERR_ARG for a NULL matrix or result, n < 1 or lda < n; else
+ * CK_OK.
+ */
+ck_status ck_norm1(const double *A, int64_t n, int64_t lda, double *norm);
+
+/*
+ * After a Cholesky factorization A = L L^T (L in the lower triangle of the
+ * column-major L, leading dimension lda): the reciprocal condition number of
+ * A in the 1-norm (dpocon, from anorm = ||A||_1 before the factorization)
+ * into *rcond, then the solution of A X = B (dpotrs) in place of the
+ * column-major n x nrhs B (leading dimension ldb). The solve runs whatever
+ * the estimate says; the caller judges it. The workspace (3n doubles, n
+ * ints) is allocated here.
+ *
+ * Returns CK_ERR_ARG for a NULL routine, matrix or rcond, n < 1, nrhs < 1,
+ * lda < n, ldb < n, sizes beyond the int range of LAPACK, a negative or
+ * non-finite anorm, or a negative info from either routine (their only
+ * failures); CK_ERR_NOMEM when the workspace cannot be allocated; else CK_OK.
+ */
+ck_status ck_chol_solve(ck_dpocon_fn pocon, ck_dpotrs_fn potrs, double *L, int64_t n,
+                        int64_t lda, double anorm, double *B, int64_t nrhs, int64_t ldb,
+                        double *rcond);
+
 /* ------------------------------------------------------------------------
  * Training data of the solvers (ck_rows.c): dense or CSR.
  * ------------------------------------------------------------------------ */

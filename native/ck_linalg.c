@@ -12,6 +12,7 @@
 #include "cakernels.h"
 
 #include <limits.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
 
@@ -103,5 +104,61 @@ ck_status ck_eigh(ck_dsyevd_fn syevd, double *A, int64_t n, int64_t lda, double 
     if (sub_info < 0)
         return CK_ERR_ARG;
     *info = sub_info;
+    return CK_OK;
+}
+
+ck_status ck_norm1(const double *A, int64_t n, int64_t lda, double *norm)
+{
+    int64_t i, j;
+    double value = 0.0, sum;
+    const double *col;
+
+    if (A == NULL || norm == NULL || n < 1 || lda < n)
+        return CK_ERR_ARG;
+    for (j = 0; j < n; j++) {
+        col = A + j * lda;
+        sum = 0.0;
+        for (i = 0; i < n; i++) /* dlange's order: one running sum per column */
+            sum += fabs(col[i]);
+        if (value < sum || isnan(sum))
+            value = sum;
+    }
+    *norm = value;
+    return CK_OK;
+}
+
+ck_status ck_chol_solve(ck_dpocon_fn pocon, ck_dpotrs_fn potrs, double *L, int64_t n,
+                        int64_t lda, double anorm, double *B, int64_t nrhs, int64_t ldb,
+                        double *rcond)
+{
+    char U = 'L';
+    int nn, ld, nr, ldbb, sub_info = 0;
+    double *work;
+    int *iwork;
+
+    if (pocon == NULL || potrs == NULL || L == NULL || B == NULL || rcond == NULL ||
+        n < 1 || nrhs < 1 || lda < n || ldb < n || lda > INT_MAX || ldb > INT_MAX ||
+        nrhs > INT_MAX || n > INT_MAX / 3 || !(anorm >= 0.0) || isinf(anorm))
+        return CK_ERR_ARG;
+    nn = (int)n;
+    ld = (int)lda;
+    nr = (int)nrhs;
+    ldbb = (int)ldb;
+    work = (double *)malloc((size_t)n * 3 * sizeof(double));
+    iwork = (int *)malloc((size_t)n * sizeof(int));
+    if (work == NULL || iwork == NULL) {
+        free(work);
+        free(iwork);
+        return CK_ERR_NOMEM;
+    }
+    *rcond = 0.0;
+    pocon(&U, &nn, L, &ld, &anorm, rcond, work, iwork, &sub_info);
+    free(work);
+    free(iwork);
+    if (sub_info < 0)
+        return CK_ERR_ARG;
+    potrs(&U, &nn, &nr, L, &ld, B, &ldbb, &sub_info);
+    if (sub_info < 0)
+        return CK_ERR_ARG;
     return CK_OK;
 }

@@ -680,3 +680,97 @@ def test_eigh_inplace_releases_the_gil():
     A0 = _sym(500, seed=3)
     w = np.empty(500)
     _assert_releases_gil(lambda: _native.eigh_inplace(A0.copy(), w, SYEVD))
+
+
+# --------------------------------------------------------------------------
+# GIL-free 1-norm, condition estimate and triangular solves after a Cholesky
+# --------------------------------------------------------------------------
+POCON_POTRS = (cython_lapack.__pyx_capi__["dpocon"], cython_lapack.__pyx_capi__["dpotrs"])
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 300])
+def test_norm1_equals_lapack_dlange_bit_for_bit(n):
+    from scipy import linalg
+
+    rng = np.random.RandomState(n)
+    A = rng.randn(n, n) * 10.0 ** rng.uniform(-3, 3, size=(n, n))
+    # A's buffer read column-major is A.T: dlange('1') of A.T, NaN-propagating
+    assert _native.norm1(A) == linalg.lapack.dlange("1", A.T)
+    if n <= 7:  # NumPy sums fewer than 8 values in order too
+        assert _native.norm1(A) == np.abs(A.T).sum(axis=0).max()
+    if n > 1:
+        A[n - 1, 0] = np.nan
+        assert np.isnan(_native.norm1(A)) and np.isnan(linalg.lapack.dlange("1", A.T))
+
+
+@pytest.mark.parametrize("n", [1, 5, 300])
+@pytest.mark.parametrize("nrhs", [1, 3])
+def test_chol_solve_equals_scipy_cho_solve_bit_for_bit(n, nrhs):
+    """After the package's own Cholesky: the same solution as SciPy's
+    cho_solve (dpotrs) to the last bit, and SciPy's dpocon estimate (to the
+    last bit or two: OpenBLAS's vector kernels may sum in another order for
+    another workspace alignment)."""
+    from scipy import linalg
+    from threadpoolctl import threadpool_limits
+
+    from cakernels._solvers.cholesky import cholesky_in_place
+
+    A = _spd(n, seed=n)
+    anorm = _native.norm1(A)
+    L = A.copy()
+    assert cholesky_in_place(L, 1) == 0
+    B = np.random.RandomState(1).randn(n, nrhs)
+    bt = np.array(B.T, order="C")
+    with threadpool_limits(1, user_api="blas"):
+        rcond_ref, info = linalg.lapack.dpocon(L.T, anorm, uplo="L")
+        x_ref = linalg.cho_solve((L.T, True), B, check_finite=False)
+        rcond = _native.chol_solve(L, bt, anorm, POCON_POTRS)
+    assert info == 0
+    np.testing.assert_array_equal(bt.T, x_ref)
+    assert rcond == pytest.approx(rcond_ref, rel=1e-14)
+    np.testing.assert_allclose(A @ bt.T, B, atol=1e-10)
+
+
+def test_chol_solve_bad_arguments():
+    A = _spd(5)
+    L = A.copy()
+    bt = np.ones((1, 5))
+    with pytest.raises(ValueError, match="square"):
+        _native.chol_solve(np.zeros((3, 4)), bt, 1.0, POCON_POTRS)
+    with pytest.raises(ValueError, match=r"shape \(nrhs, 5\)"):
+        _native.chol_solve(L, np.ones((1, 4)), 1.0, POCON_POTRS)
+    with pytest.raises(ValueError, match=r"shape \(nrhs, 5\)"):
+        _native.chol_solve(L, np.ones(5), 1.0, POCON_POTRS)
+    with pytest.raises(ValueError, match="writable C-contiguous"):
+        _native.chol_solve(L, np.ones((5, 2)).T, 1.0, POCON_POTRS)  # Fortran view
+    with pytest.raises(ValueError, match=r"shape \(nrhs, 5\)"):
+        _native.chol_solve(L, np.ones((1, 5), dtype=np.float32), 1.0, POCON_POTRS)
+    with pytest.raises(ValueError, match="2 capsules"):
+        _native.chol_solve(L, bt, 1.0, POCON_POTRS[:1])
+    with pytest.raises(ValueError, match="PyCapsule"):
+        _native.chol_solve(L, bt, 1.0, ("dpocon", POCON_POTRS[1]))
+    for anorm in (-1.0, np.nan, np.inf):  # a status error, nothing solved
+        work = bt.copy()
+        with pytest.raises(ValueError, match="chol_solve.*invalid argument"):
+            _native.chol_solve(L, work, anorm, POCON_POTRS)
+        np.testing.assert_array_equal(work, bt)
+    with pytest.raises(ValueError, match="chol_solve.*invalid argument"):
+        _native.chol_solve(L, np.ones((0, 5)), 1.0, POCON_POTRS)
+    with pytest.raises(ValueError, match="norm1.*invalid argument"):
+        _native.norm1(np.zeros((0, 0)))
+    with pytest.raises(ValueError, match="square float64"):
+        _native.norm1(np.zeros((3, 3), dtype=np.float32))
+    with pytest.raises(ValueError, match="C-contiguous square"):
+        _native.norm1(np.asfortranarray(np.zeros((3, 4)))[:, :3])
+
+
+def test_norm1_and_chol_solve_release_the_gil():
+    """Same deterministic check as for kernel_from_gram (see above)."""
+    from cakernels._solvers.cholesky import cholesky_in_place
+
+    A = _spd(1500, seed=3)
+    L = A.copy()
+    cholesky_in_place(L, 1)
+    bt = np.ones((8, 1500))
+    _assert_releases_gil(lambda: _native.chol_solve(L, bt.copy(), 1.0, POCON_POTRS))
+    _assert_releases_gil(lambda: _native.norm1(A))
