@@ -207,6 +207,77 @@ class Report:
             print(f"\nwrote {path}")
 
 
+# ---------------------------------------------------------------- figures
+#: where a ``--quick`` run's figures go unless a path is given: ``benchmarks/results/``
+#: (its ``*.png`` are git-ignored), so that a subset run never overwrites a committed
+#: full-run figure in ``benchmarks/``
+QUICK_PLOT_DIR = REPO_ROOT / "benchmarks" / "results"
+NO_MATPLOTLIB = "matplotlib is not installed (pip install '.[bench]')"
+
+
+def plot_path(explicit, name, quick):
+    """Where a script saves its figure ``name`` (e.g. ``'halo.png'``).
+
+    The rule of every script that writes a figure by default: a path given on the
+    command line is used as given; otherwise a full run writes the committed figure
+    ``benchmarks/<name>`` and a ``--quick`` run ``benchmarks/results/<stem>_quick.png``
+    (git-ignored)."""
+    if explicit:
+        return Path(explicit)
+    if quick:
+        return QUICK_PLOT_DIR / f"{Path(name).stem}_quick{Path(name).suffix}"
+    return REPO_ROOT / "benchmarks" / name
+
+
+def shown(path):
+    """``path`` for the output: relative to the checkout when inside it."""
+    path = Path(path).resolve()
+    try:
+        return str(path.relative_to(REPO_ROOT))
+    except ValueError:
+        return str(path)
+
+
+def plot_check(wanted=True):
+    """At the start of a run: can its figure be drawn? Says so when matplotlib is
+    missing (the tables are still printed; the figure is skipped at the end)."""
+    if not wanted:
+        return False
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        print(f"note: {NO_MATPLOTLIB}: the tables will be printed, the plot skipped",
+              flush=True)
+        return False
+    return True
+
+
+def pyplot(say=print):
+    """``matplotlib.pyplot`` on the non-interactive Agg backend, or ``None`` after
+    saying (``say``: ``print`` or ``Report.line``) that the plot is skipped."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        say(f"\nplot skipped: {NO_MATPLOTLIB}")
+        return None
+    return plt
+
+
+def save_figure(fig, path, say=print, label="plot"):
+    """Save ``fig`` to ``path`` (creating its folder), close it and say where."""
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    say(f"\n{label}: {shown(path)}")
+    return path
+
+
 # ---------------------------------------------------------------- subprocesses
 #: the mpiexec of this environment (the MPICH wheel's, next to its python)
 MPIEXEC = Path(sys.executable).with_name("mpiexec")

@@ -31,7 +31,10 @@ Printed, with PASS/MISS for the goals of the native-solver issue:
   cache) against the data, the cache budget and O(n) vectors.
 
 Figure 4.1 (objective gap and test accuracy against time, 1 and 2 threads,
-PSCD and the references) is saved as ``asygcd_<dataset>.png`` (``--png-dir``).
+PSCD and the references) is saved as ``benchmarks/asygcd_<dataset>.png`` (or in
+``--png-dir``); a ``--quick`` run saves ``benchmarks/results/asygcd_<dataset>_quick.png``
+(git-ignored) unless ``--png-dir`` is given. Without matplotlib the tables are
+printed and the figure is skipped with a message.
 
     python benchmarks/bench_asygcd.py [--quick] [--datasets ijcnn1 a9a] [--out FILE]
 
@@ -148,14 +151,9 @@ def peak_memory(name, home, cache, quick, C, gamma):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def plot(name, series, f_star, png_dir):
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib not installed (pip install '.[bench]'): no figure")
+def plot(name, series, f_star, path, say=print):
+    plt = common.pyplot(say)
+    if plt is None:
         return None
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
     for label, pts in series.items():
@@ -177,10 +175,7 @@ def plot(name, series, f_star, png_dir):
     ax1.legend(fontsize=8)
     ax2.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
-    path = f"{png_dir}/asygcd_{name}.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return common.save_figure(fig, path, say, label="figure")
 
 
 def main(argv=None):
@@ -191,9 +186,11 @@ def main(argv=None):
                     help="cache budget (MB) of the peak-memory run (default 100)")
     ap.add_argument("--memory-only", action="store_true",
                     help="only the peak-memory check (a fit per dataset, ~1 min)")
-    ap.add_argument("--png-dir", default=str(common.REPO_ROOT / "benchmarks"),
-                    help="where the figures go (default: benchmarks/)")
+    ap.add_argument("--png-dir", default=None,
+                    help="where the figures go (default: benchmarks/; with --quick "
+                         "benchmarks/results/, as asygcd_<dataset>_quick.png, git-ignored)")
     args = ap.parse_args(argv)
+    common.plot_check(not args.memory_only)
     home = common.data_home(args.data_home)
     try:
         from sklearnex.svm import SVC as XSVC
@@ -311,9 +308,9 @@ def main(argv=None):
                   note="Times of the first curve point at or above the target (every point is "
                        "a complete fit with an iteration limit).")
         memory_table(rep, goals, name, home, args, P)
-        png = plot(name, series, f_star, args.png_dir)
-        if png:
-            rep.line(f"\nfigure: {png}")
+        png = f"asygcd_{name}.png"
+        plot(name, series, f_star, common.plot_path(
+            args.png_dir and f"{args.png_dir}/{png}", png, args.quick), rep.line)
         summary.append((name, series))
     rep.table("goals of the native-solver issue (informational)",
               ["goal", "target", "measured", "status"], goals)

@@ -20,7 +20,10 @@ Four parts (``--parts``, default all):
             mode, ranks oversubscribed on this machine: only the counters matter) on an
             ijcnn1 subset; bytes, messages and bytes per message from the package's
             counters, next to the thesis' formulas evaluated at the run's m, n, s, P, k
-            and I (in the thesis' 4-byte words); a plot of bytes and messages per phase.
+            and I (in the thesis' 4-byte words); a plot of bytes and messages per phase
+            (``--plot``, default ``benchmarks/comparison_comm.png``; a ``--quick`` run's
+            goes to ``benchmarks/results/comparison_comm_quick.png``, git-ignored;
+            skipped with a message when matplotlib is not installed).
 ``goals``   DCSVC vs SVC on ijcnn1 (from ``tables``), Dis-SMO 1 -> 2 ranks and CA-SVM vs
             Dis-SMO at the same rank count (``mpiexec -n 1`` and ``-n 2``, ijcnn1
             subset, one core per rank).
@@ -326,15 +329,13 @@ def part_comm(args, report, results):
                       "iterations, P = 8. Our messages carry float64 values and int64 "
                       "indices (8 bytes), the thesis' 4-byte CSR words.")
     if not args.no_plot:
-        _plot_comm(plot, args.plot)
-        report.line(f"\nplot: {args.plot}")
+        _plot_comm(plot, args.plot, report)
 
 
-def _plot_comm(by_method, path):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+def _plot_comm(by_method, path, report):
+    plt = common.pyplot(report.line)
+    if plt is None:
+        return
     import numpy as np
 
     phases = sorted({p for v in by_method.values() for p in v})
@@ -352,7 +353,7 @@ def _plot_comm(by_method, path):
     axes[0].legend(fontsize=8)
     fig.suptitle("Communication by phase, 8 ranks, ijcnn1 subset (Figure 2.7)")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    common.save_figure(fig, path, report.line)
 
 
 # ------------------------------------------------------------------ goals
@@ -402,7 +403,9 @@ def main():
     ap.add_argument("--goal-samples", type=int, default=49990,
                     help="ijcnn1 samples of the 1- and 2-rank Dis-SMO runs")
     ap.add_argument("--repeats", type=int, default=1, help="fits per MPI configuration (best)")
-    ap.add_argument("--plot", default=str(HERE.with_name("comparison_comm.png")))
+    ap.add_argument("--plot", default=None,
+                    help="PNG of the comm part (default benchmarks/comparison_comm.png; with "
+                         "--quick benchmarks/results/comparison_comm_quick.png, git-ignored)")
     ap.add_argument("--no-plot", action="store_true")
     ap.add_argument("--json", default=None, help="write every measurement as JSON")
     # worker options
@@ -417,6 +420,8 @@ def main():
         return worker(args)
     if args.quick:
         args.comm_samples, args.goal_samples = 3000, 3000
+    args.plot = common.plot_path(args.plot, "comparison_comm.png", args.quick)
+    common.plot_check("comm" in args.parts and not args.no_plot)
     report = common.Report()
     report.line("# The chapter-2 comparison (bench_comparison.py)\n")
     report.machine([f"mpiexec    : {common.MPIEXEC}"])

@@ -33,7 +33,10 @@ Goal (each dataset, each protocol): BKRR2 with some halo below DC-KRR's test MSE
 within 5% of KernelRidge's and at least 10x faster than KernelRidge, all at once.
 
 A plot of accuracy (MSE) against fit time as h grows, with the references, is
-written to ``benchmarks/halo.png``.
+written to ``benchmarks/halo.png`` (``halo_svm.png`` or ``halo_krr.png`` with one
+part; ``--plot`` to choose); a ``--quick`` run writes it to
+``benchmarks/results/halo*_quick.png`` (git-ignored) instead. Without matplotlib
+the tables are printed and the plot is skipped with a message.
 
 Usage::
 
@@ -225,12 +228,10 @@ def krr_goal(name, out, ref_mse, ref_t):
             f"{ref_t / out[lowest][1]:.1f}x faster")
 
 
-def plot(points, path):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+def plot(points, path, say=print):
+    plt = common.pyplot(say)
+    if plt is None:
+        return
     names = list(dict.fromkeys(p[0] for p in points))
     fig, axes = plt.subplots(1, len(names), figsize=(4.2 * len(names), 3.6))
     axes = np.atleast_1d(axes)
@@ -255,7 +256,7 @@ def plot(points, path):
         ax.set_title(name)
         ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    common.save_figure(fig, path, say)
 
 
 CLS_HEADERS = ["data", "partitions", "solver", "halo", "accuracy %", "vs SVC", "fit s",
@@ -265,11 +266,17 @@ CLS_HEADERS = ["data", "partitions", "solver", "halo", "accuracy %", "vs SVC", "
 def main(argv=None):
     ap = common.add_common_args(argparse.ArgumentParser(description=__doc__.split("\n\n")[0]))
     ap.add_argument("--seeds", type=int, nargs="+", default=None)
-    ap.add_argument("--plot", default=None, help="plot path (default benchmarks/halo.png; halo_svm.png or halo_krr.png with one part)")
+    ap.add_argument("--plot", default=None,
+                    help="plot path (default benchmarks/halo.png; halo_svm.png or halo_krr.png "
+                         "with one part; with --quick benchmarks/results/halo*_quick.png, "
+                         "git-ignored)")
     ap.add_argument("--parts", nargs="+", choices=("svm", "krr"), default=["svm", "krr"])
     args = ap.parse_args(argv)
     home = common.data_home(args.data_home)
     seeds = args.seeds or ([0] if args.quick else [0, 1, 2])
+    default = "halo.png" if len(set(args.parts)) == 2 else f"halo_{args.parts[0]}.png"
+    path = common.plot_path(args.plot, default, args.quick)
+    common.plot_check()
     rep = common.Report()
     rep.line("# Halo partitions (one core)")
     rep.machine()
@@ -312,10 +319,7 @@ def main(argv=None):
             rep.table("Kernel ridge regression, 8 partitions, parameters chosen on "
                       "validation data, refitted on the whole training set",
                       headers, krr_rows, note="Goals: " + "; ".join(goals) + ".")
-    default = "halo.png" if len(args.parts) == 2 else f"halo_{args.parts[0]}.png"
-    path = args.plot or os.path.join(os.path.dirname(os.path.abspath(__file__)), default)
-    plot(points, path)
-    rep.line(f"Plot: {os.path.basename(path)}")
+    plot(points, path, rep.line)
     rep.write(args.out)
 
 

@@ -33,6 +33,10 @@ rank, as the reference's 8,000 samples on 4 nodes); efficiency is T(1) / T(P).
 Strong scaling fixes the data (ijcnn1: 50,000; cadata: 16,000).
 
     python benchmarks/bench_scaling.py [--quick] [--out FILE] [--plot FILE]
+
+The plot of the modelled curves goes to ``benchmarks/scaling_model.png`` by default;
+a ``--quick`` run's to ``benchmarks/results/scaling_model_quick.png`` (git-ignored).
+Without matplotlib the tables are printed and the plot is skipped with a message.
 """
 
 import argparse
@@ -298,14 +302,17 @@ def main():
     ap = common.add_common_args(argparse.ArgumentParser(description=__doc__.split("\n")[0]))
     ap.add_argument("--worker", choices=("pingpong", "weak"), help=argparse.SUPPRESS)
     ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--plot", default=str(HERE.with_name("scaling_model.png")),
-                    help="PNG of the modelled curves (default benchmarks/scaling_model.png)")
+    ap.add_argument("--plot", default=None,
+                    help="PNG of the modelled curves (default benchmarks/scaling_model.png; "
+                         "with --quick benchmarks/results/scaling_model_quick.png, git-ignored)")
     args = ap.parse_args()
     args.data_home = common.data_home(args.data_home)
     if args.worker == "pingpong":
         return worker_pingpong(args)
     if args.worker == "weak":
         return worker_weak(args)
+    args.plot = common.plot_path(args.plot, "scaling_model.png", args.quick)
+    common.plot_check()
 
     report = common.Report()
     report.line("# Weak and strong scaling, measured and modelled (bench_scaling.py)\n")
@@ -453,13 +460,8 @@ def main():
 
 
 def _plot(curves, path, measured, report, names):
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        report.line("(matplotlib missing: no plot)")
+    plt = common.pyplot(report.line)
+    if plt is None:
         return
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     colors = {"CASVC": "tab:blue", "BKRR2": "tab:green", "BKRR2-local": "tab:olive",
@@ -487,8 +489,7 @@ def _plot(curves, path, measured, report, names):
     axes[1].set_title("Strong scaling (model)")
     axes[1].legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    report.line(f"\nplot: {path}")
+    common.save_figure(fig, path, report.line)
 
 
 if __name__ == "__main__":

@@ -77,8 +77,10 @@ def main():
                     help="folds on which KernelRidge's point is selected (exact, P = 1)")
     ap.add_argument("--threads", type=int, default=1,
                     help="BLAS/OpenMP threads of every side (default 1)")
-    ap.add_argument("--plot", default=None, help="PNG of the validation-error surfaces")
+    ap.add_argument("--plot", default=None,
+                    help="PNG of the validation-error surfaces (none unless given)")
     args = ap.parse_args()
+    common.plot_check(bool(args.plot))
 
     from sklearn.kernel_ridge import KernelRidge
     from sklearn.model_selection import GridSearchCV, KFold, PredefinedSplit
@@ -186,17 +188,14 @@ def main():
             f"{k}={v:.2f}" if isinstance(v, float) else f"{k}={v}"
             for k, v in stats.items() if not isinstance(v, (dict, list))))
     if args.plot:
-        plot(args.plot, sigmas, lams, {"BKRR2": b_cv, "DC-KRR": d_cv})
-        rep.line(f"\nplot: {args.plot}")
+        plot(args.plot, sigmas, lams, {"BKRR2": b_cv, "DC-KRR": d_cv}, rep.line)
     rep.write(args.out)
 
 
-def plot(path, sigmas, lams, searches):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+def plot(path, sigmas, lams, searches, say=print):
+    plt = common.pyplot(say)
+    if plt is None:
+        return
     fig, axes = plt.subplots(1, len(searches), figsize=(5.2 * len(searches), 4.2))
     for ax, (name, cv) in zip(np.atleast_1d(axes), searches.items()):
         res = cv.cv_results_
@@ -213,7 +212,7 @@ def plot(path, sigmas, lams, searches):
         ax.set_title(f"{name}: log10 validation MSE (3 folds)")
         fig.colorbar(im, ax=ax)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    common.save_figure(fig, path, say)
 
 
 if __name__ == "__main__":
