@@ -40,6 +40,7 @@ from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ._kernels import MIN_BLOCK_ROWS, check_magnitude
+from ._own_init import OwnInitName
 from .backends import (
     BACKEND_NAMES,
     Backend,
@@ -283,7 +284,7 @@ def vote_weights(sq_dist):
 # --------------------------------------------------------------------------- the estimator base
 
 
-class PartitionedEstimator(BaseEstimator):
+class PartitionedEstimator(OwnInitName, BaseEstimator):
     """Shared fit/predict driver of the partitioned estimators.
 
     Subclasses implement ``_validate_local(X, y, sample_weight)`` (scikit-learn

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from sklearn.base import BaseEstimator, clone
 from sklearn.utils.estimator_checks import (
     check_dataframe_column_names_consistency,
     parametrize_with_checks,
@@ -45,8 +46,9 @@ ESTIMATORS = [
     BKMSVC(n_partitions=2, random_state=0),
     CPSVC(n_partitions=2, random_state=0),
     PartitionedSVC(partitioner="kbalance", n_partitions=2, random_state=0),
-    CASVC(n_partitions=2, solver="smo", random_state=0),
+    CASVC(n_partitions=2, solver="libsvm", random_state=0),  # the default is "smo"
     CASVC(n_partitions=2, solver="asygcd", random_state=0),
+    CASVC(n_partitions=2, solver="pscd", random_state=0),
     AsyGCDSVC(n_threads=1, random_state=0),
     AsyGCDSVC(n_threads=1, multi_class="ovr", selection="random", random_state=0),
     CascadeSVC(n_partitions=2, random_state=0),
@@ -73,9 +75,10 @@ ESTIMATORS = [
 
 
 _WEIGHT_REASON = (
-    "sample_weight is not equivalent to removing or repeating samples: the local "
-    "solver is LIBSVM, for which scikit-learn's own SVC lists the same expected "
-    "failure, and removing or repeating samples also changes the partitions"
+    "sample_weight is not equivalent to removing or repeating samples: weights scale "
+    "the upper bounds C_i of every local solver (as in LIBSVM, for which scikit-learn's "
+    "own SVC lists the same expected failure), and removing or repeating samples also "
+    "changes the partitions"
 )
 
 _WEIGHT_REASON_AGCD = (
@@ -92,12 +95,6 @@ _WEIGHT_REASON_SMO = (
 )
 
 
-_ASYNC_REASON = (
-    "PSCD with several OpenMP threads is asynchronous: two fits reach the same objective "
-    "up to tol, not bitwise the same coefficients"
-)
-
-
 def _expected_failed_checks(estimator):
     expected = {}
     if isinstance(estimator, (PartitionedSVC, AsyGCDSVC, CascadeSVC, DCSVC, DCFilterSVC,
@@ -106,10 +103,9 @@ def _expected_failed_checks(estimator):
             type(estimator), _WEIGHT_REASON)
         expected["check_sample_weight_equivalence_on_dense_data"] = reason
         expected["check_sample_weight_equivalence_on_sparse_data"] = reason
-    # (Asy-GCD runs the checks' small problems on one thread, deterministically:
-    # at least MIN_ROWS_PER_THREAD variables per thread)
-    if isinstance(estimator, PartitionedSVC) and estimator.solver == "pscd":
-        expected["check_fit_idempotent"] = _ASYNC_REASON
+    # (Asy-GCD and PSCD pass check_fit_idempotent: they run the checks' small problems
+    # on one thread, deterministically - at least MIN_ROWS_PER_THREAD variables per
+    # thread; several asynchronous threads agree to tol, not bitwise)
     return expected
 
 
@@ -139,3 +135,36 @@ def test_array_api_checks_run_with_scipy_array_api(spawn):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert re.search(rf"\b{len(ESTIMATORS)} passed\b", proc.stdout), proc.stdout
     assert "skipped" not in proc.stdout, proc.stdout
+
+
+def _public_estimator_classes():
+    import inspect
+
+    import cakernels
+    import cakernels.kernel_ridge
+    import cakernels.model_selection
+    import cakernels.partition
+    import cakernels.svm
+
+    seen = {}
+    for module in (cakernels, cakernels.svm, cakernels.kernel_ridge, cakernels.partition,
+                   cakernels.model_selection):
+        for name in getattr(module, "__all__", ()):
+            obj = getattr(module, name)
+            if inspect.isclass(obj) and issubclass(obj, BaseEstimator):
+                seen[obj.__name__] = obj
+    return sorted(seen.items())
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="Python 3.10 names only __init__()")
+@pytest.mark.parametrize("name, cls", _public_estimator_classes())
+def test_unknown_keyword_error_names_the_class_itself(name, cls):
+    """BKRR2 inherits DCKRR's constructor; its error must not say DCKRR (a user who
+    tries scikit-learn's ``gamma`` or ``alpha`` would look for the wrong class)."""
+    with pytest.raises(TypeError, match=rf"^{name}\.__init__\(\) got an unexpected keyword "
+                                        "argument 'gamma_typo'"):
+        cls(gamma_typo=1)
+    # the renamed constructor is the same function: parameters, clone, repr
+    est = cls()
+    assert clone(est).get_params() == est.get_params()
+    assert repr(est).startswith(name)

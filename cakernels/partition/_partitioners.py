@@ -12,6 +12,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from .._own_init import OwnInitName
 from ..backends._budget import openmp_limits
 from . import _storage
 from ._greedy import _Capacity, greedy_capacity_assign
@@ -136,7 +137,7 @@ def _check_distinct(partitioner, centers):
 # ----------------------------------------------------------------------------
 # partitioners
 # ----------------------------------------------------------------------------
-class _BasePartitioner(BaseEstimator):
+class _BasePartitioner(OwnInitName, BaseEstimator):
     """Fit driver shared by the partitioners."""
 
     _parameter_constraints = {
