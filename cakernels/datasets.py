@@ -670,11 +670,19 @@ def _download(rec, split, home: Path) -> Path:
         progress = True
     except ImportError:
         progress = False
+    # the folders pooch creates for the file: removed again (when empty) if the download
+    # fails, so that a failed attempt leaves no data home or dataset folder behind
+    created = [p for p in (folder, *folder.parents) if not p.exists()]
     try:
         path = pooch.retrieve(
             url, known_hash=entry.get("checksum"), path=folder, fname=fname, progressbar=progress
         )
     except Exception as exc:
+        for p in created:  # deepest first
+            try:
+                p.rmdir()
+            except OSError:  # not empty, or already gone
+                pass
         raise DatasetDownloadError(
             f"could not download dataset {rec['name']!r} ({split}) from {url} ({_one_line(exc)}); "
             f"to work offline put {fname} in {folder}{os.sep} or set {ENV_VAR} to a data folder holding "

@@ -7,6 +7,7 @@ Nothing here touches the network: downloads are simulated by monkeypatching pooc
 
 import doctest
 import json
+import os
 import re
 import shutil
 import sys
@@ -298,6 +299,29 @@ def test_offline_download_raises_clear_error(tmp_path, monkeypatch):
     assert isinstance(err.value, OSError) and "\n" not in msg
     assert "'cadata'" in msg and LIBSVM + "regression/cadata" in msg
     assert str(tmp_path / "cadata") in msg and "CAKERNELS_DATA" in msg
+
+
+def test_failed_download_leaves_no_folders_behind(tmp_path, monkeypatch):
+    """pooch creates the dataset folder (and the data home) before it downloads; a
+    failed download removes what it created, so that the data home does not look
+    set up afterwards - but never a folder that existed or holds anything."""
+    pooch = pytest.importorskip("pooch")
+
+    def offline(url, known_hash=None, path=None, **kwargs):
+        os.makedirs(path, exist_ok=True)  # as pooch does before it connects
+        raise ConnectionError("Name or service not known")
+
+    monkeypatch.setattr(pooch, "retrieve", offline)
+    home = tmp_path / "new" / "home"
+    with pytest.raises(cds.DatasetDownloadError):
+        cds.load_dataset("cadata", data_home=home)
+    assert list(tmp_path.iterdir()) == []  # new/, new/home/, new/home/cadata/ all gone
+    kept = tmp_path / "kept"
+    (kept / "cadata").mkdir(parents=True)
+    (kept / "cadata" / "notes.txt").write_text("mine")
+    with pytest.raises(cds.DatasetDownloadError):
+        cds.load_dataset("cadata", data_home=kept)
+    assert (kept / "cadata" / "notes.txt").read_text() == "mine"
 
 
 def test_download_path_and_record(tmp_path, monkeypatch):
