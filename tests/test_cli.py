@@ -297,8 +297,10 @@ def test_ctrl_c_exits_130_quietly(capsys, monkeypatch):
 def test_bench_falls_back_to_the_demo_offline(capsys):
     code, out, err = run(capsys, "bench", "-p", "2")
     assert code == 0, err
-    lines = out.splitlines()
-    assert "ijcnn1 is not in the data home" in lines[0] and "breast cancer" in lines[0]
+    (note,) = err.splitlines()  # a note on stderr, as every other
+    assert note.startswith("cakernels: note: ijcnn1 is not in the data home")
+    assert "CAKERNELS_DATA" in note and "breast cancer" in note
+    assert out.startswith("dataset:    ")
     table = out.split("-----------")[-1]
     for name in ("CASVC", "FCFSSVC", "BKMSVC", "CPSVC", "SVC"):
         row = next(line for line in table.splitlines() if line.split()[:1] == [name])
@@ -541,6 +543,13 @@ def test_evaluate_refuses_labels_the_model_never_saw(cakernels_cli, tmp_path, cl
     assert_one_line_error(res.returncode, res.stderr,
                           "its labels (0, 1) are not the classes of the model (-1, 1): "
                           f"{n_zero} of 40 samples have labels it never saw (0)", "0/1 for -1/+1")
+    # a regression file one of whose targets happens to be a class: most labels unseen
+    mostly = relabel(reg_files / "test.svm", tmp_path / "mostly.svm",
+                     lambda i, lab: "1" if i < 2 else lab)
+    res = cakernels_cli("evaluate", model, mostly)
+    assert_one_line_error(res.returncode, res.stderr, "most of its labels are not classes of "
+                          "the model (-1, 1): 38 of 40 samples have labels it never saw")
+    assert res.stdout == ""
     # a few unseen labels: a warning with the counts; they count as errors
     some = relabel(test, tmp_path / "some.svm", lambda i, lab: "7" if i < 3 else lab)
     res = cakernels_cli("evaluate", model, some)
@@ -807,3 +816,72 @@ def test_fit_with_soft_routing(capsys, tmp_path, clf_files):
     code, _, err = run(capsys, "fit", clf_files / "train.svm", "-o", tmp_path / "x.skops",
                        "--method", "casvc", "--n-voters", "0")
     assert code == 2 and "n_voters" in err
+
+
+# --------------------------------------------------------------------------- kernel width and memory
+
+
+@pytest.fixture(scope="module")
+def unscaled_reg_file(tmp_path_factory):
+    """Regression rows whose features span thousands (as cpusmall's): with the default
+    sigma = 1 the RBF kernel is the identity on them."""
+    d = tmp_path_factory.mktemp("unscaled")
+    X, y = make_regression(n_samples=150, n_features=4, noise=1.0, random_state=0)
+    dump_svmlight_file(X * 1000.0, y, str(d / "train.svm"), zero_based=False)
+    return d / "train.svm"
+
+
+def test_fit_notes_a_kernel_that_is_nearly_the_identity(capsys, tmp_path, unscaled_reg_file):
+    code, _, err = run(capsys, "fit", unscaled_reg_file, "-o", tmp_path / "m.skops")
+    assert code == 0
+    note = [line for line in err.splitlines() if "nearly the identity" in line]
+    assert len(note) == 1 and note[0].startswith("cakernels: note: "), err
+    assert "sigma = 1 (the default)" in note[0] and "--standardize" in note[0]
+    # the hint is the typical nearest-neighbour distance, thousands here
+    hint = float(note[0].rsplit("around ", 1)[1])
+    assert 100 < hint < 1e5
+    # the remedies it names silence it (and give a model that generalises)
+    for extra in (["--standardize"], ["--sigma", hint]):
+        code, _, err = run(capsys, "fit", unscaled_reg_file, "-o", tmp_path / "m2.skops",
+                           *extra)
+        assert code == 0 and "nearly the identity" not in err, err
+    # an SVM with a numeric --gamma gets the same check; gamma='scale' adapts to the data
+    X, y = make_classification(n_samples=120, n_features=4, n_informative=3,
+                               n_redundant=0, random_state=0)
+    clf = tmp_path / "clf.svm"
+    dump_svmlight_file(X * 1000.0, np.where(y == 1, 1, -1), str(clf), zero_based=False)
+    code, _, err = run(capsys, "fit", clf, "-o", tmp_path / "c.skops", "--gamma", 2)
+    assert code == 0 and "nearly the identity" in err and "--gamma around" in err, err
+    code, _, err = run(capsys, "fit", clf, "-o", tmp_path / "c.skops", "--gamma", "scale")
+    assert code == 0 and "nearly the identity" not in err, err
+
+
+def test_search_notes_an_identity_kernel_grid_and_tied_candidates(capsys, tmp_path,
+                                                                  unscaled_reg_file):
+    code, _, err = run(capsys, "search", unscaled_reg_file, "-o", tmp_path / "m.skops",
+                       "-q", "--n-partitions", 2, "--sigmas", 0.5, 2, "--lams", 1e-6, 1e-3)
+    assert code == 0
+    assert "every sigma of the grid (the largest 2)" in err, err
+    assert "all 4 candidates scored the same" in err, err
+    code, _, err = run(capsys, "search", unscaled_reg_file, "-o", tmp_path / "m.skops",
+                       "-q", "--n-partitions", 2, "--sigmas", 0.5, 2, "--lams", 1e-6, 1e-3,
+                       "--standardize")
+    assert code == 0
+    assert "nearly the identity" not in err and "scored the same" not in err, err
+
+
+def test_fit_refuses_kernel_ridge_beyond_the_available_memory(capsys, tmp_path, reg_files,
+                                                              monkeypatch):
+    """scikit-learn's KernelRidge holds ~3 copies of its n x n kernel: beyond the
+    machine's memory the system would kill it without a word; refused before the fit."""
+    import cakernels.kernel_ridge._dkrr as dkrr
+
+    monkeypatch.setattr(dkrr, "_available_bytes", lambda: 100_000)  # 120^2 * 24 = 345,600
+    code, _, err = run(capsys, "fit", reg_files / "train.svm", "-o", tmp_path / "k.skops",
+                       "--method", "krr")
+    assert_one_line_error(code, err, "--method krr", "120 samples", "bkrr2")
+    assert not (tmp_path / "k.skops").exists()
+    monkeypatch.setattr(dkrr, "_available_bytes", lambda: 10_000_000)
+    code, _, err = run(capsys, "fit", reg_files / "train.svm", "-o", tmp_path / "k.skops",
+                       "--method", "krr")
+    assert code == 0, err

@@ -10,12 +10,12 @@ from pathlib import Path
 from .common import (
     CLIError,
     DEMO_NAMES,
-    PROG,
     SPLIT_SEED,
     _fmt_int,
     _int32_indices,
     _load_data,
     _load_demo,
+    _note,
     _registry_info,
     _task_of_registry,
 )
@@ -93,9 +93,10 @@ def _bench_data(args):
             spec = "ijcnn1"
             loaded = (Xtr, ytr, Xte, yte)
         except FileNotFoundError:
-            fallback = (f"{PROG}: ijcnn1 is not in the data home {get_data_home()} (downloads "
-                        "are tried only for a named dataset: `cakernels bench ijcnn1`); using the "
-                        "breast cancer dataset shipped with scikit-learn instead")
+            fallback = (f"ijcnn1 is not in the data home {get_data_home()} (set "
+                        "CAKERNELS_DATA to a folder that holds it; downloads are tried only "
+                        "for a named dataset: `cakernels bench ijcnn1`); using the breast "
+                        "cancer dataset shipped with scikit-learn instead")
             spec = "demo"
 
     rng = np.random.RandomState(SPLIT_SEED)
@@ -266,7 +267,8 @@ def _cmd_bench(args):
         _make_estimator(m, params, n_train, strict=False)
 
     if data["note"]:
-        print(data["note"])
+        _note(data["note"])
+        sys.stderr.flush()
     scale = ("X standardized" if data["standardize_X"] else "X as stored") + \
             (", y standardized by the training mean/std" if data["standardize_y"] else "")
     print(f"dataset:    {data['desc']}: {_fmt_int(n_train)} train / {_fmt_int(Xte.shape[0])} test, "

@@ -30,12 +30,15 @@ from .methods import (
     _choose_task,
     _estimator_params,
     _flags,
+    _check_kernel_ridge_memory,
     _given,
+    _kernel_width_note,
     _large_cholesky_guard,
     _make_estimator,
     _n_partitions_of,
     _n_support_of,
     _options_task,
+    _rbf_width,
 )
 
 # --------------------------------------------------------------------------- fit
@@ -118,7 +121,11 @@ def _cmd_fit(args):
     X, y = data.X, data.y
     if data.kind == "file":
         _index_base_note(data, X.shape[0], data.read.rows_with_index_0)
+    _check_kernel_ridge_memory(method, X.shape[0])
     est = _make_estimator(method, params, X.shape[0])
+    width = _rbf_width(est, method, params)
+    if width is not None:
+        _kernel_width_note(X, *width, standardize=args.standardize)
     sparse = sp.issparse(X)
     model = est
     if args.standardize:
@@ -226,7 +233,8 @@ def _save(args, model, est, method, chosen, data, shape, sparse, fit_seconds, n_
     _save_model(args.output, payload)
     extra = []
     if REGISTRY[method].partitioned:
-        extra.append(f"{_n_partitions_of(est)} partitions")
+        n_parts = _n_partitions_of(est)
+        extra.append(f"{n_parts} partition{'s' if n_parts != 1 else ''}")
     nsv = _n_support_of(est)
     if nsv is not None:
         extra.append(f"{_fmt_int(nsv)} support vectors")

@@ -185,6 +185,29 @@ def _large_cholesky_guard(method, n):
     return cholesky_guard(n)
 
 
+#: peak memory of scikit-learn's KernelRidge.fit in units of its n x n float64 kernel
+#: matrix (measured: the resident set grows by 3.0-3.1 times 8 n^2 bytes, dense or CSR)
+KERNEL_RIDGE_COPIES = 3
+
+
+def _check_kernel_ridge_memory(method, n):
+    """Refuse ``--method krr`` (scikit-learn's KernelRidge) on more samples than this
+    machine's available memory holds, before the data goes in: the kernel would be
+    killed by the system's out-of-memory killer without a message."""
+    from ..kernel_ridge._dkrr import MEMORY_FRACTION, _available_bytes, _fmt_bytes
+
+    if method != "krr":
+        return
+    need = KERNEL_RIDGE_COPIES * 8.0 * n * n
+    avail = _available_bytes()
+    if avail is not None and need > MEMORY_FRACTION * avail:
+        raise CLIError(f"--method krr (scikit-learn's KernelRidge) on {_fmt_int(n)} samples "
+                       f"needs about {_fmt_bytes(need)} ({KERNEL_RIDGE_COPIES} copies of its "
+                       f"{_fmt_int(n)} x {_fmt_int(n)} kernel matrix), but only "
+                       f"{_fmt_bytes(avail)} are available: use a partitioned method (bkrr2, "
+                       "the default), dkrr under mpiexec, or fewer samples")
+
+
 def _estimator_params(args):
     return {k: getattr(args, k, None) for k in
             ("C", "gamma", "kernel", "sigma", "lam", "n_partitions", "halo", "routing",
@@ -205,3 +228,79 @@ def _n_support_of(est):
     if hasattr(est, "support_"):
         return int(est.support_.size)
     return None
+
+
+# --------------------------------------------------------------------------- kernel width
+
+#: the kernel value at the typical nearest-neighbour distance below which a note
+#: says that the RBF kernel is nearly the identity (the model only recalls its rows)
+_NEAR_IDENTITY = 1e-6
+
+
+def _rbf_width(est, method, params):
+    """``(name, [value], default)`` of the RBF kernel width of ``method``'s estimator
+    ``est`` ('sigma' for kernel ridge, 'gamma' for SVMs; ``default``: not given),
+    or None (another kernel, or 'scale'/'auto', which scikit-learn derives from the
+    data)."""
+    import numbers
+
+    if getattr(est, "kernel", "rbf") != "rbf":
+        return None
+    if _task_of_method(method) == "regression":  # KernelRidge ('krr') too: --sigma
+        sigma = params.get("sigma")
+        return ("sigma", [getattr(est, "sigma", 1.0) if sigma is None else sigma],
+                sigma is None)
+    gamma = getattr(est, "gamma", None)
+    if isinstance(gamma, numbers.Real) and not isinstance(gamma, bool):
+        return ("gamma", [gamma], params.get("gamma") is None)
+    return None
+
+
+def _kernel_width_note(X, name, widths, default=False, standardize=False):
+    """Note when the RBF kernel is nearly the identity on ``X`` for every width in
+    ``widths`` (``name`` 'sigma' or 'gamma'): the typical sample's nearest
+    neighbour then lies where the kernel is ~0, and the model recalls its training
+    rows and predicts ~0 (a constant) elsewhere - as unscaled features with the
+    default sigma = 1 do. Measured on at most 1,000 rows (a fixed sample): the
+    median squared distance of each to its nearest other (distinct) row."""
+    import numpy as np
+    from sklearn.metrics.pairwise import euclidean_distances
+
+    from .._kernels import sigma_to_gamma
+
+    widths = [float(w) for w in widths]
+    n = X.shape[0]
+    if not widths or n < 2:
+        return
+    rows = np.sort(np.random.RandomState(0).choice(n, size=min(n, 1000), replace=False))
+    S = X[rows]
+    if standardize:
+        from sklearn.preprocessing import StandardScaler
+
+        S = StandardScaler(with_mean=False).fit(X).transform(S)
+    D = euclidean_distances(S, squared=True)
+    D[D <= 0] = np.inf  # itself and duplicates
+    nearest = D.min(axis=1)
+    nearest = nearest[np.isfinite(nearest)]
+    if nearest.size == 0:
+        return
+    d2 = float(np.median(nearest))
+    gammas = [sigma_to_gamma(w) if name == "sigma" else w for w in widths]
+    if max(np.exp(-g * d2) for g in gammas) >= _NEAR_IDENTITY:
+        return
+    if name == "sigma":
+        what = (f"sigma = {widths[0]:.4g}{' (the default)' if default else ''}"
+                if len(widths) == 1 else f"every sigma of the grid (the largest {max(widths):.4g})")
+        hint = f"--sigma{'s' if len(widths) > 1 else ''} around {np.sqrt(d2):.3g}"
+        formula = "exp(-d^2 / (2 sigma^2))"
+    else:
+        what = (f"gamma = {widths[0]:.4g}" if len(widths) == 1
+                else f"every gamma of the grid (the smallest {min(widths):.4g})")
+        hint = f"--gamma{'s' if len(widths) > 1 else ''} around {1.0 / d2:.3g} (or 'scale')"
+        formula = "exp(-gamma d^2)"
+    _note(f"the RBF kernel is nearly the identity on this data: the typical sample's "
+          f"nearest neighbour lies at squared distance d^2 = {d2:.3g}"
+          f"{' after standardizing' if standardize else ''}, where {formula} < "
+          f"{_NEAR_IDENTITY:g} for {what}, so the model can only recall its training rows. "
+          + ("Standardize the features (--standardize) or choose " if not standardize
+             else "Choose ") + hint)

@@ -60,9 +60,11 @@ def _label_desc(values):
 
 def _check_labels(model, meta, data, command):
     """A classifier's DATA with labels that are not classes of the model. ``evaluate``
-    refuses data none of whose labels is a class (its accuracy would be 0) or whose
+    refuses data none of whose labels is a class (its accuracy would be 0), whose
     labels are as many as the classes but not the same (coded differently: 0/1 or 1/2
-    for -1/+1, 0..9 for 1..10), and warns when only some labels are unseen; ``predict``
+    for -1/+1, 0..9 for 1..10), or most of whose samples have labels that are not
+    classes (a regression file some of whose targets equal a class), and warns when a
+    minority of labels is unseen; ``predict``
     (which ignores the labels) warns in every case."""
     import numpy as np
 
@@ -88,6 +90,11 @@ def _check_labels(model, meta, data, command):
     elif labels.size == classes.size:
         msg = (f"{data.label}: its labels ({_label_desc(labels)}) are not the classes of the "
                f"model ({_label_desc(classes)}): {counts} have labels it never saw "
+               f"({_label_desc(new)})")
+        wrong = "those would all count as wrong"
+    elif 2 * n_unseen > y.size:  # a regression file whose targets include a class value
+        msg = (f"{data.label}: most of its labels are not classes of the model "
+               f"({_label_desc(classes)}): {counts} have labels it never saw "
                f"({_label_desc(new)})")
         wrong = "those would all count as wrong"
     else:

@@ -5,7 +5,7 @@ import time
 
 from .common import CLIError, _check_output, _fmt_int, _load_data, _note, _task_of_method
 from .fit import _index_base_note, _save
-from .methods import _check_class_labels
+from .methods import _check_class_labels, _kernel_width_note
 
 #: --method -> the search class of cakernels.model_selection
 SEARCHES = {
@@ -122,6 +122,7 @@ def _cmd_search(args):
                  **params)
     search._validate_params()
     X, y = data.X, data.y
+    _grid_width_note(search, task, X, args.standardize)
     sparse = sp.issparse(X)
     scaler = None
     t0 = time.perf_counter()
@@ -133,6 +134,7 @@ def _cmd_search(args):
     search.fit(X, y)
     seconds = time.perf_counter() - t0
     _print_top(search, args.top)
+    _tie_note(search)
     best = search.best_estimator_
     model = best
     if scaler is not None:
@@ -147,6 +149,31 @@ def _cmd_search(args):
     _save(args, model, best, method, chosen, data, X.shape, sparse,
           seconds, n_ranks=None)
     return 0
+
+
+def _grid_width_note(search, task, X, standardize):
+    """The kernel-width note of ``fit`` (:func:`._kernel_width_note`) for a grid: when
+    the RBF kernel is nearly the identity for every width of the grid."""
+    import numbers
+
+    if getattr(search, "kernel", "rbf") != "rbf":
+        return
+    name = "sigma" if task == "regression" else "gamma"
+    widths = list(getattr(search, name + "s"))
+    if widths and all(isinstance(w, numbers.Real) and not isinstance(w, bool)
+                      for w in widths):  # not 'scale': derived from the data
+        _kernel_width_note(X, name, widths, standardize=standardize)
+
+
+def _tie_note(search):
+    """Note when every candidate scored the same: the grid did not change the model."""
+    import numpy as np
+
+    scores = np.asarray(search.cv_results_["mean_test_score"], dtype=float)
+    if scores.size > 1 and np.all(np.isfinite(scores)) and np.ptp(scores) == 0:
+        _note(f"all {_fmt_int(scores.size)} candidates scored the same ({scores[0]:.6g}): "
+              "the grid does not change the model on this data, and the best one is simply "
+              "the first; widen the grid (or standardize the features, --standardize)")
 
 
 def _print_top(search, top):
