@@ -885,3 +885,36 @@ def test_fit_refuses_kernel_ridge_beyond_the_available_memory(capsys, tmp_path, 
     code, _, err = run(capsys, "fit", reg_files / "train.svm", "-o", tmp_path / "k.skops",
                        "--method", "krr")
     assert code == 0, err
+
+
+def test_output_links_and_devices_are_written_through(capsys, tmp_path, clf_files):
+    """-o never replaces what the path is: a symbolic link keeps pointing at its
+    (rewritten) target, and a device such as /dev/null stays the device."""
+    target = tmp_path / "target.skops"
+    link = tmp_path / "link.skops"
+    link.symlink_to(target)
+    code, _, err = run(capsys, "fit", clf_files / "train.svm", "-o", link, "-p", 2)
+    assert code == 0, err
+    assert link.is_symlink() and target.is_file() and target.stat().st_size > 0
+    assert read_model(link)["estimator"].__class__.__name__ == "CASVC"
+    pred = tmp_path / "pred.txt"
+    pred_link = tmp_path / "pred_link.txt"
+    pred.write_text("old\n")
+    pred_link.symlink_to(pred)
+    code, out, err = run(capsys, "predict", link, clf_files / "test.svm", "-o", pred_link)
+    assert code == 0, err
+    assert pred_link.is_symlink() and len(pred.read_text().split()) == 40
+    # a FIFO (not /dev/null itself: a regression would replace the machine's device)
+    import stat
+    import threading
+
+    fifo = tmp_path / "model.fifo"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    code, _, err = run(capsys, "fit", clf_files / "train.svm", "-o", fifo, "-p", 2)
+    reader.join(timeout=60)
+    assert code == 0, err
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+    assert got and got[0][:2] == b"PK"  # the skops zip went through the pipe

@@ -467,3 +467,50 @@ def test_small_kmeans_runs_one_thread_and_does_not_depend_on_the_thread_count(mo
     with threadpool_limits(2, user_api="openmp"):
         expected = _openmp_effective_n_threads()
     assert seen == [1, expected]
+
+
+def _non_canonical_csr(X):
+    """X as a CSR matrix whose rows list their entries in reverse order, with each
+    row's first value split into two duplicate entries (the same matrix)."""
+    A = sp.csr_matrix(X)
+    data, indices, indptr = [], [], [0]
+    for r in range(A.shape[0]):
+        lo, hi = A.indptr[r], A.indptr[r + 1]
+        d, i = list(A.data[lo:hi][::-1]), list(A.indices[lo:hi][::-1])
+        if d:
+            d = [d[0] / 2, d[0] / 2] + d[1:]  # exact halves: the sum is the value
+            i = [i[0], i[0]] + i[1:]
+        data += d
+        indices += i
+        indptr.append(len(data))
+    B = sp.csr_matrix((np.array(data), np.array(indices), np.array(indptr)), shape=A.shape)
+    assert not B.has_canonical_format
+    return B
+
+
+def test_non_canonical_sparse_input_is_not_modified():
+    """SciPy's count_nonzero sums duplicates and sorts indices in place; the
+    partitioners and estimators must leave the caller's matrix as it was."""
+    from cakernels import BKRR2, CASVC
+    from cakernels.model_selection import BKRR2CV
+
+    from sklearn.datasets import make_blobs
+
+    X, y = make_blobs(n_samples=120, n_features=5, centers=3, random_state=0)
+    X[X < 0] = 0  # some zeros: a sparse matrix
+    yc = (y == 0).astype(int)
+    B = _non_canonical_csr(X)
+    snapshot = (B.data.copy(), B.indices.copy(), B.indptr.copy())
+    runs = [
+        lambda M: KBalancePartitioner(n_partitions=3, random_state=0).fit(M).labels_,
+        lambda M: BKMPartitioner(n_partitions=3, random_state=0).fit(M).labels_,
+        lambda M: CASVC(n_partitions=3, random_state=0).fit(M, yc).decision_function(M),
+        lambda M: BKRR2(n_partitions=3, sigma=3.0, random_state=0).fit(M, y).predict(M),
+        lambda M: BKRR2CV(n_partitions=2, sigmas=[3.0], lams=[1e-4], cv=2,
+                          random_state=0).fit(M, y).best_score_,
+    ]
+    for run in runs:
+        got = run(B)
+        for before, now in zip(snapshot, (B.data, B.indices, B.indptr)):
+            np.testing.assert_array_equal(before, now)
+        np.testing.assert_allclose(got, run(sp.csr_matrix(X)), rtol=1e-12, atol=1e-12)

@@ -201,8 +201,23 @@ def _check_output(path):
 
 
 def _atomic_write(path, write, binary):
-    """Write ``path`` through a temporary file in the same folder and ``os.replace``."""
+    """Write ``path`` through a temporary file in the same folder and ``os.replace``.
+
+    A symbolic link is followed (its target is replaced, the link stays), and a path
+    that is not a regular file (a device such as /dev/null, a FIFO) is written
+    through, never replaced by a file."""
     path = _check_output(path)
+    real = Path(os.path.realpath(path))
+    if real.exists() and not real.is_file():  # a device or FIFO: write into it
+        try:
+            with open(real, "wb" if binary else "w",
+                      encoding=None if binary else "utf-8") as fh:
+                write(fh)
+        except OSError as exc:
+            raise CLIError(f"cannot write {path}: {exc.strerror or exc}") from None
+        return
+    if real != path:
+        path = _check_output(real)  # the link's target, in its own folder
     folder = path.parent
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)

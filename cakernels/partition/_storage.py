@@ -49,8 +49,15 @@ def partition_storage(X):
 
 
 def count_nonzero(X):
-    """Non-zero values of a dense array or CSR matrix (explicit zeros not counted)."""
-    return int(X.count_nonzero() if sp.issparse(X) else np.count_nonzero(X))
+    """Non-zero values of a dense array or CSR matrix (explicit zeros not counted;
+    duplicate entries summed first). SciPy's ``count_nonzero`` sums a sparse
+    matrix's duplicates *in place*, sorting the caller's indices: it runs on a
+    copy here unless the matrix is canonical already."""
+    if not sp.issparse(X):
+        return int(np.count_nonzero(X))
+    if X.format in ("csr", "csc") and X.has_canonical_format:
+        return int(np.count_nonzero(X.data))
+    return int(X.copy().count_nonzero())
 
 
 def storage_for(n_samples, n_features, nnz):
@@ -66,10 +73,11 @@ def _canonical_csr(X):
     if not sp.issparse(X):
         return _int32_indices(sp.csr_matrix(np.asarray(X, dtype=np.float64)))
     X = _int32_indices(sp.csr_matrix(X, dtype=np.float64), purpose=None)
-    if X.count_nonzero() != X.nnz or not X.has_sorted_indices:
+    # (may share the caller's arrays: nothing below modifies X itself)
+    if not X.has_canonical_format or np.count_nonzero(X.data) != X.nnz:
         X = X.copy()
+        X.sum_duplicates()  # also sorts the indices
         X.eliminate_zeros()
-        X.sort_indices()
     return X
 
 
