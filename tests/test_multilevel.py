@@ -211,3 +211,25 @@ def test_one_class_nodes_pass_every_row():
     layers = clf.fit_stats_["layers"]
     assert layers[0]["support_vectors"] == 0 and layers[1]["samples_in"] == 200
     assert clf.score(X, y) == 1.0
+
+
+@pytest.mark.parametrize("cls", [CascadeSVC, DCSVC, DCFilterSVC])
+def test_libsvm_local_solver_with_zero_sample_weights(cls):
+    """SVC drops rows of zero weight and numbers its support vectors among the rows
+    it kept: the multi-level trees must map them back (they put the coefficients on
+    the wrong rows), and a node whose positive weights are one class is solved
+    (alpha = 0) rather than refused."""
+    from sklearn.datasets import make_classification
+    from sklearn.svm import SVC
+
+    X, y = make_classification(n_samples=240, n_features=6, random_state=0)
+    w = (np.arange(240) % 2).astype(float)
+    ref = SVC().fit(X, y, sample_weight=w)
+    one = cls(n_partitions=1, solver="libsvm").fit(X, y, sample_weight=w)
+    np.testing.assert_allclose(one.decision_function(X), ref.decision_function(X),
+                               atol=1e-8)
+    X, y = make_classification(n_samples=240, n_features=6, n_informative=4, n_redundant=0,
+                               n_clusters_per_class=1, random_state=0)
+    lib = cls(n_partitions=4, solver="libsvm", random_state=0).fit(X, y, sample_weight=w)
+    smo = cls(n_partitions=4, solver="smo", random_state=0).fit(X, y, sample_weight=w)
+    assert np.mean(lib.predict(X) == smo.predict(X)) > 0.98

@@ -153,15 +153,30 @@ def _solve_binary_svm(X, y_pm, C, kp, solver, sample_weight, tol, max_iter, cach
 
         from ..partition import _int32_indices
 
+        # SVC drops rows of zero weight (bound 0: their alpha is 0) and numbers its
+        # support_ among the rows it kept; drop them here and map the support back
+        rows = None
+        if sample_weight is not None and not np.all(np.asarray(sample_weight) > 0):
+            rows = np.flatnonzero(np.asarray(sample_weight) > 0)
+            if np.unique(y_pm[rows]).size < 2:
+                # LIBSVM refuses one class among the positive weights; the dual's
+                # solution is alpha = 0 (the equality constraint), which SMO gives
+                # with its bias
+                return _solve_binary_svm(X, y_pm, C, kp, "smo", sample_weight, tol, max_iter,
+                                         cache_size, 1, random_state, index, None, None)
         svc = SVC(C=C, kernel=kp["kernel"], gamma=kp["gamma"], degree=kp["degree"],
                   coef0=kp["coef0"], tol=tol, cache_size=cache_size, max_iter=max_iter)
         Xs = _int32_indices(X) if sp.issparse(X) else X
-        svc.fit(Xs, y_pm, sample_weight=sample_weight)
+        if rows is None:
+            svc.fit(Xs, y_pm, sample_weight=sample_weight)
+        else:
+            svc.fit(Xs[rows], y_pm[rows], sample_weight=np.asarray(sample_weight)[rows])
         alpha = np.zeros(y_pm.size)
         # dual_coef_ = alpha_i * y_i for SVC's classes_ [-1, 1] (positive for +1)
         # (a sparse matrix when SVC was fitted on sparse input)
         dual = svc.dual_coef_.toarray() if sp.issparse(svc.dual_coef_) else svc.dual_coef_
-        alpha[svc.support_] = np.abs(np.asarray(dual).ravel())
+        support = svc.support_ if rows is None else rows[svc.support_]
+        alpha[support] = np.abs(np.asarray(dual).ravel())
         objective = _libsvm_objective(X, y_pm, alpha, kp)
         return LocalSolution(index, alpha, y_pm, svc.intercept_[0], objective,
                              int(np.sum(svc.n_iter_)), svc.fit_status_ == 0)
