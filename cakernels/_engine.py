@@ -243,7 +243,35 @@ def global_class_weight(s, class_weight, classes, y_idx):
             comm.agree(error)
         elif error is not None:
             raise ValueError(error)
-    return dict(zip(classes.tolist(), np.asarray(weights, dtype=np.float64).tolist()))
+    weights = np.asarray(weights, dtype=np.float64)
+    if not np.all(np.isfinite(weights) & (weights >= 0)):
+        raise ValueError(f"class_weight must be finite and non-negative, got "
+                         f"{dict(zip(classes.tolist(), weights.tolist()))}")
+    return dict(zip(classes.tolist(), weights.tolist()))
+
+
+def check_weighted_classes(s, classes, y_idx, w, class_weight=None):
+    """A ValueError, on every rank, when a class has no sample of positive weight
+    (``sample_weight`` times ``class_weight``): its samples' bounds ``C_i`` are all
+    0, so no model could predict it (scikit-learn's SVC refuses it too). ``y_idx``
+    are class codes, ``w`` the per-sample weights and ``class_weight`` the dict of
+    :func:`global_class_weight` (None: already in ``w``)."""
+    pos = np.zeros(classes.size)
+    if y_idx is not None and len(y_idx):
+        y_idx = np.asarray(y_idx)
+        eff = np.asarray(w, dtype=np.float64)
+        if class_weight is not None:
+            eff = eff * np.array([class_weight[c] for c in classes.tolist()])[y_idx]
+        pos = np.bincount(y_idx[eff > 0], minlength=classes.size).astype(np.float64)
+    if s.size > 1:
+        pos = s.comm.Allreduce(pos) if s.sharded else s.comm.Bcast(
+            pos if s.comm.rank == 0 else None)
+    missing = classes[np.asarray(pos) == 0]
+    if missing.size:
+        raise ValueError("every class needs a sample with positive weight (sample_weight "
+                         f"times class_weight); class{'es' if missing.size > 1 else ''} "
+                         f"{', '.join(map(str, missing.tolist()))} ha"
+                         f"{'ve' if missing.size > 1 else 's'} none")
 
 
 def global_gamma(s, gamma, X):

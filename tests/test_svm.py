@@ -270,9 +270,9 @@ def test_bad_input(cls, binary):
 
 def test_partition_without_positive_weight_is_an_error():
     X = np.r_[np.zeros((10, 2)), np.ones((10, 2)) * 10]
-    y = np.r_[np.zeros(10), np.ones(10)]
+    y = np.r_[np.arange(10) % 2, np.arange(10) % 2]  # both classes in both clusters
     X[::2] += 0.01
-    w = np.r_[np.zeros(10), np.ones(10)]
+    w = np.r_[np.zeros(10), np.ones(10)]  # ... but one cluster weighs nothing
     with pytest.raises(ValueError, match="positive sample_weight"):
         CPSVC(n_partitions=2, random_state=0).fit(X, y, sample_weight=w)
 
@@ -354,3 +354,35 @@ def test_native_solvers_take_sparse_input(binary, solver):
                                    dense.decision_function(Xt), rtol=1e-12, atol=1e-12)
     else:
         assert np.mean(sparse.predict(Xt) == dense.predict(Xt)) >= 0.97
+
+
+def _all_svms():
+    from cakernels import AsyGCDSVC, CascadeSVC, DCFilterSVC, DCSVC, DisSMOSVC
+
+    return [CASVC, FCFSSVC, BKMSVC, CPSVC, CascadeSVC, DCSVC, DCFilterSVC, DisSMOSVC,
+            AsyGCDSVC]
+
+
+@pytest.mark.parametrize("cls", _all_svms(), ids=lambda c: c.__name__)
+def test_a_class_without_positive_weight_is_refused_everywhere(cls):
+    """A class whose samples all weigh 0 (by sample_weight or class_weight) has bounds
+    C_i = 0: no model can predict it. Every SVM refuses it with one message (some
+    predicted only that class, others silently dropped it), and class weights must
+    be finite and non-negative."""
+    from cakernels import AsyGCDSVC, DisSMOSVC
+
+    X, y = make_classification(240, 6, n_informative=4, n_redundant=0,
+                               n_clusters_per_class=1, random_state=0)
+    kw = {} if cls in (DisSMOSVC, AsyGCDSVC) else {"n_partitions": 4, "random_state": 0}
+    with pytest.raises(ValueError, match="every class needs a sample with positive weight"):
+        cls(**kw).fit(X, y, sample_weight=(y == 0).astype(float))
+    with pytest.raises(ValueError, match="every class needs a sample with positive weight"):
+        cls(class_weight={0: 0.0, 1: 1.0}, **kw).fit(X, y)
+    if cls is not AsyGCDSVC:  # (its message is the one above)
+        for bad in (-1.0, np.nan):
+            with pytest.raises(ValueError, match="class_weight must be finite and non-neg"):
+                cls(class_weight={0: bad, 1: 1.0}, **kw).fit(X, y)
+    # one class weighing zero on some rows only is fine
+    w = np.ones(240)
+    w[np.flatnonzero(y == 1)[:5]] = 0.0
+    assert cls(**kw).fit(X, y, sample_weight=w).score(X, y) > 0.8

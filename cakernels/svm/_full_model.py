@@ -15,6 +15,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._engine import (
     PartitionedEstimator,
+    check_weighted_classes,
     global_class_weight,
     global_classes,
     global_gamma,
@@ -37,6 +38,7 @@ class _FullModelSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
         cw = global_class_weight(s, self.class_weight, self.classes_, y_idx)
         if cw is not None:
             w = w * np.array([cw[c] for c in self.classes_])[y_idx]
+        check_weighted_classes(s, self.classes_, y_idx, w)
         self._fit_sparse = bool(sp.issparse(X))
         return X, y_idx, w, index
 

@@ -16,6 +16,7 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 
 from .._engine import (
     PartitionedEstimator,
+    check_weighted_classes,
     global_class_weight,
     global_classes,
     global_gamma,
@@ -347,6 +348,7 @@ class PartitionedSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
                                                        y_idx),
                    "n_threads": s.threads,
                    "seed": check_random_state(self.random_state).randint(np.iinfo(np.int32).max)}
+            check_weighted_classes(s, self.classes_, y_idx, w, ctx["class_weight"])
             self._fit_partitioned(s, X, y_idx, w, index, ctx)
         self.n_iter_ = np.asarray(self.fit_stats_["n_iter"])
         return self
