@@ -321,7 +321,8 @@ class DisSMOSVC(_FullModelSVC):
         or one block per MPI rank (root mode: rank 0's rows are split into
         contiguous blocks; sharded mode: every rank keeps its own rows).
     n_jobs : int, default=None
-        Workers (row blocks) of the ``'threads'`` backend.
+        Workers (row blocks) of the ``'threads'`` backend, at most one per
+        training row.
     verbose : bool, default=False
 
     Attributes
@@ -413,7 +414,8 @@ class DisSMOSVC(_FullModelSVC):
             t0 = time.perf_counter()
             with comm.phase("redistribution"):
                 X, y_idx, w, index = self._my_rows(s, X, y_idx, w, index)
-            n_local = max(1, s.n_workers) if comm.size == 1 else 1
+            # no empty blocks: at most one worker per row
+            n_local = min(max(1, s.n_workers), max(1, X.shape[0])) if comm.size == 1 else 1
             cuts = np.linspace(0, X.shape[0], n_local + 1).astype(np.int64)
             width = self._row_width(comm, X)
             kp = self._kernel_params()
