@@ -40,8 +40,18 @@ DENSE_RIGHT_BYTES = 64 * 2**20
 
 
 def sigma_to_gamma(sigma):
-    """Return ``1 / (2 sigma^2)``, the ``gamma`` of a Gaussian kernel of width ``sigma``."""
-    return 1.0 / (2.0 * float(sigma) ** 2)
+    """Return ``1 / (2 sigma^2)``, the ``gamma`` of a Gaussian kernel of width ``sigma``.
+
+    A ValueError when it is not a positive finite float64 (``sigma`` below about
+    1e-154 or above about 1e154)."""
+    try:
+        gamma = 1.0 / (2.0 * float(sigma) ** 2)
+    except (ZeroDivisionError, OverflowError):
+        gamma = float("nan")
+    if not (0.0 < gamma < float("inf")):
+        raise ValueError(f"sigma={float(sigma):g} gives gamma = 1/(2 sigma^2) outside the positive "
+                         "float64 range; choose sigma between 1e-150 and 1e150")
+    return gamma
 
 
 def resolve_gamma(gamma, X):

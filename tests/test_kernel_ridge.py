@@ -263,3 +263,17 @@ def test_dkrr_without_scalapack_names_the_extra(monkeypatch):
             scalapack.load()
     finally:
         scalapack.load.cache_clear()
+
+
+@pytest.mark.parametrize("sigma", [1e-300, 1e-170, 1e160])
+def test_sigma_beyond_float64_is_a_clear_error(sigma):
+    """1/(2 sigma^2) underflows or overflows: a ValueError naming sigma, not
+    Python's ZeroDivisionError or OverflowError."""
+    from cakernels import DCKRR
+    from cakernels.model_selection import BKRR2CV
+
+    X, y = np.random.RandomState(0).rand(40, 3), np.random.RandomState(1).rand(40)
+    with pytest.raises(ValueError, match=r"sigma=.* outside the positive float64 range"):
+        DCKRR(n_partitions=2, sigma=sigma).fit(X, y)
+    with pytest.raises(ValueError, match=r"sigma=.* outside the positive float64 range"):
+        BKRR2CV(n_partitions=2, sigmas=[1.0, sigma], lams=[1e-3], cv=2).fit(X, y)
