@@ -167,3 +167,29 @@ def test_krr_fallback_holds_one_matrix_at_a_time():
         tracemalloc.stop()
     assert np.allclose(alpha, expected, rtol=1e-6, atol=1e-9 * np.abs(expected).max())
     assert peak < 1.5 * matrix, (peak / matrix)
+
+
+def test_predict_and_partitioners_refuse_rows_whose_norm_overflows():
+    """fit refused features near 1e154 and beyond; predict (a silent constant) and
+    the public partitioners (NaN centres, an empty partition) did not."""
+    from sklearn.datasets import make_classification
+
+    from cakernels import DCSVC, DKRR, AsyGCDSVC, BKRR2, CASVC
+    from cakernels.partition import BKMPartitioner, KBalancePartitioner
+
+    X, y = make_classification(200, 5, random_state=0)
+    big = X.copy()
+    big[3] = 1e200
+    for est in (CASVC(n_partitions=4, random_state=0).fit(X, y),
+                DCSVC(n_partitions=4, random_state=0).fit(X, y), AsyGCDSVC().fit(X, y),
+                BKRR2(n_partitions=4, random_state=0).fit(X, y.astype(float)),
+                DKRR().fit(X, y.astype(float))):
+        with pytest.raises(ValueError, match="feature values too large"):
+            est.predict(big)
+        est.predict(X)  # fine rows still predict
+    for cls in (KBalancePartitioner, BKMPartitioner):
+        with pytest.raises(ValueError, match="feature values too large"):
+            cls(n_partitions=4, random_state=0).fit(X * 1e160)
+        part = cls(n_partitions=4, random_state=0).fit(X)
+        with pytest.raises(ValueError, match="feature values too large"):
+            part.assign(big)

@@ -11,7 +11,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._engine import _pack_rows, _unpack_rows, check_same_params
-from .._kernels import KERNELS, kernel_block, kernel_dot, row_sq_norms
+from .._kernels import KERNELS, check_magnitude, kernel_block, kernel_dot, row_sq_norms
 from ._partitioned import PartitionedKernelRidge
 from ..backends import BACKEND_NAMES, Backend, get_backend
 from ..backends._comm import CollectiveError, comm_report
@@ -347,6 +347,7 @@ class DKRR(RegressorMixin, BaseEstimator):
         check_is_fitted(self)
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, order="C",
                           reset=False)
+        check_magnitude(X)  # as fit: an overflowing row would give a silent constant
         if sp.issparse(self.X_fit_) and not sp.issparse(X):
             X = sp.csr_matrix(X)
         elif not sp.issparse(self.X_fit_) and sp.issparse(X):

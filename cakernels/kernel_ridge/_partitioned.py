@@ -9,7 +9,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._engine import PartitionedEstimator
-from .._kernels import KERNELS, sigma_to_gamma
+from .._kernels import KERNELS, check_magnitude, sigma_to_gamma
 from .._solvers.krr import _LocalKRR
 from .._solvers.local import solve_kernel_ridge
 
@@ -216,6 +216,8 @@ class PartitionedKernelRidge(RegressorMixin, PartitionedEstimator):
         check_is_fitted(self)
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, order="C",
                           reset=False, ensure_min_samples=0 if allow_empty else 1)
+        if X.shape[0]:  # as fit: an overflowing row would give a silent constant
+            check_magnitude(X)
         return self._as_fit_format(X)
 
     def local_predictions(self, X):

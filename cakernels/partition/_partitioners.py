@@ -12,6 +12,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from .._kernels import check_magnitude
 from .._own_init import OwnInitName
 from ..backends._budget import openmp_limits
 from . import _storage
@@ -168,6 +169,7 @@ class _BasePartitioner(OwnInitName, BaseEstimator):
         """
         self._validate_params()
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, order="C")
+        check_magnitude(X)  # distances to centres need every row's squared norm
         _check_n_partitions(self.n_partitions, X.shape[0])
         rng = check_random_state(self.random_state)
         t0 = time.perf_counter()
@@ -237,6 +239,7 @@ class _BasePartitioner(OwnInitName, BaseEstimator):
         """
         check_is_fitted(self)
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
+        check_magnitude(X)
         storage = getattr(self, "_storage", "as_is")
         if storage == "as_is":
             return nearest_center(X, self.centers_)
@@ -279,6 +282,7 @@ class _BasePartitioner(OwnInitName, BaseEstimator):
         """
         check_is_fitted(self)
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
+        check_magnitude(X)
         storage = getattr(self, "_storage", "as_is")
         if storage == "as_is":
             return nearest_centers(X, self.centers_, n_nearest)

@@ -224,6 +224,7 @@ class AsyGCDSVC(ClassifierMixin, BaseEstimator):
         check_is_fitted(self)
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, order="C",
                           reset=False)
+        check_magnitude(X)  # as fit: an overflowing row would give a silent constant
         # the kernel rows in blocks on the threads the fit could use, BLAS on
         # one (see cakernels._kernels.kernel_dot)
         with reserve_threads(self.n_threads or threads_available()) as granted, \

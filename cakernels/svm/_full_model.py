@@ -20,6 +20,7 @@ from .._engine import (
     global_classes,
     global_gamma,
 )
+from .._kernels import check_magnitude
 from ._partitioned import _ClassifierInput
 
 
@@ -47,6 +48,7 @@ class _FullModelSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
         check_is_fitted(self)
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, order="C",
                           reset=False)
+        check_magnitude(X)  # as fit: an overflowing row would give a silent constant
         return self._as_fit_format(X)
 
     def decision_function(self, X):

@@ -21,7 +21,7 @@ from .._engine import (
     global_classes,
     global_gamma,
 )
-from .._kernels import KERNELS, kernel_dot
+from .._kernels import KERNELS, check_magnitude, kernel_dot
 from ..partition import _int32_indices
 from .._solvers.local import _check_numerics_before
 from .._solvers.native_svc import NATIVE_SOLVERS, NativeKernelSVC, ovr_from_ovo
@@ -393,6 +393,8 @@ class PartitionedSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
         check_is_fitted(self)
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, order="C",
                           reset=False, ensure_min_samples=0 if allow_empty else 1)
+        if X.shape[0]:  # as fit: an overflowing row would give a silent constant
+            check_magnitude(X)
         # CSR keeps its index width: only LIBSVM's own predict needs 32 bits
         return self._as_fit_format(X)
 
