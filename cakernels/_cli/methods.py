@@ -273,12 +273,16 @@ def _kernel_width_note(X, name, widths, default=False, standardize=False):
     if not widths or n < 2:
         return
     rows = np.sort(np.random.RandomState(0).choice(n, size=min(n, 1000), replace=False))
-    S = X[rows]
-    if standardize:
-        from sklearn.preprocessing import StandardScaler
+    try:
+        S = X[rows]
+        if standardize:
+            from sklearn.preprocessing import StandardScaler
 
-        S = StandardScaler(with_mean=False).fit(X).transform(S)
-    D = euclidean_distances(S, squared=True)
+            S = StandardScaler(with_mean=False).fit(X).transform(S)
+        with np.errstate(all="ignore"):
+            D = euclidean_distances(S, squared=True)
+    except (ValueError, TypeError):  # NaN, inf, ...: the fit says what is wrong
+        return
     D[D <= 0] = np.inf  # itself and duplicates
     nearest = D.min(axis=1)
     nearest = nearest[np.isfinite(nearest)]
