@@ -4,8 +4,8 @@ eq. 3.6; the factorization is :mod:`cakernels._solvers.cholesky`). The norm,
 condition estimate and triangular solves around it (LAPACK ``dlange``,
 ``dpocon``, ``dpotrs``, the same routines as SciPy's ``cho_solve`` path) run in
 the native module without the GIL too: through SciPy's f2py wrappers they held
-it for 15-20% of a 1,000-2,000-row solve, which partitions solved on threads
-then took one at a time."""
+it for ~20% of a 1,000-2,000-row solve on one thread, which partitions solved
+on threads then took one at a time."""
 
 import warnings
 
