@@ -514,3 +514,22 @@ def test_non_canonical_sparse_input_is_not_modified():
         for before, now in zip(snapshot, (B.data, B.indices, B.indptr)):
             np.testing.assert_array_equal(before, now)
         np.testing.assert_allclose(got, run(sp.csr_matrix(X)), rtol=1e-12, atol=1e-12)
+
+
+def test_centres_beyond_the_available_memory_are_refused(monkeypatch):
+    """One huge feature index (a LIBSVM file with ``1 100000000:1``) makes every
+    centre a dense vector of that many features: refused with the reason before
+    anything is allocated, instead of the system killing the fit."""
+    import cakernels.kernel_ridge._dkrr as dkrr
+    from cakernels import CASVC
+
+    X = sp.random(60, 10, density=0.5, format="csr", random_state=0)
+    wide = sp.csr_matrix((X.data, X.indices, X.indptr), shape=(60, 10**6))
+    y = np.arange(60) % 2
+    monkeypatch.setattr(dkrr, "_available_bytes", lambda: 10 * 2**20)  # 10 MiB
+    for fit in (lambda: KBalancePartitioner(n_partitions=4, random_state=0).fit(wide),
+                lambda: CASVC(n_partitions=4, random_state=0).fit(wide, y)):
+        with pytest.raises(ValueError, match="partition centres are dense vectors of "
+                                             "1,000,000 features"):
+            fit()
+    KBalancePartitioner(n_partitions=4, random_state=0).fit(X)  # 10 features: fine

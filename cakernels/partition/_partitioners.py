@@ -135,6 +135,29 @@ def _check_distinct(partitioner, centers):
         raise RuntimeError(f"{type(partitioner).__name__} produced two identical centres")
 
 
+#: dense P x n_features arrays the partitioners hold at once (centres, the next
+#: centres and K-means' own copies), for the memory check below
+CENTER_COPIES = 4
+
+
+def _center_memory_error(n_partitions, n_features):
+    """A message when the partitions' dense centres (``n_partitions x n_features``
+    float64, :data:`CENTER_COPIES` arrays of it) would not fit in the available
+    memory - a LIBSVM file with one huge feature index makes ``n_features`` huge
+    and the fit would be killed by the system - else None."""
+    from ..kernel_ridge._dkrr import MEMORY_FRACTION, _available_bytes, _fmt_bytes
+
+    need = CENTER_COPIES * 8.0 * n_partitions * n_features
+    avail = _available_bytes()
+    if avail is None or need <= MEMORY_FRACTION * avail:
+        return None
+    return (f"the {n_partitions} partition centres are dense vectors of {n_features:,} "
+            f"features: about {_fmt_bytes(need)} with the copies the partitioners hold, but "
+            f"only {_fmt_bytes(avail)} are available; drop unused feature columns (a LIBSVM "
+            "file with one very large feature index gives every row that many features) or "
+            "use fewer partitions")
+
+
 # ----------------------------------------------------------------------------
 # partitioners
 # ----------------------------------------------------------------------------
@@ -171,6 +194,9 @@ class _BasePartitioner(OwnInitName, BaseEstimator):
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, order="C")
         check_magnitude(X)  # distances to centres need every row's squared norm
         _check_n_partitions(self.n_partitions, X.shape[0])
+        error = _center_memory_error(self.n_partitions, X.shape[1])
+        if error:
+            raise ValueError(error)
         rng = check_random_state(self.random_state)
         t0 = time.perf_counter()
         # the storage-independent path (see "Storage format" in the module
@@ -319,6 +345,7 @@ class _BasePartitioner(OwnInitName, BaseEstimator):
         comm.agree(None if self.n_partitions <= n else
                    f"n_partitions={self.n_partitions} is larger than the number of samples "
                    f"({n}); every partition needs at least one sample")
+        comm.agree(_center_memory_error(self.n_partitions, X.shape[1]))
         nnz = comm.allreduce(count_nonzero(X))
         self._storage = storage_for(n, X.shape[1], nnz)
         X = to_partition_storage(X, self._storage)
