@@ -305,10 +305,17 @@ def _parse_svmlight(path: Path, n_features=None, zero_based="auto", index_0="err
     """
     try:
         X, y, last = _load_raw_svmlight(path)
+    except OverflowError:  # scikit-learn's reader keeps indices in 32-bit ints
+        raise ValueError(f"{path}: a feature index is beyond 2,147,483,647, the largest "
+                         "index the LIBSVM reader takes") from None
     except (ValueError, EOFError, OSError, lzma.LZMAError, UnicodeDecodeError) as exc:
         if isinstance(exc, FileNotFoundError):
             raise
-        raise ValueError(f"{path}: could not load it as a LIBSVM/svmlight file: {_one_line(exc)}") from None
+        why = _one_line(exc)
+        if "\\xef\\xbb\\xbf" in why:  # the bytes of a UTF-8 byte-order mark
+            why = ("it starts with a UTF-8 byte-order mark (as some editors write); save it "
+                   "without one")
+        raise ValueError(f"{path}: could not load it as a LIBSVM/svmlight file: {why}") from None
     n_rows = X.shape[0]
     if n_rows == 0:
         raise ValueError(f"{path}: the file is empty (no samples)")

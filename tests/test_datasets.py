@@ -514,3 +514,14 @@ def test_load_svmlight_warns_when_the_last_line_has_no_newline(tmp_path, monkeyp
     # the rows before the cut are read as they are
     np.testing.assert_array_equal(Xc[:2].toarray(), X[:2].toarray())
     assert yc.tolist() == y.tolist()
+
+
+def test_svmlight_huge_index_and_byte_order_mark_are_clear_errors(tmp_path):
+    big = tmp_path / "big.svm"
+    big.write_text("1 1:1 2147483648:1\n-1 1:2\n")
+    with pytest.raises(ValueError, match="beyond 2,147,483,647"):
+        cds.load_svmlight(big)
+    bom = tmp_path / "bom.svm"
+    bom.write_bytes(b"\xef\xbb\xbf1 1:1 2:1\n-1 1:2\n")
+    with pytest.raises(ValueError, match="UTF-8 byte-order mark"):
+        cds.load_svmlight(bom)
