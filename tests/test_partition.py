@@ -411,10 +411,17 @@ def test_csr_above_the_budget_stays_csr_and_takes_64_bit_indices(make, monkeypat
 
 
 @pytest.mark.parametrize("cls", [KMeansPartitioner, KBalancePartitioner, BKMPartitioner])
-def test_kmeans_on_csr_too_large_for_32_bit_indices_is_a_clear_error(cls):
+def test_kmeans_on_csr_too_large_for_32_bit_indices_is_a_clear_error(cls, monkeypatch):
     # 2**31 columns (64 GiB dense): above the budget, and K-means needs 32-bit indices
+    import cakernels.kernel_ridge._dkrr as dkrr
+
     X = sp.csr_matrix((np.ones(4), np.array([0, 5, 2**31 - 1, 7], dtype=np.int64),
                        np.arange(5, dtype=np.int64)), shape=(4, 2**31))
+    # the dense centres (2 x 2**31 features, 4 copies: 128 GiB) do not fit 16 GiB
+    monkeypatch.setattr(dkrr, "_available_bytes", lambda: 16 * 2**30)
+    with pytest.raises(ValueError, match="partition centres are dense vectors"):
+        cls(n_partitions=2, random_state=0).fit(X)
+    monkeypatch.setattr(dkrr, "_available_bytes", lambda: None)  # memory unknown
     with pytest.raises(ValueError, match=r"K-means.*more than 2\*\*31 - 1 non-zeros or "
                                          r"columns is not supported"):
         cls(n_partitions=2, random_state=0).fit(X)

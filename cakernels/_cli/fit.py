@@ -26,11 +26,11 @@ from .registry import (
 )
 from .methods import (
     _check_class_labels,
+    _check_kernel_ridge_memory,
     _check_options,
     _choose_task,
     _estimator_params,
     _flags,
-    _check_kernel_ridge_memory,
     _given,
     _kernel_width_note,
     _large_cholesky_guard,

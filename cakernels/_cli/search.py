@@ -134,7 +134,7 @@ def _cmd_search(args):
     search.fit(X, y)
     seconds = time.perf_counter() - t0
     _print_top(search, args.top)
-    _tie_note(search)
+    _tie_note(search, args.standardize)
     best = search.best_estimator_
     model = best
     if scaler is not None:
@@ -165,7 +165,7 @@ def _grid_width_note(search, task, X, standardize):
         _kernel_width_note(X, name, widths, standardize=standardize)
 
 
-def _tie_note(search):
+def _tie_note(search, standardized):
     """Note when every candidate scored the same: the grid did not change the model."""
     import numpy as np
 
@@ -173,7 +173,8 @@ def _tie_note(search):
     if scores.size > 1 and np.all(np.isfinite(scores)) and np.ptp(scores) == 0:
         _note(f"all {_fmt_int(scores.size)} candidates scored the same ({scores[0]:.6g}): "
               "the grid does not change the model on this data, and the best one is simply "
-              "the first; widen the grid (or standardize the features, --standardize)")
+              "the first; widen the grid"
+              + ("" if standardized else " (or standardize the features, --standardize)"))
 
 
 def _print_top(search, top):
