@@ -773,4 +773,10 @@ def test_norm1_and_chol_solve_release_the_gil():
     cholesky_in_place(L, 1)
     bt = np.ones((8, 1500))
     _assert_releases_gil(lambda: _native.chol_solve(L, bt.copy(), 1.0, POCON_POTRS))
-    _assert_releases_gil(lambda: _native.norm1(A))
+    big = np.ones((3000, 3000))  # a norm is quick: many long windows without the GIL
+
+    def norms():
+        for _ in range(10):
+            _native.norm1(big)
+
+    _assert_releases_gil(norms)
