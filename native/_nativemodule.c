@@ -381,12 +381,14 @@ static void *ck_capsule_pointer(PyObject *capsule, const char *what)
     return PyCapsule_GetPointer(capsule, name);
 }
 
-/* Get a writable C-contiguous square float64 buffer.  Returns 0 on success
- * (release it), -1 with ValueError set (nothing acquired). */
-static int ck_get_square(PyObject *obj, Py_buffer *view)
+/* Get a C-contiguous square float64 buffer (writable when asked).  Returns 0
+ * on success (release it), -1 with ValueError set (nothing acquired). */
+static int ck_get_square(PyObject *obj, Py_buffer *view, int writable)
 {
-    static const char msg[] = "A must be a writable C-contiguous square float64 array";
-    if (PyObject_GetBuffer(obj, view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+    const char *msg = writable ? "A must be a writable C-contiguous square float64 array"
+                               : "A must be a C-contiguous square float64 array";
+    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(obj, view, flags) < 0) {
         ck_reraise_as_value_error(msg);
         return -1;
     }
@@ -424,7 +426,7 @@ static PyObject *py_cholesky_task(PyObject *module, PyObject *args)
         (f.gemm = (ck_dgemm_fn)ck_capsule_pointer(PyTuple_GET_ITEM(routines, 2), "dgemm")) == NULL ||
         (f.syrk = (ck_dsyrk_fn)ck_capsule_pointer(PyTuple_GET_ITEM(routines, 3), "dsyrk")) == NULL)
         return NULL;
-    if (ck_get_square(a_obj, &view) < 0)
+    if (ck_get_square(a_obj, &view, 1) < 0)
         return NULL;
     Py_BEGIN_ALLOW_THREADS
     status = ck_cholesky_task(&f, task, (double *)view.buf, (int64_t)view.shape[0],
@@ -499,7 +501,7 @@ static PyObject *py_eigh_inplace(PyObject *module, PyObject *args)
         return NULL;
     if ((syevd = (ck_dsyevd_fn)ck_capsule_pointer(capsule, "syevd")) == NULL)
         return NULL;
-    if (ck_get_square(a_obj, &view) < 0)
+    if (ck_get_square(a_obj, &view, 1) < 0)
         return NULL;
     if (ck_get_vector(w_obj, &w_view, view.shape[0], 1, "w") < 0) {
         PyBuffer_Release(&view);
@@ -530,17 +532,8 @@ static PyObject *py_norm1(PyObject *module, PyObject *a_obj)
     ck_status status;
 
     (void)module;
-    if (PyObject_GetBuffer(a_obj, &view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
-        ck_reraise_as_value_error("A must be a C-contiguous square float64 array");
+    if (ck_get_square(a_obj, &view, 0) < 0)
         return NULL;
-    }
-    if (view.ndim != 2 || view.itemsize != (Py_ssize_t)sizeof(double) ||
-        !ck_format_is_double(view.format) || view.shape == NULL ||
-        view.shape[0] != view.shape[1]) {
-        PyErr_SetString(PyExc_ValueError, "A must be a C-contiguous square float64 array");
-        PyBuffer_Release(&view);
-        return NULL;
-    }
     Py_BEGIN_ALLOW_THREADS
     status = ck_norm1((const double *)view.buf, (int64_t)view.shape[0],
                       (int64_t)view.shape[0], &norm);
@@ -584,7 +577,7 @@ static PyObject *py_chol_solve(PyObject *module, PyObject *args)
     if ((pocon = (ck_dpocon_fn)ck_capsule_pointer(PyTuple_GET_ITEM(routines, 0), "dpocon")) == NULL ||
         (potrs = (ck_dpotrs_fn)ck_capsule_pointer(PyTuple_GET_ITEM(routines, 1), "dpotrs")) == NULL)
         return NULL;
-    if (ck_get_square(l_obj, &view) < 0)
+    if (ck_get_square(l_obj, &view, 1) < 0)
         return NULL;
     if (PyObject_GetBuffer(b_obj, &b_view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
         PyBuffer_Release(&view);

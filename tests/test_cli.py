@@ -874,14 +874,14 @@ def test_fit_refuses_kernel_ridge_beyond_the_available_memory(capsys, tmp_path, 
                                                               monkeypatch):
     """scikit-learn's KernelRidge holds ~3 copies of its n x n kernel: beyond the
     machine's memory the system would kill it without a word; refused before the fit."""
-    import cakernels.kernel_ridge._dkrr as dkrr
+    import cakernels._memory as memory
 
-    monkeypatch.setattr(dkrr, "_available_bytes", lambda: 100_000)  # 120^2 * 24 = 345,600
+    monkeypatch.setattr(memory, "available_bytes", lambda: 100_000)  # 120^2 * 24 = 345,600
     code, _, err = run(capsys, "fit", reg_files / "train.svm", "-o", tmp_path / "k.skops",
                        "--method", "krr")
     assert_one_line_error(code, err, "--method krr", "120 samples", "bkrr2")
     assert not (tmp_path / "k.skops").exists()
-    monkeypatch.setattr(dkrr, "_available_bytes", lambda: 10_000_000)
+    monkeypatch.setattr(memory, "available_bytes", lambda: 10_000_000)
     code, _, err = run(capsys, "fit", reg_files / "train.svm", "-o", tmp_path / "k.skops",
                        "--method", "krr")
     assert code == 0, err

@@ -243,10 +243,10 @@ def test_dkrr_on_one_process_is_kernel_ridge():
 
 
 def test_dkrr_refuses_a_problem_that_cannot_fit(monkeypatch):
-    import cakernels.kernel_ridge._dkrr as dkrr
+    import cakernels._memory as memory
     from cakernels import DKRR
 
-    monkeypatch.setattr(dkrr, "_available_bytes", lambda: 2**20)
+    monkeypatch.setattr(memory, "available_bytes", lambda: 2**20)
     X = np.random.RandomState(0).randn(600, 3)
     with pytest.raises(ValueError, match=r"DKRR needs about .* per rank .* 8 n\^2 / P"):
         DKRR().fit(X, X[:, 0])

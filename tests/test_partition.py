@@ -413,15 +413,15 @@ def test_csr_above_the_budget_stays_csr_and_takes_64_bit_indices(make, monkeypat
 @pytest.mark.parametrize("cls", [KMeansPartitioner, KBalancePartitioner, BKMPartitioner])
 def test_kmeans_on_csr_too_large_for_32_bit_indices_is_a_clear_error(cls, monkeypatch):
     # 2**31 columns (64 GiB dense): above the budget, and K-means needs 32-bit indices
-    import cakernels.kernel_ridge._dkrr as dkrr
+    import cakernels._memory as memory
 
     X = sp.csr_matrix((np.ones(4), np.array([0, 5, 2**31 - 1, 7], dtype=np.int64),
                        np.arange(5, dtype=np.int64)), shape=(4, 2**31))
     # the dense centres (2 x 2**31 features, 4 copies: 128 GiB) do not fit 16 GiB
-    monkeypatch.setattr(dkrr, "_available_bytes", lambda: 16 * 2**30)
+    monkeypatch.setattr(memory, "available_bytes", lambda: 16 * 2**30)
     with pytest.raises(ValueError, match="partition centres are dense vectors"):
         cls(n_partitions=2, random_state=0).fit(X)
-    monkeypatch.setattr(dkrr, "_available_bytes", lambda: None)  # memory unknown
+    monkeypatch.setattr(memory, "available_bytes", lambda: None)  # memory unknown
     with pytest.raises(ValueError, match=r"K-means.*more than 2\*\*31 - 1 non-zeros or "
                                          r"columns is not supported"):
         cls(n_partitions=2, random_state=0).fit(X)
@@ -527,13 +527,13 @@ def test_centres_beyond_the_available_memory_are_refused(monkeypatch):
     """One huge feature index (a LIBSVM file with ``1 100000000:1``) makes every
     centre a dense vector of that many features: refused with the reason before
     anything is allocated, instead of the system killing the fit."""
-    import cakernels.kernel_ridge._dkrr as dkrr
+    import cakernels._memory as memory
     from cakernels import CASVC
 
     X = sp.random(60, 10, density=0.5, format="csr", random_state=0)
     wide = sp.csr_matrix((X.data, X.indices, X.indptr), shape=(60, 10**6))
     y = np.arange(60) % 2
-    monkeypatch.setattr(dkrr, "_available_bytes", lambda: 10 * 2**20)  # 10 MiB
+    monkeypatch.setattr(memory, "available_bytes", lambda: 10 * 2**20)  # 10 MiB
     for fit in (lambda: KBalancePartitioner(n_partitions=4, random_state=0).fit(wide),
                 lambda: CASVC(n_partitions=4, random_state=0).fit(wide, y)):
         with pytest.raises(ValueError, match="partition centres are dense vectors of "

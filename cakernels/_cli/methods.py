@@ -194,18 +194,18 @@ def _check_kernel_ridge_memory(method, n):
     """Refuse ``--method krr`` (scikit-learn's KernelRidge) on more samples than this
     machine's available memory holds, before the data goes in: the kernel would be
     killed by the system's out-of-memory killer without a message."""
-    from ..kernel_ridge._dkrr import MEMORY_FRACTION, _available_bytes, _fmt_bytes
+    from .. import _memory
 
     if method != "krr":
         return
     need = KERNEL_RIDGE_COPIES * 8.0 * n * n
-    avail = _available_bytes()
-    if avail is not None and need > MEMORY_FRACTION * avail:
+    avail = _memory.shortfall(need)
+    if avail is not None:
         raise CLIError(f"--method krr (scikit-learn's KernelRidge) on {_fmt_int(n)} samples "
-                       f"needs about {_fmt_bytes(need)} ({KERNEL_RIDGE_COPIES} copies of its "
-                       f"{_fmt_int(n)} x {_fmt_int(n)} kernel matrix), but only "
-                       f"{_fmt_bytes(avail)} are available: use a partitioned method (bkrr2, "
-                       "the default), dkrr under mpiexec, or fewer samples")
+                       f"needs about {_memory.fmt_bytes(need)} ({KERNEL_RIDGE_COPIES} copies "
+                       f"of its {_fmt_int(n)} x {_fmt_int(n)} kernel matrix), but only "
+                       f"{_memory.fmt_bytes(avail)} are available: use a partitioned method "
+                       "(bkrr2, the default), dkrr under mpiexec, or fewer samples")
 
 
 def _estimator_params(args):

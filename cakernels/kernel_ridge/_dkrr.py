@@ -14,27 +14,8 @@ from .._engine import _pack_rows, _unpack_rows, check_same_params
 from .._kernels import KERNELS, check_magnitude, kernel_block, kernel_dot, row_sq_norms
 from ._partitioned import PartitionedKernelRidge
 from ..backends import BACKEND_NAMES, Backend, get_backend
+from .. import _memory
 from ..backends._comm import CollectiveError, comm_report
-
-#: fraction of the memory available to a rank that DKRR may plan to use
-MEMORY_FRACTION = 0.8
-
-
-def _available_bytes():
-    """Memory available on this node (``MemAvailable``), or None when unknown."""
-    try:
-        with open("/proc/meminfo", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
-
-
-def _fmt_bytes(n):
-    return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
-
 
 def _ranks_on_node(mpi_comm):
     if mpi_comm is None:
@@ -194,15 +175,15 @@ class DKRR(RegressorMixin, BaseEstimator):
 
     def _check_memory(self, comm, need):
         """Refuse, on every rank, a problem whose blocks do not fit in memory."""
-        avail = _available_bytes()
+        avail = _memory.available_bytes()
         if avail is None:
             return
         per_rank = avail / _ranks_on_node(getattr(comm, "comm", None))
         error = None
-        if need > MEMORY_FRACTION * per_rank:
-            error = (f"DKRR needs about {_fmt_bytes(need)} per rank (its part of the "
+        if need > _memory.MEMORY_FRACTION * per_rank:
+            error = (f"DKRR needs about {_memory.fmt_bytes(need)} per rank (its part of the "
                      f"{self.n_samples_:,} x {self.n_samples_:,} kernel matrix, 8 n^2 / P "
-                     f"bytes, and the training rows), but only {_fmt_bytes(per_rank)} are "
+                     f"bytes, and the training rows), but only {_memory.fmt_bytes(per_rank)} are "
                      "available per rank: use more ranks (or nodes), fewer samples, or a "
                      "partitioned estimator such as BKRR2")
         comm.agree(error)

@@ -12,6 +12,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from .. import _memory
 from .._kernels import check_magnitude
 from .._own_init import OwnInitName
 from ..backends._budget import openmp_limits
@@ -145,17 +146,15 @@ def _center_memory_error(n_partitions, n_features):
     float64, :data:`CENTER_COPIES` arrays of it) would not fit in the available
     memory - a LIBSVM file with one huge feature index makes ``n_features`` huge
     and the fit would be killed by the system - else None."""
-    from ..kernel_ridge._dkrr import MEMORY_FRACTION, _available_bytes, _fmt_bytes
-
     need = CENTER_COPIES * 8.0 * n_partitions * n_features
-    avail = _available_bytes()
-    if avail is None or need <= MEMORY_FRACTION * avail:
+    avail = _memory.shortfall(need)
+    if avail is None:
         return None
     return (f"the {n_partitions} partition centres are dense vectors of {n_features:,} "
-            f"features: about {_fmt_bytes(need)} with the copies the partitioners hold, but "
-            f"only {_fmt_bytes(avail)} are available; drop unused feature columns (a LIBSVM "
-            "file with one very large feature index gives every row that many features) or "
-            "use fewer partitions")
+            f"features: about {_memory.fmt_bytes(need)} with the copies the partitioners "
+            f"hold, but only {_memory.fmt_bytes(avail)} are available; drop unused feature "
+            "columns (a LIBSVM file with one very large feature index gives every row that "
+            "many features) or use fewer partitions")
 
 
 # ----------------------------------------------------------------------------

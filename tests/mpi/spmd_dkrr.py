@@ -8,7 +8,7 @@ from mpi4py import MPI
 from sklearn.datasets import make_regression
 from sklearn.kernel_ridge import KernelRidge
 
-import cakernels.kernel_ridge._dkrr as dkrr_module
+import cakernels._memory as memory_module
 from cakernels.backends import MPIBackend
 from cakernels.kernel_ridge import DKRR
 
@@ -38,7 +38,7 @@ for name, targets in (("single", y), ("multi", Y)):
                           "bytes": root.fit_stats_["comm_bytes"], "same": same}), flush=True)
 
 # a problem that cannot fit is refused on every rank, before anything is allocated
-dkrr_module._available_bytes = lambda: 2**20  # pretend 1 MiB
+memory_module.available_bytes = lambda: 2**20  # pretend 1 MiB
 try:
     DKRR(sigma, lam, backend="mpi").fit(X if rank == 0 else None, y if rank == 0 else None)
     refused = None
