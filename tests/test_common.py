@@ -58,6 +58,7 @@ ESTIMATORS = [
     DCFilterSVC(n_partitions=2, random_state=0),
     DisSMOSVC(),
     DisSMOSVC(backend="threads", n_jobs=2),
+    DisSMOSVC(working_set="second-order"),
     DCKRR(n_partitions=2, random_state=0),
     KKRR(n_partitions=2, random_state=0),
     KKRR2(n_partitions=2, random_state=0),

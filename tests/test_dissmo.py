@@ -158,3 +158,92 @@ def test_threads_workers_are_capped_at_the_rows():
     np.testing.assert_array_equal(many.predict(X), one.predict(X))
     np.testing.assert_allclose(many.decision_function(X), one.decision_function(X),
                                atol=1e-2)
+
+
+def _duplicates_of_opposite_labels(n=200, seed=0):
+    """Two distinct points, each repeated with both labels: with a large C the
+    optimum puts every alpha of a contradicting duplicate at C."""
+    rng = np.random.default_rng(seed)
+    X = rng.integers(0, 2, (n, 1)).astype(float) * np.ones((1, 3))
+    return X, rng.integers(0, 2, n)
+
+
+@pytest.mark.parametrize("n_jobs", [1, 2, 4])
+def test_second_order_working_set_reaches_the_same_svm(binary, n_jobs):
+    X, y = binary
+    ypm = np.where(y == 1, 1.0, -1.0)
+    ref = smo_fit(X, ypm, 2.0, gamma=0.1, tol=1e-3)
+    first = DisSMOSVC(C=2.0, gamma=0.1).fit(X, y)
+    clf = DisSMOSVC(C=2.0, gamma=0.1, working_set="second-order", backend="threads",
+                    n_jobs=n_jobs).fit(X, y)
+    assert clf.objective_[0] == pytest.approx(ref["objective"], rel=1e-6)
+    alpha = np.zeros(X.shape[0])
+    alpha[clf.support_] = np.abs(clf.model_.dual_coef_[0])
+    assert _support_up_to_ties(clf.support_, ref["support"], alpha, ref["alpha"], 2.0)
+    # LIBSVM's choice: far fewer iterations than the first-order pair, about as
+    # many as SVC without shrinking (which breaks ties the other way)
+    svc = SVC(C=2.0, gamma=0.1, shrinking=False).fit(X, y)
+    assert clf.n_iter_[0] < 0.7 * first.n_iter_[0]
+    assert abs(clf.n_iter_[0] - svc.n_iter_[0]) <= 0.1 * svc.n_iter_[0]
+    one = DisSMOSVC(C=2.0, gamma=0.1, working_set="second-order").fit(X, y)
+    assert clf.n_iter_.tolist() == one.n_iter_.tolist()
+    assert clf.objective_[0] == pytest.approx(one.objective_[0], rel=1e-12)
+
+
+def test_second_order_sparse_and_multiclass_as_svc():
+    X, y = make_classification(n_samples=300, n_features=6, n_informative=4, n_classes=3,
+                               random_state=2)
+    X[np.abs(X) < 0.4] = 0.0
+    kw = dict(C=3.0, gamma=0.3, tol=1e-5, working_set="second-order")
+    dense = DisSMOSVC(**kw).fit(X, y)
+    csr = DisSMOSVC(**kw).fit(sp.csr_matrix(X), y)
+    # (the CSR kernel rows can differ from the dense ones in the last bits, and a
+    # second-order gain divides by a small a_it: a near tie may go the other way)
+    np.testing.assert_allclose(csr.objective_, dense.objective_, rtol=1e-6)
+    svc = SVC(C=3.0, gamma=0.3, tol=1e-5).fit(X, y)
+    np.testing.assert_allclose(dense.decision_function(X), svc.decision_function(X),
+                               atol=1e-3)
+
+
+def test_second_order_takes_the_direct_step_on_a_large_c():
+    """Duplicates of opposite labels with C=1e8: the first-order pair zigzags
+    (each step moves the alphas by ~1 towards C); LIBSVM's second-order choice
+    pairs the duplicates and clips them to C at once."""
+    X, y = _duplicates_of_opposite_labels()
+    clf = DisSMOSVC(C=1e8, working_set="second-order").fit(X, y)
+    svc = SVC(C=1e8).fit(X, y)
+    assert clf.n_iter_[0] < 10 * svc.n_iter_[0]
+    np.testing.assert_array_equal(clf.predict(X), svc.predict(X))
+    np.testing.assert_allclose(clf.decision_function(X), svc.decision_function(X),
+                               atol=1e-4)
+
+
+def test_default_limit_ends_a_zigzag_with_a_hint(binary, monkeypatch):
+    """max_iter=-1 is LIBSVM's limit, 100 iterations per sample (at least
+    AUTO_MIN_ITER, 10**6; lowered here to keep the test short): the first-order
+    pair on a large C stops there with a warning that names the remedy."""
+    import cakernels.svm._dissmo as dissmo
+
+    assert (dissmo.AUTO_ITER_PER_SAMPLE, dissmo.AUTO_MIN_ITER) == (100, 10**6)
+    monkeypatch.setattr(dissmo, "AUTO_MIN_ITER", 1000)
+    X, y = _duplicates_of_opposite_labels(n=40)
+    with pytest.warns(ConvergenceWarning, match="4,000 iterations.*working_set='second-order'"):
+        clf = DisSMOSVC(C=1e8).fit(X, y)
+    assert clf.n_iter_.tolist() == [4000]
+    # zero-weight samples do not count; an explicit max_iter is the limit
+    w = np.ones(40)
+    w[:30] = 0.0
+    with pytest.warns(ConvergenceWarning, match="1,000 iterations"):
+        clf = DisSMOSVC(C=1e8).fit(X, y, sample_weight=w)
+    assert clf.n_iter_.tolist() == [1000]
+    X3, y3 = make_classification(n_samples=90, n_features=5, n_informative=3, n_classes=3,
+                                 random_state=0)
+    one_rank, pairs = type("One", (), {"size": 1})(), [(0, 1), (0, 2), (1, 2)]
+    clf = DisSMOSVC().fit(X3, y3)
+    monkeypatch.setattr(dissmo, "AUTO_MIN_ITER", 10**4)
+    assert clf._iteration_budgets(one_rank, y3, np.ones(90), pairs) == [10**4] * 3
+    monkeypatch.setattr(dissmo, "AUTO_MIN_ITER", 10)  # 100 per sample of the pair
+    assert clf._iteration_budgets(one_rank, y3, np.ones(90), pairs) == [
+        100 * int(np.sum((y3 == a) | (y3 == b))) for a, b in pairs]
+    with pytest.warns(ConvergenceWarning, match="max_iter=5"):
+        DisSMOSVC(C=1e8, max_iter=5, working_set="second-order").fit(X, y)

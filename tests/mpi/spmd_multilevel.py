@@ -40,6 +40,8 @@ CASES = [
     ("DisSMOSVC", lambda b: DisSMOSVC(backend=b, **SVM), Xb, yb),
     ("DisSMOSVC-csr-multiclass", lambda b: DisSMOSVC(backend=b, class_weight="balanced",
                                                      **SVM), sp.csr_matrix(Xc), yc),
+    ("DisSMOSVC-second-order-csr", lambda b: DisSMOSVC(backend=b, working_set="second-order",
+                                                       **SVM), sp.csr_matrix(Xb), yb),
 ]
 
 
