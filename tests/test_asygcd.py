@@ -243,6 +243,31 @@ def test_max_iter_warns_and_counts():
     assert np.all(r["alpha"] >= 0) and np.all(r["alpha"] <= 10.0)
 
 
+@pytest.mark.parametrize("selection, name", [("greedy", "Asy-GCD"), ("random", "PSCD")])
+def test_default_limit_ends_a_crawl(monkeypatch, selection, name):
+    """max_iter=-1 is 1,000 updates per variable, at least AUTO_MIN_UPDATES:
+    two distinct points, each with both labels, and C=1e8 (the optimum puts
+    the contradicting duplicates at C, and every coordinate step moves them
+    by ~1) used to run for hours."""
+    import cakernels._solvers.asygcd as agcd
+
+    assert agcd.default_max_updates(10) == 10**6
+    assert agcd.default_max_updates(5000) == 5 * 10**6
+    monkeypatch.setattr(agcd, "AUTO_MIN_UPDATES", 20_000)
+    rng = np.random.default_rng(0)
+    X = np.repeat(np.array([[0.0, 0.0], [1.0, 1.0]]), 20, axis=0)
+    y = np.where(rng.integers(0, 2, 40) == 1, 1.0, -1.0)
+    with pytest.warns(ConvergenceWarning, match=f"{name} did not converge within 40,000 "
+                      "updates .max_iter=-1.*lower C"):
+        r = asygcd_fit(X, y, 1e8, n_threads=2, selection=selection, random_state=0)
+    assert r["n_updates"] == 40_000 and not r["converged"]
+    w = np.ones(40)
+    w[:30] = 0.0  # ten variables left: the floor
+    with pytest.warns(ConvergenceWarning, match="within 20,000 updates"):
+        r = asygcd_fit(X, y, 1e8, n_threads=1, selection=selection, sample_weight=w)
+    assert r["n_updates"] == 20_000
+
+
 def test_more_threads_than_samples():
     X, y = data(30, 3, seed=9)
     X, y = X[:3], np.array([1.0, -1.0, 1.0])

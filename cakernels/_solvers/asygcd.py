@@ -166,6 +166,23 @@ def _lloyd(X, k, seed, max_iter=100):
     return np.ascontiguousarray(centers, dtype=np.float64)
 
 
+AUTO_UPDATES_PER_VARIABLE = 1000
+AUTO_MIN_UPDATES = 10**6
+
+
+def default_max_updates(n_variables):
+    """The update limit of ``max_iter=-1``: 1,000 per variable (LIBLINEAR's
+    default of 1,000 epochs of its dual coordinate descent, as
+    :class:`sklearn.svm.LinearSVC`), at least 10**6.
+
+    Converged fits take 2-130 updates per variable on the benchmark data;
+    without a limit a large C on a nearly singular kernel (duplicate samples
+    with opposite labels, C=1e8) ran for hours, every update lowering the
+    objective by the same small amount.
+    """
+    return max(AUTO_MIN_UPDATES, AUTO_UPDATES_PER_VARIABLE * int(n_variables))
+
+
 def asygcd_fit(X, y, C, *, sample_weight=None, kernel="rbf", gamma="scale",
                degree=3, coef0=0.0, tol=1e-3, max_iter=-1, cache_size=200,
                n_threads=None, selection="greedy", shrinking=True,
@@ -194,8 +211,8 @@ def asygcd_fit(X, y, C, *, sample_weight=None, kernel="rbf", gamma="scale",
     tol : float
         Stop when the largest absolute projected gradient is <= tol.
     max_iter : int
-        Maximum number of coordinate updates (all threads together); <= 0
-        means no limit.
+        Maximum number of coordinate updates (all threads together); <= 0:
+        :func:`default_max_updates` of the problem's variables.
     cache_size : float
         Total kernel cache in MiB (at least one column of ``8 * n_samples``
         bytes); every thread caches the part of the columns over its own
@@ -294,6 +311,7 @@ def asygcd_fit(X, y, C, *, sample_weight=None, kernel="rbf", gamma="scale",
         raise ValueError(f"n_threads must be >= 1, got {n_threads}")
     n_threads = team_size(int(np.count_nonzero(keep)), n_threads, min_rows_per_thread)
 
+    budget = int(max_iter) if max_iter > 0 else default_max_updates(int(np.count_nonzero(keep)))
     rng = check_random_state(random_state)
     g = resolve_gamma(gamma, X)
     Xk = X if keep.all() else X[keep]
@@ -312,7 +330,7 @@ def asygcd_fit(X, y, C, *, sample_weight=None, kernel="rbf", gamma="scale",
         objective, n_updates, converged, grad_k, *stats = _native.asygcd_solve(
             native_matrix(Xk), yk, np.ascontiguousarray(upper[keep]),
             block, ak, _KIND[kernel], float(g), float(coef0), float(degree),
-            n_threads, selection == "greedy", seed, float(tol), int(max_iter),
+            n_threads, selection == "greedy", seed, float(tol), budget,
             float(cache_size),
             shrinking=bool(shrinking),
             shift=shift,
@@ -325,10 +343,14 @@ def asygcd_fit(X, y, C, *, sample_weight=None, kernel="rbf", gamma="scale",
     grad = np.zeros(X.shape[0])
     grad[keep] = np.asarray(grad_k)
     if not converged:
+        limit = (f"max_iter={max_iter} updates" if max_iter > 0 else
+                 f"{budget:,} updates (max_iter=-1: {AUTO_UPDATES_PER_VARIABLE} per "
+                 f"variable, at least {AUTO_MIN_UPDATES:,})")
         warnings.warn(
-            f"Asy-GCD did not converge within max_iter={max_iter} updates "
-            f"(tol={tol}); consider raising max_iter", ConvergenceWarning,
-            stacklevel=2)
+            f"{'Asy-GCD' if selection == 'greedy' else 'PSCD'} did not converge within {limit} (tol={tol}, C={C}); coordinate "
+            "descent crawls when C is large and the kernel nearly singular (duplicate "
+            "samples with opposite labels): lower C, or raise max_iter",
+            ConvergenceWarning, stacklevel=2)
     result = {
         "alpha": alpha,
         "intercept": intercept,

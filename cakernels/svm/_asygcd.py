@@ -47,7 +47,10 @@ class AsyGCDSVC(ClassifierMixin, BaseEstimator):
         Stop when the largest projected gradient is at most ``tol``.
     max_iter : int, default=-1
         Limit on the total number of coordinate updates of each binary
-        problem (-1: none); reaching it raises a ConvergenceWarning.
+        problem; reaching it raises a ConvergenceWarning. -1 (or 0): 1,000
+        updates per variable, at least 10**6 (LIBLINEAR's 1,000 epochs, as
+        :class:`sklearn.svm.LinearSVC`; converged fits take 2-130 per
+        variable, a large C on a nearly singular kernel could take hours).
     cache_size : float, default=200
         Kernel-column cache in MB, split evenly between the threads. Up to a
         quarter of it may hold a feature-major copy of ``X`` (when
