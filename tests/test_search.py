@@ -375,6 +375,10 @@ def test_svm_search_format_errors_and_front_doors():
             CASVCCV(n_partitions=2, cv=2, **{"Cs": [1.0], **bad}).fit(X, y)
     with pytest.raises(ValueError, match="classes"):
         CASVCCV(n_partitions=2, cv=2).fit(X, np.zeros(len(y)))
+    # the estimators' class_weight error (was "sample_weight must be non-negative")
+    for cw in ({0: -1.0, 1: 1.0}, {0: np.nan, 1: 1.0}):
+        with pytest.raises(ValueError, match="class_weight must be finite and non-negative"):
+            CASVCCV(n_partitions=2, cv=2, class_weight=cw).fit(X, y)
     w = np.ones(len(y))
     w[:10] = 3.0
     weighted = CASVCCV(n_partitions=2, Cs=[1.0], cv=2, random_state=0).fit(X, y, w)

@@ -13,7 +13,7 @@ from sklearn.metrics import get_scorer
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from .._engine import Partition, PartitionedEstimator, global_classes
+from .._engine import Partition, PartitionedEstimator, global_class_weight, global_classes
 from .._kernels import resolve_gamma
 from .._solvers.local import solve_binary_svm
 from .._solvers.native_svc import NativeKernelSVC
@@ -220,6 +220,8 @@ n_splits_
         every split, resolved on its training rows as a refit would."""
         self.classes_ = global_classes(s, y)
         y_idx = np.searchsorted(self.classes_, y).astype(np.int64)
+        if isinstance(self.class_weight, dict):  # its errors, as the estimators' (every rank)
+            global_class_weight(s, self.class_weight, self.classes_, y_idx)
         self.scorer_ = get_scorer("accuracy")
         n_splits = masks.shape[1] // 2
         train = masks[:, :n_splits].astype(bool)

@@ -24,13 +24,13 @@ work per iteration is O(n/P) per worker and one collective of
 baseline the communication-avoiding methods are measured against.
 
 Deviations from Algorithm 1, and why: the working set is the first-order
-maximal violating pair, as in the algorithm, unless ``second_order`` asks for
-LIBSVM's choice (``j`` by second-order gain, which needs ``K(x_i, .)`` and so
-a second collective per iteration: the first-order pair zigzags for millions
-of iterations on a large C with duplicate samples of opposite labels); the
-update is
-LIBSVM's (it clips both variables to their boxes, which the algorithm's
-formula leaves implicit); ties between equal violations go to the smallest
+maximal violating pair, as in the algorithm, unless
+``working_set='second-order'`` asks for LIBSVM's choice (``j`` by
+second-order gain, which needs ``K(x_i, .)`` and so a second collective per
+iteration: the first-order pair zigzags for millions of iterations on a large
+C with duplicate samples of opposite labels); the update is LIBSVM's (it
+clips both variables to their boxes, which the algorithm's formula leaves
+implicit); ties between equal violations go to the smallest
 global index, so that the iterations do not depend on how the rows are split.
 """
 
@@ -146,16 +146,20 @@ class _Block:
         gain: over ``t`` in ``I_low`` with ``F_t < F_i``, the smallest
         ``-(F_i - F_t)^2 / a_it`` with ``a_it = K_ii + K_tt - 2 K_it`` (tau when
         not positive). ``K(x_i, .)`` stays in the cache for the update."""
-        b = Fi - self.Fl  # -inf outside I_low
-        ok = b > 0
-        if not ok.any():
+        if self.y.size == 0 or not self.Fl.min() < Fi:
             return np.append(self._candidate(-1, np.inf), np.inf)
-        a = Kii + self.diag - 2.0 * self._kernel_row(gi, xi)
+        a = self._kernel_row(gi, xi) * -2.0
+        a += self.diag
+        a += Kii
         a[a <= 0] = _TAU
-        gain = np.full(b.size, np.inf)
-        gain[ok] = -(b[ok] * b[ok]) / a[ok]
-        q = int(np.argmin(gain))  # ties: the first, the smallest global index
-        return np.append(self._candidate(q, self.Fl[q]), gain[q])
+        b = np.subtract(Fi, self.Fl)  # -inf outside I_low
+        np.maximum(b, 0.0, out=b)     # t with F_t >= F_i: no decrease
+        b *= b
+        b /= a
+        q = int(np.argmax(b))  # the largest (F_i - F_t)^2 / a_it; ties: the smallest index
+        if not b[q] > 0:
+            return np.append(self._candidate(-1, np.inf), np.inf)
+        return np.append(self._candidate(q, self.Fl[q]), -b[q])
 
     # ---------------------------------------------------------------- update
     def _kernel_row(self, g, x):
