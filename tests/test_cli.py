@@ -818,6 +818,19 @@ def test_fit_with_soft_routing(capsys, tmp_path, clf_files):
     assert code == 2 and "n_voters" in err
 
 
+def test_fit_dissmo_with_the_second_order_working_set(capsys, tmp_path, clf_files):
+    model = tmp_path / "dis.skops"
+    code, _, err = run(capsys, "fit", clf_files / "train.svm", "-o", model, "--method",
+                       "dissmosvc", "--working-set", "second-order", "--C", "10")
+    assert code == 0, err
+    est = read_model(model)["estimator"]
+    assert est.working_set == "second-order" and est.C == 10
+    # other methods refuse it, in one line, before loading the data
+    code, _, err = run(capsys, "fit", clf_files / "train.svm", "-o", tmp_path / "x.skops",
+                       "--method", "casvc", "--working-set", "second-order")
+    assert_one_line_error(code, err, "--working-set does not apply", "casvc")
+
+
 # --------------------------------------------------------------------------- kernel width and memory
 
 

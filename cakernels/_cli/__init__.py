@@ -125,6 +125,11 @@ def _add_estimator_options(parser, *, bench=False):
                         + ("; other methods ignore it)" if bench else ")"))
     g.add_argument("--n-voters", type=int, metavar="K",
                    help="models that vote per sample under --routing vote (default 3)")
+    g.add_argument("--working-set", choices=("first-order", "second-order"), type=str.lower,
+                   help="Dis-SMO's choice of the pair: Algorithm 1's first-order maximal "
+                        "violating pair, or LIBSVM's second-order one (fewer iterations; "
+                        "use it with a large --C) (default first-order"
+                        + ("; other methods ignore it)" if bench else ")"))
     g.add_argument("--backend", choices=BACKENDS, help="how partitions are run (default serial)")
     g.add_argument("--n-jobs", type=int, metavar="N",
                    help="workers of the threads backend (default: all cores)")

@@ -27,7 +27,7 @@ def _given(args, *names):
 
 _FLAG = {"C": "--C", "gamma": "--gamma", "sigma": "--sigma", "lam": "--lam",
          "n_partitions": "--n-partitions", "halo": "--halo", "routing": "--routing",
-         "n_voters": "--n-voters"}
+         "n_voters": "--n-voters", "working_set": "--working-set"}
 
 
 def _verb(items):
@@ -144,6 +144,9 @@ def _make_estimator(method, p, n_train, strict=True):
             raise CLIError(f"{_FLAG[name]} does not apply to --method {method}: it applies "
                            "to the single-level partitioned SVMs (casvc, fcfssvc, bkmsvc, "
                            "cpsvc)")
+    if p.get("working_set") is not None and "working_set" not in entry.options and strict:
+        raise CLIError(f"--working-set does not apply to --method {method}: it applies to "
+                       "dissmosvc")
     if method == "krr":
         from sklearn.kernel_ridge import KernelRidge
 
@@ -211,7 +214,7 @@ def _check_kernel_ridge_memory(method, n):
 def _estimator_params(args):
     return {k: getattr(args, k, None) for k in
             ("C", "gamma", "kernel", "sigma", "lam", "n_partitions", "halo", "routing",
-             "n_voters", "backend", "n_jobs", "random_state", "verbose")}
+             "n_voters", "working_set", "backend", "n_jobs", "random_state", "verbose")}
 
 
 def _n_partitions_of(est):
