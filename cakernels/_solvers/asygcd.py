@@ -311,7 +311,7 @@ def asygcd_fit(X, y, C, *, sample_weight=None, kernel="rbf", gamma="scale",
         raise ValueError(f"n_threads must be >= 1, got {n_threads}")
     n_threads = team_size(int(np.count_nonzero(keep)), n_threads, min_rows_per_thread)
 
-    budget = int(max_iter) if max_iter > 0 else default_max_updates(int(np.count_nonzero(keep)))
+    budget = int(max_iter) if max_iter > 0 else default_max_updates(np.count_nonzero(keep))
     rng = check_random_state(random_state)
     g = resolve_gamma(gamma, X)
     Xk = X if keep.all() else X[keep]
@@ -343,11 +343,12 @@ def asygcd_fit(X, y, C, *, sample_weight=None, kernel="rbf", gamma="scale",
     grad = np.zeros(X.shape[0])
     grad[keep] = np.asarray(grad_k)
     if not converged:
+        name = "Asy-GCD" if selection == "greedy" else "PSCD"
         limit = (f"max_iter={max_iter} updates" if max_iter > 0 else
                  f"{budget:,} updates (max_iter=-1: {AUTO_UPDATES_PER_VARIABLE} per "
                  f"variable, at least {AUTO_MIN_UPDATES:,})")
         warnings.warn(
-            f"{'Asy-GCD' if selection == 'greedy' else 'PSCD'} did not converge within {limit} (tol={tol}, C={C}); coordinate "
+            f"{name} did not converge within {limit} (tol={tol}, C={C}); coordinate "
             "descent crawls when C is large and the kernel nearly singular (duplicate "
             "samples with opposite labels): lower C, or raise max_iter",
             ConvergenceWarning, stacklevel=2)
