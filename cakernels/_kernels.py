@@ -154,6 +154,8 @@ def _right_operand(X, Y):
         return Y.T
     n_x, d = X.shape
     n_y = Y.shape[0]
+    if d > X.nnz + Y.nnz + n_x + n_y:
+        return _UsedColumns(Y)
     if n_x == 0 or n_y == 0 or d == 0 or 8 * n_y * d > DENSE_RIGHT_BYTES:
         return Y.T
     rho_x, rho_y = X.nnz / (n_x * d), Y.nnz / (n_y * d)
@@ -166,8 +168,39 @@ def _right_operand(X, Y):
     return Y.T
 
 
+class _UsedColumns:
+    """``Y.T`` over the columns ``Y`` uses only, for a feature space much wider
+    than the operands' non-zeros (one large LIBSVM index): SciPy's sparse
+    product converts ``Y.T`` to CSR, whose index pointer has one entry per
+    feature (2^31 features: 16 GiB and seconds per product). The other
+    operand's columns are mapped to the same narrow space by :meth:`narrow`;
+    its entries in other columns meet no entry of ``Y`` and are dropped. The
+    products add the same terms in the same order, so the values are the
+    same as the wide product's."""
+
+    def __init__(self, Y):
+        Y = sp.csr_matrix(Y)
+        self.cols = np.unique(Y.indices)
+        Yn = sp.csr_matrix((Y.data, np.searchsorted(self.cols, Y.indices), Y.indptr),
+                           shape=(Y.shape[0], self.cols.size))
+        self.T = Yn.T
+
+    def narrow(self, X):
+        """``X`` (CSR) restricted to the used columns, renumbered."""
+        X = sp.csr_matrix(X)
+        if self.cols.size == 0:
+            return sp.csr_matrix((X.shape[0], 0))
+        pos = np.searchsorted(self.cols, X.indices)
+        keep = self.cols[np.minimum(pos, self.cols.size - 1)] == X.indices
+        kept = np.concatenate(([0], np.cumsum(keep)))
+        return sp.csr_matrix((X.data[keep], pos[keep], kept[X.indptr]),
+                             shape=(X.shape[0], self.cols.size))
+
+
 def _gram_t(X, Yt):
     """``X @ Yt`` as a C-contiguous float64 ndarray (``Yt`` from :func:`_right_operand`)."""
+    if isinstance(Yt, _UsedColumns):
+        X, Yt = Yt.narrow(X), Yt.T
     G = X @ Yt
     if sp.issparse(G):
         G = G.toarray()

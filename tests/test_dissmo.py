@@ -136,11 +136,11 @@ def test_pair_step_is_libsvms_update():
     # rec: F, index, y, alpha, C, K(x, x); F = -y G = y at alpha = 0
     ri = np.array([1.0, 0, 1.0, 0.0, 10.0, 0.0])
     rj = np.array([-1.0, 1, -1.0, 0.0, 10.0, 1.0])
-    ai, aj, ci, cj = _pair_step(ri, rj, x[0], x[1], kp)
+    ai, aj, ci, cj = _pair_step(ri, rj, x[:1], x[1:], kp)
     # min 0.5 a^2 |x_i - x_j|^2 - 2a  ->  a = 2
     assert (ai, aj) == (2.0, 2.0) and (ci, cj) == (2.0, -2.0)
     ri[4] = rj[4] = 1.5  # the box clips both
-    ai, aj, _, _ = _pair_step(ri, rj, x[0], x[1], kp)
+    ai, aj, _, _ = _pair_step(ri, rj, x[:1], x[1:], kp)
     assert (ai, aj) == (1.5, 1.5)
 
 
@@ -247,3 +247,21 @@ def test_default_limit_ends_a_zigzag_with_a_hint(binary, monkeypatch):
         100 * int(np.sum((y3 == a) | (y3 == b))) for a, b in pairs]
     with pytest.warns(ConvergenceWarning, match="max_iter=5"):
         DisSMOSVC(C=1e8, max_iter=5, working_set="second-order").fit(X, y)
+
+
+@pytest.mark.parametrize("working_set", ["first-order", "second-order"])
+def test_wide_sparse_rows_are_never_densified(working_set):
+    """One LIBSVM feature index of 2^31: every iteration made the two samples
+    dense vectors over all features (hours for 500 rows); the rows now stay
+    sparse, and the fit is the one on the renumbered narrow columns, bit for bit."""
+    rng = np.random.RandomState(0)
+    X = sp.random(300, 30, density=0.2, format="csr", random_state=rng)
+    y = (np.asarray(X.sum(axis=1)).ravel() > 0.9).astype(int)
+    cols = np.arange(30) * 71_582_788  # the last is 2,075,900,852
+    wide = sp.csr_matrix((X.data, cols[X.indices], X.indptr), shape=(300, 2**31 - 1))
+    kw = dict(C=10.0, gamma=0.5, working_set=working_set)
+    clf = DisSMOSVC(**kw).fit(wide, y)
+    ref = DisSMOSVC(**kw).fit(X, y)
+    assert clf.n_iter_.tolist() == ref.n_iter_.tolist()
+    assert clf.objective_[0] == ref.objective_[0]
+    np.testing.assert_array_equal(clf.decision_function(wide), ref.decision_function(X))

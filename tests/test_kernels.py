@@ -178,3 +178,38 @@ def test_run_blocks_after_fork_makes_a_new_pool(monkeypatch):
     run_blocks(fill, row_blocks(4, 1), 2)
     assert _pool_module._POOL["pool"] is not first
     np.testing.assert_array_equal(out, 1)
+
+
+@pytest.mark.parametrize("kernel, params", PARAMS)
+def test_wide_sparse_products_use_only_the_columns_in_use(kernel, params):
+    """One LIBSVM feature index of 2^31 made every sparse product build an index
+    pointer over all features (SciPy converts Y.T to CSR: 16 GiB, seconds per
+    call). Products over the columns in use add the same terms in the same
+    order: the same bits as the narrow matrices' products."""
+    import tracemalloc
+
+    rng = np.random.RandomState(3)
+    X = sp.random(60, 40, density=0.15, format="csr", random_state=rng)
+    Y = sp.random(25, 40, density=0.15, format="csr", random_state=rng)
+    cols = np.unique(rng.randint(0, 2**31 - 1, size=100))[:40]  # sorted, distinct
+    cols[-1] = 2**31 - 2
+
+    def wide(A):
+        return sp.csr_matrix((A.data, cols[A.indices], A.indptr), shape=(A.shape[0], 2**31 - 1))
+
+    tracemalloc.start()
+    try:
+        K = kernel_block(wide(X), wide(Y), kernel=kernel, **params)
+        out = kernel_dot(wide(X), wide(Y), np.arange(25.0), kernel=kernel, **params)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 50 * 2**20  # not an array over the 2^31 features
+    np.testing.assert_array_equal(K, kernel_block(X, Y, kernel=kernel, **params))
+    np.testing.assert_array_equal(out, kernel_dot(X, Y, np.arange(25.0), kernel=kernel,
+                                                  **params))
+    # rows of Y with no entry, and an X whose entries all miss Y's columns
+    empty = sp.csr_matrix((3, 2**31 - 1))
+    np.testing.assert_array_equal(kernel_block(wide(X), empty, kernel=kernel, **params),
+                                  kernel_block(X, sp.csr_matrix((3, 40)), kernel=kernel,
+                                               **params))

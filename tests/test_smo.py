@@ -223,6 +223,21 @@ def test_minimal_cache_same_result():
         smo_fit(X, y, 5.0, kernel="rbf", gamma=0.5, cache_size=0.99 * two_cols)
 
 
+def test_default_limit_is_libsvms():
+    """max_iter=-1 is LIBSVM's limit (100 iterations per sample, at least 10^7):
+    tol=1e-300 never converges and ran forever (as scikit-learn's SVC does)."""
+    from cakernels._solvers.smo import default_max_iter
+
+    assert default_max_iter(10) == 10**7 and default_max_iter(200_000) == 2 * 10**7
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 3))
+    y = np.where(X[:, 0] + 0.5 * rng.normal(size=40) > 0, 1.0, -1.0)
+    with pytest.warns(ConvergenceWarning, match="10,000,000 iterations .max_iter=-1: LIBSVM"):
+        res = smo_fit(X, y, 1.0, tol=1e-300)
+    assert res["n_iter"] == 10**7 and not res["converged"]
+    assert abs(y @ res["alpha"]) < 1e-10
+
+
 def test_max_iter_not_converged():
     X, y = dataset("moons")
     with pytest.warns(ConvergenceWarning):

@@ -101,6 +101,14 @@ def check_dual_problem(X, y, C, *, kernel, tol, sample_weight=None, class_weight
     return X, y, upper, keep, alpha
 
 
+def default_max_iter(n_variables):
+    """The iteration limit of ``max_iter=-1``: LIBSVM's own, 100 per variable,
+    at least 10**7 (``Solver::Solve`` since LIBSVM 3.18; scikit-learn's copy
+    has no limit). Converged fits take 0.1-10 per variable on the benchmark
+    data; ``tol=1e-300`` never converged."""
+    return max(10**7, 100 * int(n_variables))
+
+
 def smo_fit(X, y, C, *, sample_weight=None, class_weight_vector=None,
             kernel="rbf", gamma="scale", degree=3, coef0=0.0, tol=1e-3,
             max_iter=-1, cache_size=200, alpha0=None, n_threads=1, min_parallel_work=None,
@@ -131,7 +139,8 @@ def smo_fit(X, y, C, *, sample_weight=None, class_weight_vector=None,
     tol : float
         Stop when the maximal violating pair gap is <= tol.
     max_iter : int
-        Maximum number of SMO steps; <= 0 means no limit.
+        Maximum number of SMO steps; <= 0: :func:`default_max_iter` of the
+        problem's variables (LIBSVM's limit).
     cache_size : float
         Kernel column cache in MiB (must hold two columns); ``np.inf`` for
         unlimited.
@@ -189,19 +198,21 @@ def smo_fit(X, y, C, *, sample_weight=None, class_weight_vector=None,
     g = resolve_gamma(gamma, X)
     Xk = native_matrix(X if keep.all() else X[keep])
     ak = np.ascontiguousarray(alpha[keep])
+    budget = int(max_iter) if max_iter > 0 else default_max_iter(ak.size)
     rho, objective, n_iter, converged, stats = _native.smo_solve(
         Xk, np.ascontiguousarray(y[keep]), np.ascontiguousarray(upper[keep]),
         ak, _KIND[kernel], float(g), float(coef0), float(degree), float(tol),
-        int(max_iter), float(cache_size), n_threads=n_threads, min_work=min_work,
+        budget, float(cache_size), n_threads=n_threads, min_work=min_work,
         collapse_at=int(collapse_at or 0), return_stats=True,
         page_doubles=int(page_size or 0))
     alpha = np.zeros(X.shape[0])
     alpha[keep] = ak
     if not converged:
-        warnings.warn(
-            f"SMO did not converge within max_iter={max_iter} iterations "
-            f"(tol={tol}); consider raising max_iter", ConvergenceWarning,
-            stacklevel=2)
+        limit = (f"max_iter={max_iter} iterations" if max_iter > 0 else
+                 f"{budget:,} iterations (max_iter=-1: LIBSVM's limit, 100 per sample, "
+                 "at least 10,000,000)")
+        warnings.warn(f"SMO did not converge within {limit} (tol={tol}); consider "
+                      "raising max_iter or tol", ConvergenceWarning, stacklevel=2)
     return {
         "alpha": alpha,
         "intercept": -rho,

@@ -169,8 +169,8 @@ class _Block:
             self.hits += 1
             return row
         self.misses += 1
-        row = kernel_block(self.X, x[None, :], X_sq_norms=self.norms,
-                           Y_sq_norms=np.array([x @ x]), **self.kp).ravel()
+        row = kernel_block(self.X, x, X_sq_norms=self.norms, Y_sq_norms=row_sq_norms(x),
+                           **self.kp).ravel()
         self.cache[g] = row
         if len(self.cache) > self.capacity:
             self.cache.popitem(last=False)
@@ -222,14 +222,16 @@ class _Block:
 
 
 def _row_vector(payload, d, sparse):
+    """The sample of a record's payload as a ``(1, d)`` row: dense, or CSR for
+    sparse data (never a dense vector of the ``d`` features: one LIBSVM index
+    of 2^31 made every iteration allocate and scan 16 GiB)."""
     if not sparse:
-        return np.ascontiguousarray(payload)
+        return np.ascontiguousarray(payload)[None, :]
     half = payload.size // 2
     idx = payload[half:]
     keep = idx >= 0
-    x = np.zeros(d)
-    x[idx[keep].astype(np.int64)] = payload[:half][keep]
-    return x
+    return sp.csr_matrix((payload[:half][keep], idx[keep].astype(np.int64),
+                          np.array([0, int(keep.sum())])), shape=(1, d))
 
 
 def _pick(records, col=0, largest=False):
@@ -255,7 +257,7 @@ def _pair_step(rec_i, rec_j, xi, xj, kp):
     Fi, _, yi, ai, Ci, Kii = rec_i[:_META]
     Fj, _, yj, aj, Cj, Kjj = rec_j[:_META]
     Gi, Gj = -yi * Fi, -yj * Fj
-    Kij = float(kernel_block(xi[None, :], xj[None, :], **kp)[0, 0])
+    Kij = float(kernel_block(xi, xj, **kp)[0, 0])
     old_i, old_j = ai, aj
     if yi != yj:
         quad = max(Kii + Kjj - 2.0 * Kij, _TAU)  # Q_ii + Q_jj + 2 Q_ij, Q_ij = -K_ij

@@ -496,7 +496,9 @@ _COMMON_DOC = """
         Number of partitions P (the nodes of the first layer).
     C, kernel, degree, gamma, coef0, tol, cache_size, class_weight, max_iter
         As in :class:`sklearn.svm.SVC`; ``gamma='scale'`` is resolved on the
-        whole training set.
+        whole training set; ``max_iter=-1`` is LIBSVM's limit for the native
+        SMO (100 iterations per sample, at least 10**7; scikit-learn's SVC has
+        none).
     solver : {'smo', 'libsvm'}, default='smo'
         Local solver: the native SMO takes the children's dual variables as a
         warm start; LIBSVM solves every node from scratch.

@@ -180,9 +180,10 @@ class PartitionedSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
         Class weights as in :class:`~sklearn.svm.SVC`; ``'balanced'`` is
         computed on the whole training set.
     max_iter : int, default=-1
-        Iteration limit of every local solver (-1: none for SMO and LIBSVM,
-        as :class:`~sklearn.svm.SVC`; 1,000 updates per variable for Asy-GCD
-        and PSCD, see :class:`AsyGCDSVC`).
+        Iteration limit of every local solver; -1: LIBSVM's limit for the
+        native SMO (100 iterations per sample, at least 10**7), none for
+        ``'libsvm'`` (as :class:`~sklearn.svm.SVC`), 1,000 updates per
+        variable for Asy-GCD and PSCD (see :class:`AsyGCDSVC`).
     break_ties : bool, default=False
         As in :class:`~sklearn.svm.SVC`: when True (multiclass only),
         ``predict`` returns the argmax of ``decision_function``; otherwise
