@@ -191,12 +191,14 @@ def greedy_assign(comm, D, cap, stats=None):
         cum = np.cumsum(C, axis=0)
         # this rank's earliest sample that fills a centre, if any
         key, partial = _INT_MAX, np.zeros(P, dtype=np.int64)
-        for j in np.flatnonzero((total >= room) & (room > 0)):
-            r_star = int(np.searchsorted(cum[:, j], room[j]))  # first rank reaching room
-            if r_star == comm.rank:
-                k = room[j] - (cum[r_star - 1, j] if r_star else 0)
-                pos = start + int(np.flatnonzero(choice[start:] == j)[k - 1])
-                key = min(key, r_star * stride + pos)
+        fills = np.flatnonzero((total >= room) & (room > 0))
+        r_star = (cum[:, fills] < room[fills]).sum(axis=0)  # first rank reaching room
+        mine = fills[r_star == comm.rank]
+        if mine.size:  # their k-th choice here, by one stable sort (as greedy_capacity_assign)
+            k = room[mine] - (cum[comm.rank - 1, mine] if comm.rank else 0)
+            by_label = np.argsort(choice[start:], kind="stable")
+            first = np.concatenate(([0], np.cumsum(C[comm.rank])[:-1]))
+            key = comm.rank * stride + start + int(by_label[first[mine] + k - 1].min())
         if key != _INT_MAX:
             partial = np.bincount(choice[start:key % stride + 1], minlength=P).astype(np.int64)
         G = comm.Allgather(np.concatenate([[key], partial]).astype(np.int64))

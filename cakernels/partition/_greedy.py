@@ -73,10 +73,15 @@ def greedy_capacity_assign(D, cap, order=None):
         room = cap.room()
         rest = choice[start:]
         counts = np.bincount(rest, minlength=P)
-        # position (relative to ``start``) at which each partition fills up
+        # position (relative to ``start``) at which each partition fills up: its
+        # room[j]-th choice in ``rest`` (one stable sort for all partitions; a scan
+        # per partition cost O(P^2 n) with P near n)
         fill_at = np.full(P, n, dtype=np.int64)
-        for j in np.flatnonzero((counts >= room) & (room > 0)):
-            fill_at[j] = np.flatnonzero(rest == j)[room[j] - 1]
+        fills = np.flatnonzero((counts >= room) & (room > 0))
+        if fills.size:
+            by_label = np.argsort(rest, kind="stable")
+            first = np.concatenate(([0], np.cumsum(counts)[:-1]))
+            fill_at[fills] = by_label[first[fills] + room[fills] - 1]
         j_first = int(np.argmin(fill_at))
         stop = n if fill_at[j_first] >= n else start + int(fill_at[j_first]) + 1
         seg = choice[start:stop]
