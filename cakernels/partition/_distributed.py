@@ -25,7 +25,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._kernels import row_sq_norms
-from ._greedy import _Capacity, greedy_capacity_assign
+from ._greedy import _Capacity, _kth_positions, greedy_capacity_assign
 from ._storage import squared_distances
 
 _INT_MAX = np.iinfo(np.int64).max
@@ -194,11 +194,10 @@ def greedy_assign(comm, D, cap, stats=None):
         fills = np.flatnonzero((total >= room) & (room > 0))
         r_star = (cum[:, fills] < room[fills]).sum(axis=0)  # first rank reaching room
         mine = fills[r_star == comm.rank]
-        if mine.size:  # their k-th choice here, by one stable sort (as greedy_capacity_assign)
+        if mine.size:  # their k-th choice on this rank
             k = room[mine] - (cum[comm.rank - 1, mine] if comm.rank else 0)
-            by_label = np.argsort(choice[start:], kind="stable")
-            first = np.concatenate(([0], np.cumsum(C[comm.rank])[:-1]))
-            key = comm.rank * stride + start + int(by_label[first[mine] + k - 1].min())
+            pos = _kth_positions(choice[start:], C[comm.rank], mine, k)
+            key = comm.rank * stride + start + int(pos.min())
         if key != _INT_MAX:
             partial = np.bincount(choice[start:key % stride + 1], minlength=P).astype(np.int64)
         G = comm.Allgather(np.concatenate([[key], partial]).astype(np.int64))

@@ -39,6 +39,25 @@ class _Capacity:
         self.add(j, count)
 
 
+#: partitions that fill up in one round beyond which one stable sort of the
+#: choices finds their positions, instead of one scan per partition: scans cost
+#: O(P^2 n) over the rounds with P near n (3,000 rows into 3,000 partitions:
+#: 13.7 s against 0.4 s), while a sort costs 75-90 scans (measured, 20,000 to
+#: 500,000 choices; 128 leaves margin), so up to 128 partitions keep their scans
+SORT_FILLS = 128
+
+
+def _kth_positions(choice, counts, labels, k):
+    """Position of the ``k[i]``-th (1-based) occurrence of ``labels[i]`` in
+    ``choice`` (``counts = bincount(choice)``; every ``k[i] <= counts[labels[i]]``)."""
+    if labels.size <= SORT_FILLS:
+        return np.array([np.flatnonzero(choice == j)[kj - 1] for j, kj in zip(labels, k)],
+                        dtype=np.int64)
+    by_label = np.argsort(choice, kind="stable")
+    first = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    return by_label[first[labels] + k - 1]
+
+
 def greedy_capacity_assign(D, cap, order=None):
     """Assign samples in order to their nearest partition that still has room.
 
@@ -72,16 +91,21 @@ def greedy_capacity_assign(D, cap, order=None):
     while start < n:
         room = cap.room()
         rest = choice[start:]
-        counts = np.bincount(rest, minlength=P)
         # position (relative to ``start``) at which each partition fills up: its
-        # room[j]-th choice in ``rest`` (one stable sort for all partitions; a scan
-        # per partition cost O(P^2 n) with P near n)
+        # room[j]-th choice in ``rest``; only the earliest matters, so prefixes of
+        # doubling length are searched until some partition fills in one (a
+        # partition that fills later has no earlier position)
         fill_at = np.full(P, n, dtype=np.int64)
-        fills = np.flatnonzero((counts >= room) & (room > 0))
-        if fills.size:
-            by_label = np.argsort(rest, kind="stable")
-            first = np.concatenate(([0], np.cumsum(counts)[:-1]))
-            fill_at[fills] = by_label[first[fills] + room[fills] - 1]
+        open_room = room[room > 0]
+        length = max(1024, int(open_room.min()) if open_room.size else 0)
+        while True:
+            prefix = rest[:length]
+            counts = np.bincount(prefix, minlength=P)
+            fills = np.flatnonzero((counts >= room) & (room > 0))
+            if fills.size or length >= rest.size:
+                break
+            length *= 2
+        fill_at[fills] = _kth_positions(prefix, counts, fills, room[fills])
         j_first = int(np.argmin(fill_at))
         stop = n if fill_at[j_first] >= n else start + int(fill_at[j_first]) + 1
         seg = choice[start:stop]
