@@ -103,8 +103,8 @@ def check_dual_problem(X, y, C, *, kernel, tol, sample_weight=None, class_weight
 
 def default_max_iter(n_variables):
     """The iteration limit of ``max_iter=-1``: LIBSVM's own, 100 per variable,
-    at least 10**7 (``Solver::Solve`` since LIBSVM 3.18; scikit-learn's copy
-    has no limit). Converged fits take 0.1-10 per variable on the benchmark
+    at least 10**7 (``max(10000000, 100*l)`` in LIBSVM's ``Solver::Solve``;
+    scikit-learn's copy has no limit). Converged fits take 0.1-10 per variable on the benchmark
     data; ``tol=1e-300`` never converged."""
     return max(10**7, 100 * int(n_variables))
 
