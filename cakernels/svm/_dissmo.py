@@ -400,7 +400,7 @@ class DisSMOSVC(_FullModelSVC):
         which needs ``K(x_i, .)`` first, so two collectives per iteration; far
         fewer iterations, and no zigzag on large C: with duplicate samples of
         opposite labels and ``C=1e6``, 2,000 rows of a9a took 2.4 s where the
-        first-order pair stopped at the limit of 10**6 iterations after 69 s,
+        first-order pair stopped at the limit of 10**6 iterations after 68 s,
         far from the optimum (``benchmarks/bench_dissmo.py``).
     cache_size : float, default=200
         Kernel-row cache of this process, in MB, shared by its workers: every
