@@ -105,6 +105,19 @@ def test_greedy_assignment_equals_literal_loop(m, P, seed):
     np.testing.assert_array_equal(labels, fcfs_reference(D))
 
 
+@pytest.mark.parametrize("m,P,ties", [(5000, 4, False), (2500, 200, False), (2500, 200, True),
+                                      (1200, 1200, False), (1300, 700, True)])
+def test_greedy_assignment_equals_literal_loop_at_scale(m, P, ties):
+    """Beyond the first 1,024-sample prefix the earliest fill is searched in
+    doubling prefixes, and more than SORT_FILLS partitions filling in one
+    prefix are found by one sort (P near m): the literal loop's labels still."""
+    rng = np.random.RandomState(m + P)
+    D = rng.randint(0, 4, size=(m, P)).astype(float) if ties else rng.rand(m, P)
+    D[: m // 3, 0] -= 10.0  # one popular centre: it fills early, its late samples re-route
+    labels = greedy_capacity_assign(D, _Capacity(m, P))
+    np.testing.assert_array_equal(labels, fcfs_reference(D))
+
+
 @pytest.mark.parametrize("m,P", [(40, 4), (41, 4), (103, 7), (30, 3)])
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_bkm_rebalance_equals_literal_loop(m, P, seed):
