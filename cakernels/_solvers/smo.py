@@ -101,12 +101,16 @@ def check_dual_problem(X, y, C, *, kernel, tol, sample_weight=None, class_weight
     return X, y, upper, keep, alpha
 
 
-def default_max_iter(n_variables):
+#: LIBSVM's iteration limit per variable (``max(10000000, 100*l)`` in its
+#: ``Solver::Solve``; scikit-learn's copy has no limit)
+LIBSVM_ITER_PER_VARIABLE = 100
+
+
+def default_max_iter(n_variables, at_least=10**7):
     """The iteration limit of ``max_iter=-1``: LIBSVM's own, 100 per variable,
-    at least 10**7 (``max(10000000, 100*l)`` in LIBSVM's ``Solver::Solve``;
-    scikit-learn's copy has no limit). Converged fits take 0.1-10 per variable on the benchmark
-    data; ``tol=1e-300`` never converged."""
-    return max(10**7, 100 * int(n_variables))
+    at least ``at_least`` (LIBSVM: 10**7). Converged fits take 0.1-10 per
+    variable on the benchmark data; ``tol=1e-300`` never converged."""
+    return max(at_least, LIBSVM_ITER_PER_VARIABLE * int(n_variables))
 
 
 def smo_fit(X, y, C, *, sample_weight=None, class_weight_vector=None,

@@ -91,11 +91,10 @@ def greedy_capacity_assign(D, cap, order=None):
     while start < n:
         room = cap.room()
         rest = choice[start:]
-        # position (relative to ``start``) at which each partition fills up: its
-        # room[j]-th choice in ``rest``; only the earliest matters, so prefixes of
-        # doubling length are searched until some partition fills in one (a
-        # partition that fills later has no earlier position)
-        fill_at = np.full(P, n, dtype=np.int64)
+        # the first position (relative to ``start``) at which a partition fills up
+        # (its room[j]-th choice in ``rest``): prefixes of doubling length are
+        # searched until some partition fills in one (a partition that fills
+        # later has no earlier position)
         open_room = room[room > 0]
         length = max(1024, int(open_room.min()) if open_room.size else 0)
         while True:
@@ -105,9 +104,8 @@ def greedy_capacity_assign(D, cap, order=None):
             if fills.size or length >= rest.size:
                 break
             length *= 2
-        fill_at[fills] = _kth_positions(prefix, counts, fills, room[fills])
-        j_first = int(np.argmin(fill_at))
-        stop = n if fill_at[j_first] >= n else start + int(fill_at[j_first]) + 1
+        stop = (start + int(_kth_positions(prefix, counts, fills, room[fills]).min()) + 1
+                if fills.size else n)
         seg = choice[start:stop]
         labels_q[start:stop] = seg
         seg_counts = np.bincount(seg, minlength=P)

@@ -47,6 +47,7 @@ from sklearn.utils._param_validation import StrOptions
 from .._engine import PartitionedEstimator, _group_by
 from .._kernels import check_kernel_diagonal, kernel_block, row_sq_norms
 from .._solvers.native_svc import NativeKernelSVC
+from .._solvers.smo import LIBSVM_ITER_PER_VARIABLE, default_max_iter
 from ..backends._backend import BACKEND_NAMES, Backend
 from ..backends._comm import comm_report
 from ._full_model import _FullModelSVC
@@ -56,8 +57,10 @@ __all__ = ["DisSMOSVC", "dis_smo"]
 
 _TAU = 1e-12  # LIBSVM's floor of the second derivative along the pair
 _META = 6     # F, global index, y, alpha, upper bound, K(x, x)
-AUTO_ITER_PER_SAMPLE = 100  # max_iter=-1: LIBSVM's limit of 100 iterations per sample,
-AUTO_MIN_ITER = 10**6       # at least this many (LIBSVM: 10**7)
+#: max_iter=-1: LIBSVM's limit of 100 iterations per sample, at least AUTO_MIN_ITER
+#: (LIBSVM: 10**7)
+AUTO_ITER_PER_SAMPLE = LIBSVM_ITER_PER_VARIABLE
+AUTO_MIN_ITER = 10**6
 
 
 def _kernel_diag(sq_norms, kp):
@@ -584,7 +587,7 @@ class DisSMOSVC(_FullModelSVC):
         counts = np.bincount(y[w > 0], minlength=self.classes_.size).astype(np.float64)
         if comm.size > 1:
             counts = comm.Allreduce(counts)
-        return [max(AUTO_MIN_ITER, AUTO_ITER_PER_SAMPLE * int(counts[a] + counts[b]))
+        return [default_max_iter(counts[a] + counts[b], at_least=AUTO_MIN_ITER)
                 for a, b in pairs]
 
     def _not_converged(self, budget):
