@@ -41,6 +41,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 
 from ._kernels import MIN_BLOCK_ROWS, check_magnitude
 from ._own_init import OwnInitName
+from ._params import N_JOBS, Count
 from .backends import (
     BACKEND_NAMES,
     Backend,
@@ -322,10 +323,10 @@ class PartitionedEstimator(OwnInitName, BaseEstimator):
     """
 
     _parameter_constraints = {
-        "n_partitions": [Interval(numbers.Integral, 1, None, closed="left")],
+        "n_partitions": [Count(1)],
         "halo": [Interval(numbers.Real, 0, None, closed="left")],
         "backend": [StrOptions(set(BACKEND_NAMES)), Backend],
-        "n_jobs": [numbers.Integral, None],
+        "n_jobs": N_JOBS,
         "random_state": ["random_state"],
         "verbose": ["verbose"],
     }

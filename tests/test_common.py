@@ -169,3 +169,48 @@ def test_unknown_keyword_error_names_the_class_itself(name, cls):
     est = cls()
     assert clone(est).get_params() == est.get_params()
     assert repr(est).startswith(name)
+
+
+def _count_parameters():
+    from cakernels._params import Count
+
+    cases = []
+    for name, cls in _public_estimator_classes():
+        for param, constraints in getattr(cls, "_parameter_constraints", {}).items():
+            if param in cls().get_params() and any(isinstance(c, Count) for c in constraints):
+                cases.append((name, cls, param))
+    return cases
+
+
+@pytest.mark.parametrize("name, cls, param", _count_parameters())
+@pytest.mark.parametrize("value", [True, False])
+def test_counts_refuse_booleans(name, cls, param, value):
+    """``n_partitions=True`` passed scikit-learn's ``Interval(Integral, ...)``
+    (a bool is an int) and failed deep in a partitioner with ``TypeError: an
+    integer is required``; a count is an int, never a bool."""
+    from sklearn.utils._param_validation import InvalidParameterError
+
+    X, y = _small_problem(cls)
+    with pytest.raises(InvalidParameterError, match=rf"'{param}' parameter of {name} "
+                                                   rf"must be an int.*Got {value} instead"):
+        cls(**{param: value}).fit(X, y)
+
+
+@pytest.mark.parametrize("name, cls", [(n, c) for n, c in _public_estimator_classes()
+                                       if "n_jobs" in c().get_params()])
+def test_n_jobs_zero_is_refused_whatever_the_backend(name, cls):
+    """joblib: ``n_jobs == 0 has no meaning``; the serial backend ignored it."""
+    from sklearn.utils._param_validation import InvalidParameterError
+
+    X, y = _small_problem(cls)
+    with pytest.raises(InvalidParameterError, match=rf"'n_jobs' parameter of {name}.*Got 0"):
+        cls(n_jobs=0).fit(X, y)
+    cls(n_jobs=-1).get_params()  # negative counts stay valid
+
+
+def _small_problem(cls):
+    from sklearn.base import is_classifier
+    from sklearn.datasets import make_classification
+
+    X, y = make_classification(n_samples=60, n_features=4, random_state=0)
+    return (X, y) if is_classifier(cls()) else (X, y.astype(float))

@@ -12,6 +12,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._engine import _pack_rows, _unpack_rows, check_same_params
 from .._kernels import KERNELS, check_magnitude, kernel_block, kernel_dot, row_sq_norms
+from .._params import N_JOBS, Count
 from ._partitioned import PartitionedKernelRidge
 from ..backends import BACKEND_NAMES, Backend, get_backend
 from .. import _memory
@@ -115,11 +116,11 @@ class DKRR(RegressorMixin, BaseEstimator):
         "sigma": [Interval(numbers.Real, 0.0, None, closed="neither")],
         "lam": [Interval(numbers.Real, 0.0, None, closed="left")],
         "kernel": [StrOptions(set(KERNELS))],
-        "degree": [Interval(numbers.Integral, 0, None, closed="left")],
+        "degree": [Count(0)],
         "coef0": [Interval(numbers.Real, None, None, closed="neither")],
-        "block_size": [Interval(numbers.Integral, 1, None, closed="left")],
+        "block_size": [Count(1)],
         "backend": [StrOptions(set(BACKEND_NAMES)), Backend],
-        "n_jobs": [numbers.Integral, None],
+        "n_jobs": N_JOBS,
         "verbose": ["verbose"],
     }
 

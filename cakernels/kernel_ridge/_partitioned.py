@@ -10,6 +10,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._engine import PartitionedEstimator
 from .._kernels import KERNELS, check_magnitude, sigma_to_gamma
+from .._params import Count
 from .._solvers.krr import _LocalKRR
 from .._solvers.local import solve_kernel_ridge
 
@@ -117,11 +118,11 @@ class PartitionedKernelRidge(RegressorMixin, PartitionedEstimator):
         **PartitionedEstimator._parameter_constraints,
         "partitioner": [str, object],
         "combine": [StrOptions({"nearest", "average", "vote"})],
-        "n_voters": [Interval(numbers.Integral, 1, None, closed="left")],
+        "n_voters": [Count(1)],
         "sigma": [Interval(numbers.Real, 0.0, None, closed="neither")],
         "lam": [Interval(numbers.Real, 0.0, None, closed="left")],
         "kernel": [StrOptions(set(KERNELS))],
-        "degree": [Interval(numbers.Integral, 0, None, closed="left")],
+        "degree": [Count(0)],
         "coef0": [Interval(numbers.Real, None, None, closed="neither")],
     }
     _default_partitioner = "kbalance"

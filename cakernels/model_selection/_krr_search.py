@@ -49,6 +49,7 @@ from .._kernels import (
     row_sq_norms,
     sigma_to_gamma,
 )
+from .._params import Count
 from .._solvers.eigh import eigh_in_place
 from .._solvers.krr import solve_krr
 from ..backends._pool import run_graph
@@ -242,7 +243,7 @@ class PartitionedKernelRidgeCV(RegressorMixin, _PartitionedSearchCV):
         "solver": [StrOptions({"auto", "cholesky", "eigh"})],
         "refit": ["boolean"],
         "kernel": [StrOptions(set(KERNELS))],
-        "degree": [Interval(numbers.Integral, 0, None, closed="left")],
+        "degree": [Count(0)],
         "coef0": [Interval(numbers.Real, None, None, closed="neither")],
     }
     _estimator_class = PartitionedKernelRidge

@@ -15,6 +15,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from .. import _memory
 from .._kernels import check_magnitude
 from .._own_init import OwnInitName
+from .._params import Count
 from ..backends._budget import openmp_limits
 from . import _storage
 from ._greedy import _Capacity, greedy_capacity_assign
@@ -164,7 +165,7 @@ class _BasePartitioner(OwnInitName, BaseEstimator):
     """Fit driver shared by the partitioners."""
 
     _parameter_constraints = {
-        "n_partitions": [Interval(numbers.Integral, 1, None, closed="left")],
+        "n_partitions": [Count(1)],
         "halo": [Interval(numbers.Real, 0, None, closed="left")],
         "random_state": ["random_state"],
     }
@@ -567,8 +568,8 @@ class KMeansPartitioner(_BasePartitioner):
         **_BasePartitioner._parameter_constraints,
         "method": [StrOptions({"kmeans", "minibatch"})],
         "init": [StrOptions({"k-means++", "random"})],
-        "n_init": [Interval(numbers.Integral, 1, None, closed="left")],
-        "max_iter": [Interval(numbers.Integral, 1, None, closed="left")],
+        "n_init": [Count(1)],
+        "max_iter": [Count(1)],
         "tol": [Interval(numbers.Real, 0, None, closed="left")],
     }
 

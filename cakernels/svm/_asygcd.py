@@ -9,6 +9,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.class_weight import compute_class_weight
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
+from .._params import Count
 from ..backends import blas_limits, reserve_threads, threads_available
 from .._kernels import check_magnitude, resolve_gamma
 from .._solvers.native_svc import NativeKernelSVC
@@ -137,7 +138,7 @@ class AsyGCDSVC(ClassifierMixin, BaseEstimator):
     _parameter_constraints = {
         **_SVM_CONSTRAINTS,
         "multi_class": [StrOptions({"ovo", "ovr"})],
-        "n_threads": [Interval(numbers.Integral, 1, None, closed="left"), None],
+        "n_threads": [Count(1), None],
         "selection": [StrOptions({"greedy", "random"})],
         "shrinking": ["boolean"],
         "fit_intercept": ["boolean"],

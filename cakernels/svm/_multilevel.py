@@ -25,15 +25,15 @@ the reference's code; this is what makes these methods communication-heavy,
 and the counters show it per layer).
 """
 
-import numbers
 import time
 
 import numpy as np
 import scipy.sparse as sp
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import StrOptions
 
 from .._engine import PartitionedEstimator
+from .._params import Count
 from .._solvers.local import solve_binary_svm
 from .._solvers.native_svc import NativeKernelSVC
 from ..backends._comm import comm_report
@@ -602,7 +602,7 @@ class CascadeSVC(_MultiLevelSVC):
     _pass = "sv"
     _parameter_constraints = {
         **_MultiLevelSVC._parameter_constraints,
-        "n_passes": [Interval(numbers.Integral, 1, None, closed="left")],
+        "n_passes": [Count(1)],
     }
 
     def __init__(self, n_partitions=8, *, C=1.0, kernel="rbf", degree=3, gamma="scale",
@@ -677,7 +677,7 @@ class DCSVC(_MultiLevelSVC):
     _pass = "all"
     _parameter_constraints = {
         **_MultiLevelSVC._parameter_constraints,
-        "predict_layer": [Interval(numbers.Integral, 1, None, closed="left"), None],
+        "predict_layer": [Count(1), None],
     }
 
     def __init__(self, n_partitions=8, *, C=1.0, kernel="rbf", degree=3, gamma="scale",

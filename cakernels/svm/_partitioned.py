@@ -22,6 +22,7 @@ from .._engine import (
     global_gamma,
 )
 from .._kernels import KERNELS, check_magnitude, kernel_dot
+from .._params import Count
 from ..partition import _int32_indices
 from .._solvers.local import _check_numerics_before
 from .._solvers.native_svc import NATIVE_SOLVERS, NativeKernelSVC, ovr_from_ovo
@@ -67,13 +68,13 @@ class _SingleClassModel:
 _SVM_CONSTRAINTS = {
     "C": [Interval(numbers.Real, 0.0, None, closed="neither")],
     "kernel": [StrOptions(set(KERNELS))],
-    "degree": [Interval(numbers.Integral, 0, None, closed="left")],
+    "degree": [Count(0)],
     "gamma": [StrOptions({"scale", "auto"}), Interval(numbers.Real, 0.0, None, closed="left")],
     "coef0": [Interval(numbers.Real, None, None, closed="neither")],
     "tol": [Interval(numbers.Real, 0.0, None, closed="neither")],
     "cache_size": [Interval(numbers.Real, 0, None, closed="neither")],
     "class_weight": [StrOptions({"balanced"}), dict, None],
-    "max_iter": [Interval(numbers.Integral, -1, None, closed="left")],
+    "max_iter": [Count(-1)],
 }
 
 
@@ -291,7 +292,7 @@ class PartitionedSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
         "break_ties": ["boolean"],
         "solver": [StrOptions(set(SOLVERS))],
         "routing": [StrOptions({"nearest", "vote"})],
-        "n_voters": [Interval(numbers.Integral, 1, None, closed="left")],
+        "n_voters": [Count(1)],
         "partitioner": [str, object],
     }
 
