@@ -746,6 +746,13 @@ def test_search_on_libsvm_files_saves_the_refitted_best_model(capsys, tmp_path, 
     assert saved.get_params() == ref.best_estimator_.get_params()
     code, out, _ = run(capsys, "evaluate", model, clf_files / "test.svm")
     assert code == 0 and "accuracy" in out
+    code, out, err = run(capsys, "search", clf_files / "train.svm", "-o", model, "--Cs", "0.5",
+                         "5", "--cv", "3", "-p", "2", "-q", "--scoring", "balanced_accuracy")
+    assert code == 0, err
+    assert out.splitlines()[0].startswith("rank  mean balanced_accuracy")
+    ref = CASVCCV(n_partitions=2, Cs=[0.5, 5], cv=3, scoring="balanced_accuracy",
+                  random_state=0).fit(X, y)
+    assert f"{ref.best_score_:.6f}" in out.splitlines()[1]
 
     model = tmp_path / "krr.skops"
     code, out, err = run(capsys, "search", reg_files / "train.svm", "-o", model, "--sigmas", "1",
@@ -770,6 +777,11 @@ def test_search_on_libsvm_files_saves_the_refitted_best_model(capsys, tmp_path, 
     (["--method", "casvc", "--cv", "loo"], ["--cv loo", "SVM"]),
     (["--cv", "three"], ["--cv must be"]),
     (["--Cs", "-1"], ["Cs"]),
+    (["--method", "casvc", "--scoring", "r2"], ["--scoring r2", "classification",
+                                                 "balanced_accuracy"]),
+    (["--method", "casvc", "--scoring", "roc_auc"], ["--scoring roc_auc", "f1_macro"]),
+    (["--method", "bkrr2", "--scoring", "f1"], ["--scoring f1", "regression",
+                                                "neg_mean_squared_error"]),
 ])
 def test_search_errors_are_one_line(capsys, tmp_path, clf_files, argv, needles):
     code, _, err = run(capsys, "search", clf_files / "train.svm", "-o", tmp_path / "m.skops",

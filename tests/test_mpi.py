@@ -399,7 +399,8 @@ def test_multilevel_and_dissmo_under_mpi_equal_serial(mpirun, n, tmp_path):
 @pytest.mark.parametrize("n", [1, 2, 4])
 def test_fast_searches_under_mpi(mpirun, n):
     lines = _lines(mpirun(n, "spmd_search.py"))
-    assert [line["check"] for line in lines] == ["BKRR2CV", "DCKRRCV", "BKMSVCCV"]
+    assert [line["check"] for line in lines] == ["BKRR2CV", "DCKRRCV", "BKRR2CV-groups",
+                                                  "BKMSVCCV"]
     for line in lines:
         assert line["root_equal"] and line["everywhere"] and line["root_predict_equal"], line
         assert line.get("sharded_rel", 0.0) <= 1e-8, line

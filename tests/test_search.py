@@ -15,7 +15,13 @@ from sklearn.metrics import (
     root_mean_squared_error,
 )
 from sklearn.metrics.pairwise import rbf_kernel
-from sklearn.model_selection import GridSearchCV, KFold, ParameterGrid, ShuffleSplit
+from sklearn.model_selection import (
+    GridSearchCV,
+    GroupKFold,
+    KFold,
+    ParameterGrid,
+    ShuffleSplit,
+)
 
 from cakernels import BKRR2, BKRR2CV, BKRRCV, DCKRRCV, KKRR2CV, KKRRCV, PartitionedKernelRidgeCV
 from cakernels.model_selection._krr_search import EIGH_MIN_LAMS
@@ -84,6 +90,37 @@ def test_every_scoring_equals_scikit_learn_metric_on_refits(scoring):
     brute = _brute_split_scores(search, X, y, list(cv.split(X)), scoring)
     got = np.column_stack([search.cv_results_[f"split{f}_test_score"] for f in range(3)])
     np.testing.assert_allclose(got, brute, rtol=1e-8)
+
+
+def test_group_splits_equal_refits_and_keep_groups_apart():
+    """``groups`` reaches the splitter as in ``GridSearchCV.fit(X, y, groups=...)``."""
+    X, y = _data()
+    groups = np.arange(len(y)) % 5
+    cv = GroupKFold(3)
+    search = BKRR2CV(n_partitions=3, sigmas=[0.7, 2.0], lams=[1e-4, 1e-2], cv=cv,
+                     random_state=0).fit(X, y, groups=groups)
+    splits = list(cv.split(X, y, groups))
+    brute = _brute_split_scores(search, X, y, splits, "r2")
+    got = np.column_stack([search.cv_results_[f"split{f}_test_score"] for f in range(3)])
+    np.testing.assert_allclose(got, brute, rtol=1e-8)
+    for train, val in splits:
+        assert not set(groups[train]) & set(groups[val])
+    # KFold's splits differ: the groups were used
+    plain = BKRR2CV(n_partitions=3, sigmas=[0.7, 2.0], lams=[1e-4, 1e-2], cv=KFold(3),
+                    random_state=0).fit(X, y)
+    assert not np.allclose(plain.cv_results_["split0_test_score"],
+                           search.cv_results_["split0_test_score"])
+
+
+@pytest.mark.parametrize("groups, match", [
+    (None, "groups"),                      # scikit-learn's own message
+    (np.arange(10), "one label per row"),  # wrong length
+])
+def test_bad_groups_are_clear_errors(groups, match):
+    X, y = _data()
+    with pytest.raises(ValueError, match=match):
+        BKRR2CV(n_partitions=2, sigmas=[1.0], lams=[1e-3], cv=GroupKFold(3)).fit(
+            X, y, groups=groups)
 
 
 def test_multi_output_and_sparse_and_held_out_split():
@@ -270,14 +307,28 @@ def test_auto_solver_choice():
 
 from sklearn.datasets import make_classification  # noqa: E402
 from sklearn.model_selection import StratifiedKFold  # noqa: E402
+from sklearn.base import BaseEstimator, ClassifierMixin  # noqa: E402
+from sklearn.metrics import get_scorer  # noqa: E402
 from sklearn.svm import SVC  # noqa: E402
 
 from cakernels import BKMSVCCV, CASVC, CASVCCV, CPSVCCV, FCFSSVCCV, PartitionedSVCCV  # noqa: E402
 
 
-def _brute_svm_scores(search, X, y, splits):
+class _Fixed(ClassifierMixin, BaseEstimator):
+    """Predicts the labels it was given: scikit-learn's scorers applied to them."""
+
+    def __init__(self, pred=None):
+        self.pred = pred
+
+    def predict(self, X):
+        return self.pred
+
+
+def _brute_svm_scores(search, X, y, splits, scoring="accuracy"):
     """LIBSVM (scikit-learn's SVC) refitted on every partition's rows of every
-    split, nearest-centre routing, accuracy; 'scale' resolved on the split."""
+    split, nearest-centre routing, scikit-learn's scorer ``scoring`` on the
+    split's validation rows; 'scale' resolved on the split."""
+    scorer = get_scorer(scoring)
     part, labels = search.partitioner_, np.asarray(search.partitioner_.labels_)
     out = np.zeros((len(search.cv_results_["params"]), len(splits)))
     for c, params in enumerate(search.cv_results_["params"]):
@@ -299,7 +350,9 @@ def _brute_svm_scores(search, X, y, splits):
                 else:
                     svc = SVC(C=params["C"], gamma=gamma).fit(X[T], y[T])
                     pred[here] = svc.predict(X[val][here])
-            out[c, f] = np.mean(pred == y[val])
+            fixed = _Fixed(pred)
+            fixed.classes_ = np.unique(y)
+            out[c, f] = scorer(fixed, X[val], y[val])
     return out
 
 
@@ -316,6 +369,63 @@ def test_svm_search_equals_libsvm_refits_on_the_same_partitions(cls, n_classes):
     np.testing.assert_allclose(got, brute, rtol=0, atol=1e-12)
     assert search.cv_results_["params"] == list(ParameterGrid({"C": [0.5, 5.0],
                                                                "gamma": [0.05, "scale"]}))
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.UndefinedMetricWarning")
+@pytest.mark.parametrize("n_classes, scoring", [
+    (2, "f1"), (2, "balanced_accuracy"), (2, "matthews_corrcoef"), (2, "precision_macro"),
+    (2, "recall"), (3, "f1_macro"), (3, "f1_weighted"), (3, "balanced_accuracy"),
+    (3, "jaccard_micro"), (3, "recall_weighted"), (3, "matthews_corrcoef")])
+def test_svm_search_scorings_equal_scikit_learn_scorers_on_refits(n_classes, scoring):
+    """Every scoring from the confusion counts summed over the partitions equals
+    scikit-learn's scorer on the split's validation rows (imbalanced classes,
+    so that the averages differ)."""
+    X, y = make_classification(n_samples=300, n_features=6, n_informative=4,
+                               n_classes=n_classes, weights=[0.6] + [0.4 / (n_classes - 1)]
+                               * (n_classes - 1), flip_y=0.1, random_state=1)
+    cv = StratifiedKFold(3, shuffle=True, random_state=0)
+    search = CASVCCV(n_partitions=3, Cs=[0.05, 5.0], gammas=[0.05, 1.0], cv=cv,
+                     scoring=scoring, solver="libsvm", random_state=0).fit(X, y)
+    brute = _brute_svm_scores(search, X, y, list(cv.split(X, y)), scoring)
+    got = np.column_stack([search.cv_results_[f"split{f}_test_score"] for f in range(3)])
+    np.testing.assert_allclose(got, brute, rtol=1e-12, atol=1e-15)
+    assert np.unique(got.round(12)).size > 2  # the candidates score differently
+    assert repr(search.scorer_) == repr(get_scorer(scoring))
+    assert search.score(X, y) == get_scorer(scoring)(search.best_estimator_, X, y)
+
+
+def test_svm_search_takes_groups():
+    X, y = make_classification(n_samples=300, n_features=6, n_informative=4, random_state=0)
+    groups = np.arange(len(y)) // 20
+    cv = GroupKFold(3)
+    search = CASVCCV(n_partitions=3, Cs=[0.5, 5.0], gammas=[0.05], cv=cv, solver="libsvm",
+                     random_state=0).fit(X, y, groups=groups)
+    brute = _brute_svm_scores(search, X, y, list(cv.split(X, y, groups)))
+    got = np.column_stack([search.cv_results_[f"split{f}_test_score"] for f in range(3)])
+    np.testing.assert_allclose(got, brute, rtol=0, atol=1e-12)
+
+
+def test_svm_search_scorings_table_is_scikit_learns():
+    from cakernels.model_selection._svm_search import SCORINGS
+
+    for name, (func, kwargs) in SCORINGS.items():
+        scorer = get_scorer(name)
+        assert scorer._score_func is func and scorer._kwargs == kwargs, name
+        assert scorer._sign == 1 and scorer._response_method == "predict", name
+
+
+@pytest.mark.parametrize("y_kind, scoring, match", [
+    ("three", "f1", r"3 classes: use 'f1_macro'"),
+    ("strings", "precision", r"class 1 as positive .*\['neg', 'pos'\]"),
+    ("binary", "roc_auc", "scoring"),
+])
+def test_svm_search_refuses_scorings_it_cannot_compute(y_kind, scoring, match):
+    X, y = make_classification(n_samples=90, n_classes=3 if y_kind == "three" else 2,
+                               n_informative=4, random_state=0)
+    if y_kind == "strings":
+        y = np.where(y == 1, "pos", "neg")
+    with pytest.raises(ValueError, match=match):
+        CASVCCV(n_partitions=2, Cs=[1.0], cv=3, scoring=scoring, random_state=0).fit(X, y)
 
 
 def test_warm_start_over_C_saves_iterations_and_keeps_the_scores():

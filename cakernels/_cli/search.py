@@ -43,6 +43,12 @@ def add_search_parser(sub, add_common, positive_int, gamma_type):
     p.add_argument("--cv", default="5", metavar="K",
                    help="number of shuffled folds (stratified for SVMs), or 'loo' (kernel "
                         "ridge: closed-form leave-one-out); default 5")
+    p.add_argument("--scoring", metavar="NAME",
+                   help="scikit-learn scorer to select by: SVMs accuracy (default), "
+                        "balanced_accuracy, matthews_corrcoef, f1/precision/recall/jaccard "
+                        "(positive class 1) and their _macro/_weighted/_micro averages; "
+                        "kernel ridge r2 (default), neg_mean_squared_error, "
+                        "neg_root_mean_squared_error, neg_mean_absolute_error")
     p.add_argument("--n-partitions", "-p", type=positive_int, default=8, metavar="P",
                    help="number of partitions (default 8)")
     p.add_argument("--standardize", action="store_true",
@@ -111,6 +117,14 @@ def _cmd_search(args):
     if cv == "loo" and task == "classification":
         raise CLIError("--cv loo is the kernel ridge searches' closed-form leave-one-out; "
                        "give a number of folds for an SVM")
+    if args.scoring is not None:
+        from ..model_selection._krr_search import SCORINGS as KRR_SCORINGS
+        from ..model_selection._svm_search import SCORINGS as SVM_SCORINGS
+
+        allowed = sorted(SVM_SCORINGS if task == "classification" else KRR_SCORINGS)
+        if args.scoring not in allowed:
+            raise CLIError(f"--scoring {args.scoring} is not a scoring of the {task} search "
+                           f"(--method {method}); choose one of {', '.join(allowed)}")
     if task == "classification":
         _check_class_labels(data.label, data.y, f"--method {method}", "fit")
     if data.kind == "file":
@@ -119,7 +133,7 @@ def _cmd_search(args):
     params = {k: v for k, v in grids.items() if v is not None}
     search = cls(n_partitions=args.n_partitions, cv=cv, backend=args.backend,
                  n_jobs=args.n_jobs, random_state=args.random_state, verbose=not args.quiet,
-                 **params)
+                 scoring=args.scoring, **params)
     search._validate_params()
     X, y = data.X, data.y
     _grid_width_note(search, task, X, args.standardize)

@@ -311,7 +311,7 @@ class PartitionedKernelRidgeCV(RegressorMixin, _PartitionedSearchCV):
         return self._estimator_class(sigma=float(sigma), lam=float(lam), **params)
 
     # ------------------------------------------------------------------ fit
-    def fit(self, X, y):
+    def fit(self, X, y, *, groups=None):
         """Search the (sigma, lambda) grid, then refit the best on all rows.
 
         Parameters
@@ -320,13 +320,17 @@ class PartitionedKernelRidgeCV(RegressorMixin, _PartitionedSearchCV):
             Training samples (never modified).
         y : array-like of shape (n_samples,) or (n_samples, n_targets)
             Targets.
+        groups : array-like of shape (n_samples,), default=None
+            Group labels for a group splitter as ``cv`` (``GroupKFold``...),
+            as ``GridSearchCV.fit(..., groups=...)`` (under MPI in sharded
+            mode: every rank's labels of its own rows).
 
         Returns
         -------
         self : object
             Fitted search.
         """
-        return self._search_fit(X, y, None)
+        return self._search_fit(X, y, None, groups)
 
     # ------------------------------------------------------------------ engine hooks
     def _grid(self):

@@ -54,7 +54,7 @@ class _PartitionedSearchCV(PartitionedEstimator):
 
     _is_average = False
 
-    def _search_fit(self, X, y, sample_weight):
+    def _search_fit(self, X, y, sample_weight, groups=None):
         self._validate_params()
         grid = self._grid()
         loo = isinstance(self.cv, str) and self.cv == "loo"
@@ -66,7 +66,7 @@ class _PartitionedSearchCV(PartitionedEstimator):
             comm = s.comm
             Xl, yl, wl, index = self._collect(s, X, y, sample_weight)
             self._fit_sparse = bool(sp.issparse(Xl))
-            masks, n_splits = self._split_masks(s, Xl, yl, index, loo)
+            masks, n_splits = self._split_masks(s, Xl, yl, index, loo, groups)
             cols, facts = self._prepare(s, Xl, yl, wl, index, masks)
             t0 = time.perf_counter()
             with comm.phase("partitioning"):
@@ -184,11 +184,12 @@ class _PartitionedSearchCV(PartitionedEstimator):
         return self.best_estimator_
 
     # ------------------------------------------------------------------ setup helpers
-    def _split_masks(self, s, X, y, index, loo):
+    def _split_masks(self, s, X, y, index, loo, groups=None):
         """``(masks, n_splits)``: for this rank's rows, 1 in column ``f`` when
         the row trains split ``f`` and in column ``n_splits + f`` when it
         validates it. The splits are drawn once on all rows (rank 0); in
-        sharded mode the splitter sees only the number of rows."""
+        sharded mode the splitter sees only the number of rows (and the labels
+        and ``groups`` of every row, gathered)."""
         comm = s.comm
         if loo:
             return np.zeros((X.shape[0], 0), dtype=np.int8), 1
@@ -197,7 +198,8 @@ class _PartitionedSearchCV(PartitionedEstimator):
         if s.size == 1 or not s.sharded:
             if comm.rank == 0:
                 try:
-                    masks = _masks_from_cv(self.cv, X, y, classifier, self.random_state)
+                    masks = _masks_from_cv(self.cv, X, y, classifier, self.random_state,
+                                           _check_groups(groups, X.shape[0]))
                 except (ValueError, TypeError) as exc:
                     error = str(exc)
             if s.size == 1:
@@ -213,10 +215,21 @@ class _PartitionedSearchCV(PartitionedEstimator):
         y_all = None
         if classifier:  # stratified splits need every label (n integers)
             y_all = np.concatenate(comm.allgather(np.asarray(y)))
+        try:  # every rank its own rows' groups
+            groups = _check_groups(groups, X.shape[0])
+        except ValueError as exc:
+            error = str(exc)
+        comm.agree(error)
+        got = comm.allgather(groups)
+        if any(g is not None for g in got):
+            comm.agree(None if groups is not None else
+                       "groups must be given on every rank in sharded mode (its own rows' "
+                       "labels) or on none")
+            groups = np.concatenate(got)
         if comm.rank == 0:
             try:
                 masks = _masks_from_cv(self.cv, np.zeros((n_total, 1)), y_all, classifier,
-                                       self.random_state)
+                                       self.random_state, groups)
             except (ValueError, TypeError) as exc:
                 error = str(exc)
         comm.agree(error)
@@ -267,11 +280,23 @@ class _PartitionedSearchCV(PartitionedEstimator):
         return rows_of
 
 
-def _masks_from_cv(cv, X, y, classifier=False, random_state=None):
+def _check_groups(groups, n_rows):
+    """``groups`` as a one-dimensional array of ``n_rows`` labels (or None)."""
+    if groups is None:
+        return None
+    groups = np.asarray(groups)
+    if groups.ndim != 1 or groups.shape[0] != n_rows:
+        raise ValueError(f"groups must have one label per row: shape {groups.shape} for "
+                         f"{n_rows} rows")
+    return groups
+
+
+def _masks_from_cv(cv, X, y, classifier=False, random_state=None, groups=None):
     """The splits of ``cv`` as row masks. An int is *shuffled* (Stratified)KFold:
     the partitioners depend on the data order (K-balance and FCFS fill their
     last partitions from the last rows), so unshuffled folds could leave a
-    partition without training rows in some split."""
+    partition without training rows in some split. ``groups`` goes to the
+    splitter, as ``GridSearchCV`` passes it."""
     if isinstance(cv, numbers.Integral):
         cls = StratifiedKFold if classifier and y is not None else KFold
         # a seed of its own: with random_state itself, a random partitioner's
@@ -281,7 +306,7 @@ def _masks_from_cv(cv, X, y, classifier=False, random_state=None):
         cv = cls(int(cv), shuffle=True, random_state=seed)
     splitter = check_cv(cv, y, classifier=classifier)
     n = X.shape[0]
-    splits = list(splitter.split(X, y))
+    splits = list(splitter.split(X, y, groups))
     if not splits:
         raise ValueError("cv gave no split")
     masks = np.zeros((n, 2 * len(splits)), dtype=np.int8)

@@ -9,7 +9,16 @@ import time
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import ClassifierMixin
-from sklearn.metrics import get_scorer
+from sklearn.metrics import (
+    accuracy_score,
+    balanced_accuracy_score,
+    f1_score,
+    get_scorer,
+    jaccard_score,
+    matthews_corrcoef,
+    precision_score,
+    recall_score,
+)
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 
@@ -25,6 +34,55 @@ from ._search import _PartitionedSearchCV, allreduce_parts, split_columns
 
 #: solvers that take a warm start (the dual variables of the previous C)
 WARM_SOLVERS = ("smo", "asygcd", "pscd")
+
+
+def _label_scorings():
+    """scikit-learn's scorers that depend only on the (true, predicted) label
+    pairs, as ``name -> (metric, keyword arguments)``: the search scores them
+    from every split's confusion counts summed over the partitions (one
+    reduction), with the counts as sample weights, which equals the metric on
+    the split's validation rows."""
+    out = {"accuracy": (accuracy_score, {}),
+           "balanced_accuracy": (balanced_accuracy_score, {}),
+           "matthews_corrcoef": (matthews_corrcoef, {})}
+    for name, func in (("f1", f1_score), ("precision", precision_score),
+                       ("recall", recall_score), ("jaccard", jaccard_score)):
+        out[name] = (func, {"average": "binary"})
+        for average in ("micro", "macro", "weighted"):
+            out[f"{name}_{average}"] = (func, {"pos_label": None, "average": average})
+    return out
+
+
+#: the SVM searches' scorings (scikit-learn's names)
+SCORINGS = _label_scorings()
+
+
+def _check_scoring(scoring, classes):
+    """A clear error up front where scikit-learn's scorer would fail on every
+    split (``GridSearchCV`` then warns and reports NaN scores): a binary
+    scoring (``'f1'``, ``'precision'``...: the positive class is 1) on more
+    than two classes, or on classes without 1."""
+    if SCORINGS[scoring][1].get("average") != "binary":
+        return
+    other = ", ".join(f"'{scoring}_{a}'" for a in ("macro", "weighted", "micro"))
+    if classes.size > 2:
+        raise ValueError(f"scoring={scoring!r} scores the positive class of a binary "
+                         f"problem; these data have {classes.size} classes: use {other}")
+    if 1 not in classes.tolist():
+        raise ValueError(f"scoring={scoring!r} scores the class 1 as positive (scikit-learn's "
+                         f"pos_label=1), which is not among the classes "
+                         f"{classes.tolist()}: relabel the positive class 1, or use {other}")
+
+
+def _confusion_score(scoring, classes, counts):
+    """The metric ``scoring`` of the label pairs counted in ``counts`` (k x k:
+    true class index, predicted class index); NaN without a row."""
+    true, pred = np.nonzero(counts)
+    if true.size == 0:
+        return np.nan
+    func, kwargs = SCORINGS[scoring]
+    return float(func(classes[true], classes[pred], sample_weight=counts[true, pred],
+                      **kwargs))
 
 
 def _check_gammas(values):
@@ -73,9 +131,16 @@ class PartitionedSVCCV(ClassifierMixin, _ClassifierInput, _PartitionedSearchCV):
         Validation splits, as ``GridSearchCV``'s ``cv``, except that an int is
         a *shuffled* :class:`~sklearn.model_selection.StratifiedKFold` (seeded
         by ``random_state``; see :class:`PartitionedKernelRidgeCV`).
-    scoring : {'accuracy'} or None, default=None
-        Accuracy of all validation rows of a split (unweighted, as
-        ``GridSearchCV``'s default scorer).
+    scoring : str or None, default=None
+        Score of all validation rows of a split (unweighted, as in
+        ``GridSearchCV``), by scikit-learn's scorer of that name: None
+        (accuracy, ``GridSearchCV``'s default), ``'accuracy'``,
+        ``'balanced_accuracy'``, ``'matthews_corrcoef'``, or ``'f1'``,
+        ``'precision'``, ``'recall'``, ``'jaccard'`` (binary, positive class
+        1) and their ``'_micro'``, ``'_macro'`` and ``'_weighted'`` averages.
+        Scorers that need decision values (``'roc_auc'``...) are not offered:
+        every split would gather the decision values of all rows instead of
+        one reduction of label counts; use ``GridSearchCV`` over the estimator.
     warm_start : bool, default=True
         Start every C from the previous C's solution (native solvers only).
     refit : bool, default=True
@@ -147,7 +212,7 @@ n_splits_
         "Cs": ["array-like", Interval(numbers.Real, 0.0, None, closed="neither")],
         "gammas": ["array-like", str, Interval(numbers.Real, 0.0, None, closed="neither")],
         "cv": ["cv_object"],
-        "scoring": [StrOptions({"accuracy"}), None],
+        "scoring": [StrOptions(set(SCORINGS)), None],
         "warm_start": ["boolean"],
         "refit": ["boolean"],
         "solver": [StrOptions(set(SOLVERS))],
@@ -191,7 +256,7 @@ n_splits_
             params["partitioner"] = self.partitioner
         return self._estimator_class(C=float(C), gamma=gamma, **params)
 
-    def fit(self, X, y, sample_weight=None):
+    def fit(self, X, y, sample_weight=None, *, groups=None):
         """Search the (C, gamma) grid, then refit the best on all rows.
 
         Parameters
@@ -203,13 +268,33 @@ n_splits_
         sample_weight : array-like of shape (n_samples,), default=None
             Per-sample weights (rescale C per sample), for the search and the
             refit.
+        groups : array-like of shape (n_samples,), default=None
+            Group labels for a group splitter as ``cv`` (``GroupKFold``...),
+            as ``GridSearchCV.fit(..., groups=...)`` (under MPI in sharded
+            mode: every rank's labels of its own rows).
 
         Returns
         -------
         self : object
             Fitted search.
         """
-        return self._search_fit(X, y, sample_weight)
+        return self._search_fit(X, y, sample_weight, groups)
+
+    def score(self, X, y, sample_weight=None):
+        """``scorer_`` (the search's ``scoring``; accuracy by default) of
+        ``best_estimator_`` on ``(X, y)``, as ``GridSearchCV.score``.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+        sample_weight : array-like of shape (n_samples,), default=None
+
+        Returns
+        -------
+        score : float
+        """
+        return _PartitionedSearchCV.score(self, X, y, sample_weight)
 
     # ------------------------------------------------------------------ engine hooks
     def _grid(self):
@@ -222,7 +307,8 @@ n_splits_
         y_idx = np.searchsorted(self.classes_, y).astype(np.int64)
         if isinstance(self.class_weight, dict):  # its errors, as the estimators' (every rank)
             global_class_weight(s, self.class_weight, self.classes_, y_idx)
-        self.scorer_ = get_scorer("accuracy")
+        self.scorer_ = get_scorer(self.scoring or "accuracy")
+        _check_scoring(self.scoring or "accuracy", self.classes_)
         n_splits = masks.shape[1] // 2
         train = masks[:, :n_splits].astype(bool)
         k = self.classes_.size
@@ -289,6 +375,10 @@ class _SVMSearchJob:
         self.n_splits = int(n_splits)
         self.n_threads = int(n_threads)
         self.n_steps = len(self.gamma_values)
+        self.scoring = search.scoring or "accuracy"
+        # accuracy needs (correct, total) per split; the other scorings the
+        # confusion counts (true class x predicted class)
+        self.n_counts = 2 if self.scoring == "accuracy" else search.classes_.size ** 2
         self.warm = bool(search.warm_start) and search.solver in WARM_SOLVERS
         self.seed = check_random_state(search.random_state).randint(np.iinfo(np.int32).max)
         # GridSearchCV's order: ParameterGrid sorts the keys, 'C' outer, 'gamma' inner
@@ -307,9 +397,11 @@ class _SVMSearchJob:
         _, val = split_columns(rows_q, 2, S)
         y_idx, w = p.y[:, 0].astype(np.int64), p.y[:, 1]
         yq = rows_q[:, 0].astype(np.int64)
-        # per (gamma, C, split): correct, total; seconds fit, score; iterations
-        out = np.zeros((len(self.gamma_values), nC, S, 2))
+        # per (gamma, C, split): correct, total (or the confusion counts); seconds
+        # fit, score; iterations
+        out = np.zeros((len(self.gamma_values), nC, S, self.n_counts))
         times = np.zeros((len(self.gamma_values), nC, S, 2))
+        classes = self.search.classes_
         counts = tr.sum(axis=0)
         if np.any(counts == 0):
             f = int(np.flatnonzero(counts == 0)[0])
@@ -333,8 +425,12 @@ class _SVMSearchJob:
                     t = time.perf_counter()
                     est = self._estimator(a, f, c)
                     pred = est._local_predict(model, Xq[V], 1)
-                    out[a, c, f, 0] += np.sum(pred == self.search.classes_[yq[V]])
-                    out[a, c, f, 1] += V.size
+                    if self.n_counts == 2:
+                        out[a, c, f, 0] += np.sum(pred == classes[yq[V]])
+                        out[a, c, f, 1] += V.size
+                    else:
+                        cell = yq[V] * classes.size + np.searchsorted(classes, pred)
+                        out[a, c, f] += np.bincount(cell, minlength=self.n_counts)
                     times[a, c, f, 1] += time.perf_counter() - t
             with lock:
                 left[a] -= 1
@@ -412,17 +508,23 @@ class _SVMSearchJob:
             yield c, model, its, time.perf_counter() - t
 
     def combine(self, comm, results, queries):
-        shape = (len(self.gamma_values), self.Cs.size, self.n_splits, 2)
-        out, times, n_iter = np.zeros(shape), np.zeros(shape), np.zeros(1)
+        shape = (len(self.gamma_values), self.Cs.size, self.n_splits)
+        out, times = np.zeros(shape + (self.n_counts,)), np.zeros(shape + (2,))
+        n_iter = np.zeros(1)
         for o, t, it in results:
             out += o
             times += t
             n_iter += it
         allreduce_parts(comm, [out, times, n_iter])  # the one reduction of the search
-        with np.errstate(invalid="ignore", divide="ignore"):
-            acc = out[..., 0] / out[..., 1]
+        if self.n_counts == 2:
+            with np.errstate(invalid="ignore", divide="ignore"):
+                score = out[..., 0] / out[..., 1]
+        else:
+            classes, k = self.search.classes_, self.search.classes_.size
+            score = np.array([_confusion_score(self.scoring, classes, counts.reshape(k, k))
+                              for counts in out.reshape(-1, k * k)]).reshape(shape)
         pick = lambda arr: np.array([arr[a, c] for a, c in self.order])  # noqa: E731
-        return pick(acc), pick(times[..., 0]), pick(times[..., 1]), int(n_iter[0])
+        return pick(score), pick(times[..., 0]), pick(times[..., 1]), int(n_iter[0])
 
 
 # --------------------------------------------------------------------------- front doors

@@ -10,7 +10,7 @@ from mpi4py import MPI
 from sklearn.datasets import make_regression
 from sklearn.metrics import r2_score
 from sklearn.metrics.pairwise import rbf_kernel
-from sklearn.model_selection import KFold
+from sklearn.model_selection import GroupKFold, KFold
 
 from cakernels import BKRR2CV, DCKRRCV
 from cakernels.backends import MPIBackend
@@ -25,7 +25,7 @@ splits = list(cv.split(X))
 kw = dict(n_partitions=4, sigmas=[0.7, 2.0], lams=[1e-4, 1e-2], cv=cv, random_state=0)
 
 
-def brute(search):
+def brute(search, splits=splits):
     """r2 of refits of every partition on its training rows of every split."""
     part, labels = search.partitioner_, np.asarray(search.partitioner_.labels_)
     average = search._combine_mode == "average"
@@ -72,6 +72,28 @@ for cls in (BKRR2CV, DCKRRCV):
     if rank == 0:
         print(json.dumps(line), flush=True)
 
+# group splits: root mode takes rank 0's groups, sharded mode every rank's own
+groups = np.arange(len(y)) % 7
+gkw = dict(kw, cv=GroupKFold(3))
+serial = BKRR2CV(**gkw).fit(X, y, groups=groups)
+root = BKRR2CV(backend="mpi", **gkw).fit(X if rank == 0 else None, y if rank == 0 else None,
+                                         groups=groups if rank == 0 else None)
+lo, hi = rank * len(X) // size, (rank + 1) * len(X) // size
+sharded = BKRR2CV(backend=MPIBackend(sharded=True), **gkw).fit(X[lo:hi], y[lo:hi],
+                                                                groups=groups[lo:hi])
+got = np.column_stack([sharded.cv_results_[f"split{f}_test_score"] for f in range(3)])
+best = comm.allgather((root.best_params_, sharded.best_params_))
+line = {"check": "BKRR2CV-groups",
+        "root_equal": bool(np.allclose(root.cv_results_["mean_test_score"],
+                                       serial.cv_results_["mean_test_score"], rtol=1e-10)),
+        "sharded_rel": float(np.max(np.abs(got - brute(sharded, list(
+            GroupKFold(3).split(X, y, groups)))) / np.abs(got))),
+        "everywhere": all(b == best[0] for b in best),
+        "root_phases": phases(root), "sharded_phases": phases(sharded),
+        "root_predict_equal": bool(np.allclose(root.predict(X[:20]), serial.predict(X[:20])))}
+if rank == 0:
+    print(json.dumps(line), flush=True)
+
 # the SVM search: root mode equals serial (the warm-started SMO path is deterministic)
 from sklearn.datasets import make_classification  # noqa: E402
 
@@ -79,7 +101,8 @@ from cakernels import BKMSVCCV  # noqa: E402
 
 Xc, yc = make_classification(n_samples=300, n_features=5, n_classes=3, n_informative=3,
                              random_state=0)
-skw = dict(n_partitions=4, Cs=[0.5, 5.0], gammas=[0.1, "scale"], cv=3, random_state=0)
+skw = dict(n_partitions=4, Cs=[0.5, 5.0], gammas=[0.1, "scale"], cv=3, scoring="f1_macro",
+           random_state=0)
 serial = BKMSVCCV(**skw).fit(Xc, yc)
 root = BKMSVCCV(backend="mpi", **skw).fit(Xc if rank == 0 else None, yc if rank == 0 else None)
 best = comm.allgather(root.best_params_)
