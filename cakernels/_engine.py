@@ -256,23 +256,44 @@ def check_weighted_classes(s, classes, y_idx, w, class_weight=None):
     (``sample_weight`` times ``class_weight``): its samples' bounds ``C_i`` are all
     0, so no model could predict it (scikit-learn's SVC refuses it too). ``y_idx``
     are class codes, ``w`` the per-sample weights and ``class_weight`` the dict of
-    :func:`global_class_weight` (None: already in ``w``)."""
-    pos = np.zeros(classes.size)
+    :func:`global_class_weight` (None: already in ``w``). Returns the number of
+    samples of zero ``sample_weight`` over all ranks (the same reduction)."""
+    pos = np.zeros(classes.size + 1)
     if y_idx is not None and len(y_idx):
         y_idx = np.asarray(y_idx)
         eff = np.asarray(w, dtype=np.float64)
         if class_weight is not None:
             eff = eff * np.array([class_weight[c] for c in classes.tolist()])[y_idx]
-        pos = np.bincount(y_idx[eff > 0], minlength=classes.size).astype(np.float64)
+        pos[:-1] = np.bincount(y_idx[eff > 0], minlength=classes.size)
+        pos[-1] = np.count_nonzero(np.asarray(w) <= 0)
     if s.size > 1:
         pos = s.comm.Allreduce(pos) if s.sharded else s.comm.Bcast(
             pos if s.comm.rank == 0 else None)
-    missing = classes[np.asarray(pos) == 0]
+    n_zero = int(pos[-1])
+    missing = classes[np.asarray(pos[:-1]) == 0]
     if missing.size:
         raise ValueError("every class needs a sample with positive weight (sample_weight "
                          f"times class_weight); class{'es' if missing.size > 1 else ''} "
                          f"{', '.join(map(str, missing.tolist()))} ha"
                          f"{'ve' if missing.size > 1 else 's'} none")
+    return n_zero
+
+
+def drop_zero_weight_rows(s, X, y, w, index):
+    """This rank's rows of positive ``sample_weight``, renumbered (collective in
+    sharded mode; call it on every rank when :func:`check_weighted_classes`
+    counted a zero weight anywhere). A row of zero weight has the bound
+    ``C_i = 0``, so ``alpha_i = 0`` in every solve (LIBSVM drops it too); left
+    in, it shaped the partitions and could leave a partition without a row to
+    train on (a ``BaggingClassifier``'s bootstrap passes zero weights)."""
+    keep = np.asarray(w) > 0
+    X, y, w = X[keep], y[keep], w[keep]
+    if s.size == 1 or not s.sharded:
+        return X, y, w, np.arange(X.shape[0], dtype=np.int64)
+    # (never empty: the validation refuses a shard whose weights are all 0)
+    counts = s.comm.allgather(int(X.shape[0]))
+    offset = int(sum(counts[:s.comm.rank]))
+    return X, y, w, np.arange(offset, offset + X.shape[0], dtype=np.int64)
 
 
 def global_gamma(s, gamma, X):

@@ -69,6 +69,10 @@ def test_every_estimator_under_mpi_equals_serial(mpirun, n, tmp_path):
             assert line["score"] <= 2 * line["serial_score"] + 0.01, line  # normalised MSE
         else:
             assert line["score"] >= line["serial_score"] - 0.05, line  # accuracy
+    zero = [line for line in lines if line["check"] == "zero-weights"]
+    assert len(zero) == 1 and zero[0]["serial_is_removal"] and zero[0]["root_equal"], zero
+    assert zero[0]["sharded_is_removal"], zero
+    assert zero[0]["sharded_rows"] == zero[0]["kept"], zero
     # models pickled on rank 0 predict the same without MPI
     for line in root:
         with open(tmp_path / f"{line['name']}.pkl", "rb") as fh:
@@ -106,6 +110,7 @@ BAD_INPUT = {
     "params": "ranks [3] were given other parameters than rank 0",
     "labels": "the ranks' labels have different types",
     "root-inf": "rank 0: Input X contains infinity",
+    "zero-weights": "rank 3: Sample weights must contain at least one non-zero number",
 }
 
 

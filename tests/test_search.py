@@ -503,3 +503,39 @@ def test_int_cv_folds_are_not_the_random_partitions():
     assert search.n_splits_ == 3 and np.all(np.isfinite(search.cv_results_["mean_test_score"]))
     svm = CASVCCV(n_partitions=3, Cs=[1.0], cv=3, random_state=0).fit(X, y > np.median(y))
     assert svm.n_splits_ == 3
+
+
+def test_svm_search_delegates_decision_function_as_grid_search_cv():
+    """roc_auc, cross_val_predict(method='decision_function') and
+    CalibratedClassifierCV need it (GridSearchCV delegates it to best_estimator_)."""
+    from sklearn.calibration import CalibratedClassifierCV
+    from sklearn.model_selection import cross_val_score
+
+    X, y = make_classification(n_samples=240, n_features=6, random_state=0)
+    search = CASVCCV(n_partitions=2, Cs=[1.0, 10.0], cv=3, random_state=0).fit(X, y)
+    np.testing.assert_array_equal(search.decision_function(X),
+                                  search.best_estimator_.decision_function(X))
+    auc = cross_val_score(clone(search), X, y, cv=2, scoring="roc_auc")
+    assert np.all(auc > 0.8)
+    cal = CalibratedClassifierCV(clone(search), cv=2).fit(X, y)
+    assert cal.predict_proba(X).shape == (240, 2)
+    no_refit = CASVCCV(n_partitions=2, Cs=[1.0], cv=3, refit=False, random_state=0).fit(X, y)
+    with pytest.raises(AttributeError, match="refit=False"):
+        no_refit.decision_function(X)
+
+
+def test_svm_search_refuses_a_class_without_positive_weight_up_front():
+    X, y = make_classification(n_samples=120, n_features=5, random_state=0)
+    with pytest.raises(ValueError, match="class 0 has none"):
+        CASVCCV(n_partitions=2, Cs=[1.0], cv=3).fit(X, y, sample_weight=(y == 1) * 1.0)
+
+
+def test_svm_search_names_a_partition_whose_training_rows_all_weigh_zero():
+    X = np.r_[np.zeros((30, 2)), np.ones((30, 2)) * 10]
+    X[::2] += 0.01
+    y = np.arange(60) % 2
+    w = np.r_[np.zeros(30), np.ones(30)]
+    with pytest.raises(ValueError, match=r"partition \d has no training row of positive "
+                                         r"sample_weight in split \d"):
+        CPSVCCV(n_partitions=2, Cs=[1.0], gammas=[0.5], cv=3, random_state=0).fit(
+            X, y, sample_weight=w)

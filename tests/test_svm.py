@@ -268,13 +268,33 @@ def test_bad_input(cls, binary):
         clf.predict(Xn)
 
 
-def test_partition_without_positive_weight_is_an_error():
+def test_rows_of_zero_weight_take_no_part():
+    """A cluster whose rows all weigh 0 made a partition without a row to train on
+    (an error): rows of zero weight now stay out of the partitions, so a fit
+    equals one without them (gamma fixed: 'scale' uses all rows, as SVC)."""
     X = np.r_[np.zeros((10, 2)), np.ones((10, 2)) * 10]
     y = np.r_[np.arange(10) % 2, np.arange(10) % 2]  # both classes in both clusters
     X[::2] += 0.01
     w = np.r_[np.zeros(10), np.ones(10)]  # ... but one cluster weighs nothing
-    with pytest.raises(ValueError, match="positive sample_weight"):
-        CPSVC(n_partitions=2, random_state=0).fit(X, y, sample_weight=w)
+    for cls in FRONT_DOORS:
+        a = cls(n_partitions=2, gamma=0.5, random_state=0).fit(X, y, sample_weight=w)
+        b = cls(n_partitions=2, gamma=0.5, random_state=0).fit(X[10:], y[10:])
+        assert a.partition_sizes_.sum() == 10
+        np.testing.assert_array_equal(a.decision_function(X), b.decision_function(X))
+    scale = CASVC(n_partitions=2, random_state=0).fit(X, y, sample_weight=w)
+    assert scale.gamma_ == SVC().fit(X, y, sample_weight=w)._gamma
+
+
+def test_bagging_with_small_bags_and_many_partitions():
+    """BaggingClassifier bootstraps through sample_weight (0 outside the bag)."""
+    from sklearn.ensemble import BaggingClassifier
+
+    X, y = make_classification(n_samples=600, n_features=8, n_informative=5, n_classes=3,
+                               random_state=0)
+    for cls in FRONT_DOORS:
+        bag = BaggingClassifier(cls(n_partitions=8, random_state=0), n_estimators=2,
+                                max_samples=0.05, random_state=0).fit(X, y)
+        assert bag.score(X, y) > 0.4
 
 
 def test_sparse_with_int64_indices(binary):

@@ -126,16 +126,19 @@ class _BaseCommunicator:
         """Collective error check: ``error`` is this rank's message or None.
 
         When any rank has an error, every rank raises the same ``CollectiveError``
-        (a ``ValueError``)
-        (the lowest failing rank's message, naming the rank when there are
-        several), so that an SPMD job ends cleanly on every rank.
+        (a ``ValueError``: the lowest failing rank's message, naming the rank),
+        so that an SPMD job ends cleanly on every rank. One process raises a
+        plain ``ValueError``, as scikit-learn's estimators do.
         """
+        if self.size == 1:  # one process: the plain ValueError scikit-learn raises
+            if error is not None:
+                raise ValueError(" ".join(str(error).split()))
+            return
         errors = self.allgather(error)
         bad = [(r, e) for r, e in enumerate(errors) if e is not None]
         if bad:
             rank, msg = bad[0]
-            prefix = f"rank {rank}: " if self.size > 1 else ""
-            raise CollectiveError(prefix + " ".join(str(msg).split()))  # one line
+            raise CollectiveError(f"rank {rank}: " + " ".join(str(msg).split()))  # one line
 
     def run_collectively(self, func, *args, **kwargs):
         """Call ``func`` on this rank; if it raises on any rank, every rank raises.

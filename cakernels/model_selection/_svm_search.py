@@ -22,7 +22,13 @@ from sklearn.metrics import (
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from .._engine import Partition, PartitionedEstimator, global_class_weight, global_classes
+from .._engine import (
+    Partition,
+    PartitionedEstimator,
+    check_weighted_classes,
+    global_class_weight,
+    global_classes,
+)
 from .._kernels import resolve_gamma
 from .._solvers.local import solve_binary_svm
 from .._solvers.native_svc import NativeKernelSVC
@@ -280,6 +286,22 @@ n_splits_
         """
         return self._search_fit(X, y, sample_weight, groups)
 
+    def decision_function(self, X):
+        """Decision values of ``best_estimator_`` (needs ``refit=True``), as
+        ``GridSearchCV.decision_function``: for ``roc_auc`` scoring,
+        ``cross_val_predict(method='decision_function')`` and
+        ``CalibratedClassifierCV`` on the search.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        decision : ndarray of shape (n_samples,) or (n_samples, n_classes)
+        """
+        return self._best().decision_function(X)
+
     def score(self, X, y, sample_weight=None):
         """``scorer_`` (the search's ``scoring``; accuracy by default) of
         ``best_estimator_`` on ``(X, y)``, as ``GridSearchCV.score``.
@@ -305,8 +327,10 @@ n_splits_
         every split, resolved on its training rows as a refit would."""
         self.classes_ = global_classes(s, y)
         y_idx = np.searchsorted(self.classes_, y).astype(np.int64)
-        if isinstance(self.class_weight, dict):  # its errors, as the estimators' (every rank)
-            global_class_weight(s, self.class_weight, self.classes_, y_idx)
+        # the estimators' errors (every rank): class_weight, and a class without a
+        # sample of positive weight (before any split or partition is drawn)
+        check_weighted_classes(s, self.classes_, y_idx, w, global_class_weight(
+            s, self.class_weight, self.classes_, y_idx))
         self.scorer_ = get_scorer(self.scoring or "accuracy")
         _check_scoring(self.scoring or "accuracy", self.classes_)
         n_splits = masks.shape[1] // 2
@@ -456,6 +480,12 @@ class _SVMSearchJob:
         ``T`` of partition ``p`` in split ``f``."""
         classes = self.search.classes_
         cw = self.class_weights[f]
+        keep = T[w[T] > 0]
+        if keep.size == 0:
+            raise ValueError(f"partition {p.j} has no training row of positive sample_weight "
+                             f"in split {f} (all {T.size} have weight 0; the search "
+                             "partitions every row, an estimator's fit only the rows of "
+                             "positive weight): use fewer partitions")
         if not self.warm:
             for c in order:
                 est = self._estimator(a, f, c)
@@ -467,10 +497,6 @@ class _SVMSearchJob:
                     Partition(p.j, p.X[T], y_idx[T], w[T], p.index[T]), ctx)
                 yield c, model, it, time.perf_counter() - t
             return
-        keep = T[w[T] > 0]
-        if keep.size == 0:
-            raise ValueError("a partition has no sample with positive sample_weight; use "
-                             "fewer partitions")
         labels = np.unique(y_idx[keep])
         if labels.size == 1:
             for c in order:

@@ -17,6 +17,7 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 from .._engine import (
     PartitionedEstimator,
     check_weighted_classes,
+    drop_zero_weight_rows,
     global_class_weight,
     global_classes,
     global_gamma,
@@ -335,7 +336,11 @@ class PartitionedSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
         y : array-like of shape (n_samples,)
             Class labels (two or more classes over all ranks).
         sample_weight : array-like of shape (n_samples,), default=None
-            Per-sample weights (rescale C per sample, as in SVC).
+            Per-sample weights (rescale C per sample, as in SVC). Rows of
+            weight 0 take no part (as in LIBSVM, where their bound C_i = 0
+            keeps them out of every model): they are left out of the
+            partitions (``partitioner_`` is fitted on the other rows), but
+            ``gamma='scale'`` is computed on all rows, as SVC does.
 
         Returns
         -------
@@ -352,7 +357,8 @@ class PartitionedSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
                                                        y_idx),
                    "n_threads": s.threads,
                    "seed": check_random_state(self.random_state).randint(np.iinfo(np.int32).max)}
-            check_weighted_classes(s, self.classes_, y_idx, w, ctx["class_weight"])
+            if check_weighted_classes(s, self.classes_, y_idx, w, ctx["class_weight"]):
+                X, y_idx, w, index = drop_zero_weight_rows(s, X, y_idx, w, index)
             self._fit_partitioned(s, X, y_idx, w, index, ctx)
         self.n_iter_ = np.asarray(self.fit_stats_["n_iter"])
         return self

@@ -117,3 +117,28 @@ for name, make, X, y in CASES:
            n=int(sh.partition_sizes_.sum()),
            score_sharded_ok=bool(abs(global_score - whole_score) <= 1e-9),
            predicted_on_rank0=alone)
+
+# rows of zero sample_weight take no part: root mode equals serial, and sharded
+# mode equals every rank passing only its rows of positive weight
+wz = np.ones(len(yc))
+wz[::3] = 0.0
+kw = dict(n_partitions=5, gamma=0.1, random_state=0, **{k: v for k, v in SVM.items()
+                                                       if k != "gamma"})
+serial = BKMSVC(**kw).fit(Xc, yc, sample_weight=wz)
+removed = BKMSVC(**kw).fit(Xc[wz > 0], yc[wz > 0])
+root = BKMSVC(backend="mpi", **kw).fit(Xc if rank == 0 else None, yc if rank == 0 else None,
+                                       sample_weight=wz if rank == 0 else None)
+lo, hi = int(bounds[rank] * len(yc)), int(bounds[rank + 1] * len(yc))
+mine = wz[lo:hi] > 0
+sh = BKMSVC(backend=MPIBackend(sharded=True), **kw).fit(Xc[lo:hi], yc[lo:hi],
+                                                        sample_weight=wz[lo:hi])
+sh_removed = BKMSVC(backend=MPIBackend(sharded=True), **kw).fit(Xc[lo:hi][mine],
+                                                                yc[lo:hi][mine])
+report(check="zero-weights",
+       serial_is_removal=bool(np.array_equal(serial.decision_function(Xc),
+                                             removed.decision_function(Xc))),
+       root_equal=bool(np.array_equal(root.decision_function(Xc),
+                                      serial.decision_function(Xc))),
+       sharded_is_removal=bool(np.array_equal(sh.decision_function(Xc),
+                                              sh_removed.decision_function(Xc))),
+       sharded_rows=int(sh.partition_sizes_.sum()), kept=int((wz > 0).sum()))

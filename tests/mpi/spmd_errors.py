@@ -44,6 +44,9 @@ def run():
         if rank == bad:
             ys = np.where(ys == 1, "a", "b")
         CASVC(4, backend=sharded).fit(Xs, ys)
+    elif case == "zero-weights":            # one rank's rows all weigh 0 (sharded)
+        CASVC(4, backend=sharded).fit(Xs, ys, sample_weight=np.full(len(ys), float(
+            rank != bad)))
     elif case == "root-inf":                # root mode: bad data on rank 0
         Xr = X.copy()
         Xr[3, 1] = np.inf
