@@ -280,20 +280,23 @@ def check_weighted_classes(s, classes, y_idx, w, class_weight=None):
 
 
 def drop_zero_weight_rows(s, X, y, w, index):
-    """This rank's rows of positive ``sample_weight``, renumbered (collective in
-    sharded mode; call it on every rank when :func:`check_weighted_classes`
-    counted a zero weight anywhere). A row of zero weight has the bound
-    ``C_i = 0``, so ``alpha_i = 0`` in every solve (LIBSVM drops it too); left
-    in, it shaped the partitions and could leave a partition without a row to
-    train on (a ``BaggingClassifier``'s bootstrap passes zero weights)."""
+    """This rank's rows of positive ``sample_weight``: ``(X, y, w, compact,
+    index)`` with ``compact`` their global numbering among the kept rows (what
+    the partitioners take; contiguous per shard) and ``index`` their global
+    indices in the caller's data (collective in sharded mode; call it on every
+    rank when :func:`check_weighted_classes` counted a zero weight anywhere).
+    A row of zero weight has the bound ``C_i = 0``, so ``alpha_i = 0`` in every
+    solve (LIBSVM drops it too); left in, it shaped the partitions and could
+    leave a partition without a row to train on (a ``BaggingClassifier``'s
+    bootstrap passes zero weights)."""
     keep = np.asarray(w) > 0
-    X, y, w = X[keep], y[keep], w[keep]
+    X, y, w, index = X[keep], y[keep], w[keep], index[keep]
     if s.size == 1 or not s.sharded:
-        return X, y, w, np.arange(X.shape[0], dtype=np.int64)
+        return X, y, w, np.arange(X.shape[0], dtype=np.int64), index
     # (never empty: the validation refuses a shard whose weights are all 0)
     counts = s.comm.allgather(int(X.shape[0]))
     offset = int(sum(counts[:s.comm.rank]))
-    return X, y, w, np.arange(offset, offset + X.shape[0], dtype=np.int64)
+    return X, y, w, np.arange(offset, offset + X.shape[0], dtype=np.int64), index
 
 
 def global_gamma(s, gamma, X):

@@ -395,6 +395,8 @@ def test_multilevel_and_dissmo_under_mpi_equal_serial(mpirun, n, tmp_path):
         if line["name"].startswith(("DisSMOSVC", "DCSVC")) and "early" not in line["name"]:
             # the exact SVM whatever the split of the rows
             assert line["objective_rel"] <= 1e-6, line
+    zero = [line for line in lines if line["check"] == "zero-weights"]
+    assert zero == [{"check": "zero-weights", "root": True, "sharded": True}], zero
     for line in root:
         with open(tmp_path / f"{line['name']}.pkl", "rb") as fh:
             saved = pickle.load(fh)

@@ -233,3 +233,23 @@ def test_libsvm_local_solver_with_zero_sample_weights(cls):
     lib = cls(n_partitions=4, solver="libsvm", random_state=0).fit(X, y, sample_weight=w)
     smo = cls(n_partitions=4, solver="smo", random_state=0).fit(X, y, sample_weight=w)
     assert np.mean(lib.predict(X) == smo.predict(X)) > 0.98
+
+
+@pytest.mark.parametrize("cls, kw", [(CascadeSVC, {}), (CascadeSVC, {"n_passes": 2}),
+                                     (DCSVC, {}), (DCSVC, {"predict_layer": 1}),
+                                     (DCFilterSVC, {"solver": "libsvm"})])
+def test_rows_of_zero_weight_take_no_part(cls, kw):
+    """A bootstrap's weights (BaggingClassifier): the rows of weight 0 are left
+    out before partitioning, so the tree equals the tree of the other rows (they
+    shaped the K-means leaves, and tiny bags made DC-Filter predict one class);
+    support_ keeps the caller's row numbers."""
+    X, y = make_classification(n_samples=400, n_features=8, n_informative=5, n_classes=3,
+                               random_state=0)
+    w = np.bincount(np.random.RandomState(0).choice(400, 60), minlength=400).astype(float)
+    keep = np.flatnonzero(w > 0)
+    a = cls(n_partitions=8, gamma=0.1, random_state=0, **kw).fit(X, y, sample_weight=w)
+    b = cls(n_partitions=8, gamma=0.1, random_state=0, **kw).fit(X[keep], y[keep],
+                                                                 sample_weight=w[keep])
+    np.testing.assert_array_equal(a.decision_function(X), b.decision_function(X))
+    np.testing.assert_array_equal(a.support_, keep[b.support_])
+    assert a.partition_sizes_.sum() == keep.size

@@ -32,7 +32,7 @@ import scipy.sparse as sp
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import StrOptions
 
-from .._engine import PartitionedEstimator
+from .._engine import PartitionedEstimator, drop_zero_weight_rows
 from .._params import Count
 from .._solvers.local import solve_binary_svm
 from .._solvers.native_svc import NativeKernelSVC
@@ -167,7 +167,10 @@ class _MultiLevelSVC(_FullModelSVC):
             rows in sharded mode).
         y : array-like of shape (n_samples,)
         sample_weight : array-like of shape (n_samples,), default=None
-            Per-sample multipliers of C.
+            Per-sample multipliers of C. Rows of weight 0 take no part (as in
+            LIBSVM): they are left out before partitioning, so the tree is
+            the tree of the other rows (``support_`` keeps the row numbers of
+            ``X``); ``gamma='scale'`` counts them, as SVC does.
 
         Returns
         -------
@@ -185,8 +188,11 @@ class _MultiLevelSVC(_FullModelSVC):
     def _fit_tree(self, s, X, y, w, index):
         comm = s.comm
         t0 = time.perf_counter()
+        compact = index
+        if self._n_zero_weight:  # rows of zero weight take no part (as in LIBSVM)
+            X, y, w, compact, index = drop_zero_weight_rows(s, X, y, w, index)
         with comm.phase("partitioning"):
-            part, labels = self._partition_rows(s, X, index)
+            part, labels = self._partition_rows(s, X, compact)
         t_part = time.perf_counter() - t0
         sizes = np.asarray(part.sizes_, dtype=np.int64)
         if (sizes == 0).any():

@@ -96,3 +96,29 @@ for name, make, X, y in CASES:
            objective_rel=rel(np.sort(np.ravel(sh.objective_)),
                              np.sort(np.ravel(serial.objective_))),
            n_samples=int(sum(comm.allgather(hi - lo))))
+
+# rows of zero sample_weight take no part: a tree fitted with them equals the tree
+# of the other rows (support_ in the caller's numbering), in root and sharded mode
+wz = np.ones(len(yc))
+wz[1::3] = 0.0
+keep = np.flatnonzero(wz > 0)
+lo, hi = int(bounds[rank] * len(yc)), int(bounds[rank + 1] * len(yc))
+mine = np.flatnonzero(wz[lo:hi] > 0)
+offsets = np.cumsum([0] + comm.allgather(int(mine.size)))
+zero = {}
+for label, backend in (("root", "mpi"), ("sharded", MPIBackend(sharded=True))):
+    make = lambda: DCFilterSVC(4, backend=backend, random_state=0, **SVM)  # noqa: E731
+    if label == "root":
+        a = make().fit(Xc if rank == 0 else None, yc if rank == 0 else None,
+                       sample_weight=wz if rank == 0 else None)
+        b = make().fit(Xc[keep] if rank == 0 else None, yc[keep] if rank == 0 else None)
+        b_support = keep[b.support_]
+    else:
+        a = make().fit(Xc[lo:hi], yc[lo:hi], sample_weight=wz[lo:hi])
+        b = make().fit(Xc[lo:hi][mine], yc[lo:hi][mine])
+        # b numbers the kept rows shard by shard: back to the callers' global rows
+        rows = np.concatenate(comm.allgather(lo + mine))
+        b_support = rows[b.support_]
+    zero[label] = bool(np.array_equal(a.decision_function(Xc), b.decision_function(Xc))
+                       and np.array_equal(a.support_, b_support))
+report(check="zero-weights", **zero)
