@@ -215,7 +215,21 @@ static PyObject *py_openmp_enabled(PyObject *module, PyObject *Py_UNUSED(args))
 
 PyDoc_STRVAR(max_threads_doc,
              "max_threads()\n--\n\n"
-             "OpenMP's omp_get_max_threads(), or 1 without OpenMP.");
+             "OpenMP's omp_get_max_threads(), or 1 without OpenMP (and in a\n"
+             "forked child that fork_clamped() reports).");
+
+PyDoc_STRVAR(fork_clamped_doc,
+             "fork_clamped()\n--\n\n"
+             "True in a child process forked from a thread that had run an\n"
+             "OpenMP team of the native core: GNU libgomp's thread pool does\n"
+             "not survive fork(), so the child runs every team on one thread\n"
+             "(a team of more than one would wait forever).");
+
+static PyObject *py_fork_clamped(PyObject *module, PyObject *Py_UNUSED(args))
+{
+    (void)module;
+    return PyBool_FromLong(ck_fork_clamped());
+}
 
 static PyObject *py_max_threads(PyObject *module, PyObject *Py_UNUSED(args))
 {
@@ -1243,6 +1257,7 @@ static PyMethodDef ck_methods[] = {
     {"openmp_enabled", (PyCFunction)py_openmp_enabled, METH_NOARGS,
      openmp_enabled_doc},
     {"max_threads", (PyCFunction)py_max_threads, METH_NOARGS, max_threads_doc},
+    {"fork_clamped", (PyCFunction)py_fork_clamped, METH_NOARGS, fork_clamped_doc},
     {"simd_path", (PyCFunction)py_simd_path, METH_NOARGS, simd_path_doc},
     {"kernel_from_gram", (PyCFunction)(void (*)(void))py_kernel_from_gram,
      METH_VARARGS | METH_KEYWORDS, kernel_from_gram_doc},
@@ -1258,6 +1273,8 @@ static PyMethodDef ck_methods[] = {
 
 static int ck_exec(PyObject *module)
 {
+    /* a forked child must not wait for the parent's OpenMP threads */
+    ck_fork_guard();
     /* sha256 of the C sources this module was built from (setup.py) */
     if (PyModule_AddStringConstant(module, "SOURCE_HASH", CK_SOURCE_HASH) < 0)
         return -1;

@@ -52,8 +52,21 @@ const char *ck_status_string(ck_status status);
 /* 1 when the core was compiled with OpenMP, 0 otherwise. */
 int ck_openmp_enabled(void);
 
-/* omp_get_max_threads() with OpenMP, 1 without. Always >= 1. */
+/* omp_get_max_threads() with OpenMP, 1 without, and 1 in a child process
+ * that ck_fork_guard() clamped. Always >= 1. */
 int ck_max_threads(void);
+
+/* Fork safety.  GNU libgomp's thread pool does not survive fork(): in a
+ * child forked from a thread that had run an OpenMP team, the next parallel
+ * region of more than one thread waits forever for the parent's threads.
+ * ck_fork_guard() (idempotent, thread-safe; the Python module calls it when
+ * it is imported) registers a pthread_atfork() handler after which such a
+ * child runs every team of the core on one thread (a child forked from a
+ * thread that never ran a team keeps its threads).  ck_fork_clamped() is 1
+ * in a clamped child, 0 otherwise.  Without OpenMP or pthread_atfork() both
+ * are no-ops (0). */
+void ck_fork_guard(void);
+int ck_fork_clamped(void);
 
 /* Instruction set of the vectorised loops selected at run time on this CPU:
  * "avx512f", "avx2" (x86-64 with GCC/Clang) or "baseline".  Static string. */

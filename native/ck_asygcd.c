@@ -1368,7 +1368,7 @@ ck_status ck_asygcd_solve_ex(const ck_matrix *X, const double *y,
     }
 
 #ifdef _OPENMP
-    team = T;
+    team = ck_team_threads(T); /* 1 in a child clamped by ck_fork_guard */
 #else
     team = 1;
 #endif
@@ -1390,6 +1390,7 @@ ck_status ck_asygcd_solve_ex(const ck_matrix *X, const double *y,
     sh.collapse_at = team > 1 && opts != NULL ? opts->collapse_at : 0;
 
 #ifdef _OPENMP
+    ck_note_team(team);
 #pragma omp parallel num_threads(team)
 #endif
     {

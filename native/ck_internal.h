@@ -24,6 +24,14 @@ static inline double ck_wtime(void)
 #endif
 }
 
+/* Threads a team asked for n_threads may use (n_threads <= 0: every
+ * thread OpenMP offers); 1 in a child clamped by ck_fork_guard(). */
+int ck_team_threads(int n_threads);
+
+/* Call just before a parallel region of nt threads: a child forked from
+ * this thread afterwards is clamped to one thread (see ck_fork_guard). */
+void ck_note_team(int nt);
+
 /* Function multi-versioning for the hot O(n) loops: compiled for
  * AVX-512F, AVX2 and the baseline ISA and picked at load time (GCC on
  * x86-64 ELF; elsewhere, or with CK_NO_SIMD_DISPATCH, the baseline only).

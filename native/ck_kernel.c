@@ -15,6 +15,7 @@
  *     vectorise the RBF loop.
  */
 #include "cakernels.h"
+#include "ck_internal.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -72,14 +73,82 @@ int ck_openmp_enabled(void)
 #endif
 }
 
+/* ---- fork safety (see ck_fork_guard in cakernels.h) ---- */
+#if defined(_OPENMP) && (defined(__unix__) || defined(__APPLE__))
+#define CK_FORK_GUARD 1
+#include <pthread.h>
+#include <signal.h>
+#if defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L && \
+    !defined(__STDC_NO_THREADS__)
+#define CK_THREAD_LOCAL _Thread_local
+#else
+#define CK_THREAD_LOCAL __thread
+#endif
+/* this thread has started an OpenMP team of more than one thread */
+static CK_THREAD_LOCAL int ck_ran_team = 0;
+/* this process is a child forked from such a thread */
+static volatile sig_atomic_t ck_forked = 0;
+static pthread_once_t ck_guard_once = PTHREAD_ONCE_INIT;
+
+static void ck_after_fork_child(void)
+{
+    /* runs in the child, on the thread that called fork(): its
+     * thread-local flag is the forking thread's */
+    if (ck_ran_team)
+        ck_forked = 1;
+}
+
+static void ck_register_guard(void)
+{
+    (void)pthread_atfork(NULL, NULL, ck_after_fork_child);
+}
+#endif
+
+void ck_fork_guard(void)
+{
+#ifdef CK_FORK_GUARD
+    (void)pthread_once(&ck_guard_once, ck_register_guard);
+#endif
+}
+
+int ck_fork_clamped(void)
+{
+#ifdef CK_FORK_GUARD
+    return ck_forked ? 1 : 0;
+#else
+    return 0;
+#endif
+}
+
+void ck_note_team(int nt)
+{
+#ifdef CK_FORK_GUARD
+    if (nt > 1)
+        ck_ran_team = 1;
+#else
+    (void)nt;
+#endif
+}
+
 int ck_max_threads(void)
 {
 #ifdef _OPENMP
     int n = omp_get_max_threads();
+    if (ck_fork_clamped())
+        return 1;
     return n >= 1 ? n : 1;
 #else
     return 1;
 #endif
+}
+
+int ck_team_threads(int n_threads)
+{
+    if (n_threads <= 0)
+        n_threads = ck_max_threads();
+    if (ck_fork_clamped())
+        return 1;
+    return n_threads >= 1 ? n_threads : 1;
 }
 
 /* ======================================================================== */
@@ -346,10 +415,7 @@ ck_status ck_kernel_from_gram(double *G, int64_t n_rows, int64_t n_cols,
 
     use_threads = n_rows > 1 && n_rows * n_cols >= CK_PARALLEL_MIN_ENTRIES;
 #ifdef _OPENMP
-    if (n_threads <= 0)
-        n_threads = omp_get_max_threads();
-    if (n_threads < 1)
-        n_threads = 1;
+    n_threads = ck_team_threads(n_threads);
     if (n_threads == 1)
         use_threads = 0;
 #else
@@ -375,6 +441,7 @@ ck_status ck_kernel_from_gram(double *G, int64_t n_rows, int64_t n_cols,
             return CK_OK;
         }
 #ifdef _OPENMP
+        ck_note_team(n_threads);
 #pragma omp parallel for schedule(static) num_threads(n_threads)
 #endif
         for (i = 0; i < n_blocks; ++i) {

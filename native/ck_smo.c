@@ -121,10 +121,7 @@ typedef struct {
 static void ck_team_init(ck_team *tm, int n_threads, const ck_smo_opts *opts)
 {
     memset(tm, 0, sizeof *tm);
-#ifdef _OPENMP
-    if (n_threads <= 0)
-        n_threads = omp_get_max_threads();
-#endif
+    n_threads = ck_team_threads(n_threads);
     tm->T = n_threads > 1 ? n_threads : 1;
     if (tm->T > CK_SMO_MAX_THREADS)
         tm->T = CK_SMO_MAX_THREADS;
@@ -227,6 +224,7 @@ static int ck_team_run(ck_team *tm, int64_t lo, int64_t hi, double cost,
         const double t0 = ck_wtime();
         double own = 0.0;
         int used = 1;
+        ck_note_team(tm->T);
 #pragma omp parallel num_threads(tm->T)
         {
             const int t = omp_get_thread_num(), nt = omp_get_num_threads();

@@ -50,3 +50,55 @@ def test_classifier_placement_costs_weigh_one_class_partitions_little():
     assert costs.tolist() == [20.0, 20 + 20 * 10, 20 + 20 * 2]
     # without this rank's rows (root mode on another rank) only the sizes count
     assert est._placement_costs(s, None, np.zeros(0, np.intp), sizes).tolist() == [20, 20, 20]
+
+
+def test_kmeans_blas_context_interleaved_with_a_package_region(monkeypatch):
+    """scikit-learn's K-means limits BLAS with its own threadpoolctl context,
+    which restores what it saw on entry. Entered in one thread (a K-means
+    partitioner) while a package region limited BLAS in another, it left BLAS
+    on 2 threads inside the region (a blocked Cholesky then took 20x longer)
+    and on 1 thread for good afterwards. The partitioners now hold the
+    package's limit of 1 around K-means."""
+    import threading
+
+    from sklearn.utils.parallel import _get_threadpool_controller
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    import cakernels.partition._partitioners as parts
+    from cakernels.backends import blas_limits
+    from cakernels.partition import KMeansPartitioner
+
+    def blas():
+        return sorted(i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas")
+
+    entered, region, left = threading.Event(), threading.Event(), threading.Event()
+
+    class InterleavedKMeans(parts.KMeans):
+        def fit(self, X, y=None, sample_weight=None):
+            with _get_threadpool_controller().limit(limits=1, user_api="blas"):  # as sklearn
+                entered.set()
+                region.wait(10)
+            left.set()
+            return super().fit(X, y, sample_weight)
+
+    monkeypatch.setattr(parts, "KMeans", InterleavedKMeans)
+    X = np.random.RandomState(0).rand(200, 3)
+    seen = {}
+
+    def package_region():
+        entered.wait(10)
+        with blas_limits(1):
+            region.set()
+            left.wait(10)
+            seen["inside"] = blas()
+
+    with threadpool_limits(limits=2, user_api="blas"):  # BLAS on 2 threads to start with
+        before = blas()
+        t = threading.Thread(target=package_region)
+        t.start()
+        KMeansPartitioner(n_partitions=2, random_state=0).fit(X)
+        t.join()
+        after = blas()
+    assert before and max(before) == 2
+    assert seen["inside"] == [1] * len(before), seen  # the region's limit holds
+    assert after == before                             # and BLAS comes back

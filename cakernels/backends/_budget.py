@@ -18,6 +18,17 @@ ledger, and every BLAS limit goes through one process-wide stack:
   last block closes (``threadpoolctl``'s own context manager, entered in
   several threads, restores whatever it saw when it entered, so interleaved
   exits could leave another region with the wrong count).
+
+Fork. A child process forked while regions are open inherits their ledger
+entries, BLAS limits and perhaps held locks, without the threads that would
+release them: :func:`_after_fork_in_child` (``os.register_at_fork``) starts
+the child with an empty ledger, new locks and BLAS's setting from before the
+first limit. GNU libgomp's thread pool does not survive ``fork()`` either: in
+a child forked from a thread that had run an OpenMP team of the native core,
+the core runs every team on one thread (``_native.fork_clamped()``; the
+:func:`cpu_count` of such a child is 1), and :func:`forked` tells the
+partitioners to run scikit-learn's K-means (another OpenMP runtime, which may
+have run a team in the parent too) on one thread.
 """
 
 import contextlib
@@ -96,6 +107,12 @@ def _cgroup_cpu_limit():
 # ---------------------------------------------------------------- the ledger
 _LOCK = threading.Lock()
 _HELD = [0]  # threads held by the open regions of this process
+_FORKED = [False]  # this process was forked from one that imported the package
+
+
+def forked():
+    """True in a child process forked after this module was imported."""
+    return _FORKED[0]
 
 
 def threads_available():
@@ -205,6 +222,26 @@ def _release_openblas_control():
 
 #: ``with blas_limits(n): ...`` limits BLAS to ``n`` threads (nests, thread-safe)
 blas_limits = _BlasLimits()
+
+
+def _after_fork_in_child():
+    """A fresh budget in a forked child (see "Fork" in the module docstring):
+    the parent's open regions do not exist here."""
+    global _LOCK
+    _FORKED[0] = True
+    _LOCK = threading.Lock()
+    _HELD[0] = 0
+    limits = blas_limits
+    limits._lock = threading.Lock()
+    limits._requests = []
+    try:  # BLAS back to its setting before the parent's first limit
+        limits._apply()
+    except Exception:  # pragma: no cover - never fail a fork
+        limits._limiters, limits._applied = [], None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 @contextlib.contextmanager

@@ -36,6 +36,16 @@ _LOCK = threading.Lock()
 _POOL = {"pool": None, "size": 0, "pid": None}
 
 
+def _after_fork_in_child():
+    # a lock held by another thread of the parent would never be released here
+    global _LOCK
+    _LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def _pool(n_threads):
     """The shared executor, with at least ``n_threads`` workers."""
     with _LOCK:

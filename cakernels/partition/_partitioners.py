@@ -16,7 +16,7 @@ from .. import _memory
 from .._kernels import check_magnitude
 from .._own_init import OwnInitName
 from .._params import Count
-from ..backends._budget import openmp_limits
+from ..backends._budget import blas_limits, forked, openmp_limits
 from . import _storage
 from ._greedy import _Capacity, greedy_capacity_assign
 from ._halo import halo_indices, halo_indices_sharded
@@ -600,9 +600,19 @@ class KMeansPartitioner(_BasePartitioner):
 
         from sklearn.exceptions import ConvergenceWarning
 
-        small = X.shape[0] * X.shape[1] * self.n_partitions < KMEANS_ONE_THREAD_WORK
-        with warnings.catch_warnings(), (openmp_limits(1) if small
-                                         else contextlib.nullcontext()):
+        # one OpenMP thread on small data (as fast, and no spinning team next to
+        # busy processes) and in a forked child (scikit-learn's GNU OpenMP
+        # runtime may have run a team in the parent: see backends/_budget.py)
+        small = (X.shape[0] * X.shape[1] * self.n_partitions < KMEANS_ONE_THREAD_WORK
+                 or forked())
+        # scikit-learn limits BLAS to one thread inside K-means with its own
+        # threadpoolctl context, which restores what it saw on entry: from
+        # several threads at once that left BLAS at the wrong count (more
+        # threads inside the package's one-thread regions, or one thread for
+        # good). Holding the package's own limit of 1 around it makes every
+        # such context see and restore 1.
+        with warnings.catch_warnings(), blas_limits(1), (
+                openmp_limits(1) if small else contextlib.nullcontext()):
             # fewer distinct points than clusters: handled below by dropping
             # the empty clusters
             warnings.simplefilter("ignore", ConvergenceWarning)
