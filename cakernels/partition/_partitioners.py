@@ -200,9 +200,13 @@ class _BasePartitioner(OwnInitName, BaseEstimator):
         rng = check_random_state(self.random_state)
         t0 = time.perf_counter()
         # the storage-independent path (see "Storage format" in the module
-        # docstring): one canonical storage whenever the dense copy fits
+        # docstring): one canonical storage whenever the dense copy fits (not
+        # made for random partitions without a halo, which use X only for
+        # their means: the same bits from CSR or dense rows, and no dense copy
+        # of sparse data)
         self._storage = partition_storage(X)
-        X = to_partition_storage(X, self._storage)
+        if self._uses_distances or self._halo() > 0:
+            X = to_partition_storage(X, self._storage)
         self._owners = None
         self._rows_local = False
         labels, centers = self._partition(X, rng)
@@ -218,6 +222,9 @@ class _BasePartitioner(OwnInitName, BaseEstimator):
                                     self._halo(), self.balanced))
         self.fit_seconds_ = time.perf_counter() - t0
         return self
+
+    #: whether ``_partition`` computes distances (on the canonical storage)
+    _uses_distances = True
 
     def _halo(self):
         h = float(getattr(self, "halo", 0.0))
@@ -457,6 +464,9 @@ class RandomPartitioner(_BasePartitioner):
     >>> part.assign(X[:2]).shape
     (2,)
     """
+
+    #: random labels: X only gives the means
+    _uses_distances = False
 
     def __init__(self, n_partitions=8, *, halo=0.0, random_state=None):
         self.n_partitions = n_partitions

@@ -151,8 +151,10 @@ def nearest_center(X, centers, *, block_rows=ASSIGN_BLOCK_ROWS, storage="as_is")
     out = np.empty(n, dtype=np.intp)
     for start in range(0, n, block_rows):
         stop = min(start + block_rows, n)
-        Xb = to_partition_storage(X[start:stop], storage)
-        out[start:stop] = np.argmin(squared_distances(Xb, centers), axis=1)
+        # one block's copy at a time (a name kept across iterations held the
+        # previous block while the next was made: two dense blocks at once)
+        D = squared_distances(to_partition_storage(X[start:stop], storage), centers)
+        out[start:stop] = np.argmin(D, axis=1)
     return out
 
 

@@ -78,8 +78,9 @@ class _Node:
         would drop that class from the tree)."""
         alpha = self.solution.alpha
         one_class = not (np.any(self.y > 0) and np.any(self.y < 0))
-        rows = (np.flatnonzero(alpha > 0) if what == "sv" and not one_class
-                else np.arange(alpha.size))
+        if what != "sv" or one_class:  # every row: the node's own arrays, no copy
+            return _Node(self.X, self.y, self.w, self.index, alpha)
+        rows = np.flatnonzero(alpha > 0)
         return _Node(self.X[rows], self.y[rows], self.w[rows], self.index[rows], alpha[rows])
 
     def pack(self):
@@ -219,7 +220,8 @@ class _MultiLevelSVC(_FullModelSVC):
             nodes = {}
             for j, p in leaves.items():  # layer 1: the pair's rows of every partition
                 rows = np.flatnonzero((p.y == a) | (p.y == b))
-                nodes[j] = _Node(p.X[rows], np.where(p.y[rows] == b, 1.0, -1.0),
+                Xr = p.X if rows.size == p.y.size else p.X[rows]  # binary: no copy
+                nodes[j] = _Node(Xr, np.where(p.y[rows] == b, 1.0, -1.0),
                                  p.sample_weight[rows], p.index[rows])
             final, kept = self._run_passes(s, nodes, owners, ctx, layer_stats, comm_layers)
             finals.append(final)
@@ -381,11 +383,16 @@ class _MultiLevelSVC(_FullModelSVC):
                 continue
             left, right = 2 * q, 2 * q + 1
             if right >= n_up:
-                merged[q] = nodes[left]  # an odd node is carried down unchanged
+                merged[q] = nodes.pop(left)  # an odd node is carried down unchanged
                 continue
-            lnode = nodes[left].passed(self._pass)
-            rnode = received[q] if q in received else nodes[right].passed(self._pass)
+            lnode = nodes.pop(left).passed(self._pass)
+            rnode = (received.pop(q) if q in received
+                     else nodes.pop(right).passed(self._pass))
+            # the children are released as their union is made: the layer's rows
+            # are held about once, not twice
             merged[q] = _Node.merge(lnode, rnode)
+            del lnode, rnode
+        nodes.clear()  # the children that went to other ranks
         return merged
 
     # ------------------------------------------------------------------ models
