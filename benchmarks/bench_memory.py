@@ -17,7 +17,11 @@ Cases (``backend='serial'``, ``random_state=0`` and every other parameter at its
 default unless named):
 
 * fit, ijcnn1 (dense, 49,990 x 22; C=32, gamma=2, cache_size=4): CASVC, CPSVC,
-  DCSVC, CascadeSVC (P=8), DisSMOSVC, and SVC as the reference;
+  DCSVC, CascadeSVC (P=8), DisSMOSVC, and SVC as the reference. DisSMOSVC runs
+  with one BLAS thread: its Python loop makes one small ``dgemv`` per kernel row
+  (cache_size=4 holds 10 rows of 49,990), and a 2-thread ``dgemv`` next to a busy
+  core made its fit 5-10x slower (1,290 s against 252 s with one thread, at load
+  ~3); its peak is the same (19.4 against 19.5 MB);
 * fit, a9a (CSR, 32,561 x 123; C=1, gamma=0.05, cache_size=4): CASVC, BKMSVC
   (P=8), SVC;
 * predict of 200,000 rows (the test set tiled: a9a as CSR, ijcnn1 dense) by the
@@ -35,7 +39,8 @@ default unless named):
 the search on 1,000), 20,000 predicted rows; well under a minute.
 
     python benchmarks/bench_memory.py [--quick] [--out FILE] [--data-home DIR]
-                                      [--no-warmup] [--tracemalloc]   # full: ~6 min
+                                      [--no-warmup] [--tracemalloc]
+    # full: ~9 min on 2 busy cores, most of it Dis-SMO's and SVC's fits and SVC.predict
 """
 
 import argparse
@@ -144,8 +149,12 @@ def child(case, home):
 
     import cakernels  # noqa: F401
 
+    from threadpoolctl import threadpool_limits
+
     warnings.simplefilter("ignore")
     res = {}
+    limit = threadpool_limits(limits=case["blas_threads"], user_api="blas") \
+        if case.get("blas_threads") else None
     if case["op"] == "fit":
         X, y = _load(case, home)
         if case["est"] == "SVC":
@@ -183,6 +192,8 @@ def child(case, home):
     call(*arg)
     sec = time.perf_counter() - t0
     peak = _status_mb("VmHWM:")
+    if limit is not None:
+        limit.restore_original_limits()
     res.update(baseline_mb=base, peak_mb=peak - base, reset=reset, seconds=sec,
                x_mb=nbytes / MB, rows=int(X.shape[0]), sparse=bool(sp.issparse(X)))
     if tm:
@@ -287,7 +298,8 @@ def main():
         f"setup      : each case in a fresh process; peak = VmHWM after resetting it "
         f"(/proc/self/clear_refs) minus VmRSS at the reset; "
         f"{'no warm-up' if args.no_warmup else 'after a warm-up call on 600 rows'} and "
-        f"malloc_trim; default threads; backend='serial'; random_state=0"
+        f"malloc_trim; default threads (DisSMOSVC: one BLAS thread); backend='serial'; "
+        f"random_state=0"
         + ("; --quick subsets" if quick else "")])
     t_start = time.perf_counter()
     tmp = tempfile.TemporaryDirectory(prefix="bench_memory_")
@@ -302,11 +314,16 @@ def main():
                         ("DCSVC", dict(n_partitions=P)), ("CascadeSVC", dict(n_partitions=P)),
                         ("DisSMOSVC", {}), ("SVC", {})]:
         save = {"CASVC": model("casvc_ijcnn1"), "SVC": model("svc_ijcnn1")}.get(name)
-        ij[name] = run_case(dict(op="fit", data="ijcnn1", rows=n_ij, est=name,
-                                 params=dict(SVM_IJCNN1, **extra), save=save), args, timeout)
+        # Dis-SMO's Python loop makes one small dgemv per kernel row: on 2 shared cores
+        # OpenBLAS's 2-thread dgemv waits on a busy core (10x slower); one BLAS thread
+        blas = 1 if name == "DisSMOSVC" else None
+        label = name + (" (1 BLAS thread)" if blas else "")
+        ij[label] = run_case(dict(op="fit", data="ijcnn1", rows=n_ij, est=name, blas_threads=blas,
+                                  params=dict(SVM_IJCNN1, **extra), save=save), args, timeout)
     report.table(f"fit, ijcnn1 (dense, "
                  f"{'all rows' if n_ij is None else f'{n_ij:,} rows'}; C=32, gamma=2, "
-                 f"cache_size=4 MB, P=8)", hdr, svm_rows(ij, "SVC", args))
+                 f"cache_size=4 MB, P=8)", hdr, svm_rows(ij, "SVC", args),
+                 note="s: the timed call's seconds (context only; the machine is shared).")
 
     print("\nfit, a9a", flush=True)
     a9 = {}
