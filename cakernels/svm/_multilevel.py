@@ -216,13 +216,17 @@ class _MultiLevelSVC(_FullModelSVC):
         profile = [{} for _ in layer_stats]  # layer -> {node: [samples, SVs, iter, seconds]}
         ctx["profile"] = profile
         finals, early = [], []
-        for a, b in pairs:
+        for n_pair, (a, b) in enumerate(pairs):
             nodes = {}
             for j, p in leaves.items():  # layer 1: the pair's rows of every partition
                 rows = np.flatnonzero((p.y == a) | (p.y == b))
                 Xr = p.X if rows.size == p.y.size else p.X[rows]  # binary: no copy
                 nodes[j] = _Node(Xr, np.where(p.y[rows] == b, 1.0, -1.0),
                                  p.sample_weight[rows], p.index[rows])
+            if n_pair + 1 == len(pairs):
+                # the last pair's nodes hold what they need: each merge can then
+                # free its children's rows (binary: the partitions themselves)
+                leaves = None
             final, kept = self._run_passes(s, nodes, owners, ctx, layer_stats, comm_layers)
             finals.append(final)
             early.append(kept)
@@ -628,7 +632,8 @@ class CascadeSVC(_MultiLevelSVC):
 
     def _run_passes(self, s, nodes, owners, ctx, layer_stats, comm_layers):
         comm = s.comm
-        leaves, root = dict(nodes), int(owners[-1][0])
+        # the first layer's nodes, kept for the feedback of a further pass
+        leaves, root = (dict(nodes) if self.n_passes > 1 else None), int(owners[-1][0])
         previous = None
         current = dict(nodes)
         for n_pass in range(self.n_passes):
