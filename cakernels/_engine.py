@@ -279,6 +279,17 @@ def check_weighted_classes(s, classes, y_idx, w, class_weight=None):
     return n_zero
 
 
+def count_zero_weights(s, w):
+    """Rows of zero weight over all ranks (collective: one reduction in sharded
+    mode, rank 0's count in root mode)."""
+    n = int(np.count_nonzero(np.asarray(w) <= 0)) if w is not None else 0
+    if s.size == 1:
+        return n
+    if s.sharded:
+        return int(s.comm.allreduce(n))
+    return int(s.comm.bcast_obj(n if s.comm.rank == 0 else None))
+
+
 def drop_zero_weight_rows(s, X, y, w, index):
     """This rank's rows of positive ``sample_weight``: ``(X, y, w, compact,
     index)`` with ``compact`` their global numbering among the kept rows (what
@@ -464,6 +475,9 @@ class PartitionedEstimator(OwnInitName, BaseEstimator):
             if (names0 is None) != (names is None) or (
                     names0 is not None and list(names0) != list(names)):
                 return f"the shards have different feature names (rank 0 and rank {r})"
+            if m["weights"] != first["weights"]:
+                return ("sample_weight must be given on every rank (each its own rows' "
+                        f"weights) or on none: rank 0 and rank {r} differ")
         return self._merge_y_meta([m["y"] for m in metas])
 
     def _y_meta(self, y):

@@ -87,6 +87,13 @@ _WEIGHT_REASON = (
     "partitions (a weight of 0 equals removing the row: such rows are not partitioned)"
 )
 
+_WEIGHT_REASON_KRR = (
+    "sample_weight is not equivalent to repeating samples: repeated samples change the "
+    "partitions (random, K-means and balanced ones), hence every local problem; a weight "
+    "of 0 equals removing the row (such rows are not partitioned), and one partition "
+    "equals KernelRidge with the same weights (tests/test_kernel_ridge.py)"
+)
+
 _WEIGHT_REASON_SEARCH = (
     "sample_weight is not equivalent to removing or repeating samples: weights scale "
     "the upper bounds C_i (as in LIBSVM, for which scikit-learn's own SVC lists the same "
@@ -115,6 +122,9 @@ def _expected_failed_checks(estimator):
             type(estimator), _WEIGHT_REASON)
         expected["check_sample_weight_equivalence_on_dense_data"] = reason
         expected["check_sample_weight_equivalence_on_sparse_data"] = reason
+    if isinstance(estimator, PartitionedKernelRidge):
+        expected["check_sample_weight_equivalence_on_dense_data"] = _WEIGHT_REASON_KRR
+        expected["check_sample_weight_equivalence_on_sparse_data"] = _WEIGHT_REASON_KRR
     if isinstance(estimator, CASVCCV):
         expected["check_sample_weight_equivalence_on_dense_data"] = _WEIGHT_REASON_SEARCH
         expected["check_sample_weight_equivalence_on_sparse_data"] = _WEIGHT_REASON_SEARCH

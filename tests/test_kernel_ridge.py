@@ -277,3 +277,66 @@ def test_sigma_beyond_float64_is_a_clear_error(sigma):
         DCKRR(n_partitions=2, sigma=sigma).fit(X, y)
     with pytest.raises(ValueError, match=r"sigma=.* outside the positive float64 range"):
         BKRR2CV(n_partitions=2, sigmas=[1.0, sigma], lams=[1e-3], cv=2).fit(X, y)
+
+
+# --------------------------------------------------------------------------- sample_weight
+def _weighted_problem():
+    X, y = make_regression(n_samples=240, n_features=5, noise=2.0, random_state=0)
+    y = y / y.std()
+    w = np.random.RandomState(1).uniform(0.2, 3.0, size=y.size)
+    return X, y, w
+
+
+@pytest.mark.parametrize("multi_output", [False, True])
+@pytest.mark.parametrize("sparse", [False, True])
+def test_one_weighted_partition_is_weighted_kernel_ridge(multi_output, sparse):
+    """KernelRidge's weighted solve, S (S K S + alpha I)^-1 S y with S = sqrt(w),
+    at alpha = lam * sum(w)."""
+    X, y, w = _weighted_problem()
+    Y = np.column_stack([y, 3 - 2 * y]) if multi_output else y
+    Xf = sp.csr_matrix(X) if sparse else X
+    ours = BKRR2(n_partitions=1, sigma=2.0, lam=1e-3).fit(Xf, Y, sample_weight=w)
+    ref = KernelRidge(kernel="rbf", gamma=1 / 8.0, alpha=1e-3 * w.sum()).fit(
+        X, Y, sample_weight=w)
+    np.testing.assert_allclose(ours.predict(Xf), ref.predict(X), rtol=1e-8, atol=1e-10)
+    unweighted = BKRR2(n_partitions=1, sigma=2.0, lam=1e-3).fit(Xf, Y)
+    assert not np.allclose(ours.predict(Xf), unweighted.predict(Xf))
+
+
+@pytest.mark.parametrize("cls", [DCKRR, KKRR, KKRR2, BKRR, BKRR2])
+def test_weights_of_one_and_zero(cls):
+    """Weights of one are the unweighted fit bit for bit; a weight of 0 is the
+    same as leaving the row out (it is not partitioned either)."""
+    X, y, _ = _weighted_problem()
+    kw = dict(n_partitions=4, sigma=2.0, lam=1e-3, random_state=0)
+    plain = cls(**kw).fit(X, y)
+    ones = cls(**kw).fit(X, y, sample_weight=np.ones(y.size))
+    np.testing.assert_array_equal(ones.predict(X), plain.predict(X))
+    w = np.ones(y.size)
+    w[::4], w[1::4] = 0.0, 2.5
+    keep = w > 0
+    a = cls(**kw).fit(X, y, sample_weight=w)
+    b = cls(**kw).fit(X[keep], y[keep], sample_weight=w[keep])
+    np.testing.assert_array_equal(a.predict(X), b.predict(X))
+    assert a.partition_sizes_.sum() == keep.sum()
+
+
+def test_weights_in_averaging_voting_halos_and_metadata_routing():
+    from sklearn import config_context
+
+    X, y, w = _weighted_problem()
+    for est in (PartitionedKernelRidge("random", "average", 3, sigma=2.0, random_state=0),
+                PartitionedKernelRidge("kbalance", "vote", 3, sigma=2.0, random_state=0),
+                BKRR2(n_partitions=3, sigma=2.0, halo=0.3, random_state=0)):
+        assert est.fit(X, y, sample_weight=w).score(X, y) > 0.9
+    with pytest.raises(ValueError, match="(?i)negative values"):
+        BKRR2(n_partitions=2).fit(X, y, sample_weight=-w)
+    # GridSearchCV routes the weights to the fits and the scores (metadata routing)
+    with config_context(enable_metadata_routing=True):
+        est = BKRR2(n_partitions=2, sigma=2.0, random_state=0).set_fit_request(
+            sample_weight=True).set_score_request(sample_weight=True)
+        search = GridSearchCV(est, {"lam": [1e-4, 1e-2]}, cv=3).fit(X, y, sample_weight=w)
+    assert np.all(np.isfinite(search.cv_results_["mean_test_score"]))
+    direct = BKRR2(n_partitions=2, sigma=2.0, random_state=0,
+                   lam=search.best_params_["lam"]).fit(X, y, sample_weight=w)
+    np.testing.assert_array_equal(search.best_estimator_.predict(X), direct.predict(X))

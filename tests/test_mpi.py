@@ -73,6 +73,8 @@ def test_every_estimator_under_mpi_equals_serial(mpirun, n, tmp_path):
     assert len(zero) == 1 and zero[0]["serial_is_removal"] and zero[0]["root_equal"], zero
     assert zero[0]["sharded_is_removal"], zero
     assert zero[0]["sharded_rows"] == zero[0]["kept"], zero
+    krr = [line for line in lines if line["check"] == "krr-weights"]
+    assert len(krr) == 1 and krr[0]["root_rel"] <= 1e-10 and krr[0]["sharded_is_removal"], krr
     # models pickled on rank 0 predict the same without MPI
     for line in root:
         with open(tmp_path / f"{line['name']}.pkl", "rb") as fh:
@@ -111,6 +113,7 @@ BAD_INPUT = {
     "labels": "the ranks' labels have different types",
     "root-inf": "rank 0: Input X contains infinity",
     "zero-weights": "rank 3: Sample weights must contain at least one non-zero number",
+    "krr-weights": "sample_weight must be given on every rank",
 }
 
 

@@ -183,8 +183,15 @@ def _solve_binary_svm(X, y_pm, C, kp, solver, sample_weight, tol, max_iter, cach
     raise ValueError(f"solver must be one of {SVM_SOLVERS}, got {solver!r}")
 
 
-def solve_kernel_ridge(X, y, lam, *, kernel_params, index=None):
+def solve_kernel_ridge(X, y, lam, *, kernel_params, index=None, sample_weight=None):
     """Solve ``(K + lam m I) alpha = y`` for one partition of ``m`` rows.
+
+    With ``sample_weight`` ``w`` (positive), the weighted problem
+    ``min (1/sum w) sum_i w_i (y_i - f(x_i))^2 + lam ||f||^2`` as
+    :class:`sklearn.kernel_ridge.KernelRidge` solves it (with ``alpha = lam *
+    sum(w)``): ``alpha = S (S K S + lam sum(w) I)^-1 S y`` with ``S =
+    diag(sqrt(w))``, so that weights of one give the unweighted solution bit
+    for bit and an integer weight acts as that many copies of the row.
 
     Returns
     -------
@@ -196,10 +203,26 @@ def solve_kernel_ridge(X, y, lam, *, kernel_params, index=None):
     params = {**kernel_params}
     m = X.shape[0]
     _check_numerics_before(X, params)
-    # no reference kept here: solve_krr frees the factor before its fallback rebuilds K
-    alpha = solve_krr(kernel_block(X, X, **params), y, lam * m,
-                      rebuild=lambda: kernel_block(X, X, **params),
-                      n_threads=params.get("n_threads", 1))
+    if sample_weight is None:
+        # no reference kept here: solve_krr frees the factor before its fallback
+        # rebuilds K
+        alpha = solve_krr(kernel_block(X, X, **params), y, lam * m,
+                          rebuild=lambda: kernel_block(X, X, **params),
+                          n_threads=params.get("n_threads", 1))
+    else:
+        sw = np.sqrt(np.asarray(sample_weight, dtype=np.float64))
+        col = sw.reshape((m,) + (1,) * (np.ndim(y) - 1))
+
+        def weighted_kernel():
+            K = kernel_block(X, X, **params)
+            K *= sw[:, None]
+            K *= sw[None, :]
+            return K
+
+        alpha = solve_krr(weighted_kernel(), np.asarray(y, dtype=np.float64) * col,
+                          lam * float(np.sum(sample_weight)), rebuild=weighted_kernel,
+                          n_threads=params.get("n_threads", 1))
+        alpha *= col
     index = np.arange(m) if index is None else index
     sol = LocalSolution(index, alpha, None, 0.0, np.nan, 1)
     _check_solution(sol, f"kernel ridge (lam={lam:.3g})",

@@ -6,9 +6,9 @@ import numbers
 import numpy as np
 from sklearn.base import RegressorMixin
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
-from .._engine import PartitionedEstimator
+from .._engine import PartitionedEstimator, count_zero_weights, drop_zero_weight_rows
 from .._kernels import KERNELS, check_magnitude, sigma_to_gamma
 from .._params import Count
 from .._solvers.krr import _LocalKRR
@@ -164,7 +164,7 @@ class PartitionedKernelRidge(RegressorMixin, PartitionedEstimator):
             return 1
         return min(self.n_voters, len(self.estimators_))
 
-    def fit(self, X, y):
+    def fit(self, X, y, sample_weight=None):
         """Partition the training set and solve one kernel ridge problem per partition.
 
         Parameters
@@ -174,6 +174,13 @@ class PartitionedKernelRidge(RegressorMixin, PartitionedEstimator):
             float64, never modified.
         y : array-like of shape (n_samples,) or (n_samples, n_targets)
             Targets.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weights of the squared errors: every partition solves
+            ``min (1/sum w) sum w_i (y_i - f(x_i))^2 + lam ||f||^2`` over its
+            rows (with one partition, :class:`sklearn.kernel_ridge.KernelRidge`
+            with ``alpha = lam * sum(w)`` and the same weights; weights of one
+            are the unweighted fit, bit for bit). Rows of weight 0 take no part:
+            they are left out before partitioning.
 
         Returns
         -------
@@ -182,9 +189,11 @@ class PartitionedKernelRidge(RegressorMixin, PartitionedEstimator):
         """
         self._validate_params()
         with self._session() as s:
-            X, y, _, index = self._collect(s, X, y, None)
+            X, y, w, index = self._collect(s, X, y, sample_weight)
+            if w is not None and count_zero_weights(s, w):
+                X, y, w, index, _ = drop_zero_weight_rows(s, X, y, w, index)
             ctx = {"params": self._kernel_params(n_threads=s.threads)}
-            self._fit_partitioned(s, X, y, None, index, ctx)
+            self._fit_partitioned(s, X, y, w, index, ctx)
         return self
 
     # ------------------------------------------------------------------ engine hooks
@@ -193,7 +202,11 @@ class PartitionedKernelRidge(RegressorMixin, PartitionedEstimator):
     def _validate_local(self, X, y, sample_weight):
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, order="C",
                              multi_output=True, y_numeric=True)
-        return X, np.asarray(y, dtype=np.float64), None
+        w = None
+        if sample_weight is not None:
+            w = _check_sample_weight(sample_weight, X, dtype=np.float64,
+                                     ensure_non_negative=True)
+        return X, np.asarray(y, dtype=np.float64), w
 
     def _y_meta(self, y):
         return {"tail": tuple(y.shape[1:])}
@@ -208,7 +221,7 @@ class PartitionedKernelRidge(RegressorMixin, PartitionedEstimator):
 
     def _fit_partition(self, p, ctx):
         sol = solve_kernel_ridge(p.X, p.y, self.lam, kernel_params=ctx["params"],
-                                 index=p.index)
+                                 index=p.index, sample_weight=p.sample_weight)
         return _LocalKRR(p.X, sol.alpha, ctx["params"]), 1, p.X.shape[0]
 
     # ------------------------------------------------------------------ predict

@@ -142,3 +142,20 @@ report(check="zero-weights",
        sharded_is_removal=bool(np.array_equal(sh.decision_function(Xc),
                                               sh_removed.decision_function(Xc))),
        sharded_rows=int(sh.partition_sizes_.sum()), kept=int((wz > 0).sum()))
+
+# kernel ridge with sample_weight: root mode equals serial; sharded mode with zero
+# weights equals every rank passing only its rows of positive weight
+wr = np.random.RandomState(2).uniform(0.5, 2.0, size=len(yr))
+wr[::5] = 0.0
+kw = dict(n_partitions=4, sigma=3.0, lam=1e-4, random_state=0)
+serial = BKRR2(**kw).fit(Xr, yr, sample_weight=wr)
+root = BKRR2(backend="mpi", **kw).fit(Xr if rank == 0 else None, yr if rank == 0 else None,
+                                      sample_weight=wr if rank == 0 else None)
+lo, hi = int(bounds[rank] * len(yr)), int(bounds[rank + 1] * len(yr))
+mine = wr[lo:hi] > 0
+sh = BKRR2(backend=MPIBackend(sharded=True), **kw).fit(Xr[lo:hi], yr[lo:hi],
+                                                       sample_weight=wr[lo:hi])
+sh_removed = BKRR2(backend=MPIBackend(sharded=True), **kw).fit(
+    Xr[lo:hi][mine], yr[lo:hi][mine], sample_weight=wr[lo:hi][mine])
+report(check="krr-weights", root_rel=rel(root.predict(Xr), serial.predict(Xr)),
+       sharded_is_removal=bool(np.array_equal(sh.predict(Xr), sh_removed.predict(Xr))))

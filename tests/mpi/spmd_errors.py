@@ -47,6 +47,11 @@ def run():
     elif case == "zero-weights":            # one rank's rows all weigh 0 (sharded)
         CASVC(4, backend=sharded).fit(Xs, ys, sample_weight=np.full(len(ys), float(
             rank != bad)))
+    elif case == "krr-weights":             # sample_weight on some ranks only (sharded)
+        from cakernels import BKRR2
+
+        BKRR2(4, backend=sharded).fit(Xs, ys.astype(float), sample_weight=None if rank == bad
+                                      else np.ones(len(ys)))
     elif case == "root-inf":                # root mode: bad data on rank 0
         Xr = X.copy()
         Xr[3, 1] = np.inf
