@@ -613,8 +613,8 @@ class KMeansPartitioner(_BasePartitioner):
         # one OpenMP thread on small data (as fast, and no spinning team next to
         # busy processes) and in a forked child (scikit-learn's GNU OpenMP
         # runtime may have run a team in the parent: see backends/_budget.py)
-        small = (X.shape[0] * X.shape[1] * self.n_partitions < KMEANS_ONE_THREAD_WORK
-                 or forked())
+        one_thread = (X.shape[0] * X.shape[1] * self.n_partitions < KMEANS_ONE_THREAD_WORK
+                      or forked())
         # scikit-learn limits BLAS to one thread inside K-means with its own
         # threadpoolctl context, which restores what it saw on entry: from
         # several threads at once that left BLAS at the wrong count (more
@@ -622,7 +622,7 @@ class KMeansPartitioner(_BasePartitioner):
         # good). Holding the package's own limit of 1 around it makes every
         # such context see and restore 1.
         with warnings.catch_warnings(), blas_limits(1), (
-                openmp_limits(1) if small else contextlib.nullcontext()):
+                openmp_limits(1) if one_thread else contextlib.nullcontext()):
             # fewer distinct points than clusters: handled below by dropping
             # the empty clusters
             warnings.simplefilter("ignore", ConvergenceWarning)
