@@ -324,12 +324,16 @@ class _Fixed(ClassifierMixin, BaseEstimator):
         return self.pred
 
 
-def _brute_svm_scores(search, X, y, splits, scoring="accuracy"):
+def _brute_svm_scores(search, X, y, splits, scoring="accuracy", sample_weight=None):
     """LIBSVM (scikit-learn's SVC) refitted on every partition's rows of every
     split, nearest-centre routing, scikit-learn's scorer ``scoring`` on the
-    split's validation rows; 'scale' resolved on the split."""
+    split's validation rows; 'scale' resolved on the split. With
+    ``sample_weight``, the partitions hold the rows of positive weight."""
     scorer = get_scorer(scoring)
-    part, labels = search.partitioner_, np.asarray(search.partitioner_.labels_)
+    w = np.ones(len(y)) if sample_weight is None else np.asarray(sample_weight, float)
+    part = search.partitioner_
+    labels = np.full(len(y), -1)
+    labels[w > 0] = part.labels_
     out = np.zeros((len(search.cv_results_["params"]), len(splits)))
     for c, params in enumerate(search.cv_results_["params"]):
         for f, (train, val) in enumerate(splits):
@@ -348,7 +352,8 @@ def _brute_svm_scores(search, X, y, splits, scoring="accuracy"):
                 if np.unique(y[T]).size == 1:
                     pred[here] = y[T][0]
                 else:
-                    svc = SVC(C=params["C"], gamma=gamma).fit(X[T], y[T])
+                    svc = SVC(C=params["C"], gamma=gamma).fit(X[T], y[T],
+                                                              sample_weight=w[T])
                     pred[here] = svc.predict(X[val][here])
             fixed = _Fixed(pred)
             fixed.classes_ = np.unique(y)
@@ -530,12 +535,28 @@ def test_svm_search_refuses_a_class_without_positive_weight_up_front():
         CASVCCV(n_partitions=2, Cs=[1.0], cv=3).fit(X, y, sample_weight=(y == 1) * 1.0)
 
 
-def test_svm_search_names_a_partition_whose_training_rows_all_weigh_zero():
-    X = np.r_[np.zeros((30, 2)), np.ones((30, 2)) * 10]
-    X[::2] += 0.01
-    y = np.arange(60) % 2
-    w = np.r_[np.zeros(30), np.ones(30)]
-    with pytest.raises(ValueError, match=r"partition \d has no training row of positive "
-                                         r"sample_weight in split \d"):
-        CPSVCCV(n_partitions=2, Cs=[1.0], gammas=[0.5], cv=3, random_state=0).fit(
-            X, y, sample_weight=w)
+def test_svm_search_partitions_the_rows_of_positive_weight_and_validates_every_row():
+    """Half the rows weigh 0 and form a cluster of their own: as in the
+    estimators' fit they are left out of the partitions (K-means gave them a
+    partition of their own, with nothing to train on), while every row is
+    still validated, unweighted, as by GridSearchCV; scores equal LIBSVM
+    refits of the partitions' weighted rows."""
+    rng = np.random.default_rng(0)
+    X = np.r_[rng.normal(size=(60, 2)), rng.normal(size=(120, 2)) + 10]
+    y = np.r_[np.arange(60) % 2, (X[60:, 0] > 10).astype(int)]
+    w = np.r_[np.zeros(60), rng.uniform(0.5, 2.0, 120)]
+    cv = StratifiedKFold(3, shuffle=True, random_state=0)
+    w_before = w.copy()
+    search = CPSVCCV(n_partitions=2, Cs=[0.5, 5.0], gammas=[0.5, "scale"], cv=cv,
+                     solver="libsvm", random_state=0).fit(X, y, sample_weight=w)
+    np.testing.assert_array_equal(w, w_before)
+    assert search.partition_sizes_.sum() == 120
+    brute = _brute_svm_scores(search, X, y, list(cv.split(X, y)), sample_weight=w)
+    got = np.column_stack([search.cv_results_[f"split{f}_test_score"] for f in range(3)])
+    np.testing.assert_allclose(got, brute, rtol=0, atol=1e-12)
+    # the warm-started native path trains on the same rows
+    warm = CPSVCCV(n_partitions=2, Cs=[0.5, 5.0], gammas=[0.5, "scale"], cv=cv,
+                   random_state=0).fit(X, y, sample_weight=w)
+    np.testing.assert_array_equal(warm.partition_sizes_, search.partition_sizes_)
+    np.testing.assert_allclose(warm.cv_results_["mean_test_score"],
+                               search.cv_results_["mean_test_score"], atol=0.02)

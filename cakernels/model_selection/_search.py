@@ -32,6 +32,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._engine import (
     PartitionedEstimator,
+    drop_zero_weight_rows,
     _group_by,
     _halo_of,
     _LazyPartition,
@@ -68,20 +69,27 @@ class _PartitionedSearchCV(PartitionedEstimator):
             self._fit_sparse = bool(sp.issparse(Xl))
             masks, n_splits = self._split_masks(s, Xl, yl, index, loo, groups)
             cols, facts = self._prepare(s, Xl, yl, wl, index, masks)
+            rows = np.hstack([cols, masks.astype(np.float64)])
+            # the rows that train: all of them, or (as in the estimators' fit)
+            # those of positive weight; every row is still validated
+            Xt, rows_t, compact, place_y = Xl, rows, index, facts.get("placement_y")
+            if facts.get("n_zero_weight"):
+                Xt, rows_t, _, compact, _ = drop_zero_weight_rows(s, Xl, rows, wl, index)
+                if place_y is not None:
+                    place_y = place_y[np.asarray(wl) > 0]
             t0 = time.perf_counter()
             with comm.phase("partitioning"):
-                part, labels = self._partition_rows(s, Xl, index)
+                part, labels = self._partition_rows(s, Xt, compact)
             t_part = time.perf_counter() - t0
             sizes = np.asarray(part.sizes_, dtype=np.int64)
             empty = np.flatnonzero(sizes == 0)
             if empty.size:
                 comm.agree(f"partitions {empty.tolist()} are empty; use fewer partitions or "
                            "another partitioner")
-            owners = self._place_partitions(s, part, facts.get("placement_y"), labels, sizes)
-            rows = np.hstack([cols, masks.astype(np.float64)])
+            owners = self._place_partitions(s, part, place_y, labels, sizes)
             t0 = time.perf_counter()
             with comm.phase("redistribution"):
-                tasks = self._distribute(s, Xl, rows, None, index, labels, owners, part)
+                tasks = self._distribute(s, Xt, rows_t, None, compact, labels, owners, part)
                 queries = self._query_rows(s, Xl, rows, index, part, owners, loo, tasks)
             t_move = time.perf_counter() - t0
             job = self._make_job(s, grid, n_splits, loo, facts, cols.shape[1], sizes.size)

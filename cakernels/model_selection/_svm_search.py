@@ -172,7 +172,7 @@ n_splits_
         order: ``C`` outer, ``gamma`` inner).
     classes_ : ndarray
     partitioner_, centers_, partition_sizes_
-        The search's partitioning.
+        The search's partitioning (of the rows of positive ``sample_weight``).
     fit_stats_ : dict
         ``n_iter`` (solver iterations of the whole search), ``n_solves``,
         ``warm_start``, ``comm``...
@@ -273,7 +273,10 @@ n_splits_
             Class labels.
         sample_weight : array-like of shape (n_samples,), default=None
             Per-sample weights (rescale C per sample), for the search and the
-            refit.
+            refit. As in the estimators' fit, rows of weight 0 are left out of
+            the partitions and never train; they are still validated (scored
+            unweighted, as by ``GridSearchCV``) and count in the splits, in
+            ``gamma='scale'`` and in ``class_weight='balanced'``.
         groups : array-like of shape (n_samples,), default=None
             Group labels for a group splitter as ``cv`` (``GroupKFold``...),
             as ``GridSearchCV.fit(..., groups=...)`` (under MPI in sharded
@@ -329,7 +332,7 @@ n_splits_
         y_idx = np.searchsorted(self.classes_, y).astype(np.int64)
         # the estimators' errors (every rank): class_weight, and a class without a
         # sample of positive weight (before any split or partition is drawn)
-        check_weighted_classes(s, self.classes_, y_idx, w, global_class_weight(
+        n_zero = check_weighted_classes(s, self.classes_, y_idx, w, global_class_weight(
             s, self.class_weight, self.classes_, y_idx))
         self.scorer_ = get_scorer(self.scoring or "accuracy")
         _check_scoring(self.scoring or "accuracy", self.classes_)
@@ -365,7 +368,9 @@ n_splits_
                     gammas[a, f] = resolve_gamma(g, X[:1])
         class_weights = [self._class_weight(counts[f]) for f in range(n_splits)]
         cols = np.column_stack([y_idx.astype(np.float64), w])
-        return cols, {"placement_y": y_idx, "gammas": gammas, "class_weights": class_weights}
+        # rows of zero weight validate but are not partitioned (as in the fit)
+        return cols, {"placement_y": y_idx, "gammas": gammas, "class_weights": class_weights,
+                      "n_zero_weight": n_zero}
 
     def _class_weight(self, counts):
         """``class_weight`` as a weight per class index, for one split's counts
@@ -480,12 +485,6 @@ class _SVMSearchJob:
         ``T`` of partition ``p`` in split ``f``."""
         classes = self.search.classes_
         cw = self.class_weights[f]
-        keep = T[w[T] > 0]
-        if keep.size == 0:
-            raise ValueError(f"partition {p.j} has no training row of positive sample_weight "
-                             f"in split {f} (all {T.size} have weight 0; the search "
-                             "partitions every row, an estimator's fit only the rows of "
-                             "positive weight): use fewer partitions")
         if not self.warm:
             for c in order:
                 est = self._estimator(a, f, c)
@@ -497,7 +496,7 @@ class _SVMSearchJob:
                     Partition(p.j, p.X[T], y_idx[T], w[T], p.index[T]), ctx)
                 yield c, model, it, time.perf_counter() - t
             return
-        labels = np.unique(y_idx[keep])
+        labels = np.unique(y_idx[T])
         if labels.size == 1:
             for c in order:
                 yield c, _SingleClassModel(classes[labels[0]]), 0, 0.0
@@ -508,7 +507,7 @@ class _SVMSearchJob:
         pairs = [(i, j) for ii, i in enumerate(labels) for j in labels[ii + 1:]]
         problems = []
         for i, j in pairs:  # SVC's one-vs-one order; +1 for the pair's second class
-            members = keep[(y_idx[keep] == i) | (y_idx[keep] == j)]
+            members = T[(y_idx[T] == i) | (y_idx[T] == j)]
             y_pm = np.where(y_idx[members] == j, 1.0, -1.0)
             problems.append((members, y_pm, w[members] * cw[y_idx[members]], None))
         for c in order:

@@ -113,3 +113,62 @@ line = {"check": "BKMSVCCV",
         "root_predict_equal": bool(np.array_equal(root.predict(Xc), serial.predict(Xc)))}
 if rank == 0:
     print(json.dumps(line), flush=True)
+
+# zero sample weights in the SVM search: those rows are not partitioned (as in
+# the estimators' fit) but are validated; root mode equals serial, sharded mode
+# equals LIBSVM refits of its own partitions' weighted rows
+from sklearn.model_selection import StratifiedKFold  # noqa: E402
+from sklearn.svm import SVC  # noqa: E402
+
+from cakernels import CASVCCV  # noqa: E402
+
+Xw, yw = make_classification(n_samples=240, n_features=5, random_state=1)
+ww = np.where(np.arange(len(yw)) % 3 == 0, 0.0, 1.0 + (np.arange(len(yw)) % 5) / 4)
+wcv = StratifiedKFold(3, shuffle=True, random_state=0)
+wkw = dict(n_partitions=4, Cs=[0.5, 5.0], gammas=[0.1, "scale"], cv=wcv, solver="libsvm",
+           random_state=0)
+
+
+def brute_svm(search):
+    labels = np.full(len(yw), -1)
+    labels[ww > 0] = search.partitioner_.labels_
+    out = []
+    for params in search.cv_results_["params"]:
+        row = []
+        for train, val in wcv.split(Xw, yw):
+            gamma = params["gamma"]
+            if gamma == "scale":
+                gamma = 1.0 / (Xw.shape[1] * Xw[train].var())
+            tr = np.zeros(len(yw), bool)
+            tr[train] = True
+            route = search.partitioner_.assign(Xw[val])
+            pred = np.empty(len(val), dtype=yw.dtype)
+            for j in range(search.partition_sizes_.size):
+                T = np.flatnonzero((labels == j) & tr)
+                here = route == j
+                if here.any():
+                    svc = SVC(C=params["C"], gamma=gamma).fit(Xw[T], yw[T], sample_weight=ww[T])
+                    pred[here] = svc.predict(Xw[val][here])
+            row.append(np.mean(pred == yw[val]))
+        out.append(row)
+    return np.array(out)
+
+
+serial = CASVCCV(**wkw).fit(Xw, yw, sample_weight=ww)
+root = CASVCCV(backend="mpi", **wkw).fit(Xw if rank == 0 else None, yw if rank == 0 else None,
+                                         sample_weight=ww if rank == 0 else None)
+lo, hi = rank * len(Xw) // size, (rank + 1) * len(Xw) // size
+sharded = CASVCCV(backend=MPIBackend(sharded=True), **wkw).fit(Xw[lo:hi], yw[lo:hi],
+                                                                sample_weight=ww[lo:hi])
+got = np.column_stack([sharded.cv_results_[f"split{f}_test_score"] for f in range(3)])
+best = comm.allgather((root.best_params_, sharded.best_params_))
+line = {"check": "CASVCCV-weights",
+        "root_equal": bool(np.array_equal(root.cv_results_["mean_test_score"],
+                                          serial.cv_results_["mean_test_score"])),
+        "sharded_rel": float(np.max(np.abs(got - brute_svm(sharded)))),
+        "partitioned": [int(root.partition_sizes_.sum()), int(sharded.partition_sizes_.sum())],
+        "everywhere": all(b == best[0] for b in best),
+        "root_phases": phases(root), "sharded_phases": phases(sharded),
+        "root_predict_equal": bool(np.array_equal(root.predict(Xw), serial.predict(Xw)))}
+if rank == 0:
+    print(json.dumps(line), flush=True)
