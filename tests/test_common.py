@@ -95,9 +95,10 @@ _WEIGHT_REASON_KRR = (
 )
 
 _WEIGHT_REASON_SEARCH = (
-    "sample_weight is not equivalent to removing or repeating samples: weights scale "
-    "the upper bounds C_i (as in LIBSVM, for which scikit-learn's own SVC lists the same "
-    "expected failure), and the search partitions every row once, weighted or not"
+    "sample_weight is not equivalent to removing or repeating samples: removed or "
+    "repeated rows change the validation splits and repeated ones the partitions (and "
+    "for the SVMs weights scale the upper bounds C_i, as in LIBSVM, for which "
+    "scikit-learn's own SVC lists the same expected failure)"
 )
 
 _WEIGHT_REASON_AGCD = (
@@ -125,9 +126,10 @@ def _expected_failed_checks(estimator):
     if isinstance(estimator, PartitionedKernelRidge):
         expected["check_sample_weight_equivalence_on_dense_data"] = _WEIGHT_REASON_KRR
         expected["check_sample_weight_equivalence_on_sparse_data"] = _WEIGHT_REASON_KRR
-    if isinstance(estimator, CASVCCV):
+    if isinstance(estimator, (CASVCCV, BKRR2CV)):
         expected["check_sample_weight_equivalence_on_dense_data"] = _WEIGHT_REASON_SEARCH
         expected["check_sample_weight_equivalence_on_sparse_data"] = _WEIGHT_REASON_SEARCH
+    if isinstance(estimator, CASVCCV):
         expected["check_non_transformer_estimators_n_iter"] = (
             "a search has no one iteration count (as GridSearchCV, which has no max_iter "
             "to trigger the check): fit_stats_['n_iter'] holds the search's solver "

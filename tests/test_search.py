@@ -38,12 +38,16 @@ def _data(n=240, d=4, seed=0, targets=1):
     return X, y / np.std(y)
 
 
-def _brute_split_scores(search, X, y, splits, scoring):
+def _brute_split_scores(search, X, y, splits, scoring, sample_weight=None):
     """Refit every partition on its training rows of every split from scratch
-    (sklearn's rbf_kernel and numpy's solve) and score the routed or averaged
-    validation predictions."""
+    (sklearn's rbf_kernel and numpy's solve; with ``sample_weight``, the
+    weighted problem ``(W K + lam sum(w) I) alpha = W y`` of KernelRidge, on
+    partitions of the rows of positive weight) and score the routed or
+    averaged validation predictions (unweighted)."""
     part = search.partitioner_
-    labels = np.asarray(part.labels_)
+    w = np.ones(len(y)) if sample_weight is None else np.asarray(sample_weight, float)
+    labels = np.full(len(y), -1)
+    labels[w > 0] = part.labels_
     P = search.partition_sizes_.size
     average = search._combine_mode == "average"
     out = np.zeros((len(search.cv_results_["params"]), len(splits)))
@@ -56,7 +60,12 @@ def _brute_split_scores(search, X, y, splits, scoring):
             for j in range(P):
                 T = np.flatnonzero((labels == j) & tr)
                 K = rbf_kernel(X[T], X[T], gamma=gamma)
-                alpha = np.linalg.solve(K + params["lam"] * T.size * np.eye(T.size), y[T])
+                if sample_weight is None:
+                    alpha = np.linalg.solve(K + params["lam"] * T.size * np.eye(T.size), y[T])
+                else:
+                    W = np.diag(w[T])
+                    alpha = np.linalg.solve(W @ K + params["lam"] * w[T].sum()
+                                            * np.eye(T.size), W @ y[T])
                 preds[j] = rbf_kernel(X[val], X[T], gamma=gamma) @ alpha
             if average:
                 pred = preds.mean(axis=0)
@@ -79,6 +88,51 @@ def test_kfold_scores_equal_refits_on_the_same_partitions_and_folds(cls, solver)
     got = np.column_stack([search.cv_results_[f"split{f}_test_score"] for f in range(3)])
     np.testing.assert_allclose(got, brute, rtol=1e-8)
     assert search.fit_stats_["solver"] == solver
+
+
+@pytest.mark.parametrize("cls", [BKRR2CV, DCKRRCV, KKRR2CV])
+@pytest.mark.parametrize("solver", ["cholesky", "eigh"])
+def test_weighted_kfold_scores_equal_weighted_refits(cls, solver):
+    """sample_weight: every split solves KernelRidge's weighted problem on each
+    partition's training rows (rows of weight 0 left out of the partitions,
+    still validated, unweighted); the refit is the estimator's weighted fit;
+    the weights are not modified."""
+    X, y = _data(targets=2)
+    rng = np.random.default_rng(3)
+    w = rng.uniform(0.2, 3.0, len(y))
+    w[::7] = 0.0
+    w_before = w.copy()
+    cv = KFold(3, shuffle=True, random_state=1)
+    search = cls(n_partitions=3, sigmas=[0.7, 2.0], lams=[1e-4, 1e-2], cv=cv, solver=solver,
+                 random_state=0).fit(X, y, sample_weight=w)
+    np.testing.assert_array_equal(w, w_before)
+    assert search.partition_sizes_.sum() == np.count_nonzero(w)
+    brute = _brute_split_scores(search, X, y, list(cv.split(X)), "r2", sample_weight=w)
+    got = np.column_stack([search.cv_results_[f"split{f}_test_score"] for f in range(3)])
+    np.testing.assert_allclose(got, brute, rtol=1e-8)
+    plain = cls(n_partitions=3, sigmas=[0.7, 2.0], lams=[1e-4, 1e-2], cv=cv, solver=solver,
+                random_state=0).fit(X, y)
+    assert not np.allclose(plain.cv_results_["mean_test_score"],
+                           search.cv_results_["mean_test_score"])
+    refit = search._make_estimator(**search.best_params_).fit(X, y, sample_weight=w)
+    np.testing.assert_array_equal(search.predict(X), refit.predict(X))
+
+
+def test_weights_of_one_equal_the_unweighted_search_bit_for_bit():
+    X, y = _data()
+    kw = dict(n_partitions=3, sigmas=[0.7, 2.0], lams=[1e-4, 1e-2], cv=3, random_state=0)
+    for solver in ("cholesky", "eigh"):
+        ones = BKRR2CV(solver=solver, **kw).fit(X, y, sample_weight=np.ones(len(y)))
+        plain = BKRR2CV(solver=solver, **kw).fit(X, y)
+        np.testing.assert_array_equal(ones.cv_results_["mean_test_score"],
+                                      plain.cv_results_["mean_test_score"])
+
+
+def test_loo_with_sample_weight_is_refused():
+    X, y = _data(n=60)
+    with pytest.raises(ValueError, match="cv='loo' takes no sample_weight"):
+        BKRR2CV(n_partitions=2, sigmas=[1.0], lams=[1e-3], cv="loo").fit(
+            X, y, sample_weight=np.ones(len(y)))
 
 
 @pytest.mark.parametrize("scoring", sorted(METRICS))

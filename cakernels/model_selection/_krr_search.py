@@ -39,7 +39,7 @@ from sklearn.metrics import get_scorer
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from .. import _native
-from .._engine import PartitionedEstimator
+from .._engine import PartitionedEstimator, count_zero_weights
 from .._kernels import (
     _KIND,
     KERNELS,
@@ -311,7 +311,7 @@ class PartitionedKernelRidgeCV(RegressorMixin, _PartitionedSearchCV):
         return self._estimator_class(sigma=float(sigma), lam=float(lam), **params)
 
     # ------------------------------------------------------------------ fit
-    def fit(self, X, y, *, groups=None):
+    def fit(self, X, y, sample_weight=None, *, groups=None):
         """Search the (sigma, lambda) grid, then refit the best on all rows.
 
         Parameters
@@ -320,6 +320,16 @@ class PartitionedKernelRidgeCV(RegressorMixin, _PartitionedSearchCV):
             Training samples (never modified).
         y : array-like of shape (n_samples,) or (n_samples, n_targets)
             Targets.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weights of the squared errors, for the search and the
+            refit: every split trains each partition as the estimator's fit
+            would on those rows (``S K S + lam sum(w) I``, ``sum(w)`` over the
+            partition's training rows of the split). Validation scores stay
+            unweighted, as ``GridSearchCV``'s. Rows of weight 0 are left out of
+            the partitions (they are still validated). Not with
+            ``cv='loo'`` (the refit without row ``i`` has the ridge shift
+            ``lam (sum(w) - w_i)``, a different matrix for every row: no
+            closed form).
         groups : array-like of shape (n_samples,), default=None
             Group labels for a group splitter as ``cv`` (``GroupKFold``...),
             as ``GridSearchCV.fit(..., groups=...)`` (under MPI in sharded
@@ -330,7 +340,7 @@ class PartitionedKernelRidgeCV(RegressorMixin, _PartitionedSearchCV):
         self : object
             Fitted search.
         """
-        return self._search_fit(X, y, None, groups)
+        return self._search_fit(X, y, sample_weight, groups)
 
     # ------------------------------------------------------------------ engine hooks
     def _grid(self):
@@ -340,20 +350,28 @@ class PartitionedKernelRidgeCV(RegressorMixin, _PartitionedSearchCV):
         return {"sigmas": sigmas, "lams": lams, "solver": self._resolve_solver(loo, lams.size)}
 
     def _prepare(self, s, X, y, w, index, masks):
-        """The targets as columns, and their mean over all rows (the score
-        sums are taken about it, against cancellation)."""
+        """The targets (and the weights) as columns, and the targets' mean over
+        all rows (the score sums are taken about it, against cancellation)."""
         y2 = y.reshape(y.shape[0], int(np.prod(y.shape[1:])))
+        # (whether weights were given is the same on every rank: the input checks)
+        if w is not None and isinstance(self.cv, str) and self.cv == "loo":
+            raise ValueError("cv='loo' takes no sample_weight: the refit without row i "
+                             "has the ridge shift lam * (sum(w) - w_i), a different "
+                             "matrix for every row (no closed form); use k-fold splits")
         sums = np.concatenate([[y2.shape[0]], y2.sum(axis=0)]).astype(np.float64)
         if s.size > 1:
             sums = s.comm.Allreduce(sums)
         self.scorer_ = get_scorer("r2" if self.scoring is None else self.scoring)
-        return y2, {"shift": sums[1:] / max(sums[0], 1.0)}
+        facts = {"shift": sums[1:] / max(sums[0], 1.0), "n_outputs": y2.shape[1],
+                 "n_zero_weight": 0 if w is None else count_zero_weights(s, w)}
+        return (y2 if w is None else np.column_stack([y2, w])), facts
 
     def _make_job(self, s, grid, n_splits, loo, facts, n_cols, n_partitions):
-        return _SearchJob(grid["sigmas"], grid["lams"], n_splits, n_cols, loo,
+        return _SearchJob(grid["sigmas"], grid["lams"], n_splits, facts["n_outputs"], loo,
                           self._is_average, grid["solver"], facts["shift"],
                           self._kernel_params(s.threads), n_partitions,
-                          "r2" if self.scoring is None else self.scoring)
+                          "r2" if self.scoring is None else self.scoring,
+                          weighted=n_cols > facts["n_outputs"])
 
     def _kernel_params(self, n_threads):
         return {"kernel": self.kernel, "degree": self.degree, "coef0": self.coef0,
@@ -366,9 +384,12 @@ class _SearchJob:
     progress_label = "partition, sigma"
 
     def __init__(self, sigmas, lams, n_splits, k, loo, average, solver, shift, kparams,
-                 n_partitions, scoring):
+                 n_partitions, scoring, weighted=False):
         self.sigmas, self.lams = sigmas, lams
+        # the row columns: k targets, the weight (when weighted), then the masks
         self.n_splits, self.k = int(n_splits), int(k)
+        self.weighted = bool(weighted)
+        self.nc = self.k + self.weighted
         self.loo, self.average, self.solver = loo, average, solver
         self.owner = None  # owner partition of every row, when partitions have halos
         self.shift = shift
@@ -440,12 +461,13 @@ class _SearchJob:
         at most ``window = max(2, ceil(threads / splits))`` kernels are alive.
 
         Returns ``(stats or predictions, times, n_factorisations)``."""
-        S, L, k = self.n_splits, self.lams.size, self.k
+        S, L, k, nc = self.n_splits, self.lams.size, self.k, self.nc
         n_threads = max(1, int(self.kparams["n_threads"]))
         Xj = p.X
         yj = p.y[:, :k]
+        wj = p.y[:, k] if self.weighted else None
         mj = Xj.shape[0]
-        tr = p.y[:, k:k + S].astype(bool)
+        tr = p.y[:, nc:nc + S].astype(bool)
         xn = row_sq_norms(Xj)
         G = kernel_block(Xj, Xj, kernel="linear", n_threads=n_threads)
         times = np.zeros((self.sigmas.size, L, S, 2))
@@ -458,7 +480,7 @@ class _SearchJob:
                                  "shuffled folds")
         val = xq = Gq = None
         if not self.loo:  # the validation rows' mask of every split
-            val = q[1][:, k + S:].astype(bool)
+            val = q[1][:, nc + S:].astype(bool)
         if self.average:
             out = [np.zeros((self.sigmas.size, L, int(val[:, f].sum()) if val is not None
                              else q[2].size, k)) for f in range(S)]
@@ -487,8 +509,8 @@ class _SearchJob:
             if self.loo:  # the only consumer: the eigendecomposition overwrites K
                 n_fact[a, f] = self._loo(a, p, kernels[a], yj, xn, gamma, q, out, times)
             else:
-                n_fact[a, f] = self._split(a, f, kernels[a], Xj, yj, xn, tr[:, f], gamma,
-                                           q, val, xq, Gq, out, times)
+                n_fact[a, f] = self._split(a, f, kernels[a], Xj, yj, wj, xn, tr[:, f],
+                                           gamma, q, val, xq, Gq, out, times)
             with lock:
                 left[a] -= 1
                 done = left[a] == 0
@@ -509,14 +531,21 @@ class _SearchJob:
         run_graph(task, deps, [divmod(i, n_fold + 1) for i in range(n_tasks)], n_threads)
         return out, times, int(n_fact.sum())
 
-    def _split(self, a, f, K, Xj, yj, xn, train, gamma, q, val, xq, Gq, out, times):
+    def _split(self, a, f, K, Xj, yj, wj, xn, train, gamma, q, val, xq, Gq, out, times):
         """Split ``f`` of sigma number ``a`` (one thread): every lambda's local
         model on the split's training rows of the partition, scored on (or
         predicting) its validation rows. Returns the factorisations."""
         L, k = self.lams.size, self.k
         T = np.flatnonzero(train)
-        alpha, nf = self._solve_all(K[np.ix_(T, T)], yj[T], self.lams * T.size,
-                                    times[a, :, f, 0])
+        KT, yT, total = K[np.ix_(T, T)], yj[T], T.size
+        if wj is not None:  # the estimator's weighted solve: S (S K S + lam sum(w) I)^-1 S y
+            sw = np.sqrt(wj[T])
+            KT *= sw[:, None]
+            KT *= sw[None, :]
+            yT, total = yT * sw[:, None], float(np.sum(wj[T]))
+        alpha, nf = self._solve_all(KT, yT, self.lams * total, times[a, :, f, 0])
+        if wj is not None:
+            alpha *= sw[:, None]
         t = time.perf_counter()
         V = np.flatnonzero(val[:, f])
         if self.average:
@@ -588,8 +617,8 @@ class _SearchJob:
                 n_fact += nf
             if preds is None:  # a rank without partitions
                 _, yq, iq = queries(None)
-                S, k = self.n_splits, self.k
-                sizes = ([int(yq[:, k + S + f].sum()) for f in range(S)] if not self.loo
+                S, k, nc = self.n_splits, self.k, self.nc
+                sizes = ([int(yq[:, nc + S + f].sum()) for f in range(S)] if not self.loo
                          else [iq.size])
                 preds = [np.zeros((self.sigmas.size, self.lams.size, n, k)) for n in sizes]
             parts = preds + [times, np.array([n_fact], dtype=np.float64)]
@@ -599,10 +628,10 @@ class _SearchJob:
             stats = parts[0]
         else:
             _, yq, _ = queries(None)
-            S, k = self.n_splits, self.k
+            S, k, nc = self.n_splits, self.k, self.nc
             stats = np.zeros((self.sigmas.size, self.lams.size, S, k, _N_STATS))
             for f in range(S):
-                V = (np.flatnonzero(yq[:, k + S + f]) if not self.loo
+                V = (np.flatnonzero(yq[:, nc + S + f]) if not self.loo
                      else np.arange(yq.shape[0]))
                 mean = parts[f] / self.n_partitions
                 for a in range(self.sigmas.size):

@@ -25,9 +25,14 @@ splits = list(cv.split(X))
 kw = dict(n_partitions=4, sigmas=[0.7, 2.0], lams=[1e-4, 1e-2], cv=cv, random_state=0)
 
 
-def brute(search, splits=splits):
-    """r2 of refits of every partition on its training rows of every split."""
-    part, labels = search.partitioner_, np.asarray(search.partitioner_.labels_)
+def brute(search, splits=splits, w=None):
+    """r2 of refits of every partition on its training rows of every split
+    (with weights ``w``: KernelRidge's weighted problem on the partitions of
+    the rows of positive weight)."""
+    part = search.partitioner_
+    w = np.ones(len(y)) if w is None else w
+    labels = np.full(len(y), -1)
+    labels[w > 0] = part.labels_
     average = search._combine_mode == "average"
     out = []
     for params in search.cv_results_["params"]:
@@ -39,8 +44,10 @@ def brute(search, splits=splits):
             preds = []
             for j in range(search.partition_sizes_.size):
                 T = np.flatnonzero((labels == j) & tr)
-                K = rbf_kernel(X[T], X[T], gamma=gamma) + params["lam"] * T.size * np.eye(T.size)
-                preds.append(rbf_kernel(X[val], X[T], gamma=gamma) @ np.linalg.solve(K, y[T]))
+                W = np.diag(w[T])
+                K = W @ rbf_kernel(X[T], X[T], gamma=gamma) + params["lam"] * w[T].sum() * np.eye(
+                    T.size)
+                preds.append(rbf_kernel(X[val], X[T], gamma=gamma) @ np.linalg.solve(K, W @ y[T]))
             preds = np.array(preds)
             pred = preds.mean(0) if average else preds[part.assign(X[val]), np.arange(len(val))]
             row.append(r2_score(y[val], pred))
@@ -88,6 +95,27 @@ line = {"check": "BKRR2CV-groups",
                                        serial.cv_results_["mean_test_score"], rtol=1e-10)),
         "sharded_rel": float(np.max(np.abs(got - brute(sharded, list(
             GroupKFold(3).split(X, y, groups)))) / np.abs(got))),
+        "everywhere": all(b == best[0] for b in best),
+        "root_phases": phases(root), "sharded_phases": phases(sharded),
+        "root_predict_equal": bool(np.allclose(root.predict(X[:20]), serial.predict(X[:20])))}
+if rank == 0:
+    print(json.dumps(line), flush=True)
+
+# sample weights (zeros included): root mode equals serial, sharded mode weighted refits
+wy = np.where(np.arange(len(y)) % 5 == 0, 0.0, 0.5 + (np.arange(len(y)) % 3))
+serial = BKRR2CV(**kw).fit(X, y, sample_weight=wy)
+root = BKRR2CV(backend="mpi", **kw).fit(X if rank == 0 else None, y if rank == 0 else None,
+                                        sample_weight=wy if rank == 0 else None)
+lo, hi = rank * len(X) // size, (rank + 1) * len(X) // size
+sharded = BKRR2CV(backend=MPIBackend(sharded=True), **kw).fit(X[lo:hi], y[lo:hi],
+                                                               sample_weight=wy[lo:hi])
+got = np.column_stack([sharded.cv_results_[f"split{f}_test_score"] for f in range(3)])
+best = comm.allgather((root.best_params_, sharded.best_params_))
+line = {"check": "BKRR2CV-weights",
+        "root_equal": bool(np.allclose(root.cv_results_["mean_test_score"],
+                                       serial.cv_results_["mean_test_score"], rtol=1e-10)),
+        "sharded_rel": float(np.max(np.abs(got - brute(sharded, w=wy)) / np.abs(got))),
+        "partitioned": [int(root.partition_sizes_.sum()), int(sharded.partition_sizes_.sum())],
         "everywhere": all(b == best[0] for b in best),
         "root_phases": phases(root), "sharded_phases": phases(sharded),
         "root_predict_equal": bool(np.allclose(root.predict(X[:20]), serial.predict(X[:20])))}
