@@ -242,6 +242,34 @@ def test_dkrr_on_one_process_is_kernel_ridge():
             assert d.grid_ == (1, 1) and d.fit_stats_["comm_bytes"] == 0
 
 
+def test_weighted_dkrr_on_one_process_is_weighted_kernel_ridge():
+    """sample_weight: KernelRidge with alpha = lam * sum(w) and the same weights
+    (zero weights included: such rows are not kept); weights of one are the
+    unweighted fit; the weights are not modified."""
+    from sklearn.kernel_ridge import KernelRidge
+
+    from cakernels import DKRR
+
+    rng = np.random.RandomState(1)
+    X = rng.randn(240, 4)
+    Y = np.column_stack([np.sin(X[:, 0]), X[:, 1] ** 2])
+    w = rng.uniform(0.1, 4.0, 240)
+    w[::6] = 0.0
+    before = w.copy()
+    for target in (Y[:, 0], Y):
+        d = DKRR(sigma=1.5, lam=1e-4).fit(X, target, sample_weight=w)
+        ref = KernelRidge(kernel="rbf", gamma=1 / (2 * 1.5**2), alpha=1e-4 * w.sum()).fit(
+            X, target, sample_weight=w)
+        np.testing.assert_allclose(d.predict(X), ref.predict(X), rtol=1e-9, atol=1e-11)
+        assert d.X_fit_.shape[0] == np.count_nonzero(w)
+        plain = DKRR(sigma=1.5, lam=1e-4).fit(X, target)
+        ones = DKRR(sigma=1.5, lam=1e-4).fit(X, target, sample_weight=np.ones(240))
+        np.testing.assert_allclose(ones.predict(X), plain.predict(X), rtol=1e-12, atol=1e-14)
+    np.testing.assert_array_equal(w, before)
+    with pytest.raises(ValueError, match="(?i)negative"):
+        DKRR().fit(X, Y[:, 0], sample_weight=-w)
+
+
 def test_dkrr_refuses_a_problem_that_cannot_fit(monkeypatch):
     import cakernels._memory as memory
     from cakernels import DKRR

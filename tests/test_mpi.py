@@ -210,12 +210,13 @@ def test_dkrr_equals_kernel_ridge_under_mpi(mpirun, n):
         pytest.skip(str(exc))
     lines = {line["check"]: line for line in _lines(mpirun(n, "spmd_dkrr.py"))}
     grid = {1: [1, 1], 2: [1, 2], 4: [2, 2]}[n]
-    for check in ("single", "multi"):
+    for check in ("single", "multi", "weights"):
         line = lines[check]
         assert line["rel_root"] <= 1e-8 and line["rel_sharded"] <= 1e-8, line
         assert line["grid"] == grid
         # the kernel matrix is spread: about 8 n^2 / P bytes per rank (blocks of 64)
         assert line["memory_per_rank"] <= 8 * 700 * 700 / n * 1.25
+    assert lines["weights"]["kept"] == [525, 525]  # rows of weight 0 are not kept
     messages = lines["memory"]["messages"]
     assert len(messages) == n and len(set(messages)) == 1 and messages[0] is not None
     assert "per rank" in messages[0] and "8 n^2 / P" in messages[0] and "BKRR2" in messages[0]

@@ -8,7 +8,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from .._engine import _pack_rows, _unpack_rows, check_same_params
 from .._kernels import KERNELS, check_magnitude, kernel_block, kernel_dot, row_sq_norms
@@ -17,6 +17,16 @@ from ._partitioned import PartitionedKernelRidge
 from ..backends import BACKEND_NAMES, Backend, get_backend
 from .. import _memory
 from ..backends._comm import CollectiveError, comm_report
+
+def _drop_zero_weights(X, y, w):
+    """The rows of positive weight (all rows when ``w`` is None): a row of
+    weight 0 has no term in the weighted problem (KernelRidge gives it a zero
+    dual coefficient; here it is not kept)."""
+    if w is None or np.all(w > 0):
+        return X, y, w
+    keep = w > 0
+    return X[keep], y[keep], w[keep]
+
 
 def _ranks_on_node(mpi_comm):
     if mpi_comm is None:
@@ -138,12 +148,16 @@ class DKRR(RegressorMixin, BaseEstimator):
 
     _kernel_params = PartitionedKernelRidge._kernel_params
 
-    def _validate(self, X, y):
+    def _validate(self, X, y, sample_weight=None):
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, order="C",
                              multi_output=True, y_numeric=True)
-        return X, np.asarray(y, dtype=np.float64)
+        w = None
+        if sample_weight is not None:
+            w = _check_sample_weight(sample_weight, X, dtype=np.float64,
+                                     ensure_non_negative=True)
+        return X, np.asarray(y, dtype=np.float64), w
 
-    def fit(self, X, y):
+    def fit(self, X, y, sample_weight=None):
         """Solve the exact kernel ridge problem.
 
         Parameters
@@ -153,6 +167,13 @@ class DKRR(RegressorMixin, BaseEstimator):
             (other ranks may pass None); in sharded mode every rank passes its
             own rows.
         y : array-like of shape (n_samples,) or (n_samples, n_targets)
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weights of the squared errors (as ``X``: rank 0's in
+            root mode, every rank's own in sharded mode): the problem
+            ``S (S K S + lam sum(w) I)^-1 S y`` with ``S = diag(sqrt(w))``,
+            :class:`sklearn.kernel_ridge.KernelRidge` with ``alpha = lam *
+            sum(w)`` and the same weights (weights of one: the unweighted fit).
+            Rows of weight 0 take no part (they are not kept in ``X_fit_``).
 
         Returns
         -------
@@ -163,11 +184,11 @@ class DKRR(RegressorMixin, BaseEstimator):
         t_start = time.perf_counter()
         with backend.session() as s:
             if backend.name != "mpi":
-                X, y = self._validate(X, y)
-                self._fit_local(s, X, y)
+                X, y, w = _drop_zero_weights(*self._validate(X, y, sample_weight))
+                self._fit_local(s, X, y, w)
             else:
-                X, y = self._gather_rows(s, X, y)
-                self._fit_scalapack(s, X, y)
+                X, y, w = _drop_zero_weights(*self._gather_rows(s, X, y, sample_weight))
+                self._fit_scalapack(s, X, y, w)
             self.fit_stats_["seconds"] = time.perf_counter() - t_start
             report = comm_report(s.comm.allgather(s.comm.counter.summary()))
         self.fit_stats_.update(comm=report, comm_bytes=report["total"]["bytes"],
@@ -189,14 +210,15 @@ class DKRR(RegressorMixin, BaseEstimator):
                      "partitioned estimator such as BKRR2")
         comm.agree(error)
 
-    def _fit_local(self, s, X, y):
+    def _fit_local(self, s, X, y, w=None):
         from .._solvers.local import solve_kernel_ridge
 
         n = X.shape[0]
         self.n_samples_ = n
         self._check_memory(s.comm, 8.0 * n * n + 16.0 * X.shape[0] * X.shape[1])
         t0 = time.perf_counter()
-        sol = solve_kernel_ridge(X, y, self.lam, kernel_params=self._kernel_params(s.threads))
+        sol = solve_kernel_ridge(X, y, self.lam, kernel_params=self._kernel_params(s.threads),
+                                 sample_weight=w)
         self.X_fit_ = X
         self.dual_coef_ = sol.alpha
         self.grid_ = (1, 1)
@@ -206,9 +228,10 @@ class DKRR(RegressorMixin, BaseEstimator):
                            "memory_per_rank": self.memory_per_rank_, "grid": self.grid_,
                            "n_ranks": 1}
 
-    def _gather_rows(self, s, X, y):
-        """Every rank gets all training rows (root mode: from rank 0; sharded: the
-        shards stacked in rank order). Collective validation as the engine's."""
+    def _gather_rows(self, s, X, y, sample_weight=None):
+        """Every rank gets all training rows and weights (root mode: from rank 0;
+        sharded: the shards stacked in rank order). Collective validation as the
+        engine's."""
         comm = s.comm
         check_same_params(comm, self)
         error, result = None, None
@@ -217,33 +240,38 @@ class DKRR(RegressorMixin, BaseEstimator):
                 if s.sharded and (X is None or getattr(X, "shape", (1,))[0] == 0):
                     raise ValueError("this rank's shard is empty: in sharded mode every rank "
                                      "passes at least one row")
-                result = self._validate(X, y)
+                result = self._validate(X, y, sample_weight)
             except (ValueError, TypeError) as exc:
                 error = str(exc)
         comm.agree(error)
         with comm.phase("redistribution"):
             if s.sharded:
-                X, y = result
+                X, y, w = result
                 metas = comm.allgather((X.shape[1], bool(sp.issparse(X)), y.shape[1:],
-                                        getattr(self, "feature_names_in_", None)))
+                                        getattr(self, "feature_names_in_", None),
+                                        w is not None))
                 if len({(m[0], m[1], m[2]) for m in metas}) > 1:
                     raise CollectiveError("the shards differ in their number of features, storage "
                                      "or target shape")
+                if len({m[4] for m in metas}) > 1:
+                    raise CollectiveError("sample_weight must be given on every rank (each its "
+                                          "own rows' weights) or on none")
                 packed = _pack_rows(X, np.arange(X.shape[0]))
                 parts = {k: np.concatenate(comm.Allgatherv(v)) for k, v in sorted(packed.items())}
                 Xall = _unpack_rows(parts, X.shape[1], sp.issparse(X))
                 yall = np.concatenate(comm.Allgatherv(y))
-                return Xall, yall
+                wall = None if w is None else np.concatenate(comm.Allgatherv(w))
+                return Xall, yall, wall
             meta = comm.bcast_obj(None if comm.rank != 0 else (
                 result[0].shape[1], bool(sp.issparse(result[0])),
-                getattr(self, "feature_names_in_", None)))
-            d, sparse, names = meta
+                getattr(self, "feature_names_in_", None), result[2] is not None))
+            d, sparse, names, weighted = meta
             if comm.rank != 0:
                 self.n_features_in_ = d
                 if names is not None:
                     self.feature_names_in_ = names
             if comm.rank == 0:
-                X, y = result
+                X, y, _ = result
                 packed = _pack_rows(X, np.arange(X.shape[0]))
             else:
                 packed = None
@@ -251,9 +279,10 @@ class DKRR(RegressorMixin, BaseEstimator):
             got = {k: comm.Bcast(packed[k] if comm.rank == 0 else None) for k in keys}
             Xall = _unpack_rows(got, d, sparse)
             yall = comm.Bcast(y if comm.rank == 0 else None)
-            return Xall, yall
+            wall = comm.Bcast(result[2] if comm.rank == 0 else None) if weighted else None
+            return Xall, yall, wall
 
-    def _fit_scalapack(self, s, X, y):
+    def _fit_scalapack(self, s, X, y, w=None):
         from .._solvers.scalapack import Grid, cholesky_solve, grid_shape
 
         comm = s.comm
@@ -283,14 +312,18 @@ class DKRR(RegressorMixin, BaseEstimator):
             KT = kernel_block(X[cols], X[rows], **params) if rows.size and cols.size \
                 else np.zeros((max(cols.size, 1), max(rows.size, 1)))
             A = KT.T
+            sw = None if w is None else np.sqrt(w)
+            if sw is not None and rows.size and cols.size:  # S K S, block by block
+                A *= sw[rows][:, None]
+                A *= sw[cols][None, :]
             diag_r = np.flatnonzero(np.isin(rows, cols))
             if diag_r.size:
                 diag_c = np.searchsorted(cols, rows[diag_r])
-                A[diag_r, diag_c] += self.lam * n
+                A[diag_r, diag_c] += self.lam * (n if w is None else float(np.sum(w)))
             t_kernel = time.perf_counter() - t0
             B = np.zeros((max(rows.size, 1), nrhs), order="F")
             if grid.mycol == 0 and rows.size:
-                B[:rows.size] = yy[rows]
+                B[:rows.size] = yy[rows] if sw is None else yy[rows] * sw[rows][:, None]
             t0 = time.perf_counter()
             with comm.phase("training"):
                 info = cholesky_solve(grid, A, B, n, nrhs, nb)
@@ -305,6 +338,8 @@ class DKRR(RegressorMixin, BaseEstimator):
             alpha[rows] = B[:rows.size]
         with comm.phase("model_gather"):
             alpha = comm.Allreduce(alpha)
+        if sw is not None:
+            alpha *= sw[:, None]
         self.X_fit_ = X
         self.dual_coef_ = alpha if y.ndim > 1 else alpha[:, 0]
         self.grid_ = (grid.nprow, grid.npcol)

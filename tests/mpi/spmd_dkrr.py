@@ -37,6 +37,21 @@ for name, targets in (("single", y), ("multi", Y)):
                           "grid": list(root.grid_), "memory_per_rank": root.memory_per_rank_,
                           "bytes": root.fit_stats_["comm_bytes"], "same": same}), flush=True)
 
+# sample weights (zeros included): KernelRidge with alpha = lam * sum(w)
+w = np.where(np.arange(len(X)) % 4 == 0, 0.0, 0.5 + np.arange(len(X)) % 3)
+ref = KernelRidge(kernel="rbf", gamma=1 / (2 * sigma**2), alpha=lam * w.sum()).fit(
+    X, Y, sample_weight=w)
+root = DKRR(sigma, lam, backend="mpi", block_size=64).fit(
+    X if rank == 0 else None, Y if rank == 0 else None, sample_weight=w if rank == 0 else None)
+lo, hi = rank * len(X) // size, (rank + 1) * len(X) // size
+sharded = DKRR(sigma, lam, backend=MPIBackend(sharded=True), block_size=64).fit(
+    X[lo:hi], Y[lo:hi], sample_weight=w[lo:hi])
+errs = [rel(m.predict(X), ref.predict(X)) for m in (root, sharded)]
+if rank == 0:
+    print(json.dumps({"check": "weights", "rel_root": errs[0], "rel_sharded": errs[1],
+                      "grid": list(root.grid_), "memory_per_rank": root.memory_per_rank_,
+                      "kept": [root.X_fit_.shape[0], sharded.X_fit_.shape[0]]}), flush=True)
+
 # a problem that cannot fit is refused on every rank, before anything is allocated
 memory_module.available_bytes = lambda: 2**20  # pretend 1 MiB
 try:
