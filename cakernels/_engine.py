@@ -290,6 +290,23 @@ def count_zero_weights(s, w):
     return int(s.comm.bcast_obj(n if s.comm.rank == 0 else None))
 
 
+def _check_shard_weights(sample_weight):
+    """Sharded mode: a shard whose weights are all 0 would be empty once its
+    rows of weight 0 are left out (scikit-learn's own message, "Sample weights
+    must contain at least one non-zero number", would blame the whole data)."""
+    if sample_weight is None or np.ndim(sample_weight) != 1:
+        return  # (the validation's own errors follow)
+    try:
+        w = np.asarray(sample_weight, dtype=np.float64)
+    except (TypeError, ValueError):
+        return
+    if w.size and np.all(w == 0):
+        raise ValueError("every sample_weight of this rank's shard is 0: in sharded mode "
+                         "every rank needs a row of positive weight (rows of weight 0 are "
+                         "left out, and a shard may not be empty); move some rows of "
+                         "positive weight to this rank")
+
+
 def drop_zero_weight_rows(s, X, y, w, index):
     """This rank's rows of positive ``sample_weight``: ``(X, y, w, compact,
     index)`` with ``compact`` their global numbering among the kept rows (what
@@ -437,6 +454,7 @@ class PartitionedEstimator(OwnInitName, BaseEstimator):
             if X is None or (hasattr(X, "shape") and X.shape[0] == 0):
                 raise ValueError("this rank's shard is empty: in sharded mode every rank "
                                  "passes at least one row")
+            _check_shard_weights(sample_weight)
             result = self._validate_checked(X, y, sample_weight)
         except (ValueError, TypeError) as exc:
             error = str(exc)

@@ -6,6 +6,7 @@ and its warm start over C."""
 import numpy as np
 import pytest
 import scipy.sparse as sp
+import sklearn
 from sklearn.base import clone
 from sklearn.datasets import make_regression
 from sklearn.metrics import (
@@ -43,7 +44,7 @@ def _brute_split_scores(search, X, y, splits, scoring, sample_weight=None):
     (sklearn's rbf_kernel and numpy's solve; with ``sample_weight``, the
     weighted problem ``(W K + lam sum(w) I) alpha = W y`` of KernelRidge, on
     partitions of the rows of positive weight) and score the routed or
-    averaged validation predictions (unweighted)."""
+    averaged validation predictions (weighted by ``sample_weight`` too)."""
     part = search.partitioner_
     w = np.ones(len(y)) if sample_weight is None else np.asarray(sample_weight, float)
     labels = np.full(len(y), -1)
@@ -72,7 +73,7 @@ def _brute_split_scores(search, X, y, splits, scoring, sample_weight=None):
             else:
                 route = part.assign(X[val])
                 pred = preds[route, np.arange(len(val))]
-            value = METRICS[scoring](y[val], pred)
+            value = METRICS[scoring](y[val], pred, sample_weight=w[val])
             out[c, f] = value if scoring == "r2" else -value
     return out
 
@@ -94,9 +95,9 @@ def test_kfold_scores_equal_refits_on_the_same_partitions_and_folds(cls, solver)
 @pytest.mark.parametrize("solver", ["cholesky", "eigh"])
 def test_weighted_kfold_scores_equal_weighted_refits(cls, solver):
     """sample_weight: every split solves KernelRidge's weighted problem on each
-    partition's training rows (rows of weight 0 left out of the partitions,
-    still validated, unweighted); the refit is the estimator's weighted fit;
-    the weights are not modified."""
+    partition's training rows (rows of weight 0 left out of the partitions)
+    and weighs the validation rows' errors; the refit is the estimator's
+    weighted fit; the weights are not modified."""
     X, y = _data(targets=2)
     rng = np.random.default_rng(3)
     w = rng.uniform(0.2, 3.0, len(y))
@@ -116,6 +117,36 @@ def test_weighted_kfold_scores_equal_weighted_refits(cls, solver):
                            search.cv_results_["mean_test_score"])
     refit = search._make_estimator(**search.best_params_).fit(X, y, sample_weight=w)
     np.testing.assert_array_equal(search.predict(X), refit.predict(X))
+
+
+@pytest.mark.parametrize("scoring", sorted(METRICS))
+def test_weighted_scores_are_scikit_learn_weighted_metrics(scoring):
+    X, y = _data(seed=2)
+    w = np.random.default_rng(4).uniform(0.0, 2.0, len(y))
+    cv = KFold(3, shuffle=True, random_state=2)
+    search = BKRR2CV(n_partitions=3, sigmas=[0.7, 2.0], lams=[1e-4, 1e-2], cv=cv,
+                     scoring=scoring, random_state=0).fit(X, y, sample_weight=w)
+    brute = _brute_split_scores(search, X, y, list(cv.split(X)), scoring, sample_weight=w)
+    got = np.column_stack([search.cv_results_[f"split{f}_test_score"] for f in range(3)])
+    np.testing.assert_allclose(got, brute, rtol=1e-8)
+
+
+@pytest.mark.skipif(tuple(int(v) for v in sklearn.__version__.split(".")[:2]) < (1, 7),
+                    reason="GridSearchCV passes sample_weight to its scorer from 1.7 on")
+@pytest.mark.parametrize("combine_cls", [BKRR2CV, DCKRRCV])
+def test_one_partition_weighted_search_equals_gridsearchcv(combine_cls):
+    """With one partition the protocols agree: the weighted search equals
+    GridSearchCV over the estimator with the same weights and folds."""
+    X, y = _data(n=150)
+    w = np.random.default_rng(5).uniform(0.1, 3.0, len(y))
+    cv = KFold(3, shuffle=True, random_state=0)
+    grid = {"sigma": [0.7, 2.0], "lam": [1e-4, 1e-2]}
+    search = combine_cls(n_partitions=1, sigmas=grid["sigma"], lams=grid["lam"], cv=cv,
+                         scoring="neg_mean_squared_error").fit(X, y, sample_weight=w)
+    ref = GridSearchCV(combine_cls._estimator_class(n_partitions=1), grid, cv=cv,
+                       scoring="neg_mean_squared_error").fit(X, y, sample_weight=w)
+    np.testing.assert_allclose(search.cv_results_["mean_test_score"],
+                               ref.cv_results_["mean_test_score"], rtol=1e-8)
 
 
 def test_weights_of_one_equal_the_unweighted_search_bit_for_bit():
@@ -330,8 +361,10 @@ def test_other_bad_settings_are_clear_errors():
         BKRR2CV(n_partitions=2, scoring="accuracy").fit(X, y)
     search = BKRR2CV(n_partitions=2, sigmas=[1.0], lams=[1e-3], cv=3, refit=False).fit(X, y)
     assert search.best_params_ == {"lam": 1e-3, "sigma": 1.0}
-    with pytest.raises(AttributeError, match="refit=False"):
+    with pytest.raises(AttributeError, match="predict") as info:
         search.predict(X)
+    assert "refit=False" in str(info.value.__cause__)  # the reason, as GridSearchCV's
+    assert not hasattr(search, "predict")  # as GridSearchCV(refit=False)
 
 
 def test_the_user_data_is_left_alone_and_the_search_is_reproducible():
@@ -382,7 +415,8 @@ def _brute_svm_scores(search, X, y, splits, scoring="accuracy", sample_weight=No
     """LIBSVM (scikit-learn's SVC) refitted on every partition's rows of every
     split, nearest-centre routing, scikit-learn's scorer ``scoring`` on the
     split's validation rows; 'scale' resolved on the split. With
-    ``sample_weight``, the partitions hold the rows of positive weight."""
+    ``sample_weight``, the partitions hold the rows of positive weight and the
+    scorer weighs the validation rows."""
     scorer = get_scorer(scoring)
     w = np.ones(len(y)) if sample_weight is None else np.asarray(sample_weight, float)
     part = search.partitioner_
@@ -411,7 +445,7 @@ def _brute_svm_scores(search, X, y, splits, scoring="accuracy", sample_weight=No
                     pred[here] = svc.predict(X[val][here])
             fixed = _Fixed(pred)
             fixed.classes_ = np.unique(y)
-            out[c, f] = scorer(fixed, X[val], y[val])
+            out[c, f] = scorer(fixed, X[val], y[val], sample_weight=w[val])
     return out
 
 
@@ -579,14 +613,42 @@ def test_svm_search_delegates_decision_function_as_grid_search_cv():
     cal = CalibratedClassifierCV(clone(search), cv=2).fit(X, y)
     assert cal.predict_proba(X).shape == (240, 2)
     no_refit = CASVCCV(n_partitions=2, Cs=[1.0], cv=3, refit=False, random_state=0).fit(X, y)
-    with pytest.raises(AttributeError, match="refit=False"):
+    with pytest.raises(AttributeError, match="decision_function") as info:
         no_refit.decision_function(X)
+    assert "refit=False" in str(info.value.__cause__)
+    # as GridSearchCV(refit=False): the methods of best_estimator_ are absent
+    assert not hasattr(no_refit, "decision_function") and not hasattr(no_refit, "predict")
+    assert hasattr(search, "decision_function") and hasattr(search, "predict")
 
 
 def test_svm_search_refuses_a_class_without_positive_weight_up_front():
     X, y = make_classification(n_samples=120, n_features=5, random_state=0)
     with pytest.raises(ValueError, match="class 0 has none"):
         CASVCCV(n_partitions=2, Cs=[1.0], cv=3).fit(X, y, sample_weight=(y == 1) * 1.0)
+
+
+@pytest.mark.skipif(tuple(int(v) for v in sklearn.__version__.split(".")[:2]) < (1, 7),
+                    reason="GridSearchCV passes sample_weight to its scorer from 1.7 on")
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.UndefinedMetricWarning")
+@pytest.mark.parametrize("scoring", ["accuracy", "f1_macro", "matthews_corrcoef"])
+def test_one_partition_weighted_svm_search_equals_gridsearchcv(scoring):
+    """One partition, LIBSVM, cold starts: the weighted search equals
+    GridSearchCV over CASVC with the same weights and folds (its scorer
+    weighs the validation rows too, some of them 0)."""
+    X, y = make_classification(n_samples=240, n_features=5, n_informative=3, n_classes=3,
+                               random_state=1)
+    w = np.random.default_rng(0).uniform(0.1, 3.0, len(y))
+    w[::9] = 0.0
+    cv = StratifiedKFold(3, shuffle=True, random_state=0)
+    grid = {"C": [0.3, 10.0], "gamma": [0.03, 0.3]}
+    search = CASVCCV(n_partitions=1, Cs=grid["C"], gammas=grid["gamma"], cv=cv,
+                     scoring=scoring, solver="libsvm", warm_start=False).fit(
+                         X, y, sample_weight=w)
+    ref = GridSearchCV(CASVC(n_partitions=1, solver="libsvm"), grid, cv=cv,
+                       scoring=scoring).fit(X, y, sample_weight=w)
+    np.testing.assert_allclose(search.cv_results_["mean_test_score"],
+                               ref.cv_results_["mean_test_score"], rtol=1e-12)
+    assert search.best_params_ == ref.best_params_
 
 
 def test_svm_search_partitions_the_rows_of_positive_weight_and_validates_every_row():

@@ -240,7 +240,17 @@ class DKRR(RegressorMixin, BaseEstimator):
                 if s.sharded and (X is None or getattr(X, "shape", (1,))[0] == 0):
                     raise ValueError("this rank's shard is empty: in sharded mode every rank "
                                      "passes at least one row")
-                result = self._validate(X, y, sample_weight)
+                zero_shard = False
+                if s.sharded and sample_weight is not None:
+                    # a shard may weigh 0 everywhere (the rows are gathered): only
+                    # all the weights together must not
+                    sw = np.asarray(sample_weight)
+                    zero_shard = sw.ndim == 1 and sw.size > 0 and sw.dtype.kind in "biuf" \
+                        and bool(np.all(sw == 0))
+                result = self._validate(X, y, np.ones(len(sample_weight)) if zero_shard
+                                        else sample_weight)
+                if zero_shard:
+                    result = result[:2] + (np.zeros(result[0].shape[0]),)
             except (ValueError, TypeError) as exc:
                 error = str(exc)
         comm.agree(error)
@@ -261,6 +271,9 @@ class DKRR(RegressorMixin, BaseEstimator):
                 Xall = _unpack_rows(parts, X.shape[1], sp.issparse(X))
                 yall = np.concatenate(comm.Allgatherv(y))
                 wall = None if w is None else np.concatenate(comm.Allgatherv(w))
+                if wall is not None and not np.any(wall > 0):  # the same on every rank
+                    raise CollectiveError("Sample weights must contain at least one non-zero "
+                                          "number.")
                 return Xall, yall, wall
             meta = comm.bcast_obj(None if comm.rank != 0 else (
                 result[0].shape[1], bool(sp.issparse(result[0])),

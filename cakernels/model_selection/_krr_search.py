@@ -324,10 +324,11 @@ class PartitionedKernelRidgeCV(RegressorMixin, _PartitionedSearchCV):
             Non-negative weights of the squared errors, for the search and the
             refit: every split trains each partition as the estimator's fit
             would on those rows (``S K S + lam sum(w) I``, ``sum(w)`` over the
-            partition's training rows of the split). Validation scores stay
-            unweighted, as ``GridSearchCV``'s. Rows of weight 0 are left out of
-            the partitions (they are still validated). Not with
-            ``cv='loo'`` (the refit without row ``i`` has the ridge shift
+            partition's training rows of the split), and the validation
+            scores weigh every row by its weight, as ``GridSearchCV`` passes
+            them to its scorer since scikit-learn 1.7 (1.6 scored
+            unweighted). Rows of weight 0 are left out of the partitions. Not
+            with ``cv='loo'`` (the refit without row ``i`` has the ridge shift
             ``lam (sum(w) - w_i)``, a different matrix for every row: no
             closed form).
         groups : array-like of shape (n_samples,), default=None
@@ -556,7 +557,8 @@ class _SearchJob:
             yq = q[1]
             C = self._kernel_from_gram(Gq[np.ix_(V, T)], xq[V], xn[T], gamma)
             pv = (C @ alpha).reshape(V.size, L, k).transpose(1, 0, 2)
-            out[a, :, f] += _stats(yq[V, :k], pv, self.shift)
+            out[a, :, f] += _stats(yq[V, :k], pv, self.shift,
+                                   yq[V, k] if self.weighted else None)
         times[a, :, f, 1] += (time.perf_counter() - t) / L
         return nf
 
@@ -635,7 +637,8 @@ class _SearchJob:
                      else np.arange(yq.shape[0]))
                 mean = parts[f] / self.n_partitions
                 for a in range(self.sigmas.size):
-                    stats[a, :, f] = _stats(yq[V, :k], mean[a], self.shift)
+                    stats[a, :, f] = _stats(yq[V, :k], mean[a], self.shift,
+                                            yq[V, k] if self.weighted else None)
         scores = _scores(stats, self.scoring)  # (n_sigma, n_lam, n_splits)
         pick = lambda a: np.array([a[isg, il] for isg, il in self.order])  # noqa: E731
         return pick(scores), pick(times[..., 0]), pick(times[..., 1]), n_fact
@@ -661,18 +664,26 @@ def _scores(stats, scoring):
     return per.mean(axis=-1)
 
 
-def _stats(y, pred, shift):
+def _stats(y, pred, shift, w=None):
     """Per-lambda sums ``(n_lams, k, 5)`` of the validation rows ``y (n, k)``
-    against ``pred (n_lams, n, k)``."""
+    against ``pred (n_lams, n, k)``, weighted by ``w (n,)`` when given (the
+    count is then the sum of the weights: scikit-learn's weighted metrics)."""
     yc = y - shift
     res = y[None] - pred
     L = pred.shape[0]
-    base = np.stack([np.full(y.shape[1], float(y.shape[0])), yc.sum(axis=0),
-                     (yc ** 2).sum(axis=0)], axis=-1)  # (k, 3)
+    if w is None:
+        base = np.stack([np.full(y.shape[1], float(y.shape[0])), yc.sum(axis=0),
+                         (yc ** 2).sum(axis=0)], axis=-1)  # (k, 3)
+        sq, ab = res ** 2, np.abs(res)
+    else:
+        wc = w[:, None]
+        base = np.stack([np.full(y.shape[1], float(np.sum(w))), (wc * yc).sum(axis=0),
+                         (wc * yc ** 2).sum(axis=0)], axis=-1)
+        sq, ab = wc[None] * res ** 2, wc[None] * np.abs(res)
     out = np.empty((L, y.shape[1], _N_STATS))
     out[..., :3] = base[None]
-    out[..., 3] = (res ** 2).sum(axis=1)
-    out[..., 4] = np.abs(res).sum(axis=1)
+    out[..., 3] = sq.sum(axis=1)
+    out[..., 4] = ab.sum(axis=1)
     return out
 
 

@@ -28,6 +28,7 @@ import scipy.sparse as sp
 from sklearn.base import is_classifier
 from sklearn.model_selection import KFold, StratifiedKFold, check_cv
 from sklearn.utils import check_random_state
+from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
 from .._engine import (
@@ -154,6 +155,7 @@ class _PartitionedSearchCV(PartitionedEstimator):
         self.best_score_ = float(res["mean_test_score"][self.best_index_])
 
     # ------------------------------------------------------------------ predict
+    @available_if(lambda self: _refit_check(self, "predict"))
     def predict(self, X):
         """Predict with ``best_estimator_`` (needs ``refit=True``).
 
@@ -286,6 +288,16 @@ class _PartitionedSearchCV(PartitionedEstimator):
             p = routed[j].materialize()
             return p.X, p.y, p.index
         return rows_of
+
+
+def _refit_check(search, attr):
+    """``available_if`` check of the methods of ``best_estimator_``: as for
+    ``GridSearchCV``, a search initialised with ``refit=False`` has none."""
+    if not search.refit:
+        raise AttributeError(f"This {type(search).__name__} instance was initialized with "
+                             f"refit=False: {attr} is available only after refitting on the "
+                             "best parameters (refit the estimator with best_params_)")
+    return True
 
 
 def _check_groups(groups, n_rows):

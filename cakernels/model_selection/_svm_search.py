@@ -21,6 +21,7 @@ from sklearn.metrics import (
 )
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.metaestimators import available_if
 
 from .._engine import (
     Partition,
@@ -36,7 +37,7 @@ from ..backends._pool import run_graph
 from ..svm import BKMSVC, CASVC, CPSVC, FCFSSVC, PartitionedSVC
 from ..svm._partitioned import _SVM_CONSTRAINTS, SOLVERS, _ClassifierInput, _SingleClassModel
 from ._results import check_grid
-from ._search import _PartitionedSearchCV, allreduce_parts, split_columns
+from ._search import _PartitionedSearchCV, _refit_check, allreduce_parts, split_columns
 
 #: solvers that take a warm start (the dual variables of the previous C)
 WARM_SOLVERS = ("smo", "asygcd", "pscd")
@@ -80,14 +81,17 @@ def _check_scoring(scoring, classes):
                          f"{classes.tolist()}: relabel the positive class 1, or use {other}")
 
 
-def _confusion_score(scoring, classes, counts):
+def _confusion_score(scoring, classes, counts, weights):
     """The metric ``scoring`` of the label pairs counted in ``counts`` (k x k:
-    true class index, predicted class index); NaN without a row."""
+    true class index, predicted class index) with the summed sample weights
+    ``weights`` of each pair (the counts decide which labels are present, as
+    every validation row does for the scorer); NaN without a row of positive
+    weight."""
     true, pred = np.nonzero(counts)
-    if true.size == 0:
+    if true.size == 0 or not np.any(weights[true, pred] > 0):
         return np.nan
     func, kwargs = SCORINGS[scoring]
-    return float(func(classes[true], classes[pred], sample_weight=counts[true, pred],
+    return float(func(classes[true], classes[pred], sample_weight=weights[true, pred],
                       **kwargs))
 
 
@@ -138,8 +142,9 @@ class PartitionedSVCCV(ClassifierMixin, _ClassifierInput, _PartitionedSearchCV):
         a *shuffled* :class:`~sklearn.model_selection.StratifiedKFold` (seeded
         by ``random_state``; see :class:`PartitionedKernelRidgeCV`).
     scoring : str or None, default=None
-        Score of all validation rows of a split (unweighted, as in
-        ``GridSearchCV``), by scikit-learn's scorer of that name: None
+        Score of all validation rows of a split (weighted by their
+        ``sample_weight`` when ``fit`` gets one, as ``GridSearchCV`` does
+        since scikit-learn 1.7), by scikit-learn's scorer of that name: None
         (accuracy, ``GridSearchCV``'s default), ``'accuracy'``,
         ``'balanced_accuracy'``, ``'matthews_corrcoef'``, or ``'f1'``,
         ``'precision'``, ``'recall'``, ``'jaccard'`` (binary, positive class
@@ -273,10 +278,12 @@ n_splits_
             Class labels.
         sample_weight : array-like of shape (n_samples,), default=None
             Per-sample weights (rescale C per sample), for the search and the
-            refit. As in the estimators' fit, rows of weight 0 are left out of
-            the partitions and never train; they are still validated (scored
-            unweighted, as by ``GridSearchCV``) and count in the splits, in
-            ``gamma='scale'`` and in ``class_weight='balanced'``.
+            refit, and the weights of the validation rows in their scores (as
+            ``GridSearchCV`` passes them to its scorer since scikit-learn 1.7;
+            1.6 scored unweighted). As in the estimators' fit, rows of weight 0
+            are left out of the partitions and never train (nor count in a
+            score); they count in the splits, in ``gamma='scale'`` and in
+            ``class_weight='balanced'``.
         groups : array-like of shape (n_samples,), default=None
             Group labels for a group splitter as ``cv`` (``GroupKFold``...),
             as ``GridSearchCV.fit(..., groups=...)`` (under MPI in sharded
@@ -289,6 +296,7 @@ n_splits_
         """
         return self._search_fit(X, y, sample_weight, groups)
 
+    @available_if(lambda self: _refit_check(self, "decision_function"))
     def decision_function(self, X):
         """Decision values of ``best_estimator_`` (needs ``refit=True``), as
         ``GridSearchCV.decision_function``: for ``roc_auc`` scoring,
@@ -407,7 +415,8 @@ class _SVMSearchJob:
         self.scoring = search.scoring or "accuracy"
         # accuracy needs (correct, total) per split; the other scorings the
         # confusion counts (true class x predicted class)
-        self.n_counts = 2 if self.scoring == "accuracy" else search.classes_.size ** 2
+        # confusion counts (true class x predicted class), then their summed weights
+        self.n_counts = 2 if self.scoring == "accuracy" else 2 * search.classes_.size ** 2
         self.warm = bool(search.warm_start) and search.solver in WARM_SOLVERS
         self.seed = check_random_state(search.random_state).randint(np.iinfo(np.int32).max)
         # GridSearchCV's order: ParameterGrid sorts the keys, 'C' outer, 'gamma' inner
@@ -426,6 +435,7 @@ class _SVMSearchJob:
         _, val = split_columns(rows_q, 2, S)
         y_idx, w = p.y[:, 0].astype(np.int64), p.y[:, 1]
         yq = rows_q[:, 0].astype(np.int64)
+        wq = rows_q[:, 1]  # the validation rows' weights (ones without sample_weight)
         # per (gamma, C, split): correct, total (or the confusion counts); seconds
         # fit, score; iterations
         out = np.zeros((len(self.gamma_values), nC, S, self.n_counts))
@@ -455,11 +465,13 @@ class _SVMSearchJob:
                     est = self._estimator(a, f, c)
                     pred = est._local_predict(model, Xq[V], 1)
                     if self.n_counts == 2:
-                        out[a, c, f, 0] += np.sum(pred == classes[yq[V]])
-                        out[a, c, f, 1] += V.size
+                        out[a, c, f, 0] += np.sum(wq[V][pred == classes[yq[V]]])
+                        out[a, c, f, 1] += np.sum(wq[V])
                     else:
+                        k2 = classes.size ** 2
                         cell = yq[V] * classes.size + np.searchsorted(classes, pred)
-                        out[a, c, f] += np.bincount(cell, minlength=self.n_counts)
+                        out[a, c, f, :k2] += np.bincount(cell, minlength=k2)
+                        out[a, c, f, k2:] += np.bincount(cell, weights=wq[V], minlength=k2)
                     times[a, c, f, 1] += time.perf_counter() - t
             with lock:
                 left[a] -= 1
@@ -546,8 +558,9 @@ class _SVMSearchJob:
                 score = out[..., 0] / out[..., 1]
         else:
             classes, k = self.search.classes_, self.search.classes_.size
-            score = np.array([_confusion_score(self.scoring, classes, counts.reshape(k, k))
-                              for counts in out.reshape(-1, k * k)]).reshape(shape)
+            score = np.array([_confusion_score(self.scoring, classes, counts[:k * k].reshape(k, k),
+                                               counts[k * k:].reshape(k, k))
+                              for counts in out.reshape(-1, 2 * k * k)]).reshape(shape)
         pick = lambda arr: np.array([arr[a, c] for a, c in self.order])  # noqa: E731
         return pick(score), pick(times[..., 0]), pick(times[..., 1]), int(n_iter[0])
 

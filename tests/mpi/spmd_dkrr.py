@@ -52,6 +52,18 @@ if rank == 0:
                       "grid": list(root.grid_), "memory_per_rank": root.memory_per_rank_,
                       "kept": [root.X_fit_.shape[0], sharded.X_fit_.shape[0]]}), flush=True)
 
+# sharded: one rank's shard may weigh 0 everywhere (DKRR gathers every row)
+wz = w.copy()
+if size > 1:
+    wz[(size - 1) * len(X) // size:] = 0.0
+ref = KernelRidge(kernel="rbf", gamma=1 / (2 * sigma**2), alpha=lam * wz.sum()).fit(
+    X, Y, sample_weight=wz)
+zs = DKRR(sigma, lam, backend=MPIBackend(sharded=True), block_size=64).fit(
+    X[lo:hi], Y[lo:hi], sample_weight=wz[lo:hi])
+if rank == 0:
+    print(json.dumps({"check": "zero-shard", "rel": rel(zs.predict(X), ref.predict(X))}),
+          flush=True)
+
 # a problem that cannot fit is refused on every rank, before anything is allocated
 memory_module.available_bytes = lambda: 2**20  # pretend 1 MiB
 try:

@@ -28,7 +28,7 @@ kw = dict(n_partitions=4, sigmas=[0.7, 2.0], lams=[1e-4, 1e-2], cv=cv, random_st
 def brute(search, splits=splits, w=None):
     """r2 of refits of every partition on its training rows of every split
     (with weights ``w``: KernelRidge's weighted problem on the partitions of
-    the rows of positive weight)."""
+    the rows of positive weight, and the weighted r2)."""
     part = search.partitioner_
     w = np.ones(len(y)) if w is None else w
     labels = np.full(len(y), -1)
@@ -50,7 +50,7 @@ def brute(search, splits=splits, w=None):
                 preds.append(rbf_kernel(X[val], X[T], gamma=gamma) @ np.linalg.solve(K, W @ y[T]))
             preds = np.array(preds)
             pred = preds.mean(0) if average else preds[part.assign(X[val]), np.arange(len(val))]
-            row.append(r2_score(y[val], pred))
+            row.append(r2_score(y[val], pred, sample_weight=w[val]))
         out.append(row)
     return np.array(out)
 
@@ -177,7 +177,7 @@ def brute_svm(search):
                 if here.any():
                     svc = SVC(C=params["C"], gamma=gamma).fit(Xw[T], yw[T], sample_weight=ww[T])
                     pred[here] = svc.predict(Xw[val][here])
-            row.append(np.mean(pred == yw[val]))
+            row.append(np.average(pred == yw[val], weights=ww[val]))
         out.append(row)
     return np.array(out)
 
