@@ -280,8 +280,10 @@ def test_leave_one_out_with_halo_equals_refits():
     part = cv.partitioner_
     gamma = 1.0 / (2 * sigma ** 2)
     err = []
-    for i in range(X.shape[0]):  # the owner's model without row i
-        idx = part.training_indices(int(part.labels_[i]))
+    route = part.assign(X)
+    assert np.any(route != part.labels_)
+    for i in range(X.shape[0]):  # the nearest centre's model, without row i if it has it
+        idx = part.training_indices(int(route[i]))
         T = idx[idx != i]
         alpha = np.linalg.solve(rbf_kernel(X[T], gamma=gamma) + lam * T.size * np.eye(T.size),
                                 y[T])

@@ -20,6 +20,7 @@ from sklearn.model_selection import (
     GridSearchCV,
     GroupKFold,
     KFold,
+    LeaveOneOut,
     ParameterGrid,
     ShuffleSplit,
 )
@@ -175,6 +176,10 @@ def test_every_scoring_equals_scikit_learn_metric_on_refits(scoring):
     brute = _brute_split_scores(search, X, y, list(cv.split(X)), scoring)
     got = np.column_stack([search.cv_results_[f"split{f}_test_score"] for f in range(3)])
     np.testing.assert_allclose(got, brute, rtol=1e-8)
+    # score() is the search's scorer on the refitted model, as GridSearchCV.score
+    value = METRICS[scoring](y, search.best_estimator_.predict(X))
+    assert search.score(X, y) == pytest.approx(value if scoring == "r2" else -value,
+                                                rel=1e-12)
 
 
 def test_group_splits_equal_refits_and_keep_groups_apart():
@@ -222,46 +227,58 @@ def test_multi_output_and_sparse_and_held_out_split():
 
 
 def _brute_loo(search, X, y):
-    """Leave each row out of its own partition (shift lam * (m - 1)); the other
-    partitions keep their full models (averaging)."""
+    """Refit without each row, as ``cv=LeaveOneOut()`` on the same partitions:
+    the row leaves the partitions it trains in (shift lam * (m - 1)); it is
+    predicted by its nearest centre's model (with it left out, or the full
+    model when that partition never had it) or by the mean of all models."""
     part = search.partitioner_
     labels = np.asarray(part.labels_)
     P = search.partition_sizes_.size
     average = search._combine_mode == "average"
+    route = part.assign(X)
     out = []
     for params in search.cv_results_["params"]:
         gamma = 1.0 / (2 * params["sigma"] ** 2)
-        full = []
-        for j in range(P):
-            T = np.flatnonzero(labels == j)
+
+        def model(T):
             K = rbf_kernel(X[T], X[T], gamma=gamma)
-            full.append((T, np.linalg.solve(K + params["lam"] * T.size * np.eye(T.size), y[T])))
+            return T, np.linalg.solve(K + params["lam"] * T.size * np.eye(T.size), y[T])
+
+        full = [model(np.flatnonzero(labels == j)) for j in range(P)]
         pred = np.zeros(len(y))
         for i in range(len(y)):
-            j = labels[i]
-            T = np.flatnonzero(labels == j)
-            T = T[T != i]
-            K = rbf_kernel(X[T], X[T], gamma=gamma)
-            alpha = np.linalg.solve(K + params["lam"] * T.size * np.eye(T.size), y[T])
-            own = rbf_kernel(X[i:i + 1], X[T], gamma=gamma) @ alpha
-            if average:
-                others = sum(rbf_kernel(X[i:i + 1], X[Tl], gamma=gamma) @ a
-                             for l, (Tl, a) in enumerate(full) if l != j)
-                pred[i] = ((own + others) / P)[0]
-            else:
-                pred[i] = own[0]
+            models = [model(T[T != i]) if i in T else (T, a) for T, a in full]
+            preds = [(rbf_kernel(X[i:i + 1], X[T], gamma=gamma) @ a)[0] for T, a in models]
+            pred[i] = np.mean(preds) if average else preds[route[i]]
         out.append(-mean_squared_error(y, pred))
     return np.array(out)
 
 
-@pytest.mark.parametrize("cls", [BKRR2CV, BKRRCV])
+@pytest.mark.parametrize("cls", [BKRR2CV, BKRRCV, PartitionedKernelRidgeCV])
 def test_closed_form_leave_one_out_equals_refits_without_each_row(cls):
     X, y = _data(n=60, d=3, seed=5)
+    kw = {"partitioner": "random"} if cls is PartitionedKernelRidgeCV else {}
     search = cls(n_partitions=3, sigmas=[0.8, 2.5], lams=[1e-3, 1e-1], cv="loo",
-                 scoring="neg_mean_squared_error", random_state=0).fit(X, y)
+                 scoring="neg_mean_squared_error", random_state=0, **kw).fit(X, y)
     assert search.n_splits_ == 1 and search.fit_stats_["solver"] == "eigh"
+    if search._combine_mode == "nearest":
+        # rows whose nearest centre is another partition's: routed there
+        assert np.any(search.partitioner_.assign(X) != search.partitioner_.labels_)
     np.testing.assert_allclose(search.cv_results_["split0_test_score"],
                                _brute_loo(search, X, y), rtol=1e-8)
+    # the closed form is cv=LeaveOneOut() on the same partitions
+    splits = cls(n_partitions=3, sigmas=[0.8, 2.5], lams=[1e-3, 1e-1], cv=LeaveOneOut(),
+                 scoring="neg_mean_squared_error", random_state=0, **kw).fit(X, y)
+    np.testing.assert_allclose(search.cv_results_["mean_test_score"],
+                               splits.cv_results_["mean_test_score"], rtol=1e-8)
+
+
+def test_leave_one_out_refuses_a_partition_of_one_row():
+    X, y = _data(n=30, d=2, seed=1)
+    X[0] += 100.0  # a cluster of its own
+    with pytest.raises(ValueError, match="partition .* has a single training row"):
+        KKRR2CV(n_partitions=3, sigmas=[1.0], lams=[1e-3], cv="loo",
+                random_state=0).fit(X, y)
 
 
 def test_cv_results_have_grid_search_format_and_order():

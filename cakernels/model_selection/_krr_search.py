@@ -343,6 +343,23 @@ class PartitionedKernelRidgeCV(RegressorMixin, _PartitionedSearchCV):
         """
         return self._search_fit(X, y, sample_weight, groups)
 
+    def score(self, X, y, sample_weight=None):
+        """``scorer_`` (the search's ``scoring``; r2 by default) of
+        ``best_estimator_`` on ``(X, y)``, as ``GridSearchCV.score``.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,) or (n_samples, n_targets)
+        sample_weight : array-like of shape (n_samples,), default=None
+
+        Returns
+        -------
+        score : float
+        """
+        # (RegressorMixin.score, first in the bases, would always be r2)
+        return _PartitionedSearchCV.score(self, X, y, sample_weight)
+
     # ------------------------------------------------------------------ engine hooks
     def _grid(self):
         sigmas = check_grid("sigmas", self.sigmas)
@@ -392,7 +409,6 @@ class _SearchJob:
         self.weighted = bool(weighted)
         self.nc = self.k + self.weighted
         self.loo, self.average, self.solver = loo, average, solver
-        self.owner = None  # owner partition of every row, when partitions have halos
         self.shift = shift
         self.kparams = kparams
         self.n_partitions = int(n_partitions)
@@ -565,9 +581,16 @@ class _SearchJob:
     def _loo(self, a, p, K, yj, xn, gamma, q, out, times):
         """Closed-form leave-one-out of partition ``p`` for sigma number ``a``:
         residual ``alpha_i / (A^-1)_ii`` with ``A = K + lam (m - 1) I``
-        (the shift of a refit on the other ``m - 1`` rows)."""
+        (the shift of a refit on the other ``m - 1`` rows). A row is predicted
+        as by ``cv=LeaveOneOut()`` on the same partitions: by the refit without
+        it, routed by nearest centre (or averaged), so a row whose nearest
+        centre is another partition's gets that partition's full model (which
+        leaving the row out does not change)."""
         L, k = self.lams.size, self.k
         m = K.shape[0]
+        if m == 1:
+            raise ValueError(f"partition {p.j} has a single training row: leaving it out "
+                             "leaves no row to train on; use fewer partitions")
         t = time.perf_counter()
         w, Q = eigh_in_place(K)
         inv = _shifted_inverse(w, self.lams * (m - 1))  # (m, L)
@@ -579,10 +602,21 @@ class _SearchJob:
         times[a, :, 0, 0] += (time.perf_counter() - t) / L
         t = time.perf_counter()
         if not self.average:
-            if self.owner is not None:  # a halo row is validated by its owner only
-                mine = self.owner[p.index] == p.j
-                yj, loo_pred = yj[mine], loo_pred[mine]
-            out[a, :, 0] += _stats(yj, loo_pred.transpose(1, 0, 2), self.shift)
+            # the rows routed here: those this partition trains on get their
+            # leave-one-out prediction, the others its full model's
+            Xq, yq, iq = q
+            order = np.argsort(p.index, kind="stable")
+            at = order[np.minimum(np.searchsorted(p.index[order], iq), m - 1)]
+            inside = p.index[at] == iq
+            pred = np.empty((L, iq.size, k))
+            pred[:, inside] = loo_pred[at[inside]].transpose(1, 0, 2)
+            if not np.all(inside):
+                outside = np.flatnonzero(~inside)
+                full = Q @ (_shifted_inverse(w, self.lams * m)[:, :, None]
+                            * Qty[:, None, :]).reshape(m, L * k)
+                pv = self._predict(Xq[outside], p.X, xn, full, gamma)
+                pred[:, outside] = pv.reshape(outside.size, L, k).transpose(1, 0, 2)
+            out[a, :, 0] += _stats(yq[:, :k], pred, self.shift)
         else:
             Xq, yq, iq = q
             own = np.searchsorted(iq, p.index)

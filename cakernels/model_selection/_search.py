@@ -35,7 +35,6 @@ from .._engine import (
     PartitionedEstimator,
     drop_zero_weight_rows,
     _group_by,
-    _halo_of,
     _LazyPartition,
     _pack_block,
     _unpack_block,
@@ -94,9 +93,6 @@ class _PartitionedSearchCV(PartitionedEstimator):
                 queries = self._query_rows(s, Xl, rows, index, part, owners, loo, tasks)
             t_move = time.perf_counter() - t0
             job = self._make_job(s, grid, n_splits, loo, facts, cols.shape[1], sizes.size)
-            # with halos a partition also trains on rows it does not own (and
-            # does not validate: a row is predicted by its owner)
-            job.owner = None if _halo_of(part) is None else np.asarray(part.labels_)
             progress = _Progress(self.verbose and comm.rank == 0, len(tasks) * job.n_steps,
                                  job.progress_label)
             t0 = time.perf_counter()
@@ -248,13 +244,10 @@ class _PartitionedSearchCV(PartitionedEstimator):
 
     def _query_rows(self, s, X, rows, index, part, owners, loo, tasks):
         """A function ``j -> (X, rows, index)`` of the rows partition ``j``
-        predicts during validation: its own rows for a nearest-centre
-        leave-one-out (None), the rows whose nearest centre it is for other
-        nearest-centre splits, every row for averaging (moved once, with the
-        partitions)."""
+        predicts during validation: the rows whose nearest centre it is
+        (nearest-centre searches, leave-one-out too), every row for averaging
+        (moved once, with the partitions)."""
         average = self._is_average
-        if loo and not average:
-            return lambda j: None
         comm = s.comm
         if average:
             if s.size == 1:

@@ -101,6 +101,48 @@ line = {"check": "BKRR2CV-groups",
 if rank == 0:
     print(json.dumps(line), flush=True)
 
+# closed-form leave-one-out: the rows travel to their nearest centre's rank as in
+# k-fold; root mode equals serial, sharded mode refits without each row
+def brute_loo(search):
+    part = search.partitioner_
+    labels, route = np.asarray(part.labels_), part.assign(X)
+    out = []
+    for params in search.cv_results_["params"]:
+        gamma = 1.0 / (2 * params["sigma"] ** 2)
+        pred = np.zeros(len(y))
+        for j in range(search.partition_sizes_.size):
+            T = np.flatnonzero(labels == j)
+            K = rbf_kernel(X[T], X[T], gamma=gamma)
+            full = np.linalg.solve(K + params["lam"] * T.size * np.eye(T.size), y[T])
+            for i in np.flatnonzero(route == j):
+                if labels[i] == j:
+                    keep = T != i
+                    a = np.linalg.solve(K[np.ix_(keep, keep)] + params["lam"] * (T.size - 1)
+                                        * np.eye(T.size - 1), y[T][keep])
+                    pred[i] = (rbf_kernel(X[i:i + 1], X[T][keep], gamma=gamma) @ a)[0]
+                else:
+                    pred[i] = (rbf_kernel(X[i:i + 1], X[T], gamma=gamma) @ full)[0]
+        out.append(r2_score(y, pred))
+    return np.array(out)
+
+
+lkw = dict(kw, cv="loo")
+serial = BKRR2CV(**lkw).fit(X, y)
+root = BKRR2CV(backend="mpi", **lkw).fit(X if rank == 0 else None, y if rank == 0 else None)
+lo, hi = rank * len(X) // size, (rank + 1) * len(X) // size
+sharded = BKRR2CV(backend=MPIBackend(sharded=True), **lkw).fit(X[lo:hi], y[lo:hi])
+got = sharded.cv_results_["split0_test_score"]
+best = comm.allgather((root.best_params_, sharded.best_params_))
+line = {"check": "BKRR2CV-loo",
+        "root_equal": bool(np.allclose(root.cv_results_["mean_test_score"],
+                                       serial.cv_results_["mean_test_score"], rtol=1e-10)),
+        "sharded_rel": float(np.max(np.abs(got - brute_loo(sharded)) / np.abs(got))),
+        "everywhere": all(b == best[0] for b in best),
+        "root_phases": phases(root), "sharded_phases": phases(sharded),
+        "root_predict_equal": bool(np.allclose(root.predict(X[:20]), serial.predict(X[:20])))}
+if rank == 0:
+    print(json.dumps(line), flush=True)
+
 # sample weights (zeros included): root mode equals serial, sharded mode weighted refits
 wy = np.where(np.arange(len(y)) % 5 == 0, 0.0, 0.5 + (np.arange(len(y)) % 3))
 serial = BKRR2CV(**kw).fit(X, y, sample_weight=wy)
