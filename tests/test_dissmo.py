@@ -71,6 +71,29 @@ def test_sparse_equals_dense_and_small_cache_changes_nothing(binary):
     assert 0 < dense.fit_stats_["cache_hit_rate"] < 1
 
 
+@pytest.mark.parametrize("working_set", ["first-order", "second-order"])
+def test_csr_with_duplicate_entries_is_the_same_matrix(binary, working_set):
+    """A CSR matrix may store a (row, column) twice: the entries add up. The
+    samples broadcast each iteration were rebuilt keeping the last entry."""
+    X, y = binary
+    X = X[:200]
+    y = y[:200]
+    rows, cols = np.nonzero(X)
+    vals = X[rows, cols]
+    order = np.argsort(np.r_[rows, rows], kind="stable")  # every entry twice: 0.3 v + 0.7 v
+    dup = sp.csr_matrix((np.r_[0.3 * vals, 0.7 * vals][order], np.r_[cols, cols][order],
+                         np.r_[0, np.cumsum(np.bincount(rows, minlength=X.shape[0]) * 2)]),
+                        shape=X.shape)
+    assert not dup.has_canonical_format and np.allclose(dup.toarray(), X)
+    before = (dup.data.copy(), dup.indices.copy())
+    got = DisSMOSVC(C=2.0, gamma=0.1, working_set=working_set).fit(dup, y)
+    ref = DisSMOSVC(C=2.0, gamma=0.1, working_set=working_set).fit(X, y)
+    assert got.objective_[0] == pytest.approx(ref.objective_[0], rel=1e-9)
+    np.testing.assert_allclose(got.decision_function(X), ref.decision_function(X), atol=1e-7)
+    np.testing.assert_array_equal(dup.data, before[0])  # the user's matrix as given
+    np.testing.assert_array_equal(dup.indices, before[1])
+
+
 def test_multiclass_weights_and_text_labels_as_svc():
     X, y = make_classification(n_samples=360, n_features=6, n_informative=4, n_classes=3,
                                random_state=0)

@@ -253,3 +253,22 @@ def test_rows_of_zero_weight_take_no_part(cls, kw):
     np.testing.assert_array_equal(a.decision_function(X), b.decision_function(X))
     np.testing.assert_array_equal(a.support_, keep[b.support_])
     assert a.partition_sizes_.sum() == keep.size
+
+
+def test_cascade_reports_the_most_passes_of_any_class_pair(monkeypatch):
+    """Every one-vs-one pair's tree stops on its own: n_passes_ is the most any
+    pair ran (it was the last pair's)."""
+    per_pair = []
+    original = CascadeSVC._run_passes
+
+    def spy(self, s, nodes, owners, ctx, *args):
+        out = original(self, s, nodes, owners, ctx, *args)
+        per_pair.append(ctx["passes"][-1])
+        return out
+
+    monkeypatch.setattr(CascadeSVC, "_run_passes", spy)
+    X, y = make_classification(n_samples=600, n_features=8, n_informative=6, n_classes=3,
+                               random_state=1, flip_y=0.05)
+    est = CascadeSVC(n_partitions=6, C=5, n_passes=10, random_state=0).fit(X, y)
+    assert len(per_pair) == 3 and len(set(per_pair)) > 1  # the pairs differ here
+    assert est.n_passes_ == max(per_pair) and max(per_pair) != per_pair[-1]

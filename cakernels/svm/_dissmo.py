@@ -241,7 +241,8 @@ def _row_vector(payload, d, sparse):
     keep = idx >= 0
     if d <= DENSE_ROW_FEATURES:
         x = np.zeros((1, d))
-        x[0, idx[keep].astype(np.int64)] = payload[:half][keep]
+        # duplicate entries of a non-canonical CSR row add up, as in the matrix
+        np.add.at(x[0], idx[keep].astype(np.int64), payload[:half][keep])
         return x
     return sp.csr_matrix((payload[:half][keep], idx[keep].astype(np.int64),
                           np.array([0, int(keep.sum())])), shape=(1, d))

@@ -230,6 +230,8 @@ class _MultiLevelSVC(_FullModelSVC):
             final, kept = self._run_passes(s, nodes, owners, ctx, layer_stats, comm_layers)
             finals.append(final)
             early.append(kept)
+        if "passes" in ctx:  # Cascade: the most passes any class pair's tree ran
+            self.n_passes_ = max(ctx["passes"])
         # the final model travels from the root's owner to every rank
         t0 = time.perf_counter()
         with comm.phase("model_gather"):
@@ -590,7 +592,10 @@ class CascadeSVC(_MultiLevelSVC):
     """ + _COMMON_DOC + """    n_passes : int, default=1
         Passes over the tree (Graf et al.'s feedback loop); stops early when the
         final support-vector set repeats.
-""" + _COMMON_ATTRS + """
+""" + _COMMON_ATTRS + """    n_passes_ : int
+        Passes the tree ran (with several classes, every one-vs-one pair's tree
+        stops on its own: the most any pair ran).
+""" + """
     See Also
     --------
     DCFilterSVC : the same passing on K-means partitions.
@@ -657,7 +662,7 @@ class CascadeSVC(_MultiLevelSVC):
                 fed = _Node(back.X[extra], back.y[extra], back.w[extra], back.index[extra],
                             back.alpha[extra])
                 current[q] = _Node.merge(_Node(leaf.X, leaf.y, leaf.w, leaf.index, own), fed)
-        self.n_passes_ = n_pass + 1
+        ctx.setdefault("passes", []).append(n_pass + 1)
         return final, None
 
 
