@@ -97,6 +97,28 @@ def test_krr_nan_solution_is_a_floating_point_error(monkeypatch):
                                                 "coef0": 0.0})
 
 
+def test_a_ridge_shift_that_overflows_is_a_clear_error(capfd):
+    """lam * m beyond float64 (lam = 1e307 on 60 rows): a FloatingPointError
+    naming lam from the estimators, DKRR and the searches (both solvers), before
+    LAPACK prints its own errors on an infinite matrix."""
+    from cakernels import BKRR2CV, DKRR
+
+    X, _ = _data(60)
+    y = X[:, 0].copy()
+    fits = [lambda: BKRR2(1, lam=1e307).fit(X, y),
+            lambda: DKRR(lam=1e307).fit(X, y),
+            lambda: DKRR(lam=1e306).fit(X, y, sample_weight=np.full(60, 10.0)),
+            lambda: BKRR2CV(2, sigmas=[1.0], lams=[1e-3, 1e307], cv=3, solver="cholesky",
+                            random_state=0).fit(X, y),
+            lambda: BKRR2CV(2, sigmas=[1.0], lams=[1e-3, 1e307], cv=3, solver="eigh",
+                            random_state=0).fit(X, y)]
+    for fit in fits:
+        with pytest.raises(FloatingPointError, match=r"lam \* m .* overflows float64"):
+            fit()
+    assert "DLASCL" not in capfd.readouterr().err
+    BKRR2(1, lam=1e300).fit(X, y)  # large but finite: a model of almost zero
+
+
 def test_check_helpers():
     X = np.array([[1.0, 2.0], [1e200, 0.0]])
     with pytest.raises(ValueError, match="1 of 2 rows"):

@@ -3,8 +3,11 @@ on the same partitions and folds, leave-one-out against refits without each
 row, the selection against GridSearchCV; the SVM search against LIBSVM refits
 and its warm start over C."""
 
+import warnings
+
 import numpy as np
 import pytest
+from scipy import linalg
 import scipy.sparse as sp
 import sklearn
 from sklearn.base import clone
@@ -21,6 +24,7 @@ from sklearn.model_selection import (
     GroupKFold,
     KFold,
     LeaveOneOut,
+    PredefinedSplit,
     ParameterGrid,
     ShuffleSplit,
 )
@@ -180,6 +184,26 @@ def test_every_scoring_equals_scikit_learn_metric_on_refits(scoring):
     value = METRICS[scoring](y, search.best_estimator_.predict(X))
     assert search.score(X, y) == pytest.approx(value if scoring == "r2" else -value,
                                                 rel=1e-12)
+
+
+@pytest.mark.parametrize("noise", [1e-1, 1e-3, 1e-4])
+def test_r2_of_a_fold_far_from_the_mean_does_not_cancel(noise):
+    """A validation fold whose targets sit far from the others' with a small
+    spread: its r2 is scikit-learn's (the sums were taken about the mean of
+    all rows, and the fold's total sum of squares cancelled to 0)."""
+    rng = np.random.RandomState(0)
+    X = rng.randn(80, 2)
+    fold = np.arange(80) < 20
+    y = np.where(fold, 1000.0, -300.0) + noise * rng.randn(80)
+    cv = PredefinedSplit(np.where(fold, 0, -1))
+    grid = {"sigma": [1.0, 3.0], "lam": [1e-6, 1e-2]}
+    search = BKRR2CV(n_partitions=1, sigmas=grid["sigma"], lams=grid["lam"], cv=cv,
+                     random_state=0).fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", linalg.LinAlgWarning)
+        ref = GridSearchCV(BKRR2(n_partitions=1, random_state=0), grid, cv=cv).fit(X, y)
+    np.testing.assert_allclose(search.cv_results_["split0_test_score"],
+                               ref.cv_results_["split0_test_score"], rtol=1e-8)
 
 
 def test_group_splits_equal_refits_and_keep_groups_apart():
@@ -374,6 +398,16 @@ def test_other_bad_settings_are_clear_errors():
                 random_state=0).fit(X, y)
     with pytest.raises(ValueError):
         BKRR2CV(n_partitions=2, cv=100).fit(X, y)  # more folds than rows
+    # a shuffled splitter seeded as the search draws the random partitioner's
+    # permutation: the error says so (the partitions are the folds)
+    for cls in (DCKRRCV, CASVCCV):
+        yy = (y > 0).astype(int) if cls is CASVCCV else y
+        with pytest.raises(ValueError, match="cv shuffles with random_state=0, the search's "
+                                             "own seed"):
+            cls(n_partitions=4, cv=KFold(3, shuffle=True, random_state=0),
+                random_state=0).fit(X, yy)
+        cls(n_partitions=4, cv=KFold(3, shuffle=True, random_state=1), random_state=0).fit(
+            X, yy)
     with pytest.raises(ValueError, match="scoring"):
         BKRR2CV(n_partitions=2, scoring="accuracy").fit(X, y)
     search = BKRR2CV(n_partitions=2, sigmas=[1.0], lams=[1e-3], cv=3, refit=False).fit(X, y)

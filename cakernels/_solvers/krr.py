@@ -25,6 +25,20 @@ RCOND_WARN = 1e4 * np.finfo(np.float64).eps
 _POCON_POTRS = (cython_lapack.__pyx_capi__["dpocon"], cython_lapack.__pyx_capi__["dpotrs"])
 
 
+def check_ridge_shift(lam, scale=1.0):
+    """``FloatingPointError`` naming ``lam`` when the diagonal shift ``lam *
+    scale`` (``scale``: ``m`` or ``sum(w)``) is not a finite float64: LAPACK
+    would scale an infinite matrix and print its own errors before a
+    least-squares fallback that fails."""
+    with np.errstate(over="ignore"):
+        reg = np.asarray(lam, dtype=np.float64) * float(scale)
+    if not np.all(np.isfinite(reg)):
+        raise FloatingPointError(
+            f"the kernel ridge shift lam * m (or lam * sum(sample_weight)) overflows "
+            f"float64 ({float(np.max(reg))!r}): lam is too large; the kernel's entries are "
+            "about 1, so any lam above ~1e3 already gives a model of almost zero")
+
+
 def solve_krr(K, y, reg, rebuild=None, n_threads=1):
     """Solve ``(K + reg * I) alpha = y`` in place by Cholesky.
 
@@ -55,6 +69,7 @@ def solve_krr(K, y, reg, rebuild=None, n_threads=1):
     alpha : ndarray of the shape of ``y``
     """
     m = K.shape[0]
+    check_ridge_shift(reg)
     backup = K.copy() if rebuild is None else None
     K.flat[:: m + 1] += reg
     anorm = _native.norm1(K)  # dlange('1') of the symmetric K, without the GIL

@@ -298,9 +298,12 @@ class DKRR(RegressorMixin, BaseEstimator):
     def _fit_scalapack(self, s, X, y, w=None):
         from .._solvers.scalapack import Grid, cholesky_solve, grid_shape
 
+        from .._solvers.krr import check_ridge_shift
+
         comm = s.comm
         n = X.shape[0]
         self.n_samples_ = n
+        check_ridge_shift(self.lam, n if w is None else np.sum(w))  # the same on every rank
         nb = int(self.block_size)
         nprow, npcol = grid_shape(comm.size)
         rows_max = -(-n // (nb * nprow)) * nb

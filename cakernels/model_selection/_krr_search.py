@@ -51,11 +51,11 @@ from .._kernels import (
 )
 from .._params import Count
 from .._solvers.eigh import eigh_in_place
-from .._solvers.krr import solve_krr
+from .._solvers.krr import check_ridge_shift, solve_krr
 from ..backends._pool import run_graph
 from ..kernel_ridge import BKRR, BKRR2, DCKRR, KKRR, KKRR2, PartitionedKernelRidge
 from ._results import check_grid
-from ._search import _PartitionedSearchCV, allreduce_parts
+from ._search import _PartitionedSearchCV, allreduce_parts, check_training_rows
 
 #: the scorings computed from per-split sums (scikit-learn's names)
 SCORINGS = ("r2", "neg_mean_squared_error", "neg_root_mean_squared_error",
@@ -70,7 +70,7 @@ SCORINGS = ("r2", "neg_mean_squared_error", "neg_root_mean_squared_error",
 EIGH_MIN_LAMS = 11
 
 # per (sigma, lambda, split, output): count, sum (y - c), sum (y - c)^2,
-# sum residual^2, sum |residual|   (c: the targets' mean, against cancellation)
+# sum residual^2, sum |residual|   (c: the split's validation mean, against cancellation)
 _N_STATS = 5
 
 
@@ -192,8 +192,9 @@ class PartitionedKernelRidgeCV(RegressorMixin, _PartitionedSearchCV):
     partitions), which is what refitting the estimator on ``train(f)`` with the
     same partitions would give (the tests check 1e-8 agreement). A partition
     with no training row in some split is an error (use fewer partitions or
-    folds). ``cv='loo'`` leaves each row out of its own partition only (shift
-    ``lam * (m_j - 1)``): the other partitions' models never saw it.
+    folds). ``cv='loo'`` leaves each row out of the partitions that train on it
+    (shift ``lam * (m_j - 1)``; the others never saw it) and predicts it as
+    ``cv=LeaveOneOut()`` would, by nearest centre (or the mean of all models).
 
     Cost. Per (sigma, split, partition), ``'eigh'`` costs one
     eigendecomposition (as much as the Cholesky solves of about
@@ -368,19 +369,31 @@ class PartitionedKernelRidgeCV(RegressorMixin, _PartitionedSearchCV):
         return {"sigmas": sigmas, "lams": lams, "solver": self._resolve_solver(loo, lams.size)}
 
     def _prepare(self, s, X, y, w, index, masks):
-        """The targets (and the weights) as columns, and the targets' mean over
-        all rows (the score sums are taken about it, against cancellation)."""
+        """The targets (and the weights) as columns, and every split's
+        (weighted) mean of its validation targets: the score sums are taken
+        about it, so that a split's total sum of squares does not cancel."""
         y2 = y.reshape(y.shape[0], int(np.prod(y.shape[1:])))
         # (whether weights were given is the same on every rank: the input checks)
         if w is not None and isinstance(self.cv, str) and self.cv == "loo":
             raise ValueError("cv='loo' takes no sample_weight: the refit without row i "
                              "has the ridge shift lam * (sum(w) - w_i), a different "
                              "matrix for every row (no closed form); use k-fold splits")
-        sums = np.concatenate([[y2.shape[0]], y2.sum(axis=0)]).astype(np.float64)
+        wv = np.ones(y2.shape[0]) if w is None else np.asarray(w, dtype=np.float64)
+        S = masks.shape[1] // 2
+        val = masks[:, S:].astype(bool) if S else np.ones((y2.shape[0], 1), dtype=bool)
+        # per split: the validation rows' weight and weighted target sums; then
+        # the total weight (all rows)
+        sums = np.concatenate([np.column_stack([(val * wv[:, None]).sum(axis=0),
+                                                (val * wv[:, None]).T @ y2]).ravel(),
+                               [np.sum(wv)]])
         if s.size > 1:
             sums = s.comm.Allreduce(sums)
+        # the largest diagonal shift any split can use, before any work
+        check_ridge_shift(np.max(self._grid()["lams"]), sums[-1])
+        per = sums[:-1].reshape(val.shape[1], 1 + y2.shape[1])
         self.scorer_ = get_scorer("r2" if self.scoring is None else self.scoring)
-        facts = {"shift": sums[1:] / max(sums[0], 1.0), "n_outputs": y2.shape[1],
+        facts = {"shift": per[:, 1:] / np.maximum(per[:, :1], np.finfo(np.float64).tiny),
+                 "n_outputs": y2.shape[1],
                  "n_zero_weight": 0 if w is None else count_zero_weights(s, w)}
         return (y2 if w is None else np.column_stack([y2, w])), facts
 
@@ -489,12 +502,7 @@ class _SearchJob:
         G = kernel_block(Xj, Xj, kernel="linear", n_threads=n_threads)
         times = np.zeros((self.sigmas.size, L, S, 2))
         if not self.loo:
-            counts = tr.sum(axis=0)
-            if np.any(counts == 0):
-                f = int(np.flatnonzero(counts == 0)[0])
-                raise ValueError(f"partition {p.j} has no training row in split {f} "
-                                 f"(it has {mj} rows); use fewer partitions or folds, or "
-                                 "shuffled folds")
+            check_training_rows(p.j, tr, self.fold_hint)
         val = xq = Gq = None
         if not self.loo:  # the validation rows' mask of every split
             val = q[1][:, nc + S:].astype(bool)
@@ -573,7 +581,7 @@ class _SearchJob:
             yq = q[1]
             C = self._kernel_from_gram(Gq[np.ix_(V, T)], xq[V], xn[T], gamma)
             pv = (C @ alpha).reshape(V.size, L, k).transpose(1, 0, 2)
-            out[a, :, f] += _stats(yq[V, :k], pv, self.shift,
+            out[a, :, f] += _stats(yq[V, :k], pv, self.shift[f],
                                    yq[V, k] if self.weighted else None)
         times[a, :, f, 1] += (time.perf_counter() - t) / L
         return nf
@@ -616,7 +624,7 @@ class _SearchJob:
                             * Qty[:, None, :]).reshape(m, L * k)
                 pv = self._predict(Xq[outside], p.X, xn, full, gamma)
                 pred[:, outside] = pv.reshape(outside.size, L, k).transpose(1, 0, 2)
-            out[a, :, 0] += _stats(yq[:, :k], pred, self.shift)
+            out[a, :, 0] += _stats(yq[:, :k], pred, self.shift[0])
         else:
             Xq, yq, iq = q
             own = np.searchsorted(iq, p.index)
@@ -671,7 +679,7 @@ class _SearchJob:
                      else np.arange(yq.shape[0]))
                 mean = parts[f] / self.n_partitions
                 for a in range(self.sigmas.size):
-                    stats[a, :, f] = _stats(yq[V, :k], mean[a], self.shift,
+                    stats[a, :, f] = _stats(yq[V, :k], mean[a], self.shift[f],
                                             yq[V, k] if self.weighted else None)
         scores = _scores(stats, self.scoring)  # (n_sigma, n_lam, n_splits)
         pick = lambda a: np.array([a[isg, il] for isg, il in self.order])  # noqa: E731

@@ -93,6 +93,7 @@ class _PartitionedSearchCV(PartitionedEstimator):
                 queries = self._query_rows(s, Xl, rows, index, part, owners, loo, tasks)
             t_move = time.perf_counter() - t0
             job = self._make_job(s, grid, n_splits, loo, facts, cols.shape[1], sizes.size)
+            job.fold_hint = self._fold_hint()
             progress = _Progress(self.verbose and comm.rank == 0, len(tasks) * job.n_steps,
                                  job.progress_label)
             t0 = time.perf_counter()
@@ -189,6 +190,17 @@ class _PartitionedSearchCV(PartitionedEstimator):
                                  "estimator with best_params_")
         return self.best_estimator_
 
+    def _fold_hint(self):
+        """Why a partition may lie inside one validation fold, for the error."""
+        seed = getattr(self.cv, "random_state", None)
+        if (getattr(self.cv, "shuffle", False) and isinstance(seed, numbers.Integral)
+                and isinstance(self.random_state, numbers.Integral)
+                and int(seed) == int(self.random_state)):
+            return (f"; cv shuffles with random_state={int(seed)}, the search's own seed, "
+                    "which its partitioner draws with too: the partitions then follow the "
+                    "folds; give cv another random_state")
+        return "; use fewer partitions or folds, or shuffled folds"
+
     # ------------------------------------------------------------------ setup helpers
     def _split_masks(self, s, X, y, index, loo, groups=None):
         """``(masks, n_splits)``: for this rank's rows, 1 in column ``f`` when
@@ -281,6 +293,17 @@ class _PartitionedSearchCV(PartitionedEstimator):
             p = routed[j].materialize()
             return p.X, p.y, p.index
         return rows_of
+
+
+def check_training_rows(j, train, hint):
+    """A ValueError when partition ``j`` has no training row in some split
+    (``train``: its rows x splits mask), with the ``hint`` of
+    :meth:`_PartitionedSearchCV._fold_hint`."""
+    counts = train.sum(axis=0)
+    if np.any(counts == 0):
+        f = int(np.flatnonzero(counts == 0)[0])
+        raise ValueError(f"partition {j} has no training row in split {f} (all its "
+                         f"{train.shape[0]} rows validate it){hint}")
 
 
 def _refit_check(search, attr):

@@ -37,7 +37,13 @@ from ..backends._pool import run_graph
 from ..svm import BKMSVC, CASVC, CPSVC, FCFSSVC, PartitionedSVC
 from ..svm._partitioned import _SVM_CONSTRAINTS, SOLVERS, _ClassifierInput, _SingleClassModel
 from ._results import check_grid
-from ._search import _PartitionedSearchCV, _refit_check, allreduce_parts, split_columns
+from ._search import (
+    _PartitionedSearchCV,
+    _refit_check,
+    allreduce_parts,
+    check_training_rows,
+    split_columns,
+)
 
 #: solvers that take a warm start (the dual variables of the previous C)
 WARM_SOLVERS = ("smo", "asygcd", "pscd")
@@ -441,12 +447,7 @@ class _SVMSearchJob:
         out = np.zeros((len(self.gamma_values), nC, S, self.n_counts))
         times = np.zeros((len(self.gamma_values), nC, S, 2))
         classes = self.search.classes_
-        counts = tr.sum(axis=0)
-        if np.any(counts == 0):
-            f = int(np.flatnonzero(counts == 0)[0])
-            raise ValueError(f"partition {p.j} has no training row in split {f} (it has "
-                             f"{p.X.shape[0]} rows); use fewer partitions or folds, or "
-                             "shuffled folds")
+        check_training_rows(p.j, tr, self.fold_hint)
         order = np.argsort(self.Cs, kind="stable")  # the warm-start path: increasing C
         n_gam = len(self.gamma_values)
         its = np.zeros((n_gam, S), dtype=np.int64)
