@@ -134,10 +134,11 @@ def check_magnitude(X, sq_norms=None):
     return sq_norms
 
 
-def check_kernel_diagonal(sq_norms, kernel, gamma, degree, coef0):
-    """Raise ``FloatingPointError`` when ``K(x, x)`` is not finite for some row
-    (a polynomial or linear kernel overflowing for large gamma, degree or
-    features), naming the likely cause."""
+def check_kernel_diagonal(sq_norms, kernel, gamma, degree, coef0, dtype=np.float64):
+    """Raise ``FloatingPointError`` when ``K(x, x)`` is not finite in ``dtype``
+    for some row (a polynomial or linear kernel overflowing for large gamma,
+    degree or features), naming the likely cause. ``dtype=np.float32`` is
+    LIBSVM's kernel cache (``Qfloat``)."""
     with np.errstate(over="ignore", invalid="ignore"):
         if kernel == "linear":
             diag = sq_norms
@@ -145,13 +146,17 @@ def check_kernel_diagonal(sq_norms, kernel, gamma, degree, coef0):
             diag = (gamma * sq_norms + coef0) ** degree
         else:  # rbf: 1; sigmoid: tanh, bounded
             return
-    bad = ~np.isfinite(diag)
+    limit = np.finfo(dtype).max
+    bad = ~(np.abs(diag) <= limit)
     if np.any(bad):
+        name = np.dtype(dtype).name
+        where = " (LIBSVM, solver='libsvm', caches the kernel in float32)" \
+            if dtype == np.float32 else ""
         raise FloatingPointError(
-            f"kernel values overflow float64: K(x, x) is not finite for {int(bad.sum())} of "
-            f"{bad.size} rows (kernel={kernel!r}, gamma={gamma:.3g}, degree={degree}, "
-            f"largest ||x||^2 {float(np.max(sq_norms)):.3g}); reduce gamma or degree, or "
-            "scale the features")
+            f"kernel values overflow {name}{where}: K(x, x) is not finite for "
+            f"{int(bad.sum())} of {bad.size} rows (kernel={kernel!r}, gamma={gamma:.3g}, "
+            f"degree={degree}, largest ||x||^2 {float(np.max(sq_norms)):.3g}); reduce gamma "
+            "or degree, or scale the features")
 
 
 def _gram(X, Y):

@@ -134,9 +134,15 @@ def test_fit_intercept(binary):
     assert AsyGCDSVC(n_threads=1, random_state=0).fit(X, y).intercept_[0] == 0.0
 
 
-def test_cache_too_small_through_the_estimator(binary):
+def test_a_cache_too_small_is_rounded_up_through_the_estimator(binary):
+    """As LIBSVM (SVC(cache_size=1e-4) fits), the estimators round a cache too
+    small for two kernel columns up to them: the same model as a large cache
+    (whether a fit worked depended on the partition sizes)."""
     X, y, _, _ = binary
-    with pytest.raises(ValueError, match="too small"):
-        AsyGCDSVC(cache_size=1e-4).fit(X, y)
-    with pytest.raises(ValueError, match="too small"):
-        CASVC(n_partitions=2, solver="smo", cache_size=1e-4).fit(X, y)
+    for make in (lambda c: AsyGCDSVC(cache_size=c, n_threads=1, random_state=0),
+                 lambda c: CASVC(n_partitions=1, solver="smo", cache_size=c),
+                 lambda c: CASVC(n_partitions=2, solver="pscd", cache_size=c,
+                                 random_state=0)):
+        tiny, large = make(1e-4).fit(X, y), make(200).fit(X, y)
+        np.testing.assert_allclose(tiny.decision_function(X), large.decision_function(X),
+                                   rtol=1e-10, atol=1e-10)

@@ -49,6 +49,20 @@ def test_svm_polynomial_kernel_overflow(make):
         est.fit(X, y)
 
 
+def test_libsvm_kernel_values_beyond_float32_are_a_clear_error():
+    """LIBSVM caches the kernel in float32: K ~ 1e40 fits float64 but made
+    scikit-learn's SVC fail with "dual coefficients are not finite"."""
+    from cakernels import CascadeSVC as Cascade
+
+    X, y = _data()
+    for est in (CASVC(2, solver="libsvm", kernel="poly", degree=3, gamma=1e13,
+                      random_state=0),
+                Cascade(2, solver="libsvm", kernel="poly", degree=3, gamma=1e13,
+                        random_state=0)):
+        with pytest.raises(FloatingPointError, match="overflow float32 .*LIBSVM"):
+            est.fit(X, y)
+
+
 def test_krr_polynomial_kernel_overflow():
     X, y = _data()
     with pytest.raises(FloatingPointError, match="kernel values overflow"):

@@ -181,6 +181,35 @@ def test_warm_start_from_optimum():
     assert warm2["converged"] and warm2["n_iter"] <= 5
 
 
+def test_infeasible_warm_starts_name_the_entry_in_the_callers_numbering():
+    """Rows of zero weight (bound 0) are left out before the native solve: the
+    box check runs first, on every row, and names the caller's index; a
+    positive alpha0 on such a row is infeasible (it was silently set to 0)."""
+    from cakernels._solvers.asygcd import asygcd_fit
+
+    X, y = dataset("classification")
+    n = len(y)
+    sw = np.ones(n)
+    sw[:10] = 0.0
+    a0 = np.zeros(n)
+    a0[50] = 5.0
+    for fit in (smo_fit, asygcd_fit):
+        with pytest.raises(ValueError, match=r"alpha0\[50\] = 5, upper = 1"):
+            fit(X, y, 1.0, gamma=0.3, sample_weight=sw, alpha0=a0)
+    i, j = np.flatnonzero(y > 0)[0], np.flatnonzero(y < 0)[0]
+    sw = np.ones(n)
+    sw[[i, j]] = 0.0
+    a0 = np.zeros(n)
+    a0[[i, j]] = 0.7  # y^T a0 = 0, but above the rows' bound 0
+    for fit in (smo_fit, asygcd_fit):
+        with pytest.raises(ValueError, match=rf"alpha0\[{min(i, j)}\] = 0.7, upper = 0"):
+            fit(X, y, 1.0, gamma=0.3, sample_weight=sw, alpha0=a0)
+    a0 = np.zeros(n)
+    a0[i] = 0.5
+    with pytest.raises(ValueError, match=r"y\^T alpha0 = 0.5"):
+        smo_fit(X, y, 1.0, gamma=0.3, alpha0=a0)
+
+
 def test_warm_start_projection_and_rejection():
     X, y = dataset("classification")
     n = len(y)

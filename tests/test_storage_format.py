@@ -171,3 +171,42 @@ def test_mushrooms_bkrr2_same_partitions_and_predictions_csr_and_dense(data_home
         # 0/1 features: the CSR kernels are exact, so the predictions are equal
         np.testing.assert_allclose(preds[name], preds["dense"], rtol=0, atol=1e-12)
     assert fits["dense"].score(formats["dense"][1], y[~train]) > 0.9
+
+
+def _duplicated_csr(X):
+    """The CSR matrix of ``X`` storing every value as two entries (0.3 v and
+    0.7 v: legal in SciPy, where duplicates add up), indices unsorted."""
+    rows, cols = np.nonzero(X)
+    vals = X[rows, cols]
+    order = np.argsort(np.r_[rows, rows], kind="stable")
+    counts = np.bincount(rows, minlength=X.shape[0]) * 2
+    dup = sp.csr_matrix((np.r_[0.7 * vals, 0.3 * vals][order], np.r_[cols, cols][order],
+                         np.r_[0, np.cumsum(counts)]), shape=X.shape)
+    assert not dup.has_canonical_format and np.allclose(dup.toarray(), X)
+    return dup
+
+
+@pytest.mark.parametrize("est", [
+    CASVC(n_partitions=3, gamma=0.1, random_state=0),
+    CASVC(n_partitions=3, gamma=0.1, solver="libsvm", random_state=0),
+    BKMSVC(n_partitions=3, gamma=0.1, solver="libsvm", random_state=0),
+    AsyGCDSVC(n_threads=1, gamma=0.1, random_state=0),
+    BKRR2(n_partitions=3, sigma=3.0, random_state=0),
+], ids=lambda e: f"{type(e).__name__}-{e.get_params().get('solver', '')}")
+def test_csr_with_duplicate_entries_is_the_same_matrix(est):
+    """Every solver reads a non-canonical CSR matrix as the matrix it is
+    (LIBSVM's sparse dot products take one entry per column: the LIBSVM path
+    trained another SVM on it); the caller's matrix is not modified."""
+    from cakernels import CascadeSVC
+
+    X, score = _data("real")
+    dup = _duplicated_csr(X)
+    before = (dup.data.copy(), dup.indices.copy())
+    for e in (est, CascadeSVC(n_partitions=3, gamma=0.1, solver="libsvm", random_state=0)):
+        y = _targets(e, score)
+        got = clone(e).fit(dup, y)
+        ref = clone(e).fit(sp.csr_matrix(X), y)
+        out = "decision_function" if is_classifier(e) else "predict"
+        np.testing.assert_allclose(getattr(got, out)(X), getattr(ref, out)(X), atol=1e-6)
+    np.testing.assert_array_equal(dup.data, before[0])
+    np.testing.assert_array_equal(dup.indices, before[1])

@@ -118,7 +118,7 @@ def solve_binary_svm(X, y_pm, C, *, kernel_params, solver="smo", sample_weight=N
     y_pm = np.asarray(y_pm, dtype=np.float64)
     index = np.arange(y_pm.size) if index is None else index
     kp = kernel_params
-    _check_numerics_before(X, kp)
+    _check_numerics_before(X, kp, np.float32 if solver == "libsvm" else np.float64)
     sol = _solve_binary_svm(X, y_pm, C, kp, solver, sample_weight, tol, max_iter, cache_size,
                             n_threads, random_state, index, alpha0, asygcd_options)
     _check_solution(sol, f"the {solver} solver (C={C:.3g})",
@@ -128,6 +128,9 @@ def solve_binary_svm(X, y_pm, C, *, kernel_params, solver="smo", sample_weight=N
 
 def _solve_binary_svm(X, y_pm, C, kp, solver, sample_weight, tol, max_iter, cache_size,
                       n_threads, random_state, index, alpha0, asygcd_options):
+    # a cache too small for two kernel columns is rounded up to them, as LIBSVM's
+    # (svm.cpp's Cache); the low-level smo_fit/asygcd_fit refuse it instead
+    cache_size = max(float(cache_size), min_cache_mb(y_pm.size))
     common = dict(sample_weight=sample_weight, kernel=kp["kernel"], gamma=kp["gamma"],
                   degree=kp["degree"], coef0=kp["coef0"], tol=tol, max_iter=max_iter,
                   cache_size=cache_size)
@@ -166,7 +169,7 @@ def _solve_binary_svm(X, y_pm, C, kp, solver, sample_weight, tol, max_iter, cach
                                          cache_size, 1, random_state, index, None, None)
         svc = SVC(C=C, kernel=kp["kernel"], gamma=kp["gamma"], degree=kp["degree"],
                   coef0=kp["coef0"], tol=tol, cache_size=cache_size, max_iter=max_iter)
-        Xs = _int32_indices(X) if sp.issparse(X) else X
+        Xs = _int32_indices(X, canonical=True) if sp.issparse(X) else X
         if rows is None:
             svc.fit(Xs, y_pm, sample_weight=sample_weight)
         else:
@@ -230,8 +233,15 @@ def solve_kernel_ridge(X, y, lam, *, kernel_params, index=None, sample_weight=No
     return sol
 
 
-def _check_numerics_before(X, kp):
-    """Clear errors before a solve on rows whose norms or kernel diagonal overflow."""
+def min_cache_mb(n):
+    """The smallest kernel cache (MiB) of the native solvers on ``n`` rows: two
+    float64 columns (with a little room over the rounding of the MiB)."""
+    return 2.0 * 8.0 * n / 1048576.0 * (1.0 + 1e-9) + 1e-9
+
+
+def _check_numerics_before(X, kp, dtype=np.float64):
+    """Clear errors before a solve on rows whose norms or kernel diagonal overflow
+    (``dtype``: of the solver's kernel values; float32 for LIBSVM)."""
     from .._kernels import check_kernel_diagonal, check_magnitude
 
     if X.shape[0] == 0:
@@ -239,7 +249,7 @@ def _check_numerics_before(X, kp):
     sq = check_magnitude(X)
     gamma = kp.get("gamma")
     check_kernel_diagonal(sq, kp["kernel"], 1.0 if gamma is None else float(gamma),
-                          kp.get("degree", 3), kp.get("coef0", 0.0))
+                          kp.get("degree", 3), kp.get("coef0", 0.0), dtype=dtype)
 
 
 def _check_solution(sol, what, cause):

@@ -96,6 +96,15 @@ def check_dual_problem(X, y, C, *, kernel, tol, sample_weight=None, class_weight
         a0 = np.asarray(alpha0, dtype=np.float64)
         if a0.shape != (n,):
             raise ValueError(f"alpha0 must have shape ({n},), got {a0.shape}")
+        # the native solvers' box check (tiny violations are clipped), here in the
+        # caller's numbering and before the rows of bound 0 are left out
+        slack = 1e-8 * upper
+        bad = np.flatnonzero(~np.isfinite(a0) | (a0 < -slack) | (a0 > upper + slack))
+        if bad.size:
+            i = int(bad[0])
+            raise ValueError(f"infeasible warm start: alpha0 must lie in [0, upper] with "
+                             f"upper = C * sample_weight * class weight (alpha0[{i}] = "
+                             f"{a0[i]:.6g}, upper = {upper[i]:.6g}; {bad.size} such entries)")
         alpha[:] = a0
 
     return X, y, upper, keep, alpha
@@ -193,6 +202,12 @@ def smo_fit(X, y, C, *, sample_weight=None, class_weight_vector=None,
     X, y, upper, keep, alpha = check_dual_problem(
         X, y, C, kernel=kernel, tol=tol, sample_weight=sample_weight,
         class_weight_vector=class_weight_vector, alpha0=alpha0)
+    if alpha0 is not None:  # the native check of the equality, with a clear message
+        a = np.clip(alpha, 0.0, upper)
+        r = float(y @ a)
+        if abs(r) > 1e-6 * max(float(a.sum()), 1.0):
+            raise ValueError(f"infeasible warm start: y^T alpha0 = {r:.6g}, where the "
+                             "dual with a bias needs 0")
     n_threads = int(n_threads)
     if n_threads < 1:
         raise ValueError(f"n_threads must be >= 1, got {n_threads}")

@@ -95,7 +95,7 @@ def to_partition_storage(X, storage):
 INT32_LIMIT = np.iinfo(np.int32).max
 
 
-def _int32_indices(X, purpose=None):
+def _int32_indices(X, purpose=None, canonical=False):
     """CSR with 32-bit indices (what LIBSVM and scikit-learn's K-means take),
     sharing the values.
 
@@ -103,9 +103,15 @@ def _int32_indices(X, purpose=None):
     indices; they are narrowed here on a copy of the index arrays (the
     caller's matrix is not modified). ``purpose`` names the step that needs
     32-bit indices in the error raised when they cannot hold the matrix.
+    ``canonical=True`` also sums duplicate entries and sorts the indices (on a
+    copy): LIBSVM's sparse dot products take one entry per column, so a
+    (legal) CSR matrix that stores an entry twice trained another SVM.
     """
     if not sp.issparse(X):
         return X
+    if canonical and not X.has_canonical_format:
+        X = sp.csr_matrix(X, copy=True)
+        X.sum_duplicates()
     limit = INT32_LIMIT
     if X.nnz > limit or X.shape[1] > limit:
         what = "sparse input" if purpose is None else f"{purpose}: sparse input"

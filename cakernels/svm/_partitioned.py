@@ -177,7 +177,8 @@ class PartitionedSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
     tol : float, default=1e-3
         Stopping tolerance of the local solver.
     cache_size : float, default=200
-        Kernel cache of every local solver, in MB.
+        Kernel cache of every local solver, in MB (a cache too small for two
+        kernel columns of a partition is rounded up to them, as LIBSVM does).
     class_weight : dict or 'balanced', default=None
         Class weights as in :class:`~sklearn.svm.SVC`; ``'balanced'`` is
         computed on the whole training set.
@@ -388,13 +389,13 @@ class PartitionedSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
             return model, int(model.n_iter_.sum()), int(model.support_.size)
         # LIBSVM: the native solvers' numerical checks first (clear errors instead of
         # SVC's "dual coefficients are not finite")
-        _check_numerics_before(Xp, self._kernel_params())
+        _check_numerics_before(Xp, self._kernel_params(), np.float32)  # LIBSVM's Qfloat
         cw = None if class_weight is None else {c: class_weight[c] for c in labels.tolist()}
         svc = SVC(C=self.C, kernel=self.kernel, degree=self.degree, gamma=self.gamma_,
                   coef0=self.coef0, tol=self.tol, cache_size=self.cache_size,
                   class_weight=cw, max_iter=self.max_iter, break_ties=False,
                   decision_function_shape="ovo")
-        svc.fit(_int32_indices(Xp, purpose=_LIBSVM), yp, sample_weight=wp)
+        svc.fit(_int32_indices(Xp, purpose=_LIBSVM, canonical=True), yp, sample_weight=wp)
         return svc, int(np.sum(svc.n_iter_)), int(svc.support_.size)
 
     # -------------------------------------------------------------- predict
