@@ -943,3 +943,34 @@ def test_output_links_and_devices_are_written_through(capsys, tmp_path, clf_file
     assert code == 0, err
     assert stat.S_ISFIFO(os.stat(fifo).st_mode)
     assert got and got[0][:2] == b"PK"  # the skops zip went through the pipe
+
+
+def test_bench_max_train_keeps_the_test_set(capsys, tmp_path):
+    """--max-train subsamples the training rows of the fixed 80/20 split; the
+    rows it leaves out went to the test set, so runs of several sizes were
+    scored on different rows."""
+    X, y = make_regression(n_samples=200, n_features=4, random_state=0)
+    path = tmp_path / "reg.train"
+    dump_svmlight_file(X, y, str(path))
+    for max_train in (100, 150):
+        code, out, err = run(capsys, "bench", path, "-p", "2", "--methods", "bkrr2",
+                             "--max-train", max_train)
+        assert code == 0, err
+        assert f"{max_train} train / 40 test" in out
+
+
+def test_a_registry_file_failing_its_checksum_names_a_command_line_way_out(
+        capsys, tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    (home / "bodyfat").mkdir(parents=True)
+    X, y = make_regression(n_samples=30, n_features=3, random_state=0)
+    dump_svmlight_file(X, y, str(home / "bodyfat" / "bodyfat"))  # not the official file
+    monkeypatch.setenv("CAKERNELS_DATA", str(home))
+    code, out, err = run(capsys, "fit", "bodyfat", "-o", tmp_path / "m.skops")
+    assert code == 2
+    (line,) = err.splitlines()
+    assert "sha256 mismatch" in line and "verify=False" not in line
+    assert "give its path instead of the name 'bodyfat'" in line
+    code, out, err = run(capsys, "fit", home / "bodyfat" / "bodyfat", "-o",
+                         tmp_path / "m.skops", "--method", "bkrr2")
+    assert code == 0, err

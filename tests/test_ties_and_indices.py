@@ -72,6 +72,28 @@ def test_too_few_distinct_samples_is_a_clear_error(cls):
     assert part.n_partitions_ == 2 and reachable(part)
 
 
+@pytest.mark.parametrize("cls", [FCFSPartitioner, KBalancePartitioner, BKMPartitioner])
+def test_one_hot_data_with_fewer_distinct_rows_than_partitions(cls):
+    """K-means returns centres such as (1 + 2e-16, -5.6e-17, -5.6e-17) for a
+    cluster of (1, 0, 0): compared bit for bit they passed for new points, and
+    two of five balanced partitions were never routed to; now an error."""
+    X = np.repeat(np.eye(3), 10, axis=0)  # 30 rows, 3 distinct
+    with pytest.raises(ValueError, match="distinct"):
+        cls(n_partitions=5, random_state=0).fit(X)
+    part = cls(n_partitions=3, random_state=0).fit(X)
+    assert reachable(part)
+
+
+def test_rows_equal_to_twelve_digits_are_duplicates():
+    C = np.array([[1.0, 0.0, 0.0], [1.0 + 2.2e-16, -5.6e-17, -5.6e-17], [1.0, 1e-9, 0.0],
+                  [0.0, 0.0, 0.0], [-0.0, 0.0, 0.0], [2.0, 0.0, 0.0]])
+    assert _duplicate_rows(C).tolist() == [False, True, False, False, True, False]
+    # wide rows are hashed, not sorted column by column (np.unique(axis=0) took 10 s)
+    wide = np.zeros((4, 1_000_000))
+    wide[np.arange(4), np.arange(4)] = 1.0
+    assert not _duplicate_rows(wide).any()
+
+
 def test_random_partitions_of_symmetric_data_never_share_a_mean():
     # two random halves of {-1, 1, -1, 1} have equal means in a third of the
     # shuffles; the partitioner shuffles again

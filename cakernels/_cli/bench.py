@@ -56,7 +56,9 @@ def _subsample(X, y, n, rng):
 
 
 def _split(X, y, train_fraction, max_train, max_test):
-    """Fixed random split: at most ``train_fraction`` (and ``max_train``) for training."""
+    """Fixed random split: ``train_fraction`` for training (of which at most
+    ``max_train``), the rest for testing: the test set does not depend on
+    ``max_train``, so that runs of several sizes are scored on the same rows."""
     import numpy as np
 
     n = X.shape[0]
@@ -64,8 +66,9 @@ def _split(X, y, train_fraction, max_train, max_test):
         raise CLIError(f"cannot split {n} sample into a training and a test set")
     rng = np.random.RandomState(SPLIT_SEED)
     perm = rng.permutation(n)
-    n_train = max(1, min(int(math.floor(train_fraction * n)), max_train or n, n - 1))
-    tr, te = np.sort(perm[:n_train]), np.sort(perm[n_train:])
+    n_split = max(1, min(int(math.floor(train_fraction * n)), n - 1))
+    n_train = min(n_split, max_train or n)
+    tr, te = np.sort(perm[:n_train]), np.sort(perm[n_split:])
     Xte, yte = _subsample(X[te], y[te], max_test, rng)
     return X[tr], y[tr], Xte, yte
 

@@ -324,7 +324,7 @@ def _load_data(spec, *, split, download=True, index_base=None):
     0 in a file read one-based are dropped and counted in ``data.read``); None decides
     it from the file (zero-based when index 0 occurs in it).
     """
-    from ..datasets import _parse_svmlight, load_dataset
+    from ..datasets import ChecksumMismatchError, _parse_svmlight, load_dataset
 
     path = Path(spec).expanduser()
     if path.exists():
@@ -344,7 +344,13 @@ def _load_data(spec, *, split, download=True, index_base=None):
             print(f"{PROG}: note: {info['name']} has no official test split; using its train split",
                   file=sys.stderr)
             subset = "train"
-    bunch = load_dataset(info["name"], subset=subset, download_if_missing=download)
+    try:
+        bunch = load_dataset(info["name"], subset=subset, download_if_missing=download)
+    except ChecksumMismatchError as exc:
+        # the library's advice (verify=False) is no option of the command line
+        raise CLIError(f"{str(exc).split(': replace it', 1)[0]}: replace the file, or give "
+                       f"its path instead of the name {spec!r} (a file given by its path is "
+                       "read as it is, unchecked)") from None
     return _Data(_int32_indices(bunch.data), bunch.target, f"{info['name']} ({subset})",
                  _task_of_registry(info["task"]), "registry", info["name"],
                  index_base=_registry_index_base(info, bunch.filename))

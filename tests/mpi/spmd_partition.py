@@ -55,6 +55,22 @@ for seed, (m, P) in enumerate([(120, 5), (203, 8)]):
                   "centres": bool(np.allclose(sharded.centers_, serial.centers_, rtol=1e-12,
                                               atol=1e-12))})
 
+# sharded random partitions: partition j takes rank j mod R's rows; a rank with
+# fewer rows than the partitions it owns is a clear error on every rank (it left
+# a partition empty, with a NaN centre that assign then chose for every row)
+from cakernels.partition import RandomPartitioner  # noqa: E402
+
+X = np.random.RandomState(7).randn(40, 2)
+rows = 1 if rank == R - 1 else 10
+try:
+    RandomPartitioner(2 * R, random_state=0).fit_sharded(comm, X[:rows])
+    error = None
+except ValueError as exc:
+    error = str(exc)
+errors = comm.allgather(error)
+cases.append({"check": "random-small-shard", "errors": errors,
+              "equal": (R == 1) == (errors[0] is None) and len(set(errors)) == 1})
+
 if rank == 0:
     for c in cases:
         print(json.dumps(c), flush=True)
