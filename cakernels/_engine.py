@@ -80,11 +80,13 @@ def _group_by(labels, n_groups):
 
 def _fingerprint(value):
     """A string that is equal on two ranks exactly when the parameter values are."""
-    if isinstance(value, np.random.RandomState):
-        state = value.get_state()
-        return "RandomState:" + hashlib.sha256(state[1].tobytes()).hexdigest() + str(state[2:])
-    if isinstance(value, np.random.Generator):
-        return "Generator:" + repr(value.bit_generator.state)
+    if isinstance(value, (np.random.RandomState, np.random.Generator)):
+        # not its state: the package draws from it on rank 0 only where rank 0
+        # works alone (root mode's partitioning, the searches' splits), so the
+        # states part after a first fit although the ranks passed the same seed
+        return type(value).__name__ + " instance"
+    if isinstance(value, type):
+        return value.__qualname__
     if isinstance(value, BaseEstimator):
         params = value.get_params(deep=False)
         return f"{type(value).__name__}(" + ",".join(
@@ -101,21 +103,66 @@ def _fingerprint(value):
 
 
 def params_fingerprint(est):
-    """sha256 of the estimator's parameters (for the ranks to compare)."""
+    """sha256 of the estimator's class and parameters (for the ranks to compare)."""
     params = est.get_params(deep=False)
-    text = ",".join(f"{k}={_fingerprint(v)}" for k, v in sorted(params.items()))
+    text = type(est).__qualname__ + ":" + ",".join(
+        f"{k}={_fingerprint(v)}" for k, v in sorted(params.items()))
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def _is_mpi(backend):
+    from .backends import MPIBackend
+
+    return (isinstance(backend, str) and backend == "mpi") or isinstance(backend, MPIBackend)
+
+
+def validate_params_for(est):
+    """``est._validate_params()``. Under an MPI backend an invalid parameter is
+    kept for :func:`check_same_params`, which raises it on every rank: raised
+    here, on one rank only, it left the others waiting for that rank forever
+    (without ``-m mpi4py``)."""
+    est.__dict__.pop("_param_error", None)  # (a fit that stopped before using it)
+    try:
+        est._validate_params()
+    except (ValueError, TypeError) as exc:  # InvalidParameterError is both
+        if not _is_mpi(getattr(est, "backend", None)):
+            raise
+        est._param_error = exc
+
+
+def defer_param_error(est, func):
+    """``func()``, an error of which (a bad grid...) joins the parameter errors
+    of :func:`validate_params_for` under an MPI backend; returns its value or None."""
+    try:
+        return func()
+    except (ValueError, TypeError) as exc:
+        if not _is_mpi(getattr(est, "backend", None)):
+            raise
+        if getattr(est, "_param_error", None) is None:
+            est._param_error = exc
+        return None
+
+
 def check_same_params(comm, est):
-    """Collective: every rank must have called ``fit`` with the same parameters;
-    otherwise the same :class:`~cakernels.backends.CollectiveError` on every rank."""
-    fingerprints = comm.allgather(params_fingerprint(est))
+    """Collective: every rank must have called ``fit`` with valid and the same
+    parameters (and the same estimator); otherwise the same
+    :class:`~cakernels.backends.CollectiveError` on every rank (a rank's
+    invalid parameter: its own error there)."""
+    failure = est.__dict__.pop("_param_error", None)
+    if comm.size == 1 and failure is not None:
+        raise failure
+    got = comm.allgather((None if failure is not None else params_fingerprint(est),
+                          None if failure is None else " ".join(str(failure).split())))
+    bad = [(r, g[1]) for r, g in enumerate(got) if g[1] is not None]
+    if bad:  # as comm.agree: the same one-line error on every rank
+        raise CollectiveError(f"rank {bad[0][0]}: {bad[0][1]}")
+    fingerprints = [g[0] for g in got]
     if any(f != fingerprints[0] for f in fingerprints):
         bad = [r for r, f in enumerate(fingerprints) if f != fingerprints[0]]
         # every rank computes this same message from the same data
-        raise CollectiveError(f"ranks {bad} were given other parameters than rank 0; every "
-                              "rank must call fit with the same parameters")
+        raise CollectiveError(f"ranks {bad} were given other parameters than rank 0 (or "
+                              "another estimator); every rank must call fit with the same "
+                              "estimator and parameters")
 
 
 # --------------------------------------------------------------------------- row exchange
@@ -431,6 +478,9 @@ class PartitionedEstimator(OwnInitName, BaseEstimator):
         mode) with their global indices. Collective under MPI."""
         comm = s.comm
         if s.size == 1:
+            failure = self.__dict__.pop("_param_error", None)  # (MPI on one rank)
+            if failure is not None:
+                raise failure
             X, y, w = self._validate_checked(X, y, sample_weight)
             return X, y, w, np.arange(X.shape[0], dtype=np.int64)
         error = None
@@ -493,6 +543,10 @@ class PartitionedEstimator(OwnInitName, BaseEstimator):
             if (names0 is None) != (names is None) or (
                     names0 is not None and list(names0) != list(names)):
                 return f"the shards have different feature names (rank 0 and rank {r})"
+            if m["sparse"] != first["sparse"]:
+                kinds = {True: "a sparse matrix", False: "a dense array"}
+                return (f"the shards differ in storage: rank 0 passes {kinds[first['sparse']]}, "
+                        f"rank {r} {kinds[m['sparse']]}; pass the same format on every rank")
             if m["weights"] != first["weights"]:
                 return ("sample_weight must be given on every rank (each its own rows' "
                         f"weights) or on none: rank 0 and rank {r} differ")
@@ -909,9 +963,19 @@ class PartitionedEstimator(OwnInitName, BaseEstimator):
             return
         for mine, new in zip(stats["comm"]["ranks"] + [stats["comm"]["total"]],
                              report["ranks"] + [report["total"]]):
+            # every message of the prediction's session, by phase and by operation,
+            # so that the phases and the operations still add up to the totals
+            for phase, v in new["by_phase"].items():
+                for key in ("bytes", "messages"):
+                    mine["by_phase"][phase][key] += v[key]
+            for op, v in new["by_op"].items():
+                o = mine["by_op"].setdefault(op, {"bytes": 0, "messages": 0, "calls": 0})
+                for key in o:
+                    o[key] += v[key]
             for key in ("bytes", "messages"):
-                mine["by_phase"]["prediction"][key] += new["by_phase"]["prediction"][key]
-                mine[key] += new["by_phase"]["prediction"][key]
+                mine[key] += new[key]
+        stats["comm_bytes"] = int(stats["comm"]["total"]["bytes"])
+        stats["comm_messages"] = int(stats["comm"]["total"]["messages"])
 
     def _decode(self, codes):
         return codes

@@ -114,6 +114,13 @@ BAD_INPUT = {
     "root-inf": "rank 0: Input X contains infinity",
     "zero-weights": "rank 3: every sample_weight of this rank's shard is 0: in sharded mode",
     "krr-weights": "sample_weight must be given on every rank",
+    # raised before any collective on that rank only, they left the others waiting
+    "invalid-param": "rank 3: The 'C' parameter of CASVC must be",
+    "invalid-grid": "rank 3: every value of lams must be >= 0",
+    "other-estimator": "ranks [3] were given other parameters than rank 0 (or another "
+                       "estimator)",
+    "mixed-storage": "the shards differ in storage: rank 0 passes a dense array, rank 3 a "
+                     "sparse matrix",
 }
 
 
@@ -142,6 +149,16 @@ def test_exception_in_a_local_solve_ends_every_rank(mpirun, tmp_path):
     assert out.returncode != 0
     raised = _raised(tmp_path)
     assert all(r is not None and "injected failure in a local solve" in r for r in raised), \
+        (raised, out.stderr)
+
+
+def test_exception_in_a_tree_node_solve_ends_every_rank(mpirun, tmp_path):
+    # a rank whose node solve failed never sent its node: the others waited in Recv
+    out = mpirun(4, "spmd_errors.py", "tree-solve-raises", tmp_path, mpi4py=False,
+                 timeout=180)
+    assert out.returncode != 0
+    raised = _raised(tmp_path)
+    assert all(r is not None and "injected failure in a node solve" in r for r in raised), \
         (raised, out.stderr)
 
 
@@ -189,14 +206,14 @@ def test_exact_distributed_assignment_equals_serial(mpirun, n):
     # FCFSPartitioner.fit_sharded equals FCFSPartitioner.fit
     lines = _lines(mpirun(n, "spmd_partition.py"))
     assert [line["check"] for line in lines] == ["greedy"] * 6 + ["fcfs"] * 2 + [
-        "random-small-shard"]
+        "random-small-shard", "seed-none", "seed-instance"]
     for line in lines:
         assert line["equal"], line
         if line["check"] == "greedy":
             assert 1 <= line["events"] <= line["P"] + 1, line
         elif line["check"] == "fcfs":
             assert line["centres"] and 0 < line["rows"] < line["m"], line
-        elif n > 1:  # the same clear error on every rank
+        elif line["check"] == "random-small-shard" and n > 1:  # one clear error
             assert "would be empty" in line["errors"][0], line
 
 
@@ -454,6 +471,7 @@ def test_halo_partitions_and_soft_routing_under_mpi(mpirun, n):
     assert krr["rel"] <= 1e-8 and krr["training"] == {"bytes": 0, "messages": 0}, krr
     (vote,) = [x for x in lines if x["check"] == "vote"]
     assert vote["equal"] and vote["nearest_equal"] and vote["krr_rel"] <= 1e-12, vote
+    assert vote["consistent"], vote
     # every rank's rows but the last rank's (none, when there are several) were predicted
     assert vote["n"] == vote["n_pred"] == (360 if n == 1 else (n - 1) * 360 // n), vote
     if n > 1:

@@ -240,31 +240,28 @@ class MPIBackend(Backend):
                        verbose=verbose and comm.rank == 0, limit_blas=True)
 
 
-_RANKS_ON_NODE = {}
-
-
 def ranks_on_node(mpi_comm):
-    """Ranks of ``mpi_comm`` on this rank's node (a collective the first time a
-    communicator is seen; cached by its handle afterwards)."""
+    """Ranks of ``mpi_comm`` on this rank's node (a collective on every call:
+    a cache by the communicator's handle skipped it on the ranks that had seen
+    a freed communicator's reused handle and hung the others)."""
     from mpi4py import MPI
 
-    key = MPI._handleof(mpi_comm)
-    if key not in _RANKS_ON_NODE:
-        node = mpi_comm.Split_type(MPI.COMM_TYPE_SHARED)
-        try:
-            _RANKS_ON_NODE[key] = node.Get_size()
-        finally:
-            node.Free()
-    return _RANKS_ON_NODE[key]
+    node = mpi_comm.Split_type(MPI.COMM_TYPE_SHARED)
+    try:
+        return node.Get_size()
+    finally:
+        node.Free()
 
 
 def _cores_of_rank(mpi_comm):
     """Cores of this rank: the process's cores shared among the ranks of its node,
-    unless a CPU binding already gives it fewer than the node has."""
+    unless a CPU binding already gives it fewer than the node has (collective:
+    every rank takes part in the node count, whatever its binding)."""
     n = cpu_count()
+    sharing = ranks_on_node(mpi_comm)
     if n < (os.cpu_count() or n):  # bound by affinity or a quota: its own cores
         return n
-    return max(1, n // ranks_on_node(mpi_comm))
+    return max(1, n // sharing)
 
 
 def get_backend(backend, n_jobs=None):

@@ -154,10 +154,17 @@ class _BaseCommunicator:
         self.raise_failures(failure)
         return result
 
-    def raise_failures(self, failure):
+    def raise_failures(self, failure, counted=True):
         """Collective: ``failure`` is this rank's exception or None; when any rank
-        failed, every rank raises (the failing one its own exception)."""
-        raise_if_any_failed(failure, self.allgather(failure_text(failure)))
+        failed, every rank raises (the failing one its own exception).
+        ``counted=False``: a control message outside the algorithm's traffic
+        (the multi-level trees check after every layer), not in the counters."""
+        text = failure_text(failure)
+        texts = self.allgather(text) if counted else self._allgather_uncounted(text)
+        raise_if_any_failed(failure, texts)
+
+    def _allgather_uncounted(self, obj):
+        return [obj]
 
 
 def failure_text(failure):
@@ -257,6 +264,9 @@ class Communicator(_BaseCommunicator):
             self._count("bcast", len(data), 1)
         data = self.comm.bcast(data, root=root)
         return obj if self.rank == root else pickle.loads(data)
+
+    def _allgather_uncounted(self, obj):
+        return self.comm.allgather(obj)
 
     def allgather(self, obj):
         data = pickle.dumps(obj, protocol=5)

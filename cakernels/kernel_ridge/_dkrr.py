@@ -10,7 +10,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
-from .._engine import _pack_rows, _unpack_rows, check_same_params
+from .._engine import _pack_rows, _unpack_rows, check_same_params, validate_params_for
 from .._kernels import KERNELS, check_magnitude, kernel_block, kernel_dot, row_sq_norms
 from .._params import N_JOBS, Count
 from ._partitioned import PartitionedKernelRidge
@@ -179,7 +179,7 @@ class DKRR(RegressorMixin, BaseEstimator):
         -------
         self : object
         """
-        self._validate_params()
+        validate_params_for(self)  # under MPI: raised on every rank
         backend = get_backend(self.backend, self.n_jobs)
         t_start = time.perf_counter()
         with backend.session() as s:

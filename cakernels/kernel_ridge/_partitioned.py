@@ -8,7 +8,12 @@ from sklearn.base import RegressorMixin
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
-from .._engine import PartitionedEstimator, count_zero_weights, drop_zero_weight_rows
+from .._engine import (
+    PartitionedEstimator,
+    count_zero_weights,
+    drop_zero_weight_rows,
+    validate_params_for,
+)
 from .._kernels import KERNELS, check_magnitude, sigma_to_gamma
 from .._params import Count
 from .._solvers.krr import _LocalKRR
@@ -187,7 +192,7 @@ class PartitionedKernelRidge(RegressorMixin, PartitionedEstimator):
         self : object
             Fitted estimator.
         """
-        self._validate_params()
+        validate_params_for(self)  # under MPI: raised on every rank
         with self._session() as s:
             X, y, w, index = self._collect(s, X, y, sample_weight)
             if w is not None and count_zero_weights(s, w):

@@ -39,6 +39,8 @@ from .._engine import (
     _pack_block,
     _unpack_block,
     _unpack_rows,
+    defer_param_error,
+    validate_params_for,
 )
 from ..backends import comm_report
 from ._results import build_cv_results
@@ -56,8 +58,8 @@ class _PartitionedSearchCV(PartitionedEstimator):
     _is_average = False
 
     def _search_fit(self, X, y, sample_weight, groups=None):
-        self._validate_params()
-        grid = self._grid()
+        validate_params_for(self)  # under MPI: raised on every rank
+        grid = defer_param_error(self, self._grid)
         loo = isinstance(self.cv, str) and self.cv == "loo"
         for attr in ("best_estimator_", "refit_time_"):
             if hasattr(self, attr):

@@ -375,6 +375,12 @@ class _BasePartitioner(OwnInitName, BaseEstimator):
         self._storage = storage_for(n, X.shape[1], nnz)
         X = to_partition_storage(X, self._storage)
         rng = check_random_state(self.random_state)
+        if not isinstance(self.random_state, numbers.Integral):
+            # None or a RandomState instance: every rank's own generator, but the
+            # draws must be the same on every rank (gather_rows, the capacities):
+            # rank 0 draws the seed for all
+            seed = int(rng.randint(np.iinfo(np.int32).max)) if comm.rank == 0 else None
+            rng = np.random.RandomState(comm.bcast_obj(seed))
         self._owners, self._rows_local = None, False
         local, centers = self._partition_sharded(comm, X, rng, n, offset)
         _check_distinct(self, centers)

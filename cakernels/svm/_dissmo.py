@@ -44,7 +44,7 @@ import scipy.sparse as sp
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import StrOptions
 
-from .._engine import PartitionedEstimator, _group_by
+from .._engine import PartitionedEstimator, _group_by, validate_params_for
 from .._kernels import check_kernel_diagonal, kernel_block, row_sq_norms
 from .._solvers.native_svc import NativeKernelSVC
 from .._solvers.smo import LIBSVM_ITER_PER_VARIABLE, default_max_iter
@@ -503,7 +503,7 @@ class DisSMOSVC(_FullModelSVC):
         -------
         self : object
         """
-        self._validate_params()
+        validate_params_for(self)  # under MPI: raised on every rank
         with self._session() as s:
             comm = s.comm
             X, y_idx, w, index = self._prepare_classifier(s, X, y, sample_weight)

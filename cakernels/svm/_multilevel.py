@@ -32,7 +32,7 @@ import scipy.sparse as sp
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import StrOptions
 
-from .._engine import PartitionedEstimator, drop_zero_weight_rows
+from .._engine import PartitionedEstimator, drop_zero_weight_rows, validate_params_for
 from .._params import Count
 from .._solvers.local import solve_binary_svm
 from .._solvers.native_svc import NativeKernelSVC
@@ -177,7 +177,7 @@ class _MultiLevelSVC(_FullModelSVC):
         -------
         self : object
         """
-        self._validate_params()
+        validate_params_for(self)  # under MPI: raised on every rank
         with self._session() as s:
             X, y_idx, w, index = self._prepare_classifier(s, X, y, sample_weight)
             self._fit_tree(s, X, y_idx, w, index)
@@ -340,8 +340,15 @@ class _MultiLevelSVC(_FullModelSVC):
                 if layer > 0:
                     nodes = self._merge_layer(s, nodes, owners[layer - 1], layer_owners)
                 todo = [q for q, n in nodes.items() if n.solution is None]
-                for q, n in zip(todo, s.map(lambda q: self._solve(nodes[q], ctx), todo,
-                                            "solve nodes")):
+                try:
+                    solved, failure = s.map(lambda q: self._solve(nodes[q], ctx), todo,
+                                            "solve nodes"), None
+                except Exception as exc:  # raised on every rank just below
+                    solved, failure = [], exc
+                # before the next layer's messages: a rank whose solve failed would
+                # never send its node, and its partner would wait in Recv forever
+                comm.raise_failures(failure, counted=False)
+                for q, n in zip(todo, solved):
                     nodes[q] = n
             after = comm.counter.summary()
             comm_layers[layer] += [after["bytes"] - before["bytes"],

@@ -21,6 +21,7 @@ from .._engine import (
     global_class_weight,
     global_classes,
     global_gamma,
+    validate_params_for,
 )
 from .._kernels import KERNELS, check_magnitude, kernel_dot
 from .._params import Count
@@ -348,7 +349,7 @@ class PartitionedSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
         self : object
             Fitted estimator.
         """
-        self._validate_params()
+        validate_params_for(self)  # under MPI: raised on every rank
         with self._session() as s:
             X, y, w, index = self._collect(s, X, y, sample_weight)
             self.classes_ = global_classes(s, y)

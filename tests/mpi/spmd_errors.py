@@ -52,6 +52,19 @@ def run():
 
         BKRR2(4, backend=sharded).fit(Xs, ys.astype(float), sample_weight=None if rank == bad
                                       else np.ones(len(ys)))
+    elif case == "invalid-param":           # an invalid parameter on one rank only
+        CASVC(4, C=-1.0 if rank == bad else 1.0, backend=sharded).fit(Xs, ys)
+    elif case == "invalid-grid":            # a search's invalid grid on one rank only
+        from cakernels import BKRR2CV
+
+        BKRR2CV(4, lams=[-1.0] if rank == bad else [1e-3], sigmas=[1.0], cv=2,
+                backend=sharded).fit(Xs, ys.astype(float))
+    elif case == "other-estimator":         # another estimator, the same parameters
+        (BKMSVC if rank == bad else CASVC)(4, backend=sharded).fit(Xs, ys)
+    elif case == "mixed-storage":           # a CSR shard among dense ones
+        import scipy.sparse as sp
+
+        BKMSVC(4, backend=sharded).fit(sp.csr_matrix(Xs) if rank == bad else Xs, ys)
     elif case == "root-inf":                # root mode: bad data on rank 0
         Xr = X.copy()
         Xr[3, 1] = np.inf
@@ -80,6 +93,27 @@ def run():
 
         part.PartitionedSVC._fit_partition = dying
         BKMSVC(2 * size, backend=sharded).fit(Xs, ys)
+    elif case == "tree-solve-raises":       # a node's solve fails in a multi-level tree
+        import cakernels.svm._multilevel as ml
+        from cakernels import CascadeSVC, DCSVC
+
+        original = ml._MultiLevelSVC._solve
+
+        def failing_node(self, node, ctx):
+            if rank == bad:
+                raise RuntimeError("injected failure in a node solve")
+            return original(self, node, ctx)
+
+        ml._MultiLevelSVC._solve = failing_node
+        for cls in (CascadeSVC, DCSVC):
+            try:
+                cls(2 * size, backend="mpi").fit(X if rank == 0 else None,
+                                                 y if rank == 0 else None)
+            except Exception as exc:
+                last = exc
+            else:
+                raise AssertionError("no error")
+        raise last
     elif case == "uncaught":                # an error outside any collective (needs -m mpi4py)
         if rank == bad:
             raise KeyError("user code failed on one rank")
@@ -92,7 +126,8 @@ try:
     run()
 except Exception as exc:
     # one file per rank (mpiexec may interleave the ranks' output), then the traceback
-    assert isinstance(exc, ValueError) or case in ("solver-raises", "dies", "uncaught")
+    assert isinstance(exc, ValueError) or case in ("solver-raises", "dies", "uncaught",
+                                                   "tree-solve-raises")
     with open(os.path.join(outdir, f"rank{rank}.txt"), "w") as fh:
         fh.write(f"{type(exc).__name__}: {exc}")
     raise

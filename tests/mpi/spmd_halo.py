@@ -131,6 +131,13 @@ out.append({"check": "vote", "equal": bool(np.array_equal(vote_all, expect)),
             "n": int(vote_all.size), "n_pred": int(n_pred),
             "nearest_equal": bool(np.array_equal(near_all, sh.predict(Xc[:n_pred]))),
             "bytes": sh.fit_stats_["comm"]["total"]["by_phase"]["prediction"]["bytes"] - before,
+            # after collective predictions the report still adds up
+            "consistent": bool(
+                sh.fit_stats_["comm_bytes"] == sh.fit_stats_["comm"]["total"]["bytes"]
+                == sum(v["bytes"] for v in sh.fit_stats_["comm"]["total"]["by_op"].values())
+                == sum(v["bytes"] for v in sh.fit_stats_["comm"]["total"]["by_phase"].values())
+                and sh.fit_stats_["comm_messages"]
+                == sh.fit_stats_["comm"]["total"]["messages"]),
             "krr_rel": float(np.max(np.abs(kr_all - kr.predict(Xr))))})
 
 if rank == 0:

@@ -71,6 +71,28 @@ errors = comm.allgather(error)
 cases.append({"check": "random-small-shard", "errors": errors,
               "equal": (R == 1) == (errors[0] is None) and len(set(errors)) == 1})
 
+# random_state=None (or an instance) in sharded mode: rank 0 draws the seed for
+# all; every rank drew its own, and the centres gathered from the ranks' draws
+# were uninitialised memory
+X = np.random.RandomState(11).randn(90, 3)
+lo, hi = shard_bounds(90, 3, allow_empty=False)
+part = FCFSPartitioner(4, random_state=None).fit_sharded(comm, X[lo:hi])
+centres = comm.allgather(part.initial_centers_.tobytes())
+rows = {r.tobytes() for r in X}
+cases.append({"check": "seed-none", "equal": len(set(centres)) == 1 and all(
+    c.tobytes() in rows for c in part.initial_centers_)})
+# a RandomState instance, the same seed on every rank: accepted in every fit (its
+# state parts after the first fit, where rank 0 partitions alone)
+from cakernels import CASVC  # noqa: E402
+from cakernels.backends import MPIBackend  # noqa: E402
+
+est = CASVC(4, random_state=np.random.RandomState(0), backend=MPIBackend(comm=comm.comm))
+Xc = np.random.RandomState(1).randn(80, 3)
+yc = (Xc[:, 0] > 0).astype(int)
+for _ in range(2):
+    est.fit(Xc if rank == 0 else None, yc if rank == 0 else None)
+cases.append({"check": "seed-instance", "equal": True})
+
 if rank == 0:
     for c in cases:
         print(json.dumps(c), flush=True)
