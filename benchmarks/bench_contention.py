@@ -121,12 +121,13 @@ def main(argv=None):
     rep.machine()
     if "asygcd" in args.parts:
         asygcd_part(rep, home, repeat, args.quick)
+    # the KRR fits and searches are long next to busy processes: 2 rounds unless given
     if "krr" in args.parts:
-        krr_part(rep, home, 2, args.quick)
+        krr_part(rep, home, args.repeat or 2, args.quick)
     if "search" in args.parts:
-        search_part(rep, home, 2, args.quick)
+        search_part(rep, home, args.repeat or 2, args.quick)
     if "kmeans" in args.parts:
-        kmeans_part(rep, home, repeat)
+        kmeans_part(rep, home, repeat, args.quick)
     rep.write(args.out)
 
 
@@ -249,7 +250,7 @@ def search_part(rep, home, repeat, quick):
                "serial, threadpool_limits(1)", "serial / one thread"], rows)
 
 
-def kmeans_part(rep, home, repeat):
+def kmeans_part(rep, home, repeat, quick=False):
     """scikit-learn's K-means (what the K-means-based partitioners run) on its
     default OpenMP threads against one thread, idle and next to busy
     processes: the measurement behind ``KMEANS_ONE_THREAD_WORK`` (below that
@@ -264,9 +265,11 @@ def kmeans_part(rep, home, repeat):
     X, _ = load_dataset("cadata", data_home=home, return_X_y=True)
     cases.append(("cadata", StandardScaler().fit_transform(X[:16000]), 8))
     X, _ = load_dataset("ijcnn1", data_home=home, return_X_y=True)
+    X = X[:12000] if quick else X
     cases.append(("ijcnn1", X.toarray() if sp.issparse(X) else np.asarray(X), 16))
     rng = np.random.default_rng(0)
-    cases.append(("synthetic", rng.standard_normal((200000, 22)) + rng.integers(0, 5, (200000, 1)),
+    n_syn = 40000 if quick else 200000  # (quick: below KMEANS_ONE_THREAD_WORK)
+    cases.append(("synthetic", rng.standard_normal((n_syn, 22)) + rng.integers(0, 5, (n_syn, 1)),
                   16))
 
     def fit(X, k, seed, one):

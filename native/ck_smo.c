@@ -177,6 +177,9 @@ static void ck_team_account(ck_team *tm, double t0, double own, double t1,
         if (tm->collapse_at > 0 && tm->regions >= tm->collapse_at) {
             tm->collapse_at = -1;
             ck_team_collapse(tm, t1);
+            /* for good: a retry after CK_SMO_RETRY_S made the regions after
+             * it depend on the machine's speed (slow under ASan and load) */
+            tm->retry_at = HUGE_VAL;
         }
         return;
     }
