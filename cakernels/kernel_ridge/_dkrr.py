@@ -18,6 +18,7 @@ from ..backends import BACKEND_NAMES, Backend, get_backend
 from .. import _memory
 from ..backends._comm import CollectiveError, comm_report
 
+
 def _drop_zero_weights(X, y, w):
     """The rows of positive weight (all rows when ``w`` is None): a row of
     weight 0 has no term in the weighted problem (KernelRidge gives it a zero
@@ -296,9 +297,8 @@ class DKRR(RegressorMixin, BaseEstimator):
             return Xall, yall, wall
 
     def _fit_scalapack(self, s, X, y, w=None):
-        from .._solvers.scalapack import Grid, cholesky_solve, grid_shape
-
         from .._solvers.krr import check_ridge_shift
+        from .._solvers.scalapack import Grid, cholesky_solve, grid_shape
 
         comm = s.comm
         n = X.shape[0]

@@ -344,22 +344,8 @@ class PartitionedKernelRidgeCV(RegressorMixin, _PartitionedSearchCV):
         """
         return self._search_fit(X, y, sample_weight, groups)
 
-    def score(self, X, y, sample_weight=None):
-        """``scorer_`` (the search's ``scoring``; r2 by default) of
-        ``best_estimator_`` on ``(X, y)``, as ``GridSearchCV.score``.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-        y : array-like of shape (n_samples,) or (n_samples, n_targets)
-        sample_weight : array-like of shape (n_samples,), default=None
-
-        Returns
-        -------
-        score : float
-        """
-        # (RegressorMixin.score, first in the bases, would always be r2)
-        return _PartitionedSearchCV.score(self, X, y, sample_weight)
+    # the search's scorer, not RegressorMixin.score (first in the bases: always r2)
+    score = _PartitionedSearchCV.score
 
     # ------------------------------------------------------------------ engine hooks
     def _grid(self):

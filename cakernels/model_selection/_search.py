@@ -169,7 +169,9 @@ class _PartitionedSearchCV(PartitionedEstimator):
         return self._best().predict(X)
 
     def score(self, X, y, sample_weight=None):
-        """``scorer_`` of ``best_estimator_`` on ``(X, y)`` (greater is better).
+        """``scorer_`` (the search's ``scoring``: r2 or accuracy by default) of
+        ``best_estimator_`` on ``(X, y)`` (greater is better), as
+        ``GridSearchCV.score``.
 
         Parameters
         ----------

@@ -319,21 +319,8 @@ n_splits_
         """
         return self._best().decision_function(X)
 
-    def score(self, X, y, sample_weight=None):
-        """``scorer_`` (the search's ``scoring``; accuracy by default) of
-        ``best_estimator_`` on ``(X, y)``, as ``GridSearchCV.score``.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-        y : array-like of shape (n_samples,)
-        sample_weight : array-like of shape (n_samples,), default=None
-
-        Returns
-        -------
-        score : float
-        """
-        return _PartitionedSearchCV.score(self, X, y, sample_weight)
+    # the search's scorer, not ClassifierMixin.score (first in the bases: accuracy)
+    score = _PartitionedSearchCV.score
 
     # ------------------------------------------------------------------ engine hooks
     def _grid(self):
