@@ -602,7 +602,7 @@ class CascadeSVC(_MultiLevelSVC):
 """ + _COMMON_ATTRS + """    n_passes_ : int
         Passes the tree ran (with several classes, every one-vs-one pair's tree
         stops on its own: the most any pair ran).
-""" + """
+
     See Also
     --------
     DCFilterSVC : the same passing on K-means partitions.

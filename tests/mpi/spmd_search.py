@@ -60,46 +60,52 @@ def phases(search):
     return {p: by[p]["bytes"] for p in by}
 
 
-for cls in (BKRR2CV, DCKRRCV):
-    serial = cls(**kw).fit(X, y)
-    root = cls(backend="mpi", **kw).fit(X if rank == 0 else None, y if rank == 0 else None)
+def three_modes(name, cls, params, X, y, brute_scores, rows=None, relative=True,
+                exact=False, n_predict=20):
+    """Fit ``cls(**params)`` serially, in root mode and in sharded mode (every
+    rank its contiguous block; ``rows``: per-row fit arguments such as
+    ``sample_weight`` or ``groups``, rank 0's in root mode and every rank's own
+    block in sharded mode) and print on rank 0: root mode equals serial (to
+    1e-10, or bit for bit with ``exact``), sharded mode's split scores against
+    ``brute_scores(sharded)`` (relative or absolute), the same best parameters
+    everywhere, and the bytes per phase."""
+    rows = rows or {}
+    serial = cls(**params).fit(X, y, **rows)
+    root = cls(backend="mpi", **params).fit(
+        X if rank == 0 else None, y if rank == 0 else None,
+        **{k: v if rank == 0 else None for k, v in rows.items()})
     lo, hi = rank * len(X) // size, (rank + 1) * len(X) // size
-    sharded = cls(backend=MPIBackend(sharded=True), **kw).fit(X[lo:hi], y[lo:hi])
-    got = np.column_stack([sharded.cv_results_[f"split{f}_test_score"] for f in range(3)])
+    sharded = cls(backend=MPIBackend(sharded=True), **params).fit(
+        X[lo:hi], y[lo:hi], **{k: v[lo:hi] for k, v in rows.items()})
+    got = np.column_stack([sharded.cv_results_[f"split{f}_test_score"]
+                           for f in range(sharded.n_splits_)])
+    err = np.abs(got - brute_scores(sharded))
+    same = (np.array_equal if exact else
+            lambda a, b: np.allclose(a, b, rtol=1e-10))
     best = comm.allgather((root.best_params_, sharded.best_params_))
-    line = {
-        "check": cls.__name__,
-        "root_equal": bool(np.allclose(root.cv_results_["mean_test_score"],
-                                       serial.cv_results_["mean_test_score"], rtol=1e-10)),
-        "sharded_rel": float(np.max(np.abs(got - brute(sharded)) / np.abs(got))),
-        "everywhere": all(b == best[0] for b in best),
-        "root_phases": phases(root), "sharded_phases": phases(sharded),
-        "root_predict_equal": bool(np.allclose(root.predict(X[:20]), serial.predict(X[:20]))),
-    }
+    line = {"check": name,
+            "root_equal": bool(same(root.cv_results_["mean_test_score"],
+                                    serial.cv_results_["mean_test_score"])),
+            "sharded_rel": float(np.max(err / np.abs(got) if relative else err)),
+            "everywhere": all(b == best[0] for b in best),
+            "root_phases": phases(root), "sharded_phases": phases(sharded),
+            "root_predict_equal": bool(same(root.predict(X[:n_predict]),
+                                            serial.predict(X[:n_predict])))}
+    if "sample_weight" in rows:  # rows of weight 0 are left out of the partitions
+        line["partitioned"] = [int(root.partition_sizes_.sum()),
+                               int(sharded.partition_sizes_.sum())]
     if rank == 0:
         print(json.dumps(line), flush=True)
 
+
+for cls in (BKRR2CV, DCKRRCV):
+    three_modes(cls.__name__, cls, kw, X, y, brute)
+
 # group splits: root mode takes rank 0's groups, sharded mode every rank's own
 groups = np.arange(len(y)) % 7
-gkw = dict(kw, cv=GroupKFold(3))
-serial = BKRR2CV(**gkw).fit(X, y, groups=groups)
-root = BKRR2CV(backend="mpi", **gkw).fit(X if rank == 0 else None, y if rank == 0 else None,
-                                         groups=groups if rank == 0 else None)
-lo, hi = rank * len(X) // size, (rank + 1) * len(X) // size
-sharded = BKRR2CV(backend=MPIBackend(sharded=True), **gkw).fit(X[lo:hi], y[lo:hi],
-                                                                groups=groups[lo:hi])
-got = np.column_stack([sharded.cv_results_[f"split{f}_test_score"] for f in range(3)])
-best = comm.allgather((root.best_params_, sharded.best_params_))
-line = {"check": "BKRR2CV-groups",
-        "root_equal": bool(np.allclose(root.cv_results_["mean_test_score"],
-                                       serial.cv_results_["mean_test_score"], rtol=1e-10)),
-        "sharded_rel": float(np.max(np.abs(got - brute(sharded, list(
-            GroupKFold(3).split(X, y, groups)))) / np.abs(got))),
-        "everywhere": all(b == best[0] for b in best),
-        "root_phases": phases(root), "sharded_phases": phases(sharded),
-        "root_predict_equal": bool(np.allclose(root.predict(X[:20]), serial.predict(X[:20])))}
-if rank == 0:
-    print(json.dumps(line), flush=True)
+three_modes("BKRR2CV-groups", BKRR2CV, dict(kw, cv=GroupKFold(3)), X, y,
+            lambda search: brute(search, list(GroupKFold(3).split(X, y, groups))),
+            rows={"groups": groups})
 
 # closed-form leave-one-out: the rows travel to their nearest centre's rank as in
 # k-fold; root mode equals serial, sharded mode refits without each row
@@ -126,43 +132,13 @@ def brute_loo(search):
     return np.array(out)
 
 
-lkw = dict(kw, cv="loo")
-serial = BKRR2CV(**lkw).fit(X, y)
-root = BKRR2CV(backend="mpi", **lkw).fit(X if rank == 0 else None, y if rank == 0 else None)
-lo, hi = rank * len(X) // size, (rank + 1) * len(X) // size
-sharded = BKRR2CV(backend=MPIBackend(sharded=True), **lkw).fit(X[lo:hi], y[lo:hi])
-got = sharded.cv_results_["split0_test_score"]
-best = comm.allgather((root.best_params_, sharded.best_params_))
-line = {"check": "BKRR2CV-loo",
-        "root_equal": bool(np.allclose(root.cv_results_["mean_test_score"],
-                                       serial.cv_results_["mean_test_score"], rtol=1e-10)),
-        "sharded_rel": float(np.max(np.abs(got - brute_loo(sharded)) / np.abs(got))),
-        "everywhere": all(b == best[0] for b in best),
-        "root_phases": phases(root), "sharded_phases": phases(sharded),
-        "root_predict_equal": bool(np.allclose(root.predict(X[:20]), serial.predict(X[:20])))}
-if rank == 0:
-    print(json.dumps(line), flush=True)
+three_modes("BKRR2CV-loo", BKRR2CV, dict(kw, cv="loo"), X, y,
+            lambda search: brute_loo(search)[:, None])
 
 # sample weights (zeros included): root mode equals serial, sharded mode weighted refits
 wy = np.where(np.arange(len(y)) % 5 == 0, 0.0, 0.5 + (np.arange(len(y)) % 3))
-serial = BKRR2CV(**kw).fit(X, y, sample_weight=wy)
-root = BKRR2CV(backend="mpi", **kw).fit(X if rank == 0 else None, y if rank == 0 else None,
-                                        sample_weight=wy if rank == 0 else None)
-lo, hi = rank * len(X) // size, (rank + 1) * len(X) // size
-sharded = BKRR2CV(backend=MPIBackend(sharded=True), **kw).fit(X[lo:hi], y[lo:hi],
-                                                               sample_weight=wy[lo:hi])
-got = np.column_stack([sharded.cv_results_[f"split{f}_test_score"] for f in range(3)])
-best = comm.allgather((root.best_params_, sharded.best_params_))
-line = {"check": "BKRR2CV-weights",
-        "root_equal": bool(np.allclose(root.cv_results_["mean_test_score"],
-                                       serial.cv_results_["mean_test_score"], rtol=1e-10)),
-        "sharded_rel": float(np.max(np.abs(got - brute(sharded, w=wy)) / np.abs(got))),
-        "partitioned": [int(root.partition_sizes_.sum()), int(sharded.partition_sizes_.sum())],
-        "everywhere": all(b == best[0] for b in best),
-        "root_phases": phases(root), "sharded_phases": phases(sharded),
-        "root_predict_equal": bool(np.allclose(root.predict(X[:20]), serial.predict(X[:20])))}
-if rank == 0:
-    print(json.dumps(line), flush=True)
+three_modes("BKRR2CV-weights", BKRR2CV, kw, X, y, lambda search: brute(search, w=wy),
+            rows={"sample_weight": wy})
 
 # the SVM search: root mode equals serial (the warm-started SMO path is deterministic)
 from sklearn.datasets import make_classification  # noqa: E402
@@ -224,21 +200,5 @@ def brute_svm(search):
     return np.array(out)
 
 
-serial = CASVCCV(**wkw).fit(Xw, yw, sample_weight=ww)
-root = CASVCCV(backend="mpi", **wkw).fit(Xw if rank == 0 else None, yw if rank == 0 else None,
-                                         sample_weight=ww if rank == 0 else None)
-lo, hi = rank * len(Xw) // size, (rank + 1) * len(Xw) // size
-sharded = CASVCCV(backend=MPIBackend(sharded=True), **wkw).fit(Xw[lo:hi], yw[lo:hi],
-                                                                sample_weight=ww[lo:hi])
-got = np.column_stack([sharded.cv_results_[f"split{f}_test_score"] for f in range(3)])
-best = comm.allgather((root.best_params_, sharded.best_params_))
-line = {"check": "CASVCCV-weights",
-        "root_equal": bool(np.array_equal(root.cv_results_["mean_test_score"],
-                                          serial.cv_results_["mean_test_score"])),
-        "sharded_rel": float(np.max(np.abs(got - brute_svm(sharded)))),
-        "partitioned": [int(root.partition_sizes_.sum()), int(sharded.partition_sizes_.sum())],
-        "everywhere": all(b == best[0] for b in best),
-        "root_phases": phases(root), "sharded_phases": phases(sharded),
-        "root_predict_equal": bool(np.array_equal(root.predict(Xw), serial.predict(Xw)))}
-if rank == 0:
-    print(json.dumps(line), flush=True)
+three_modes("CASVCCV-weights", CASVCCV, wkw, Xw, yw, brute_svm, rows={"sample_weight": ww},
+            relative=False, exact=True, n_predict=len(Xw))
