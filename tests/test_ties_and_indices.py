@@ -23,7 +23,7 @@ from sklearn.svm import SVC
 from sklearn.utils.multiclass import _ovr_decision_function
 
 import cakernels.partition._storage as storage
-from cakernels import CASVC, CPSVC, AsyGCDSVC, DisSMOSVC
+from cakernels import CASVC, CPSVC, DCSVC, AsyGCDSVC, CascadeSVC, DCFilterSVC, DisSMOSVC
 from cakernels._solvers.native_svc import ovr_from_ovo
 from cakernels.partition import (
     BKMPartitioner,
@@ -179,6 +179,63 @@ def test_one_vs_one_vote_ties_go_to_the_lowest_class_as_libsvm():
         ref = SVC(C=1.0, gamma=0.5).fit(X, y)
         agree = est.predict(grid) == ref.predict(grid)
         assert agree.mean() >= 0.95  # the solvers differ within tol near the ties
+
+
+def _votes(model, X):
+    """One-vs-one votes of a final model (LIBSVM's rule: positive for the pair's first class)."""
+    dec = model.decision_function(X)
+    votes = np.zeros((X.shape[0], model.classes_.size), dtype=np.int64)
+    for col, (i, j) in enumerate(model.problems_):
+        votes[dec[:, col] > 0, i] += 1
+        votes[dec[:, col] <= 0, j] += 1
+    return votes
+
+
+@pytest.mark.parametrize("make", [
+    lambda bt: CascadeSVC(n_partitions=3, random_state=0, break_ties=bt),
+    lambda bt: DCSVC(n_partitions=3, random_state=0, break_ties=bt),
+    lambda bt: DCSVC(n_partitions=4, predict_layer=1, random_state=0, break_ties=bt),
+    lambda bt: DCFilterSVC(n_partitions=3, random_state=0, break_ties=bt),
+    lambda bt: DisSMOSVC(break_ties=bt),
+], ids=["cascade", "dcsvc", "dcsvc-early", "dcfilter", "dissmo"])
+def test_break_ties_of_the_full_model_svms_as_svc(make):
+    # as SVC: break_ties=True predicts the argmax of the one-vs-rest decision,
+    # False the one-vs-one vote (ties to the lowest class); three classes at
+    # 120 degrees, and a grid over the small region near their centre where
+    # the three pairwise decisions vote in a cycle (x > y > z > x)
+    angles = np.deg2rad([90, 210, 330])
+    rng = np.random.RandomState(0)
+    X = np.vstack([np.c_[np.cos(a), np.sin(a)] * 3 + 0.8 * rng.randn(40, 2) for a in angles])
+    y = np.repeat(["x", "y", "z"], 40)
+    grid = np.mgrid[0.3:0.5:41j, 0.1:0.25:31j].reshape(2, -1).T
+    voted, broken = make(False).fit(X, y), make(True).fit(X, y)
+    np.testing.assert_array_equal(broken.decision_function(grid), voted.decision_function(grid))
+    dec = broken.decision_function(grid)
+    np.testing.assert_array_equal(broken.predict(grid), broken.classes_[np.argmax(dec, axis=1)])
+    if voted.model_ is not None:  # the final model's votes (early prediction: its layer's)
+        votes = _votes(voted.model_, grid)
+        np.testing.assert_array_equal(voted.predict(grid), voted.classes_[np.argmax(votes, 1)])
+        tied = (votes == 1).all(axis=1)
+        assert tied.any()  # the test crosses tied votes ...
+        # ... where the vote takes the lowest class and break_ties the most confident
+        assert (voted.predict(grid)[tied] == "x").all()
+        assert (broken.predict(grid)[tied] != "x").any()
+    # binary problems: break_ties changes nothing (as SVC)
+    two = y != "z"
+    np.testing.assert_array_equal(make(True).fit(X[two], y[two]).predict(grid),
+                                  make(False).fit(X[two], y[two]).predict(grid))
+
+
+def test_break_ties_of_dissmo_equals_svc():
+    angles = np.deg2rad([90, 210, 330])
+    rng = np.random.RandomState(1)
+    X = np.vstack([np.c_[np.cos(a), np.sin(a)] * 3 + 0.8 * rng.randn(40, 2) for a in angles])
+    y = np.repeat([0, 1, 2], 40)
+    grid = np.c_[np.linspace(-2, 2, 201), np.linspace(-1, 1, 201)]
+    for break_ties in (False, True):
+        ours = DisSMOSVC(C=1.0, gamma=0.5, tol=1e-6, break_ties=break_ties).fit(X, y)
+        ref = SVC(C=1.0, gamma=0.5, tol=1e-6, break_ties=break_ties).fit(X, y)
+        assert (ours.predict(grid) == ref.predict(grid)).mean() >= 0.99
 
 
 # --------------------------------------------------------------------------

@@ -396,6 +396,10 @@ class DisSMOSVC(_FullModelSVC):
         iterations per sample, at least 10**6 (:class:`sklearn.svm.SVC` has no
         limit; its second-order working set rarely needs one, the first-order
         one can: see ``working_set``).
+    break_ties : bool, default=False
+        As in :class:`~sklearn.svm.SVC`: when True (more than two classes),
+        ``predict`` returns the argmax of ``decision_function``; otherwise
+        the one-vs-one vote (a tie goes to the first class in ``classes_``).
     working_set : {'first-order', 'second-order'}, default='first-order'
         How the pair of every iteration is chosen. 'first-order': Algorithm
         1's maximal violating pair, found with one collective per iteration.
@@ -468,11 +472,12 @@ class DisSMOSVC(_FullModelSVC):
         **_SVM_CONSTRAINTS,
         "backend": [StrOptions(set(BACKEND_NAMES)), Backend],
         "working_set": [StrOptions({"first-order", "second-order"})],
+        "break_ties": ["boolean"],
     }
 
     def __init__(self, *, C=1.0, kernel="rbf", degree=3, gamma="scale", coef0=0.0, tol=1e-3,
-                 cache_size=200, class_weight=None, max_iter=-1, working_set="first-order",
-                 backend="serial", n_jobs=None, verbose=False):
+                 cache_size=200, class_weight=None, max_iter=-1, break_ties=False,
+                 working_set="first-order", backend="serial", n_jobs=None, verbose=False):
         self.C = C
         self.kernel = kernel
         self.degree = degree
@@ -482,6 +487,7 @@ class DisSMOSVC(_FullModelSVC):
         self.cache_size = cache_size
         self.class_weight = class_weight
         self.max_iter = max_iter
+        self.break_ties = break_ties
         self.working_set = working_set
         self.backend = backend
         self.n_jobs = n_jobs

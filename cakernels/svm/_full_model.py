@@ -68,7 +68,8 @@ class _FullModelSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
         return self._decision(self._check_X(X))
 
     def predict(self, X):
-        """Class of every sample (one-vs-one votes for more than two classes).
+        """Class of every sample (for more than two classes: the one-vs-one
+        vote, or the argmax of :meth:`decision_function` with ``break_ties``).
 
         Parameters
         ----------
@@ -78,7 +79,10 @@ class _FullModelSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
         -------
         y_pred : ndarray of shape (n_samples,)
         """
-        return self._predict_checked(self._check_X(X))
+        X = self._check_X(X)
+        if self.break_ties and self.classes_.size > 2:
+            return self.classes_[np.argmax(self._decision(X), axis=1)]
+        return self._predict_checked(X)
 
     def _decision(self, X):
         with self._local_session(X.shape[0]) as s:

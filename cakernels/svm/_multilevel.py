@@ -153,6 +153,7 @@ class _MultiLevelSVC(_FullModelSVC):
         **PartitionedEstimator._parameter_constraints,
         **_SVM_CONSTRAINTS,
         "solver": [StrOptions({"smo", "libsvm"})],
+        "break_ties": ["boolean"],
     }
     #: what a node passes down: 'sv' (Cascade, DC-Filter) or 'all' (DC-SVM)
     _pass = "sv"
@@ -525,6 +526,11 @@ _COMMON_DOC = """
         whole training set; ``max_iter=-1`` is LIBSVM's limit for the native
         SMO (100 iterations per sample, at least 10**7; scikit-learn's SVC has
         none).
+    break_ties : bool, default=False
+        As in :class:`~sklearn.svm.SVC`: when True (more than two classes),
+        ``predict`` returns the argmax of ``decision_function`` (one-vs-rest
+        scores, which break tied votes by confidence); otherwise the
+        one-vs-one vote, a tie going to the first class in ``classes_``.
     solver : {'smo', 'libsvm'}, default='smo'
         Local solver: the native SMO takes the children's dual variables as a
         warm start; LIBSVM solves every node from scratch.
@@ -569,7 +575,8 @@ _COMMON_ATTRS = """
 
 
 def _multilevel_init(self, n_partitions, C, kernel, degree, gamma, coef0, tol, cache_size,
-                     class_weight, max_iter, solver, backend, n_jobs, random_state, verbose):
+                     class_weight, max_iter, break_ties, solver, backend, n_jobs, random_state,
+                     verbose):
     self.n_partitions = n_partitions
     self.C = C
     self.kernel = kernel
@@ -580,6 +587,7 @@ def _multilevel_init(self, n_partitions, C, kernel, degree, gamma, coef0, tol, c
     self.cache_size = cache_size
     self.class_weight = class_weight
     self.max_iter = max_iter
+    self.break_ties = break_ties
     self.solver = solver
     self.backend = backend
     self.n_jobs = n_jobs
@@ -636,10 +644,11 @@ class CascadeSVC(_MultiLevelSVC):
 
     def __init__(self, n_partitions=8, *, C=1.0, kernel="rbf", degree=3, gamma="scale",
                  coef0=0.0, tol=1e-3, cache_size=200, class_weight=None, max_iter=-1,
-                 solver="smo", n_passes=1, backend="serial", n_jobs=None, random_state=None,
+                 break_ties=False, solver="smo", n_passes=1, backend="serial", n_jobs=None, random_state=None,
                  verbose=False):
         _multilevel_init(self, n_partitions, C, kernel, degree, gamma, coef0, tol, cache_size,
-                         class_weight, max_iter, solver, backend, n_jobs, random_state, verbose)
+                         class_weight, max_iter, break_ties, solver, backend, n_jobs,
+                         random_state, verbose)
         self.n_passes = n_passes
 
     def _run_passes(self, s, nodes, owners, ctx, layer_stats, comm_layers):
@@ -712,10 +721,11 @@ class DCSVC(_MultiLevelSVC):
 
     def __init__(self, n_partitions=8, *, C=1.0, kernel="rbf", degree=3, gamma="scale",
                  coef0=0.0, tol=1e-3, cache_size=200, class_weight=None, max_iter=-1,
-                 solver="smo", predict_layer=None, backend="serial", n_jobs=None,
+                 break_ties=False, solver="smo", predict_layer=None, backend="serial", n_jobs=None,
                  random_state=None, verbose=False):
         _multilevel_init(self, n_partitions, C, kernel, degree, gamma, coef0, tol, cache_size,
-                         class_weight, max_iter, solver, backend, n_jobs, random_state, verbose)
+                         class_weight, max_iter, break_ties, solver, backend, n_jobs,
+                         random_state, verbose)
         self.predict_layer = predict_layer
 
     def _check_layers(self, comm, n_leaves):
@@ -765,7 +775,8 @@ class DCFilterSVC(_MultiLevelSVC):
 
     def __init__(self, n_partitions=8, *, C=1.0, kernel="rbf", degree=3, gamma="scale",
                  coef0=0.0, tol=1e-3, cache_size=200, class_weight=None, max_iter=-1,
-                 solver="smo", backend="serial", n_jobs=None, random_state=None,
-                 verbose=False):
+                 break_ties=False, solver="smo", backend="serial", n_jobs=None,
+                 random_state=None, verbose=False):
         _multilevel_init(self, n_partitions, C, kernel, degree, gamma, coef0, tol, cache_size,
-                         class_weight, max_iter, solver, backend, n_jobs, random_state, verbose)
+                         class_weight, max_iter, break_ties, solver, backend, n_jobs,
+                         random_state, verbose)
