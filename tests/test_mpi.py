@@ -239,6 +239,11 @@ def test_dkrr_equals_kernel_ridge_under_mpi(mpirun, n):
     assert lines["weights"]["kept"] == [525, 525]  # rows of weight 0 are not kept
     # a shard of weight 0 (the last rank's) is fine: DKRR gathers every row
     assert lines["zero-shard"]["rel"] <= 1e-8, lines["zero-shard"]
+    # five targets in blocks of 2 rows (root and sharded mode)
+    assert max(lines["many-targets"]["rel"]) <= 1e-8, lines["many-targets"]
+    # the overflow check of the one-process fit, on every rank (not 'not positive definite')
+    messages = lines["magnitude"]["messages"]
+    assert len(messages) == n and all(m and "feature values too large" in m for m in messages)
     messages = lines["memory"]["messages"]
     assert len(messages) == n and len(set(messages)) == 1 and messages[0] is not None
     assert "per rank" in messages[0] and "8 n^2 / P" in messages[0] and "BKRR2" in messages[0]

@@ -150,10 +150,13 @@ class Grid:
     def cols(self, n, nb):
         return local_indices(n, nb, self.mycol, self.npcol)
 
-    def descriptor(self, m, n, nb, lld):
+    def descriptor(self, m, n, nb, lld, col_block=None):
+        """Descriptor of an m x n matrix in blocks of ``nb`` rows and ``col_block``
+        (default ``nb``) columns."""
         desc = (_I * 9)()
         info = _I()
-        self.libs.scalapack.descinit_(desc, _ref(m), _ref(n), _ref(nb), _ref(nb), _ref(0),
+        nbc = nb if col_block is None else col_block
+        self.libs.scalapack.descinit_(desc, _ref(m), _ref(n), _ref(nb), _ref(nbc), _ref(0),
                                       _ref(0), ctypes.byref(self.ctxt), _ref(max(1, lld)),
                                       ctypes.byref(info))
         if info.value != 0:  # pragma: no cover - arguments are checked above
@@ -170,14 +173,18 @@ def cholesky_solve(grid, A_local, B_local, n, nrhs, nb):
     distributed block-cyclically (blocks of ``nb``) on ``grid``.
 
     ``A_local`` (Fortran order, this process's block) is overwritten by its
-    Cholesky factor and ``B_local`` by the solution. Returns ScaLAPACK's
+    Cholesky factor and ``B_local`` by the solution. ``B`` is one block of
+    all ``nrhs`` columns wide: its rows live on process column 0 only (the
+    other processes' ``B_local`` is ignored and left as it is). Returns ScaLAPACK's
     ``info`` (0 on success, i > 0 when the leading minor of order i is not
     positive definite); it is the same on every process.
     """
     sl = grid.libs.scalapack
     mloc = A_local.shape[0]
     desca = grid.descriptor(n, n, nb, mloc)
-    descb = grid.descriptor(n, nrhs, nb, mloc)
+    # every right-hand side in one column block, on process column 0 (blocks of
+    # nb columns would put the columns beyond nb on other process columns)
+    descb = grid.descriptor(n, nrhs, nb, mloc, col_block=max(1, nrhs))
     info = _I()
     sl.pdpotrf_(b"L", _ref(n), A_local.ctypes.data_as(ctypes.c_void_p), _ref(1), _ref(1),
                 desca, ctypes.byref(info), ctypes.c_size_t(1))

@@ -252,6 +252,10 @@ class DKRR(RegressorMixin, BaseEstimator):
                                         else sample_weight)
                 if zero_shard:
                     result = result[:2] + (np.zeros(result[0].shape[0]),)
+                if result[0].shape[0]:
+                    # as the one-process fit: an overflowing row's kernel values would
+                    # make the matrix look indefinite
+                    check_magnitude(result[0])
             except (ValueError, TypeError) as exc:
                 error = str(exc)
         comm.agree(error)

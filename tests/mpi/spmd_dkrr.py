@@ -64,6 +64,32 @@ if rank == 0:
     print(json.dumps({"check": "zero-shard", "rel": rel(zs.predict(X), ref.predict(X))}),
           flush=True)
 
+# more targets than rows in a block: every right-hand side lives on process column 0
+# (blocks of block_size columns put the targets beyond it on other process columns,
+# where they were never read)
+Xs, Ys = X[:90], np.column_stack([y[:90] * k for k in (1.0, -0.5, 2.0, 0.1, 3.0)])
+ref = KernelRidge(kernel="rbf", gamma=1 / (2 * sigma**2), alpha=lam * len(Xs)).fit(Xs, Ys)
+lo9, hi9 = rank * len(Xs) // size, (rank + 1) * len(Xs) // size
+many = [DKRR(sigma, lam, backend="mpi", block_size=2).fit(
+            Xs if rank == 0 else None, Ys if rank == 0 else None),
+        DKRR(sigma, lam, backend=MPIBackend(sharded=True), block_size=2).fit(
+            Xs[lo9:hi9], Ys[lo9:hi9])]
+if rank == 0:
+    print(json.dumps({"check": "many-targets",
+                      "rel": [rel(m.predict(Xs), ref.predict(Xs)) for m in many]}), flush=True)
+
+# a row whose squared norm overflows: the one-process fit's error, on every rank
+big = X[:40].copy()
+big[3, 0] = 1e200
+try:
+    DKRR(sigma, lam, backend="mpi").fit(big if rank == 0 else None, y[:40] if rank == 0 else None)
+    error = None
+except ValueError as exc:
+    error = str(exc)
+errors = comm.gather(error, root=0)
+if rank == 0:
+    print(json.dumps({"check": "magnitude", "messages": errors}), flush=True)
+
 # a problem that cannot fit is refused on every rank, before anything is allocated
 memory_module.available_bytes = lambda: 2**20  # pretend 1 MiB
 try:
