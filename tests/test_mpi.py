@@ -360,6 +360,58 @@ def test_cli_errors_under_mpiexec_are_one_line(mpi_cli, clf_split, tmp_path):
     assert not (tmp_path / "m.pkl").exists()
 
 
+def test_cli_search_under_mpiexec_equals_serial(mpi_cli, cakernels_cli, clf_split, tmp_path):
+    # sharded input: exact FCFS partitions are the serial ones, so the whole table is;
+    # only rank 0 prints and writes, and the model predicts as the serial one
+    train, test = clf_split
+    grid = ["--Cs", "1", "10", "--gammas", "0.1", "--cv", "3", "-q"]
+    out = mpi_cli(2, "search", train, "-o", tmp_path / "mpi.skops", "--method", "fcfssvc",
+                  "--backend", "mpi", *grid)
+    assert out.returncode == 0, out.stderr
+    ref = cakernels_cli("search", train, "-o", tmp_path / "serial.skops", "--method",
+                        "fcfssvc", *grid)
+    assert ref.returncode == 0, ref.stderr
+    lines, ref_lines = out.stdout.splitlines(), ref.stdout.splitlines()
+    assert lines[:-1] == ref_lines[:-1] and len(lines) == len(ref_lines)  # once, as serial
+    assert "2 MPI ranks, sharded input" in lines[-1] and "saved to" in lines[-1]
+    preds = [cakernels_cli("predict", tmp_path / m, test).stdout
+             for m in ("mpi.skops", "serial.skops")]
+    assert preds[0] == preds[1] and preds[0]
+    # root mode (the demo, rank 0 loads it): the kernel ridge search's closed-form
+    # leave-one-out, the same selection as on one process
+    krr = ["--task", "regression", "--sigmas", "2", "8", "--lams", "1e-4", "1e-2",
+           "--cv", "loo", "-q"]
+    out = mpi_cli(2, "search", "demo", "-o", tmp_path / "k.skops", "--backend", "mpi", *krr)
+    assert out.returncode == 0, out.stderr
+    ref = cakernels_cli("search", "demo", "-o", tmp_path / "k1.skops", *krr)
+    best = [next(line for line in o.stdout.splitlines() if "best" in line).split("best ")[1]
+            .split(")")[0] for o in (out, ref)]
+    assert best[0] == best[1] and "root mode" in out.stdout
+
+
+def test_cli_one_process_commands_refused_under_mpiexec(mpi_cli, clf_split, tmp_path):
+    # search without --backend mpi, predict and evaluate: one line from rank 0, exit 2,
+    # nothing written; a usage error is printed once
+    train, _ = clf_split
+    runs = {
+        "search": ["search", train, "-o", tmp_path / "s.skops", "--Cs", "1", "-q"],
+        "predict": ["predict", tmp_path / "none.skops", train, "-o", tmp_path / "p.txt"],
+        "evaluate": ["evaluate", tmp_path / "none.skops", train],
+        "standardize": ["search", train, "-o", tmp_path / "s.skops", "--backend", "mpi",
+                        "--standardize"],
+    }
+    for name, args in runs.items():
+        out = mpi_cli(2, *args)
+        lines = out.stderr.strip().splitlines()
+        assert out.returncode == 2 and len(lines) == 1, (name, out.stderr)
+        assert ("--standardize does not apply" if name == "standardize"
+                else "running under mpiexec with 2 processes") in lines[0], lines
+    assert not list(tmp_path.glob("s.skops*")) and not (tmp_path / "p.txt").exists()
+    out = mpi_cli(3, "fit", train, "-o", tmp_path / "m.skops", "--bogus")
+    assert out.returncode == 2
+    assert out.stderr.count("unrecognized arguments: --bogus") == 1, out.stderr
+
+
 def test_cli_info_reports_the_mpi_library(cakernels_cli):
     out = cakernels_cli("info")
     assert out.returncode == 0

@@ -25,7 +25,9 @@ from .common import (
     MAX_CLASS_CODES,
     PROG,
     TASKS,
+    CLIError,
     _error_message,
+    _launched_by_mpiexec,
     _show_warning,
 )
 from .registry import (
@@ -248,7 +250,9 @@ def main(argv=None):
     """Run the command line; returns the exit status."""
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        # under mpiexec, rank 0 alone prints usage errors and --help
+        with _silenced(_launched_rank() > 0):
+            args = parser.parse_args(argv)
     except SystemExit as exc:  # --help, --version, usage errors
         code = exc.code
         return code if isinstance(code, int) else (0 if code is None else 2)
@@ -263,6 +267,7 @@ def main(argv=None):
     try:
         with warnings.catch_warnings():
             warnings.showwarning = _show_warning
+            _check_launch(args)
             return int(args.func(args) or 0)
     except KeyboardInterrupt:
         return 130
@@ -280,6 +285,33 @@ def main(argv=None):
                 traceback.print_exc()
             print(f"{PROG}: error: {_error_message(exc)}", file=sys.stderr)
         return 2
+
+
+#: commands that run in one process (fit and search say so themselves: they take
+#: --backend mpi; info is harmless on every rank)
+_ONE_PROCESS = ("predict", "evaluate", "bench")
+
+
+def _check_launch(args):
+    """Refuse a one-process command that mpiexec started several times: every process
+    would run it and print or write the same output."""
+    n = _launched_by_mpiexec()
+    if n > 1 and args.command in _ONE_PROCESS:
+        raise CLIError(f"running under mpiexec with {n} processes, but {PROG} {args.command} "
+                       "runs in one process (every process would run it and print or write "
+                       "the same output): run it without mpiexec; fit and search take "
+                       "--backend mpi")
+
+
+@contextlib.contextmanager
+def _silenced(quiet):
+    """Send stdout and stderr to nowhere while ``quiet``."""
+    if not quiet:
+        yield
+        return
+    with open(os.devnull, "w") as devnull, contextlib.redirect_stdout(devnull), \
+            contextlib.redirect_stderr(devnull):
+        yield
 
 
 def _launched_rank():

@@ -3,7 +3,17 @@ with a progress bar over the grid, saving the refitted best model."""
 
 import time
 
-from .common import CLIError, _check_output, _fmt_int, _load_data, _note, _task_of_method
+from .common import (
+    CLIError,
+    _check_output,
+    _collective,
+    _fmt_int,
+    _launched_by_mpiexec,
+    _load_data,
+    _mpi_world,
+    _note,
+    _task_of_method,
+)
 from .fit import _index_base_note, _save
 from .methods import _check_class_labels, _kernel_width_note
 
@@ -54,8 +64,10 @@ def add_search_parser(sub, add_common, positive_int, gamma_type):
     p.add_argument("--standardize", action="store_true",
                    help="fit a StandardScaler first (with_mean=False for sparse input); saved "
                         "with the model")
-    p.add_argument("--backend", choices=("serial", "threads"), default="serial",
-                   help="how partitions are run (default serial)")
+    p.add_argument("--backend", choices=("serial", "threads", "mpi"), default="serial",
+                   help="how partitions are run (default serial); mpi: under mpiexec, a "
+                        "LIBSVM file read in sharded mode (every rank its own rows), a "
+                        "registry dataset or the demo by rank 0; rank 0 prints and writes")
     p.add_argument("--n-jobs", type=int, metavar="N", help="workers of the threads backend")
     p.add_argument("--random-state", type=int, default=0, metavar="SEED",
                    help="seed of the partitioners (default 0)")
@@ -95,8 +107,6 @@ def _search_task(args, data):
 def _cmd_search(args):
     import scipy.sparse as sp
 
-    from .. import model_selection
-
     _check_output(args.output)
     cv = args.cv.lower()
     if cv != "loo":
@@ -104,11 +114,68 @@ def _cmd_search(args):
             cv = int(cv)
         except ValueError:
             raise CLIError(f"--cv must be a number of folds or 'loo', got {args.cv!r}") from None
+    if args.backend == "mpi" and args.standardize:
+        raise CLIError("--standardize does not apply to --backend mpi (a scaler fitted on "
+                       "one rank's rows would differ between ranks): standardize the data "
+                       "beforehand")
+    if args.backend != "mpi" and _launched_by_mpiexec() > 1:
+        raise CLIError(f"running under mpiexec with {_launched_by_mpiexec()} processes, but "
+                       "without --backend mpi every process would run the same search and "
+                       "write the same file: add --backend mpi")
+    if args.backend == "mpi":
+        return _search_mpi(args, cv)
     data = _load_data(args.data, split="train")
+    task, method = _check_search(args, data, cv)
+    if data.kind == "file":
+        _index_base_note(data, data.X.shape[0], data.read.rows_with_index_0)
+    search = _make_search(args, method, task, cv, args.backend)
+    X, y = data.X, data.y
+    _grid_width_note(search, task, X, args.standardize)
+    sparse = sp.issparse(X)
+    scaler = None
+    t0 = time.perf_counter()
+    if args.standardize:
+        from sklearn.preprocessing import StandardScaler
+
+        scaler = StandardScaler(with_mean=not sparse)
+        X = scaler.fit_transform(X)
+    search.fit(X, y)
+    seconds = time.perf_counter() - t0
+    _report(args, search, method, data, X.shape, sparse, seconds, scaler)
+    return 0
+
+
+def _search_mpi(args, cv):
+    """``search --backend mpi`` under mpiexec: every rank runs this; rank 0 prints
+    and writes. The data are loaded as by ``fit --backend mpi``."""
+    from .fit import _load_data_mpi
+
+    comm = _mpi_world()
+    summary, X, y, backend, n = _load_data_mpi(args, comm)
+    task, method = _collective(comm, _check_search, args, summary, cv)
+    if summary.kind == "file":
+        _index_base_note(summary, n, summary.rows_with_index_0)
+    search = _collective(comm, _make_search, args, method, task, cv, backend)
+    # the kernel-width note needs all rows: rank 0 has them in root mode (a shard's
+    # nearest neighbours lie further apart than the data's)
+    _collective(comm, lambda: _grid_width_note(search, task, X, False)
+                if comm.rank == 0 and not backend.sharded else None)
+    t0 = time.perf_counter()
+    search.fit(X, y)  # collective: bad input anywhere is the same error on every rank
+    seconds = time.perf_counter() - t0
+    shape = (n, search.best_estimator_.n_features_in_)
+    _collective(comm, lambda: _report(args, search, method, summary, shape,
+                                      summary.kind == "file", seconds, None,
+                                      n_ranks=comm.size)
+                if comm.rank == 0 else None)
+    return 0
+
+
+def _check_search(args, data, cv):
+    """``(task, method)`` once the data (or, under MPI, their summary) are known; the
+    grids, --cv and --scoring checked against the task."""
     task = _search_task(args, data)
     method = args.method or DEFAULT_SEARCH[task]
-    grids = ({"Cs": args.Cs, "gammas": args.gammas} if task == "classification"
-             else {"sigmas": args.sigmas, "lams": args.lams})
     other = ({"--sigmas": args.sigmas, "--lams": args.lams} if task == "classification"
              else {"--Cs": args.Cs, "--gammas": args.gammas})
     given = [k for k, v in other.items() if v is not None]
@@ -127,26 +194,28 @@ def _cmd_search(args):
                            f"(--method {method}); choose one of {', '.join(allowed)}")
     if task == "classification":
         _check_class_labels(data.label, data.y, f"--method {method}", "fit")
-    if data.kind == "file":
-        _index_base_note(data, data.X.shape[0], data.read.rows_with_index_0)
+    return task, method
+
+
+def _grids(args, task):
+    return ({"Cs": args.Cs, "gammas": args.gammas} if task == "classification"
+            else {"sigmas": args.sigmas, "lams": args.lams})
+
+
+def _make_search(args, method, task, cv, backend):
+    from .. import model_selection
+
     cls = getattr(model_selection, SEARCHES[method])
-    params = {k: v for k, v in grids.items() if v is not None}
-    search = cls(n_partitions=args.n_partitions, cv=cv, backend=args.backend,
+    params = {k: v for k, v in _grids(args, task).items() if v is not None}
+    search = cls(n_partitions=args.n_partitions, cv=cv, backend=backend,
                  n_jobs=args.n_jobs, random_state=args.random_state, verbose=not args.quiet,
                  scoring=args.scoring, **params)
     search._validate_params()
-    X, y = data.X, data.y
-    _grid_width_note(search, task, X, args.standardize)
-    sparse = sp.issparse(X)
-    scaler = None
-    t0 = time.perf_counter()
-    if args.standardize:
-        from sklearn.preprocessing import StandardScaler
+    return search
 
-        scaler = StandardScaler(with_mean=not sparse)
-        X = scaler.fit_transform(X)
-    search.fit(X, y)
-    seconds = time.perf_counter() - t0
+
+def _report(args, search, method, data, shape, sparse, seconds, scaler, n_ranks=None):
+    """Print the best candidates and save the refitted best model."""
     _print_top(search, args.top)
     _tie_note(search, args.standardize)
     best = search.best_estimator_
@@ -160,9 +229,7 @@ def _cmd_search(args):
               f"{'s' if search.n_splits_ != 1 else ''}; best "
               + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
                           for k, v in search.best_params_.items()) + ")")
-    _save(args, model, best, method, chosen, data, X.shape, sparse,
-          seconds, n_ranks=None)
-    return 0
+    _save(args, model, best, method, chosen, data, shape, sparse, seconds, n_ranks=n_ranks)
 
 
 def _grid_width_note(search, task, X, standardize):
