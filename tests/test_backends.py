@@ -102,3 +102,30 @@ def test_kmeans_blas_context_interleaved_with_a_package_region(monkeypatch):
     assert before and max(before) == 2
     assert seen["inside"] == [1] * len(before), seen  # the region's limit holds
     assert after == before                             # and BLAS comes back
+
+
+@pytest.mark.parametrize("n_jobs", [0, 1.5, "2", True, -1.0])
+def test_threads_backend_validates_n_jobs_as_the_estimators(n_jobs):
+    from sklearn.utils._param_validation import InvalidParameterError
+
+    from cakernels.backends import ThreadsBackend
+
+    with pytest.raises(InvalidParameterError, match="n_jobs"):
+        ThreadsBackend(n_jobs=n_jobs)
+
+
+def test_n_jobs_and_a_threads_backend_instance_must_agree():
+    # n_jobs configures backend='threads'; with an instance it was silently dropped
+    from sklearn.datasets import make_classification
+
+    from cakernels import CASVC
+    from cakernels.backends import ThreadsBackend
+
+    X, y = make_classification(n_samples=200, random_state=0)
+    with pytest.raises(ValueError, match=r"n_jobs=1 and backend=ThreadsBackend\(n_jobs=None\) "
+                                         "disagree"):
+        CASVC(2, backend=ThreadsBackend(), n_jobs=1).fit(X, y)
+    a = CASVC(2, backend=ThreadsBackend(n_jobs=1), n_jobs=1, random_state=0).fit(X, y)
+    b = CASVC(2, backend="threads", n_jobs=1, random_state=0).fit(X, y)
+    assert a.fit_stats_["n_workers"] == 1
+    np.testing.assert_array_equal(a.decision_function(X), b.decision_function(X))

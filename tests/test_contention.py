@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 from sklearn.datasets import make_classification
 from sklearn.metrics.pairwise import rbf_kernel
-from threadpoolctl import threadpool_info
+from threadpoolctl import threadpool_info, threadpool_limits
 
 import cakernels._native as _native
 from cakernels import CASVC, AsyGCDSVC
@@ -328,7 +328,7 @@ def test_blas_limits_nest_and_interleave_across_threads():
     with blas_limits(2):
         with blas_limits(1):
             assert set(_blas_threads()) == {1}
-        assert set(_blas_threads()) == {2}
+        assert set(_blas_threads()) == {min(2, o) for o in original}
     assert _blas_threads() == original
     # A enters, B enters, A leaves while B is inside, then B leaves: threadpoolctl's
     # own context manager would have restored A's view under B
@@ -354,6 +354,43 @@ def test_blas_limits_nest_and_interleave_across_threads():
     assert seen["b after a left"] == {1}
     assert _blas_threads() == original
     assert blas_limits.current is None
+
+
+def test_blas_limits_never_raise_the_users_setting():
+    # the package's regions lower BLAS, never raise it: a user's threadpool_limits (or
+    # OPENBLAS_NUM_THREADS=1) stays in force inside a threads-backend fit
+    from sklearn.datasets import make_regression
+
+    from cakernels import BKRR2
+
+    seen = []
+
+    class Spy(BKRR2):
+        def _fit_partition(self, part, ctx):
+            seen.append(set(_blas_threads()))
+            return super()._fit_partition(part, ctx)
+
+    Xr, yr = make_regression(n_samples=300, n_features=5, random_state=0)
+    with threadpool_limits(1, user_api="blas"):
+        with blas_limits(2):
+            assert set(_blas_threads()) == {1}
+        Spy(2, backend="threads", n_jobs=1, random_state=0).fit(Xr, yr)
+        assert seen == [{1}, {1}]
+        assert set(_blas_threads()) == {1}
+    assert blas_limits.current is None
+
+
+def test_blas_limits_keep_no_limiter_per_change():
+    # a long region open in one thread while another opens and closes regions (a
+    # service predicting while a fit runs): the limits change, the state stays small
+    original = _blas_threads()
+    with blas_limits(2):
+        for _ in range(200):
+            with blas_limits(1):
+                assert set(_blas_threads()) == {1}
+        assert set(_blas_threads()) == {min(2, o) for o in original}
+        assert len(blas_limits._limiters) <= 1
+    assert _blas_threads() == original and blas_limits._limiters == []
 
 
 def test_asygcd_partitions_on_threads_restore_blas():

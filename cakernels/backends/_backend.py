@@ -146,6 +146,13 @@ class ThreadsBackend(Backend):
     name = "threads"
 
     def __init__(self, n_jobs=None):
+        from sklearn.utils._param_validation import validate_parameter_constraints
+
+        from .._params import N_JOBS
+
+        # the estimators' rule for n_jobs: None, or a non-zero integer (not a bool)
+        validate_parameter_constraints({"n_jobs": N_JOBS}, {"n_jobs": n_jobs},
+                                       caller_name="ThreadsBackend")
         self.n_jobs = n_jobs
 
     def __repr__(self):
@@ -266,8 +273,14 @@ def _cores_of_rank(mpi_comm):
 
 def get_backend(backend, n_jobs=None):
     """Resolve a backend given by name (``'serial'``, ``'threads'``, ``'mpi'``) or
-    instance. ``n_jobs`` configures ``'threads'``."""
+    instance. ``n_jobs`` configures ``'threads'``; with a ``ThreadsBackend``
+    instance it must be None or the instance's own."""
     if isinstance(backend, Backend):
+        if (isinstance(backend, ThreadsBackend) and n_jobs is not None
+                and n_jobs != backend.n_jobs):
+            raise ValueError(f"n_jobs={n_jobs!r} and backend={backend!r} disagree: give the "
+                             "number of workers in one place (n_jobs with backend='threads', "
+                             "or ThreadsBackend(n_jobs=...))")
         return backend
     if backend == "serial":
         return SerialBackend()

@@ -14,10 +14,12 @@ ledger, and every BLAS limit goes through one process-wide stack:
   never run more threads than cores;
 * :func:`blas_limits` limits BLAS for the length of a block; limits nest and
   interleave across threads safely: the BLAS limit is the smallest one
-  requested by any open block, and the original setting comes back when the
-  last block closes (``threadpoolctl``'s own context manager, entered in
-  several threads, restores whatever it saw when it entered, so interleaved
-  exits could leave another region with the wrong count).
+  requested by any open block, never above what each library had before the
+  first block (``OPENBLAS_NUM_THREADS=1`` or a user's ``threadpool_limits``
+  stay in force), and the original setting comes back when the last block
+  closes (``threadpoolctl``'s own context manager, entered in several
+  threads, restores whatever it saw when it entered, so interleaved exits
+  could leave another region with the wrong count).
 
 Fork. A child process forked while regions are open inherits their ledger
 entries, BLAS limits and perhaps held locks, without the threads that would
@@ -146,7 +148,10 @@ class _BlasLimits:
     def __init__(self):
         self._lock = threading.Lock()
         self._requests = []
-        self._limiters = []  # threadpoolctl limiters, oldest first
+        # threadpoolctl limiters that restore the original settings, oldest first:
+        # the first limit's, and one more for libraries loaded while limited
+        self._limiters = []
+        self._original = {}  # BLAS library path -> its threads before the first limit
         self._applied = None
         self._controller = None
         self._n_modules = -1
@@ -181,9 +186,18 @@ class _BlasLimits:
             # every library back to what it had before the first limit
             for limiter in reversed(self._limiters):
                 limiter.restore_original_limits()
-            self._limiters = []
-        else:
-            self._limiters.append(self._control().limit(limits=want, user_api="blas"))
+            self._limiters, self._original = [], {}
+            return
+        blas = [lib for lib in self._control().lib_controllers if lib.user_api == "blas"]
+        new = [lib for lib in blas if lib.filepath not in self._original]
+        for lib in new:  # not limited yet: what it has is its own setting
+            self._original[lib.filepath] = lib.num_threads
+        # never above a library's own setting (the user's limit stays in force)
+        limits = {lib.filepath: max(1, min(want, self._original[lib.filepath]))
+                  for lib in blas}
+        limiter = self._control().limit(limits=limits)
+        if new:  # it restores these libraries' original settings: keep it
+            self._limiters.append(limiter)
 
     @contextlib.contextmanager
     def __call__(self, n_threads):
@@ -237,7 +251,7 @@ def _after_fork_in_child():
     try:  # BLAS back to its setting before the parent's first limit
         limits._apply()
     except Exception:  # pragma: no cover - never fail a fork
-        limits._limiters, limits._applied = [], None
+        limits._limiters, limits._original, limits._applied = [], {}, None
 
 
 if hasattr(os, "register_at_fork"):

@@ -57,7 +57,8 @@ class AsyGCDSVC(ClassifierMixin, BaseEstimator):
         quarter of it may hold a feature-major copy of ``X`` (when
         ``8 * n_samples * n_features`` bytes, or 4 when every value is a
         float exactly, fit there), which makes kernel columns several times
-        cheaper to compute (bit-identical values).
+        cheaper to compute (bit-identical values). A cache smaller than two
+        kernel columns is rounded up to them, as LIBSVM does.
     class_weight : dict or 'balanced', default=None
         Per-class multipliers of C.
     multi_class : {'ovo', 'ovr'}, default='ovo'
