@@ -555,3 +555,18 @@ def test_centres_beyond_the_available_memory_are_refused(monkeypatch):
                                              "1,000,000 features"):
             fit()
     KBalancePartitioner(n_partitions=4, random_state=0).fit(X)  # 10 features: fine
+
+
+def test_nearest_center_refuses_bad_storage_and_blocks():
+    from cakernels.partition import nearest_center
+    from cakernels.partition._storage import nearest_centers
+
+    X, C = np.arange(12.0).reshape(6, 2), np.array([[0.0, 0.0], [10.0, 10.0]])
+    for func, extra in ((nearest_center, ()), (nearest_centers, (1,))):
+        with pytest.raises(ValueError, match="storage must be one of"):
+            func(X, C, *extra, storage="foo")
+        for bad in (0, -3, 2.5, True):
+            with pytest.raises(ValueError, match="block_rows must be a positive integer"):
+                func(X, C, *extra, block_rows=bad)
+    np.testing.assert_array_equal(nearest_center(X, C, block_rows=np.int64(4)),
+                                  [0, 0, 0, 1, 1, 1])

@@ -33,7 +33,9 @@ class PartitionedKernelRidge(RegressorMixin, PartitionedEstimator):
     ----------
     partitioner : str or partitioner instance, default='kbalance'
         ``'random'``, ``'kmeans'``, ``'kbalance'``, ``'fcfs'``, ``'bkm'`` or
-        an object from :mod:`cakernels.partition` (cloned at fit).
+        an object from :mod:`cakernels.partition` (cloned at fit; its own
+        ``n_partitions`` and ``random_state`` are used, and its ``halo``
+        unless the estimator's ``halo`` is positive).
     combine : {'nearest', 'average', 'vote'}, default='nearest'
         Prediction by the nearest centre's model, or the mean of all models,
         or (soft routing, beyond the reference; README "Soft routing") the
@@ -65,8 +67,9 @@ class PartitionedKernelRidge(RegressorMixin, PartitionedEstimator):
         ``(1 + halo)^3`` and the kernel matrix by ``(1 + halo)^2``.
     n_voters : int, default=3
         Models per sample when ``combine='vote'`` (at most P).
-    backend : {'serial', 'threads'}, default='serial'
-        How the independent partitions are run.
+    backend : {'serial', 'threads', 'mpi'} or Backend, default='serial'
+        How the independent partitions are run (see
+        :mod:`cakernels.backends`).
     n_jobs : int, default=None
         Workers of the ``'threads'`` backend (None: every core).
     random_state : int, RandomState instance or None, default=None
@@ -86,8 +89,9 @@ class PartitionedKernelRidge(RegressorMixin, PartitionedEstimator):
         The local models (training samples ``X`` and coefficients ``alpha``).
     fit_stats_ : dict
         ``partition_seconds``, per-partition ``solve_seconds``, ``n_iter``
-        (1 per direct solve), ``n_support`` (the partition size: every
-        sample carries a coefficient), ``comm_bytes``, ``comm_messages``...
+        (1 per direct solve), ``n_support`` (the partition's training rows,
+        its halo included: every one carries a coefficient), ``comm_bytes``,
+        ``comm_messages``...
     n_features_in_ : int
         Number of features seen during fit.
     feature_names_in_ : ndarray of shape (n_features_in_,)
@@ -325,7 +329,8 @@ class DCKRR(PartitionedKernelRidge):
 
     Attributes
     ----------
-    partitioner_, centers_, partition_sizes_, estimators_, fit_stats_
+    partitioner_, centers_, partition_sizes_, estimators_, fit_stats_, n_features_in_, \
+    feature_names_in_
         See :class:`PartitionedKernelRidge`.
 
     See Also
@@ -362,12 +367,13 @@ class KKRR(DCKRR):
     ----------
     n_partitions : int, default=8
         Number of clusters P.
-    sigma, lam, kernel, degree, coef0, backend, n_jobs, random_state, verbose
+    sigma, lam, kernel, degree, coef0, halo, backend, n_jobs, random_state, verbose
         See :class:`DCKRR`.
 
     Attributes
     ----------
-    partitioner_, centers_, partition_sizes_, estimators_, fit_stats_
+    partitioner_, centers_, partition_sizes_, estimators_, fit_stats_, n_features_in_, \
+    feature_names_in_
         See :class:`PartitionedKernelRidge`.
 
     Examples
@@ -393,12 +399,13 @@ class KKRR2(DCKRR):
     ----------
     n_partitions : int, default=8
         Number of clusters P.
-    sigma, lam, kernel, degree, coef0, backend, n_jobs, random_state, verbose
+    sigma, lam, kernel, degree, coef0, halo, backend, n_jobs, random_state, verbose
         See :class:`DCKRR`.
 
     Attributes
     ----------
-    partitioner_, centers_, partition_sizes_, estimators_, fit_stats_
+    partitioner_, centers_, partition_sizes_, estimators_, fit_stats_, n_features_in_, \
+    feature_names_in_
         See :class:`PartitionedKernelRidge`.
 
     Examples
@@ -421,12 +428,13 @@ class BKRR(DCKRR):
     ----------
     n_partitions : int, default=8
         Number of partitions P.
-    sigma, lam, kernel, degree, coef0, backend, n_jobs, random_state, verbose
+    sigma, lam, kernel, degree, coef0, halo, backend, n_jobs, random_state, verbose
         See :class:`DCKRR`.
 
     Attributes
     ----------
-    partitioner_, centers_, partition_sizes_, estimators_, fit_stats_
+    partitioner_, centers_, partition_sizes_, estimators_, fit_stats_, n_features_in_, \
+    feature_names_in_
         See :class:`PartitionedKernelRidge`.
 
     Examples
@@ -452,12 +460,13 @@ class BKRR2(DCKRR):
     ----------
     n_partitions : int, default=8
         Number of partitions P.
-    sigma, lam, kernel, degree, coef0, backend, n_jobs, random_state, verbose
+    sigma, lam, kernel, degree, coef0, halo, backend, n_jobs, random_state, verbose
         See :class:`DCKRR`.
 
     Attributes
     ----------
-    partitioner_, centers_, partition_sizes_, estimators_, fit_stats_
+    partitioner_, centers_, partition_sizes_, estimators_, fit_stats_, n_features_in_, \
+    feature_names_in_
         See :class:`PartitionedKernelRidge`.
 
     Notes

@@ -121,7 +121,7 @@ class PartitionedKernelRidgeCV(RegressorMixin, _PartitionedSearchCV):
         partition), the arithmetic of a refit. ``'eigh'``: one symmetric
         eigendecomposition per (sigma, split, partition) shared by every
         lambda. ``'auto'``: ``'eigh'`` for ``cv='loo'`` or at least
-        :data:`EIGH_MIN_LAMS` lambdas, ``'cholesky'`` otherwise.
+        ``EIGH_MIN_LAMS`` (11) lambdas, ``'cholesky'`` otherwise.
     refit : bool, default=True
         Refit the best (sigma, lambda) on all rows as ``best_estimator_``.
     kernel : {'rbf', 'linear', 'poly', 'sigmoid'}, default='rbf'
@@ -198,7 +198,7 @@ class PartitionedKernelRidgeCV(RegressorMixin, _PartitionedSearchCV):
 
     Cost. Per (sigma, split, partition), ``'eigh'`` costs one
     eigendecomposition (as much as the Cholesky solves of about
-    :data:`EIGH_MIN_LAMS` lambdas) and then O(m^2) per lambda; ``'cholesky'``
+    ``EIGH_MIN_LAMS`` (11) lambdas) and then O(m^2) per lambda; ``'cholesky'``
     costs one factorisation per lambda. Against
     ``GridSearchCV`` the search saves the repeated partitioning, kernel
     formation and prediction set-up; the factorisations themselves remain

@@ -185,8 +185,11 @@ n_splits_
     partitioner_, centers_, partition_sizes_
         The search's partitioning (of the rows of positive ``sample_weight``).
     fit_stats_ : dict
-        ``n_iter`` (solver iterations of the whole search), ``n_solves``,
-        ``warm_start``, ``comm``...
+        ``n_iter`` (solver iterations of the whole search), ``solver``,
+        ``warm_start`` (whether the path over ``C`` was warm-started),
+        ``partition_seconds``, ``redistribution_seconds``, ``search_seconds``,
+        ``n_candidates``, ``partition_sizes``, ``owners``, ``comm`` (with
+        ``comm_bytes``, ``comm_messages``), ``backend``, ``n_ranks``.
 
     See Also
     --------

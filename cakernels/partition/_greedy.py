@@ -4,7 +4,8 @@ exactly by an event simulation (see :mod:`cakernels.partition`)."""
 import numpy as np
 
 def balanced_sizes(n_samples, n_partitions):
-    """The sizes a balanced partition may have: ``floor`` and ``ceil`` of m/P."""
+    """The sizes a balanced partition may have, ``floor`` and ``ceil`` of m/P, and
+    how many partitions have the larger one (``m mod P``)."""
     lo = n_samples // n_partitions
     return lo, lo + (n_samples % n_partitions > 0), n_samples % n_partitions
 

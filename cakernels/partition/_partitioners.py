@@ -552,7 +552,9 @@ class KMeansPartitioner(_BasePartitioner):
         Number of clusters P.
     method : {'kmeans', 'minibatch'}, default='kmeans'
         :class:`sklearn.cluster.KMeans` (Lloyd) or
-        :class:`sklearn.cluster.MiniBatchKMeans` (for very large data).
+        :class:`sklearn.cluster.MiniBatchKMeans` (for very large data; its
+        ``centers_`` are MiniBatchKMeans' centres, which route every sample,
+        training rows included, but are not exactly their partitions' means).
     init : {'k-means++', 'random'}, default='k-means++'
         Initialisation of the centres.
     n_init : int, default=1
@@ -758,6 +760,13 @@ class KBalancePartitioner(_KMeansBasedBalanced):
         Replace the K-means centres by the means of the balanced partitions
         (lines 15-19 of Algorithm 9); these are the centres used to route new
         samples.
+    sharded_assign : {'exact', 'local'}, default='exact'
+        Under MPI in sharded mode (README "Running under MPI"): ``'exact'``
+        is Algorithm 9's assignment in the global data order (the serial
+        result for the same centres); ``'local'`` is the reference's
+        approximate parallel K-balance of section 3.4 (every rank fills each
+        centre to its share of the capacity, no communication). Ignored on
+        one process and in root mode.
     method, init, n_init, max_iter, tol, random_state
         Passed to K-means, see :class:`KMeansPartitioner`.
     halo : float, default=0.0

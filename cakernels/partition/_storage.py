@@ -1,6 +1,8 @@
 """Storage, distances and nearest centres of the partitioning layer (see the
 "Storage format" section of :mod:`cakernels.partition`)."""
 
+import numbers
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -81,6 +83,17 @@ def _canonical_csr(X):
     return X
 
 
+_STORAGES = ("as_is", "dense", "csr")
+
+
+def _check_blocks(block_rows, storage):
+    if storage not in _STORAGES:
+        raise ValueError(f"storage must be one of {_STORAGES}, got {storage!r}")
+    if isinstance(block_rows, (bool, np.bool_)) or not isinstance(block_rows, numbers.Integral) \
+            or block_rows < 1:
+        raise ValueError(f"block_rows must be a positive integer, got {block_rows!r}")
+
+
 def to_partition_storage(X, storage):
     """``X`` in the storage ``storage`` (see :func:`partition_storage`)."""
     if storage == "dense":
@@ -153,6 +166,7 @@ def nearest_center(X, centers, *, block_rows=ASSIGN_BLOCK_ROWS, storage="as_is")
     that the result does not depend on how ``X`` is stored; the blocks,
     hence the rounding, depend on ``block_rows`` and ``len(X)``.
     """
+    _check_blocks(block_rows, storage)
     n = X.shape[0]
     out = np.empty(n, dtype=np.intp)
     for start in range(0, n, block_rows):
@@ -177,6 +191,7 @@ def nearest_centers(X, centers, k, *, block_rows=ASSIGN_BLOCK_ROWS, storage="as_
     sq_dist : ndarray of shape (n, k)
         Their squared Euclidean distances.
     """
+    _check_blocks(block_rows, storage)
     n = X.shape[0]
     k = min(int(k), centers.shape[0])
     order = np.empty((n, k), dtype=np.intp)

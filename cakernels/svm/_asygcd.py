@@ -97,6 +97,9 @@ class AsyGCDSVC(ClassifierMixin, BaseEstimator):
     Attributes
     ----------
     classes_ : ndarray of shape (n_classes,)
+    model_ : NativeKernelSVC
+        The fitted SVM (one binary model per problem; its ``decision_function``
+        and ``predict`` answer for the estimator's).
     gamma_ : float
         The resolved kernel coefficient.
     support_ : ndarray

@@ -439,7 +439,12 @@ class DisSMOSVC(_FullModelSVC):
         ``seconds``, ``n_iter``, ``cache_hit_rate`` and ``comm``
         (``comm_bytes``, ``comm_messages``: one allgather per iteration, two
         with ``working_set='second-order'``).
+    n_support_total_ : int
+        Support vectors of the final model (over all pairs of classes).
     n_features_in_ : int
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of features seen during fit (a DataFrame with string column
+        names only).
 
     See Also
     --------

@@ -570,7 +570,12 @@ _COMMON_ATTRS = """
         (equation 2.13: the average number of nodes at work, every layer
         weighted by its slowest node's time); ``comm`` as for the partitioned
         estimators.
+    n_support_total_ : int
+        Support vectors of the final model (over all pairs of classes).
     n_features_in_ : int
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of features seen during fit (a DataFrame with string column
+        names only).
 """
 
 
@@ -696,7 +701,9 @@ class DCSVC(_MultiLevelSVC):
 """ + _COMMON_ATTRS + """    layer_centers_, layer_models_
         With ``predict_layer``: the centres (size-weighted means of their
         partitions' centres) and the models of that layer's nodes (``model_``
-        is then None).
+        is then None, ``support_`` the union of the nodes' support vectors
+        and ``objective_`` every node's objectives, node after node: shape
+        ``(n_layer_nodes * n_problems,)``).
 
     See Also
     --------

@@ -160,7 +160,8 @@ class PartitionedSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
     partitioner : str or partitioner instance, default='random'
         ``'random'``, ``'kmeans'``, ``'kbalance'``, ``'fcfs'``, ``'bkm'``, or
         an object from :mod:`cakernels.partition` (cloned at fit; its own
-        ``n_partitions`` and ``random_state`` are used).
+        ``n_partitions`` and ``random_state`` are used, and its ``halo``
+        unless the estimator's ``halo`` is positive).
     n_partitions : int, default=8
         Number of partitions P (ignored when ``partitioner`` is an instance).
     C : float, default=1.0
@@ -222,8 +223,9 @@ class PartitionedSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
         evaluations per sample; training is unchanged.
     n_voters : int, default=3
         Models that vote per sample when ``routing='vote'`` (at most P).
-    backend : {'serial', 'threads'}, default='serial'
-        How the independent partitions are run.
+    backend : {'serial', 'threads', 'mpi'} or Backend, default='serial'
+        How the independent partitions are run (see
+        :mod:`cakernels.backends`).
     n_jobs : int, default=None
         Workers of the ``'threads'`` backend (None: every core).
     random_state : int, RandomState instance or None, default=None
@@ -242,8 +244,13 @@ class PartitionedSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
     partition_sizes_ : ndarray of shape (n_partitions_,)
         Training samples per partition.
     estimators_ : list
-        The local models (:class:`~sklearn.svm.SVC`, or a constant model
-        for a partition that holds one class).
+        The local models: with ``solver='libsvm'`` scikit-learn's
+        :class:`~sklearn.svm.SVC`; with the native solvers
+        :class:`~cakernels._solvers.native_svc.NativeKernelSVC` (``classes_``,
+        ``support_``, ``n_iter_``, ``objective_``, ``models_``: one
+        ``(support vectors, dual coefficients, intercept)`` per binary
+        problem, ``decision_function``, ``predict``); a constant model for a
+        partition that holds one class.
     gamma_ : float
         The resolved kernel coefficient.
     fit_stats_ : dict
@@ -253,6 +260,8 @@ class PartitionedSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
     n_iter_ : ndarray of shape (n_partitions_,)
         Solver iterations of every partition (summed over the one-vs-one
         problems; 0 for a single-class partition).
+    n_support_total_ : int
+        Support vectors over all partitions.
     n_features_in_ : int
         Number of features seen during fit.
     feature_names_in_ : ndarray of shape (n_features_in_,)
@@ -552,8 +561,9 @@ class CASVC(PartitionedSVC):
         nearest centres' models (see :class:`PartitionedSVC`).
     n_voters : int, default=3
         Models that vote per sample when ``routing='vote'``.
-    backend : {'serial', 'threads'}, default='serial'
-        How the independent partitions are run.
+    backend : {'serial', 'threads', 'mpi'} or Backend, default='serial'
+        How the independent partitions are run (see
+        :mod:`cakernels.backends`).
     n_jobs : int, default=None
         Workers of the ``'threads'`` backend (None: every core).
     random_state : int, RandomState instance or None, default=None
@@ -563,7 +573,8 @@ class CASVC(PartitionedSVC):
 
     Attributes
     ----------
-    classes_, partitioner_, centers_, partition_sizes_, estimators_, gamma_, fit_stats_
+    classes_, partitioner_, centers_, partition_sizes_, estimators_, gamma_, fit_stats_, \
+    n_iter_, n_support_total_, n_features_in_, feature_names_in_
         See :class:`PartitionedSVC`.
 
     See Also
@@ -636,7 +647,8 @@ class FCFSSVC(CASVC):
 
     Attributes
     ----------
-    classes_, partitioner_, centers_, partition_sizes_, estimators_, gamma_, fit_stats_
+    classes_, partitioner_, centers_, partition_sizes_, estimators_, gamma_, fit_stats_, \
+    n_iter_, n_support_total_, n_features_in_, feature_names_in_
         See :class:`PartitionedSVC`.
 
     See Also
@@ -673,7 +685,8 @@ class BKMSVC(CASVC):
 
     Attributes
     ----------
-    classes_, partitioner_, centers_, partition_sizes_, estimators_, gamma_, fit_stats_
+    classes_, partitioner_, centers_, partition_sizes_, estimators_, gamma_, fit_stats_, \
+    n_iter_, n_support_total_, n_features_in_, feature_names_in_
         See :class:`PartitionedSVC`.
 
     See Also
@@ -711,7 +724,8 @@ class CPSVC(CASVC):
 
     Attributes
     ----------
-    classes_, partitioner_, centers_, partition_sizes_, estimators_, gamma_, fit_stats_
+    classes_, partitioner_, centers_, partition_sizes_, estimators_, gamma_, fit_stats_, \
+    n_iter_, n_support_total_, n_features_in_, feature_names_in_
         See :class:`PartitionedSVC`.
 
     See Also
