@@ -111,7 +111,10 @@ def _read_plain(path, comm, n_features, zero_based, index_0):
     try:
         X, y = _parse(chunk, np.float64)
     except ValueError as exc:
-        X, y, error = None, None, f"{path}: could not load it as a LIBSVM/svmlight file: {exc}"
+        from .datasets import _table_hint
+
+        X, y, error = None, None, (f"{path}: could not load it as a LIBSVM/svmlight file: "
+                                   f"{exc}{_table_hint(path)}")
     comm.agree(error)
     truncated = bool(comm.allreduce(int(truncated), "max"))
     at_0 = X.indices == 0

@@ -289,6 +289,22 @@ def _check_zero_based(zero_based):
     raise ValueError(f"zero_based must be 'auto', True or False, got {zero_based!r}")
 
 
+def _table_hint(path):
+    """What to do when the first line of ``path`` is a table row (CSV, or numbers
+    without ``index:value`` pairs) instead of a LIBSVM line; '' otherwise."""
+    try:
+        with _open_binary(path) as fh:
+            first = fh.readline(1 << 16)
+    except (OSError, EOFError, lzma.LZMAError):
+        return ""
+    tokens = first.replace(b",", b" ").replace(b";", b" ").replace(b"\t", b" ").split()
+    if len(tokens) < 2 or any(b":" in t for t in tokens[1:]):
+        return ""
+    kind = "a CSV table" if b"," in first or b";" in first else "a table of numbers"
+    return (f" (its first line looks like {kind}; a LIBSVM line is 'label index:value "
+            "index:value ...': convert the table with sklearn.datasets.dump_svmlight_file)")
+
+
 def _parse_svmlight(path: Path, n_features=None, zero_based="auto", index_0="error",
                     _stacklevel=3):
     """Read a (possibly compressed) LIBSVM file; errors become one-line ValueErrors.
@@ -315,6 +331,8 @@ def _parse_svmlight(path: Path, n_features=None, zero_based="auto", index_0="err
         if "\\xef\\xbb\\xbf" in why:  # the bytes of a UTF-8 byte-order mark
             why = ("it starts with a UTF-8 byte-order mark (as some editors write); save it "
                    "without one")
+        else:
+            why += _table_hint(path)
         raise ValueError(f"{path}: could not load it as a LIBSVM/svmlight file: {why}") from None
     n_rows = X.shape[0]
     if n_rows == 0:

@@ -91,9 +91,16 @@ def test_info(capsys, tmp_path):
     assert str(tmp_path / "empty") in home_line and "does not exist" in home_line
 
 
-def test_no_command_is_a_usage_error(capsys):
-    code, _, err = run(capsys)
-    assert code == 2 and "usage:" in err
+def test_usage_errors_are_one_line(capsys):
+    # as every other error: one line on stderr, exit 2, pointing to --help
+    for argv, needle in (((), "the following arguments are required: COMMAND"),
+                         (("fit", "demo"), "required: -o/--output"),
+                         (("fit", "demo", "-o", "m", "--method", "bkmscv"), "invalid choice"),
+                         (("search", "demo", "-o", "m", "--gammas", "scal"), "--gammas")):
+        code, out, err = run(capsys, *argv)
+        lines = err.strip().splitlines()
+        assert code == 2 and out == "" and len(lines) == 1, err
+        assert needle in lines[0] and lines[0].endswith("--help)"), lines[0]
 
 
 # ------------------------------------------------------------------ fit, predict, evaluate
@@ -223,8 +230,24 @@ def test_error_more_features_than_the_model(capsys, tmp_path, clf_files):
     model = tmp_path / "m.pkl"
     assert run(capsys, "fit", clf_files / "train.svm", "-o", model, "-p", "2")[0] == 0
     code, out, err = run(capsys, "predict", model, clf_files / "wide.svm")
-    assert_one_line_error(code, err, "8 features", "trained on 6")
+    assert_one_line_error(code, err, "8 features", "trained on 6", "--n-features 8")
     assert out == ""
+    # the advice works: room for the test file's features at fit (fit and search)
+    for command, extra in (("fit", ()), ("search", ("--Cs", "1", "-q", "--cv", "2"))):
+        wide_model = tmp_path / f"wide_{command}.skops"
+        code, _, err = run(capsys, command, clf_files / "train.svm", "-o", wide_model, "-p", "2",
+                           "--n-features", "8", *extra)
+        assert code == 0, err
+        code, out, err = run(capsys, "predict", wide_model, clf_files / "wide.svm")
+        assert code == 0 and len(out.split()) == 40, err
+    # the model's feature count, and the narrower test file is padded as before
+    assert read_model(tmp_path / "wide_fit.skops")["metadata"]["n_features"] == 8
+    code, out, err = run(capsys, "predict", tmp_path / "wide_fit.skops", clf_files / "test.svm")
+    assert code == 0 and len(out.split()) == 40, err
+    code, _, err = run(capsys, "fit", clf_files / "wide.svm", "-o", model, "--n-features", "6")
+    assert_one_line_error(code, err, "more than n_features=6")
+    code, _, err = run(capsys, "fit", "demo", "-o", model, "--n-features", "6")
+    assert_one_line_error(code, err, "--n-features applies to LIBSVM files")
 
 
 def test_errors_are_one_line(capsys, tmp_path, clf_files, reg_files):
@@ -233,6 +256,10 @@ def test_errors_are_one_line(capsys, tmp_path, clf_files, reg_files):
     bad.write_text("1 1:0.5 2:oops\n-1 3:x\n")
     not_model = tmp_path / "not_a_model.pkl"
     not_model.write_text("hello\n")
+    csv = tmp_path / "table.csv"
+    csv.write_text("1.0,2.5,0\n0.5,1.0,1\n")
+    table = tmp_path / "table.txt"
+    table.write_text("1.0 2.5 0\n0.5 1.0 1\n")
     other_pickle = tmp_path / "other.pkl"
     other_pickle.write_bytes(pickle.dumps({"some": "dict"}))
     missing = tmp_path / "missing.svm"
@@ -241,7 +268,12 @@ def test_errors_are_one_line(capsys, tmp_path, clf_files, reg_files):
         (["fit", missing, "-o", model], ["no such file", "missing.svm"]),
         (["fit", bad, "-o", model], ["bad.svm"]),
         (["fit", "ijcnn", "-o", model], ["unknown dataset", "ijcnn1"]),
-        (["predict", not_model, clf_files / "test.svm"], ["not a cakernels model"]),
+        (["predict", not_model, clf_files / "test.svm"],
+         ["not a cakernels model", "the model comes first"]),
+        (["evaluate", clf_files / "test.svm", model], ["not a cakernels model",
+                                                      "predict|evaluate MODEL DATA"]),
+        (["fit", csv, "-o", model], ["looks like a CSV table", "dump_svmlight_file"]),
+        (["fit", table, "-o", model], ["looks like a table of numbers"]),
         (["evaluate", other_pickle, clf_files / "test.svm"], ["is a pickle", "--trust-pickle"]),
         (["evaluate", other_pickle, clf_files / "test.svm", "--trust-pickle"],
          ["not a cakernels model"]),

@@ -165,10 +165,18 @@ Every method is warmed up on a small subsample before it is timed.
 Timings are wall-clock seconds of one run; other load on the machine changes them."""
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line usage errors, as every other error of the command line
+    (argparse prints the whole usage block first); ``--help`` shows the usage."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser():
     from .._version import __version__
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog=PROG,
         description="Communication-avoiding kernel methods: partitioned kernel SVM and kernel "
                     "ridge regression. DATA is a LIBSVM file, 'demo', or a registry dataset "
@@ -193,6 +201,9 @@ def build_parser():
     p.add_argument("--standardize", action="store_true",
                    help="fit a StandardScaler first (with_mean=False for sparse input); saved "
                         "with the model")
+    p.add_argument("--n-features", type=_positive_int, metavar="N",
+                   help="a LIBSVM file's number of features (default: its largest feature index); "
+                        "give the test data's when it uses indices the training file does not")
     _add_estimator_options(p)
     _add_common(p)
     p.set_defaults(func=_cmd_fit)

@@ -315,23 +315,28 @@ def _registry_index_base(info, filenames):
     return None if any(os.path.normcase(str(f)) in tables for f in files) else 1
 
 
-def _load_data(spec, *, split, download=True, index_base=None):
+def _load_data(spec, *, split, download=True, index_base=None, n_features=None):
     """Load DATA: a LIBSVM file (if the path exists), ``demo``, or a registry name[:subset].
 
     ``split`` is the default subset of a registry dataset: ``'train'``, or ``'test'``
     (falls back to the train split, with a note, when there is no official test split).
     ``index_base`` reads a LIBSVM file with that feature-index base (entries with index
     0 in a file read one-based are dropped and counted in ``data.read``); None decides
-    it from the file (zero-based when index 0 occurs in it).
+    it from the file (zero-based when index 0 occurs in it). ``n_features`` (``fit
+    --n-features``) gives a LIBSVM file that many columns instead of its largest index.
     """
     from ..datasets import ChecksumMismatchError, _parse_svmlight, load_dataset
 
     path = Path(spec).expanduser()
+    if n_features is not None and not path.exists():
+        raise CLIError(f"--n-features applies to LIBSVM files; {spec} is not a file (a "
+                       "registry dataset or the demo has its own number of features)")
     if path.exists():
         if path.is_dir():
             raise CLIError(f"{spec}: is a directory, not a LIBSVM file")
         zero_based = "auto" if index_base is None else index_base == 0
-        read = _parse_svmlight(path, zero_based=zero_based, index_0="drop")
+        read = _parse_svmlight(path, zero_based=zero_based, index_0="drop",
+                               n_features=n_features)
         task, reason = _infer_task(read.y)
         return _Data(_int32_indices(read.X), read.y, str(path), task, "file", reason=reason,
                      index_base=read.index_base, read=read)
@@ -372,9 +377,12 @@ def _match_features(data, n_features, index_base=None):
             f"{n_features - 1}); write it zero-based like the training file"
         )
     if d > n_features:
+        hint = (f"; if it is data like the training set, refit with `{PROG} fit ... "
+                f"--n-features {d}` (a LIBSVM training file has as many features as its "
+                "largest index)" if data.kind == "file" else "")
         raise CLIError(
             f"{data.label} has {d} features but the model was trained on {n_features}; "
-            "it was not trained on data like this"
+            f"it was not trained on data like this{hint}"
         )
     if data.kind != "file":
         raise CLIError(f"{data.label} has {d} features but the model was trained on {n_features}")
@@ -428,11 +436,14 @@ def _load_model(path, trust_pickle=False):
     else:
         with open(path, "rb") as fh:
             head = fh.read(2)
-        what = ("a pickle (a model file of an older cakernels, or from elsewhere)"
-                if head[:1] == b"\x80" else "not a cakernels model file")
-        raise CLIError(f"{path} is {what}: loading a pickle can run any code it contains, so "
-                       "it is refused; if you trust the file, add --trust-pickle (then save "
-                       "it again with `cakernels fit`)")
+        if head[:1] != b"\x80":
+            raise CLIError(f"{path} is not a cakernels model file (neither a skops file written "
+                           f"by `{PROG} fit` nor a pickle); the model comes first: "
+                           f"{PROG} predict|evaluate MODEL DATA")
+        raise CLIError(f"{path} is a pickle (a model file of an older cakernels, or from "
+                       "elsewhere): loading a pickle can run any code it contains, so it is "
+                       "refused; if you trust the file, add --trust-pickle (then save it again "
+                       "with `cakernels fit`)")
     if not (isinstance(payload, dict) and payload.get("format") == MODEL_FORMAT
             and "estimator" in payload and isinstance(payload.get("metadata"), dict)):
         raise CLIError(f"{path} is not a cakernels model file (write one with `cakernels fit`)")

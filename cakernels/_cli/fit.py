@@ -116,7 +116,7 @@ def _cmd_fit(args):
     _check_output(args.output)  # before spending time on the data and the fit
     if args.backend == "mpi":
         return _fit_mpi(args, params, method)
-    data = _load_data(args.data, split="train")
+    data = _load_data(args.data, split="train", n_features=args.n_features)
     method, task, chosen, _ = _choose_method(args, data, method)
     X, y = data.X, data.y
     if data.kind == "file":
@@ -156,14 +156,16 @@ def _load_data_mpi(args, comm):
     path = Path(args.data).expanduser()
     if _collective(comm, path.exists):
         _collective(comm, _not_a_directory, path, args.data)
-        X, y, info = read_shard(path, comm, zero_based="auto", index_0="drop")
+        X, y, info = read_shard(path, comm, zero_based="auto", index_0="drop",
+                                n_features=args.n_features)
         values = np.unique(np.concatenate(comm.allgather(np.unique(y))))
         task, reason = _infer_task(values, n_samples=info["n_samples"])
         summary = _Data(None, values, str(path), task, "file", reason=reason,
                         index_base=info["index_base"])
         summary.rows_with_index_0 = info["rows_with_index_0"]
         return summary, _int32_indices(X), y, MPIBackend(sharded=True), info["n_samples"]
-    data = _collective(comm, lambda: _load_data(args.data, split="train")
+    data = _collective(comm, lambda: _load_data(args.data, split="train",
+                                                n_features=args.n_features)
                        if comm.rank == 0 else None)
     summary = None
     if comm.rank == 0:

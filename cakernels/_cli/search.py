@@ -64,6 +64,9 @@ def add_search_parser(sub, add_common, positive_int, gamma_type):
     p.add_argument("--standardize", action="store_true",
                    help="fit a StandardScaler first (with_mean=False for sparse input); saved "
                         "with the model")
+    p.add_argument("--n-features", type=positive_int, metavar="N",
+                   help="a LIBSVM file's number of features (default: its largest feature index); "
+                        "give the test data's when it uses indices the training file does not")
     p.add_argument("--backend", choices=("serial", "threads", "mpi"), default="serial",
                    help="how partitions are run (default serial); mpi: under mpiexec, a "
                         "LIBSVM file read in sharded mode (every rank its own rows), a "
@@ -124,7 +127,7 @@ def _cmd_search(args):
                        "write the same file: add --backend mpi")
     if args.backend == "mpi":
         return _search_mpi(args, cv)
-    data = _load_data(args.data, split="train")
+    data = _load_data(args.data, split="train", n_features=args.n_features)
     task, method = _check_search(args, data, cv)
     if data.kind == "file":
         _index_base_note(data, data.X.shape[0], data.read.rows_with_index_0)
