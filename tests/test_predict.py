@@ -148,3 +148,31 @@ def test_libsvm_multiclass_models_predict_as_libsvm(blobs, sparse):
     est.predict(Xt)
     assert set(est.__dict__) == before
     assert not any(hasattr(svc, "_stacked_cache") for svc in est.estimators_)
+
+
+@pytest.mark.parametrize("solver", ["smo", "libsvm"])
+def test_many_class_prediction_holds_one_block_of_decisions(solver, monkeypatch):
+    # 20 classes: 190 one-vs-one values per test row; predict and the decision function
+    # go through the rows in blocks (n_rows x n_pairs at once grew as n k^2 / 2), with
+    # the same answers as one block
+    import tracemalloc
+
+    import cakernels._solvers.native_svc as native_svc
+
+    X, y = make_blobs(n_samples=400, centers=20, n_features=5, random_state=0)
+    Xt = np.random.RandomState(1).uniform(-12, 12, size=(20000, 5))
+    clf = CASVC(n_partitions=1, solver=solver, random_state=0).fit(X, y)
+    monkeypatch.setattr(native_svc, "BLOCK_BYTES", 2**40)  # one block
+    whole = clf.predict(Xt), clf.decision_function(Xt)
+    monkeypatch.setattr(native_svc, "BLOCK_BYTES", 2**20)
+    tracemalloc.start()
+    try:
+        pred = clf.predict(Xt)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    dec = clf.decision_function(Xt)
+    assert (pred == whole[0]).all()
+    np.testing.assert_allclose(dec, whole[1], rtol=1e-12, atol=1e-12)
+    # one block's 190 values per row, not 20,000 x 190 x 8 bytes (30 MB) and its copies
+    assert peak < 12 * 2**20, peak

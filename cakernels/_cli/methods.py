@@ -259,6 +259,20 @@ def _rbf_width(est, method, params):
     return None
 
 
+def _compact_columns(X, columns):
+    """CSR ``X`` restricted to the sorted ``columns`` (renumbered 0..), in O(nnz)
+    memory (SciPy's column indexing allocates per column of ``X``)."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    X = X.tocsr()
+    keep = np.isin(X.indices, columns)
+    row = np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(row[keep], minlength=X.shape[0]))])
+    return sp.csr_matrix((X.data[keep], np.searchsorted(columns, X.indices[keep]), indptr),
+                         shape=(X.shape[0], columns.size))
+
+
 def _kernel_width_note(X, name, widths, default=False, standardize=False):
     """Note when the RBF kernel is nearly the identity on ``X`` for every width in
     ``widths`` (``name`` 'sigma' or 'gamma'): the typical sample's nearest
@@ -267,6 +281,7 @@ def _kernel_width_note(X, name, widths, default=False, standardize=False):
     default sigma = 1 do. Measured on at most 1,000 rows (a fixed sample): the
     median squared distance of each to its nearest other (distinct) row."""
     import numpy as np
+    import scipy.sparse as sp
     from sklearn.metrics.pairwise import euclidean_distances
 
     from .._kernels import sigma_to_gamma
@@ -278,13 +293,19 @@ def _kernel_width_note(X, name, widths, default=False, standardize=False):
     rows = np.sort(np.random.RandomState(0).choice(n, size=min(n, 1000), replace=False))
     try:
         S = X[rows]
+        if sp.issparse(S):
+            # only the columns the sample uses: distances between its rows need no
+            # other, and a LIBSVM file with one huge feature index has ~2^31 columns
+            used = np.unique(S.indices)
+            S, X = _compact_columns(S, used), (_compact_columns(X, used) if standardize
+                                               else None)
         if standardize:
             from sklearn.preprocessing import StandardScaler
 
             S = StandardScaler(with_mean=False).fit(X).transform(S)
         with np.errstate(all="ignore"):
             D = euclidean_distances(S, squared=True)
-    except (ValueError, TypeError):  # NaN, inf, ...: the fit says what is wrong
+    except (ValueError, TypeError, MemoryError):  # NaN, inf...: the fit says what is wrong
         return
     D[D <= 0] = np.inf  # itself and duplicates
     nearest = D.min(axis=1)

@@ -450,16 +450,15 @@ class PartitionedSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
             out[:, cls[0]] = 0.0
             return out
         k = model.classes_.size
-        dec = (self._binary_decision(model, Xg, n_threads) if k == 2
-               else _native_view(model, self._kernel_params()).decision_function(
-                   Xg, n_threads))
-        if n_classes == 2:
-            return dec
         if k == 2:
+            dec = self._binary_decision(model, Xg, n_threads)
+            if n_classes == 2:
+                return dec
             # a binary SVC reports positive for classes_[1]; one-vs-one
             # values are positive for the first class of the pair
-            dec = -dec
-        ovr = ovr_from_ovo(dec.reshape(n, -1), k)
+            ovr = ovr_from_ovo(-dec.reshape(n, -1), k)
+        else:  # in blocks of rows (see NativeKernelSVC.ovr_decision)
+            ovr = _native_view(model, self._kernel_params()).ovr_decision(Xg, n_threads)
         out = np.full((n, n_classes), -1.0)
         out[:, cls] = ovr
         return out
