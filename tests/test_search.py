@@ -392,10 +392,18 @@ def test_other_bad_settings_are_clear_errors():
     with pytest.raises(ValueError, match="solver='eigh'"):
         BKRR2CV(n_partitions=2, cv="loo", solver="cholesky").fit(X, y)
     labels = BKRR2(n_partitions=2, random_state=0).fit(X, y).partitioner_.labels_
-    with pytest.raises(ValueError, match="partition 1 has no training row in split 0"):
+    with pytest.raises(ValueError, match="partition 1 has no training row in split 0") as info:
         # a split whose training rows are all in partition 0
         BKRR2CV(n_partitions=2, cv=[(np.flatnonzero(labels == 0), np.flatnonzero(labels))],
                 random_state=0).fit(X, y)
+    # shuffling is advice only for a splitter that does not shuffle (int folds do)
+    assert "fewer partitions or folds" in str(info.value) and "shuffled" not in str(info.value)
+    from sklearn.model_selection import KFold
+
+    Xs = np.sort(X, axis=0)  # sorted rows: unshuffled folds cut the partitions
+    with pytest.raises(ValueError, match="no training row.*or shuffled folds"):
+        PartitionedKernelRidgeCV(partitioner="kmeans", n_partitions=4, cv=KFold(4),
+                                 random_state=0).fit(Xs, y)
     with pytest.raises(ValueError):
         BKRR2CV(n_partitions=2, cv=100).fit(X, y)  # more folds than rows
     # a shuffled splitter seeded as the search draws the random partitioner's
