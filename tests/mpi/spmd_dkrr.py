@@ -78,25 +78,23 @@ if rank == 0:
     print(json.dumps({"check": "many-targets",
                       "rel": [rel(m.predict(Xs), ref.predict(Xs)) for m in many]}), flush=True)
 
+def errors_of_root_fit(check, Xr, yr):
+    """Fit DKRR in root mode; rank 0 prints every rank's error message (None: none)."""
+    try:
+        DKRR(sigma, lam, backend="mpi").fit(Xr if rank == 0 else None, yr if rank == 0 else None)
+        error = None
+    except ValueError as exc:
+        error = str(exc)
+    errors = comm.gather(error, root=0)
+    if rank == 0:
+        print(json.dumps({"check": check, "messages": errors}), flush=True)
+
+
 # a row whose squared norm overflows: the one-process fit's error, on every rank
 big = X[:40].copy()
 big[3, 0] = 1e200
-try:
-    DKRR(sigma, lam, backend="mpi").fit(big if rank == 0 else None, y[:40] if rank == 0 else None)
-    error = None
-except ValueError as exc:
-    error = str(exc)
-errors = comm.gather(error, root=0)
-if rank == 0:
-    print(json.dumps({"check": "magnitude", "messages": errors}), flush=True)
+errors_of_root_fit("magnitude", big, y[:40])
 
 # a problem that cannot fit is refused on every rank, before anything is allocated
 memory_module.available_bytes = lambda: 2**20  # pretend 1 MiB
-try:
-    DKRR(sigma, lam, backend="mpi").fit(X if rank == 0 else None, y if rank == 0 else None)
-    refused = None
-except ValueError as exc:
-    refused = str(exc)
-messages = comm.gather(refused, root=0)
-if rank == 0:
-    print(json.dumps({"check": "memory", "messages": messages}), flush=True)
+errors_of_root_fit("memory", X, y)
