@@ -118,6 +118,16 @@
  * one thread for the rest); on a machine with free cores the whole solve is
  * the team's.  The test is off where the thread CPU clock is missing.
  *
+ * 6. The greedy choice is by LIBLINEAR's projected gradient (g inside the
+ * box, min(g, 0) at 0, max(g, 0) at C: ck_agcd_pg, the stopping test's
+ * measure), not by equation 4.11's |alpha - P_[0,C](alpha - g)|, which caps
+ * it by the distance to the bound the step moves towards.  The two choose
+ * the same variable unless the step of eq. 4.11's choice would be clipped:
+ * a variable 0.2 from its bound with |g| = 3 is chosen here over one with
+ * |g| = 1.0001 in the open box (a three-variable warm start).  On 150 rows,
+ * one thread without shrinking, this took 324 updates against a literal
+ * Algorithm 13's 325, both stopping within tol.
+ *
  * Shrinking.  A thread keeps its active variables in the prefix [0, na)
  * of its arrays: a shrink swaps the variables it drops behind them (the
  * per-variable arrays, the feature-major copy and the entries of every

@@ -29,7 +29,9 @@ set by LIBLINEAR's rule, keeps the active ones contiguous by LIBSVM's swaps,
 caches kernel slices at the active length and rebuilds the dropped gradient
 entries with LIBSVM's G_bar before the final test; measured, 2-4x faster
 full fits on ijcnn1, 1.3x faster on covtype_5000, 0.8-1.8x the time on a9a;
-``shrinking=False`` is Algorithms 13/14 as printed) and
+``shrinking=False`` is Algorithms 13/14 without it, choosing by LIBLINEAR's
+projected gradient rather than equation 4.11's capped step: see
+``native/ck_asygcd.c``, deviation 6) and
 ``fit_intercept``, the regularised bias of LIBLINEAR: the kernel becomes
 ``K + intercept_scaling**2`` (the inputs extended by a constant feature),
 which restores the accuracy of the SVM with bias on imbalanced data such as
@@ -235,7 +237,8 @@ def asygcd_fit(X, y, C, *, sample_weight=None, kernel="rbf", gamma="scale",
         'random' is asynchronous stochastic coordinate descent (PSCD).
     shrinking : bool, default=True
         Drop bounded variables from the threads' active sets (see the module
-        docstring); False runs Algorithms 13/14 as printed.
+        docstring); False runs Algorithms 13/14 without shrinking (the
+        selection measure aside: see the module docstring).
     fit_intercept : bool
         Solve with the kernel ``K + intercept_scaling**2`` (a regularised
         bias); the result's ``intercept`` is then

@@ -33,7 +33,10 @@ class AsyGCDSVC(ClassifierMixin, BaseEstimator):
     went to small violations in the other block). With
     ``selection='random'`` it is PSCD (asynchronous stochastic coordinate
     descent, the chapter's baseline); with one thread and greedy selection it
-    is serial GCD (Algorithm 13).
+    is serial GCD (Algorithm 13). The greedy choice is LIBLINEAR's projected
+    gradient, the stopping test's measure, rather than equation 4.11's step
+    capped at the bounds: the two differ only where that step is clipped
+    (``native/ck_asygcd.c``, deviation 6).
 
     Parameters
     ----------
@@ -82,7 +85,7 @@ class AsyGCDSVC(ClassifierMixin, BaseEstimator):
         Measured (``benchmarks/README.md``): full fits on ijcnn1 2-4x
         faster, on covtype_5000 1.3x faster; on a9a 0.8-1.8x the time (two
         threads whose rebuilds keep finding violators on its coupled
-        kernel). False runs Algorithms 13/14 as printed.
+        kernel). False runs Algorithms 13/14 without shrinking.
     fit_intercept : bool, default=False
         Add a regularised intercept, as LIBLINEAR does: the kernel becomes
         ``K(x, x') + intercept_scaling**2`` (the inputs extended by a
