@@ -292,9 +292,16 @@ def _check_zero_based(zero_based):
 def _table_hint(path):
     """What to do when the first line of ``path`` is a table row (CSV, or numbers
     without ``index:value`` pairs) instead of a LIBSVM line; '' otherwise."""
+    first = b""
     try:
         with _open_binary(path) as fh:
-            first = fh.readline(1 << 16)
+            for _ in range(100):  # the first line that is not blank or a comment
+                line = fh.readline(1 << 16)
+                if not line:
+                    break
+                first = line.split(b"#", 1)[0].strip()
+                if first:
+                    break
     except (OSError, EOFError, lzma.LZMAError):
         return ""
     tokens = first.replace(b",", b" ").replace(b";", b" ").replace(b"\t", b" ").split()

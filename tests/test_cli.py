@@ -96,11 +96,15 @@ def test_usage_errors_are_one_line(capsys):
     for argv, needle in (((), "the following arguments are required: COMMAND"),
                          (("fit", "demo"), "required: -o/--output"),
                          (("fit", "demo", "-o", "m", "--method", "bkmscv"), "invalid choice"),
-                         (("search", "demo", "-o", "m", "--gammas", "scal"), "--gammas")):
+                         (("search", "demo", "-o", "m", "--gammas", "scal"), "--gammas"),
+                         (("fit", "demo", "-o", "m", "--gama", "0.1"),
+                          "cakernels fit: error: unrecognized arguments: --gama 0.1")):
         code, out, err = run(capsys, *argv)
         lines = err.strip().splitlines()
         assert code == 2 and out == "" and len(lines) == 1, err
         assert needle in lines[0] and lines[0].endswith("--help)"), lines[0]
+    # an option of a command is pointed to that command's help, which lists its options
+    assert lines[0].endswith("(see cakernels fit --help)")
 
 
 # ------------------------------------------------------------------ fit, predict, evaluate
@@ -259,7 +263,9 @@ def test_errors_are_one_line(capsys, tmp_path, clf_files, reg_files):
     csv = tmp_path / "table.csv"
     csv.write_text("1.0,2.5,0\n0.5,1.0,1\n")
     table = tmp_path / "table.txt"
-    table.write_text("1.0 2.5 0\n0.5 1.0 1\n")
+    table.write_text("# x1 x2 y\n\n1.0 2.5 0\n0.5 1.0 1\n")
+    commented = tmp_path / "commented.svm"  # a LIBSVM file with a comment and a bad value
+    commented.write_text("# my data\n1 1:0.5 2:1.0\n-1 1:0.25 2:oops\n")
     other_pickle = tmp_path / "other.pkl"
     other_pickle.write_bytes(pickle.dumps({"some": "dict"}))
     missing = tmp_path / "missing.svm"
@@ -274,6 +280,7 @@ def test_errors_are_one_line(capsys, tmp_path, clf_files, reg_files):
                                                       "predict|evaluate MODEL DATA"]),
         (["fit", csv, "-o", model], ["looks like a CSV table", "dump_svmlight_file"]),
         (["fit", table, "-o", model], ["looks like a table of numbers"]),
+        (["fit", commented, "-o", model], ["could not load it as a LIBSVM"]),
         (["evaluate", other_pickle, clf_files / "test.svm"], ["is a pickle", "--trust-pickle"]),
         (["evaluate", other_pickle, clf_files / "test.svm", "--trust-pickle"],
          ["not a cakernels model"]),
@@ -294,6 +301,8 @@ def test_errors_are_one_line(capsys, tmp_path, clf_files, reg_files):
     for argv, needles in cases:
         code, out, err = run(capsys, *argv)
         assert_one_line_error(code, err, *needles)
+        if argv[1] == commented:  # a LIBSVM file with a bad value is not called a table
+            assert "table" not in err
     # an error found by the fit itself follows the note on the task inferred from the file
     code, out, err = run(capsys, "fit", clf_files / "train.svm", "-o", model, "-p", "500")
     note, error = err.strip().splitlines()

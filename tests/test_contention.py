@@ -422,3 +422,29 @@ def test_threads_backend_inside_gridsearch_n_jobs_2():
     # joblib's workers get cores // n_jobs threads (OMP_NUM_THREADS), so the
     # two concurrent fits together never hold more than the cores
     assert np.all(held <= max(1, cpu_count() // 2)), held
+
+
+def test_blas_limits_reach_a_library_loaded_inside_a_region(monkeypatch):
+    # a BLAS library loaded while a limit is open (an import inside a fit) gets the limit
+    # at the next region, even when the limit's value does not change
+    from cakernels.backends._budget import _BlasLimits
+
+    limits = _BlasLimits()
+    real = limits._control()
+    blas = [lib for lib in real.lib_controllers if lib.user_api == "blas"]
+    assert len(blas) >= 1
+    first = blas[:1]  # pretend only the first library was loaded when the region opened
+
+    class Partial:
+        lib_controllers = first
+
+        def limit(self, limits):
+            return real.limit(limits=limits)
+
+    monkeypatch.setattr(limits, "_control", lambda: Partial())
+    original = _blas_threads()
+    with limits(1):
+        monkeypatch.setattr(limits, "_control", lambda: real)  # the others appear
+        with limits(1):
+            assert set(_blas_threads()) == {1}
+    assert _blas_threads() == original

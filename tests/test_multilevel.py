@@ -272,3 +272,17 @@ def test_cascade_reports_the_most_passes_of_any_class_pair(monkeypatch):
     est = CascadeSVC(n_partitions=6, C=5, n_passes=10, random_state=0).fit(X, y)
     assert len(per_pair) == 3 and len(set(per_pair)) > 1  # the pairs differ here
     assert est.n_passes_ == max(per_pair) and max(per_pair) != per_pair[-1]
+
+
+def test_models_pickled_before_break_ties_predict_by_the_vote():
+    import pickle
+
+    from cakernels import DisSMOSVC
+
+    X, y = make_blobs(n_samples=150, centers=3, random_state=0)
+    for clf in (CascadeSVC(n_partitions=2, random_state=0).fit(X, y), DisSMOSVC().fit(X, y)):
+        old = pickle.loads(pickle.dumps(clf))
+        del old.__dict__["break_ties"]  # as a model of an earlier version
+        loaded = pickle.loads(pickle.dumps(old))
+        np.testing.assert_array_equal(loaded.predict(X), clf.predict(X))
+        assert loaded.get_params()["break_ties"] is False

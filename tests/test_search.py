@@ -396,10 +396,13 @@ def test_other_bad_settings_are_clear_errors():
         # a split whose training rows are all in partition 0
         BKRR2CV(n_partitions=2, cv=[(np.flatnonzero(labels == 0), np.flatnonzero(labels))],
                 random_state=0).fit(X, y)
-    # shuffling is advice only for a splitter that does not shuffle (int folds do)
-    assert "fewer partitions or folds" in str(info.value) and "shuffled" not in str(info.value)
+    # shuffling is advice for splits that do not shuffle (int folds do)
+    assert str(info.value).endswith("use fewer partitions or folds, or shuffled folds")
+    assert BKRR2CV(cv=3)._fold_hint() == "; use fewer partitions or folds"
     from sklearn.model_selection import KFold
 
+    assert BKRR2CV(cv=None)._fold_hint().endswith("or shuffled folds")  # KFold(5) unshuffled
+    assert BKRR2CV(cv=KFold(3, shuffle=True))._fold_hint() == "; use fewer partitions or folds"
     Xs = np.sort(X, axis=0)  # sorted rows: unshuffled folds cut the partitions
     with pytest.raises(ValueError, match="no training row.*or shuffled folds"):
         PartitionedKernelRidgeCV(partitioner="kmeans", n_partitions=4, cv=KFold(4),

@@ -263,7 +263,12 @@ def main(argv=None):
     try:
         # under mpiexec, rank 0 alone prints usage errors and --help
         with _silenced(_launched_rank() > 0):
-            args = parser.parse_args(argv)
+            args, extra = parser.parse_known_args(argv)
+            if extra:  # the command's own usage error (its --help lists its options)
+                commands = next(a for a in parser._actions
+                                if isinstance(a, argparse._SubParsersAction))
+                commands.choices[args.command].error(
+                    f"unrecognized arguments: {' '.join(extra)}")
     except SystemExit as exc:  # --help, --version, usage errors
         code = exc.code
         return code if isinstance(code, int) else (0 if code is None else 2)

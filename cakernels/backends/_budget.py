@@ -168,7 +168,7 @@ class _BlasLimits:
 
     def _apply(self):
         want = min(self._requests) if self._requests else None
-        if want == self._applied:
+        if want == self._applied and (want is None or not self._unseen()):
             return
         # threadpoolctl >= 3.6 lets only one "controlling" Python thread set
         # a pthreads OpenBLAS's (process-wide) pool, and silently ignores the
@@ -180,6 +180,12 @@ class _BlasLimits:
         finally:
             _release_openblas_control()
         self._applied = want
+
+    def _unseen(self):
+        """Whether a BLAS library was loaded since the limit was last set (an
+        import inside an open region): it gets the limit too."""
+        return any(lib.user_api == "blas" and lib.filepath not in self._original
+                   for lib in self._control().lib_controllers)
 
     def _set(self, want):
         if want is None:

@@ -203,9 +203,9 @@ class _PartitionedSearchCV(PartitionedEstimator):
             return (f"; cv shuffles with random_state={int(seed)}, the search's own seed, "
                     "which its partitioner draws with too: the partitions then follow the "
                     "folds; give cv another random_state")
-        if getattr(self.cv, "shuffle", None) is False:  # a splitter that does not shuffle
-            return "; use fewer partitions or folds, or shuffled folds"
-        return "; use fewer partitions or folds"
+        if isinstance(self.cv, numbers.Integral) or getattr(self.cv, "shuffle", False):
+            return "; use fewer partitions or folds"  # the folds already shuffle
+        return "; use fewer partitions or folds, or shuffled folds"
 
     # ------------------------------------------------------------------ setup helpers
     def _split_masks(self, s, X, y, index, loo, groups=None):

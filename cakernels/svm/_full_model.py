@@ -44,6 +44,11 @@ class _FullModelSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
         self._fit_sparse = bool(sp.issparse(X))
         return X, y_idx, w, index
 
+    def __setstate__(self, state):
+        # models pickled before break_ties existed (2026-11-26) predict by the vote
+        state.setdefault("break_ties", False)
+        super().__setstate__(state)
+
     # ------------------------------------------------------------------ predict
     def _check_X(self, X):
         check_is_fitted(self)
