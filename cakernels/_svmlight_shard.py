@@ -79,8 +79,9 @@ def read_shard(path, comm, *, n_features=None, zero_based="auto", index_0="error
                         "rows_with_index_0": read.rows_with_index_0,
                         "dropped_index_0": read.dropped_index_0,
                         "truncated": any("newline" in str(w.message) for w in caught)}
-            except ValueError as exc:
-                error = str(exc)
+            except Exception as exc:  # every rank raises it below (none waits alone)
+                error = f"{path}: {exc}" if isinstance(exc, (MemoryError, OSError)) \
+                    else str(exc)
         comm.agree(error)
         X, y = _scatter_rows(comm, parts)
         info = comm.bcast_obj(info)
@@ -97,24 +98,22 @@ def read_shard(path, comm, *, n_features=None, zero_based="auto", index_0="error
 
 def _read_plain(path, comm, n_features, zero_based, index_0):
     """Every rank parses the lines that start in its byte range of the file."""
-    size = path.stat().st_size
-    truncated = False
-    with open(path, "rb") as fh:
-        lo = _line_start_at_or_after(fh, size * comm.rank // comm.size)
-        hi = _line_start_at_or_after(fh, size * (comm.rank + 1) // comm.size)
-        fh.seek(lo)
-        chunk = fh.read(max(0, hi - lo))
-        if comm.rank == comm.size - 1 and size:
-            fh.seek(size - 1)
-            truncated = fh.read(1) != b"\n"
-    error = None
-    try:
+    truncated, error = False, None
+    try:  # any failure is raised on every rank by the agreement below (none waits alone)
+        size = path.stat().st_size
+        with open(path, "rb") as fh:
+            lo = _line_start_at_or_after(fh, size * comm.rank // comm.size)
+            hi = _line_start_at_or_after(fh, size * (comm.rank + 1) // comm.size)
+            fh.seek(lo)
+            chunk = fh.read(max(0, hi - lo))
+            if comm.rank == comm.size - 1 and size:
+                fh.seek(size - 1)
+                truncated = fh.read(1) != b"\n"
         X, y = _parse(chunk, np.float64)
-    except ValueError as exc:
-        from .datasets import _table_hint
+    except Exception as exc:
+        from .datasets import _parse_error
 
-        X, y, error = None, None, (f"{path}: could not load it as a LIBSVM/svmlight file: "
-                                   f"{exc}{_table_hint(path)}")
+        X, y, error = None, None, _parse_error(path, exc)
     comm.agree(error)
     truncated = bool(comm.allreduce(int(truncated), "max"))
     at_0 = X.indices == 0

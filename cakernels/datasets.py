@@ -180,9 +180,11 @@ _HASH_CACHE: dict = {}
 
 
 def _sha256(path: Path) -> str:
-    """sha256 of a file, read in chunks; cached per (path, size, mtime) in this process."""
+    """sha256 of a file, read in chunks; cached per (path, inode, size, mtime, ctime)
+    in this process (an edit that keeps the size and restores the mtime, as
+    ``touch -r`` or ``cp -p`` do, still changes the ctime)."""
     st = path.stat()
-    key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+    key = (str(path.resolve()), st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
     digest = _HASH_CACHE.get(key)
     if digest is None:
         h = hashlib.sha256()
@@ -289,6 +291,19 @@ def _check_zero_based(zero_based):
     raise ValueError(f"zero_based must be 'auto', True or False, got {zero_based!r}")
 
 
+def _parse_error(path, exc):
+    """The one-line message of a LIBSVM file the reader could not parse."""
+    if isinstance(exc, OverflowError):  # scikit-learn's reader keeps indices in 32-bit ints
+        return (f"{path}: a feature index is beyond 2,147,483,647, the largest index the "
+                "LIBSVM reader takes")
+    why = _one_line(exc)
+    if "\\xef\\xbb\\xbf" in why:  # the bytes of a UTF-8 byte-order mark
+        why = "it starts with a UTF-8 byte-order mark (as some editors write); save it without one"
+    else:
+        why += _table_hint(path)
+    return f"{path}: could not load it as a LIBSVM/svmlight file: {why}"
+
+
 def _table_hint(path):
     """What to do when the first line of ``path`` is a table row (CSV, or numbers
     without ``index:value`` pairs) instead of a LIBSVM line; '' otherwise."""
@@ -328,19 +343,11 @@ def _parse_svmlight(path: Path, n_features=None, zero_based="auto", index_0="err
     """
     try:
         X, y, last = _load_raw_svmlight(path)
-    except OverflowError:  # scikit-learn's reader keeps indices in 32-bit ints
-        raise ValueError(f"{path}: a feature index is beyond 2,147,483,647, the largest "
-                         "index the LIBSVM reader takes") from None
-    except (ValueError, EOFError, OSError, lzma.LZMAError, UnicodeDecodeError) as exc:
+    except (ValueError, EOFError, OSError, lzma.LZMAError, UnicodeDecodeError,
+            OverflowError) as exc:
         if isinstance(exc, FileNotFoundError):
             raise
-        why = _one_line(exc)
-        if "\\xef\\xbb\\xbf" in why:  # the bytes of a UTF-8 byte-order mark
-            why = ("it starts with a UTF-8 byte-order mark (as some editors write); save it "
-                   "without one")
-        else:
-            why += _table_hint(path)
-        raise ValueError(f"{path}: could not load it as a LIBSVM/svmlight file: {why}") from None
+        raise ValueError(_parse_error(path, exc)) from None
     n_rows = X.shape[0]
     if n_rows == 0:
         raise ValueError(f"{path}: the file is empty (no samples)")
@@ -426,7 +433,10 @@ def _read_file(path: Path, fmt: str, n_features: int, target_column=None):
     if fmt not in _FORMATS:
         raise ValueError(f"{path}: unsupported format {fmt!r} (known: {', '.join(_FORMATS)})")
     if fmt.startswith("libsvm"):
-        return _read_svmlight(path, n_features=n_features)
+        # the LIBSVM site's files are one-based: a stray index 0 is an error, never a
+        # zero-based reading that shifts every feature (a file placed by hand is not
+        # always checked against a hash)
+        return _read_svmlight(path, n_features=n_features, zero_based=False)
     X, y = _read_delimited(path, fmt, target_column)
     if X.shape[1] != n_features:
         raise ValueError(f"{path}: expected {n_features} feature columns, found {X.shape[1]}")
@@ -438,7 +448,7 @@ def _apply_label_map(y, label_map, path):
         return y
     mapping = {float(k): float(v) for k, v in label_map.items()}
     values, inverse = np.unique(y, return_inverse=True)
-    unknown = [v for v in values if float(v) not in mapping]
+    unknown = [float(v) for v in values if float(v) not in mapping]
     if unknown:
         raise ValueError(
             f"{path}: labels {unknown[:5]} are not covered by the registry label_map {label_map}"
@@ -513,6 +523,8 @@ def load_svmlight(path, n_features=None, *, zero_based="auto"):
     """
     path = Path(os.fspath(path)).expanduser()
     zero_based = _check_zero_based(zero_based)
+    if path.is_dir():
+        raise IsADirectoryError(f"{path}: is a directory, not a LIBSVM file")
     if not path.is_file():
         raise FileNotFoundError(f"no such file: {path}")
     if path.stat().st_size == 0:
@@ -898,6 +910,8 @@ def load_dataset(
             f"dataset {rec['name']!r} has no official test split; load subset='train' and split it "
             "with sklearn.model_selection.train_test_split"
         )
+    if dense is not None and not isinstance(dense, (bool, np.bool_)):
+        raise ValueError(f"dense must be None, True or False, got {dense!r}")
     n_samples = _check_n_samples(n_samples)
     home = get_data_home(data_home)
     splits = ["train", "test"] if (subset == "all" and has_test) else ["train" if subset == "all" else subset]

@@ -91,6 +91,15 @@ def test_info(capsys, tmp_path):
     assert str(tmp_path / "empty") in home_line and "does not exist" in home_line
 
 
+def test_info_names_a_data_home_that_is_a_file(capsys, tmp_path, monkeypatch):
+    home = tmp_path / "home_file"
+    home.write_text("not a folder\n")
+    monkeypatch.setenv("CAKERNELS_DATA", str(home))
+    code, out, _ = run(capsys, "info")
+    home_line = next(line for line in out.splitlines() if line.startswith("data home"))
+    assert code == 0 and "a file, not a folder" in home_line
+
+
 def test_usage_errors_are_one_line(capsys):
     # as every other error: one line on stderr, exit 2, pointing to --help
     for argv, needle in (((), "the following arguments are required: COMMAND"),

@@ -158,6 +158,8 @@ def test_argument_errors(tmp_path):
         cds.load_dataset("cadata", n_samples=0, data_home=tmp_path)
     with pytest.raises(ValueError, match="unknown dataset"):
         cds.load_dataset("no-such-set", data_home=tmp_path)
+    with pytest.raises(ValueError, match="dense must be None, True or False"):
+        cds.load_dataset("cadata", dense="no", data_home=tmp_path)
 
 
 # --------------------------------------------------------------------------- real data
@@ -282,6 +284,25 @@ def test_sha256_mismatch_raises(data_home, tmp_path, monkeypatch):
     bunch = cds.load_dataset("bodyfat", data_home=tmp_path, verify=False)
     assert bunch.data.shape == (253, 14) and "not verified" in bunch.DESCR
 
+    # an edit that keeps the size and puts the mtime back (touch -r, cp -p) is checked
+    shutil.copyfile(data_home / "bodyfat" / "bodyfat", target)
+    cds.load_dataset("bodyfat", data_home=tmp_path)
+    st = target.stat()
+    text = target.read_bytes()
+    first = text.index(b" ")
+    target.write_bytes(b"9" * first + text[first:])  # the first target, same length
+    os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert target.stat().st_size == st.st_size and target.stat().st_mtime_ns == st.st_mtime_ns
+    with pytest.raises(cds.ChecksumMismatchError):
+        cds.load_dataset("bodyfat", data_home=tmp_path, download_if_missing=False)
+    # a registry LIBSVM file is one-based: a stray index 0 is an error, not a shift of
+    # every feature by one (unverified files included)
+    shutil.copyfile(data_home / "bodyfat" / "bodyfat", target)
+    with open(target, "a") as fh:
+        fh.write("10.0 0:1 1:1 2:30\n")
+    with pytest.raises(ValueError, match="index 0"):
+        cds.load_dataset("bodyfat", data_home=tmp_path, verify=False)
+
 
 # --------------------------------------------------------------------------- downloads (no network)
 
@@ -383,6 +404,8 @@ def test_load_svmlight_ok(tmp_path):
 def test_load_svmlight_errors(tmp_path):
     with pytest.raises(FileNotFoundError, match="no such file"):
         cds.load_svmlight(tmp_path / "missing.svm")
+    with pytest.raises(IsADirectoryError, match="is a directory"):
+        cds.load_svmlight(tmp_path)
     empty = tmp_path / "empty.svm"
     empty.write_text("")
     with pytest.raises(ValueError, match="empty"):

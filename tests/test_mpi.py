@@ -190,9 +190,14 @@ def test_sharded_libsvm_reading_equals_the_whole_file(mpirun, n, tmp_path, data_
     gz.write_bytes(gzip.compress(one.read_bytes()))
     cut = tmp_path / "cut.svm"
     cut.write_bytes(one.read_bytes().rstrip(b"\n"))
-    files = [one, zero, gz, cut, data_home / "a9a" / "a9a"]
+    # a feature index beyond 32 bits on the last line: only the last rank reads it
+    huge = tmp_path / "huge_index.svm"
+    huge.write_bytes(one.read_bytes() + b"1 3000000000:1.0\n")
+    files = [one, zero, gz, cut, data_home / "a9a" / "a9a", huge]
     lines = _lines(mpirun(n, "spmd_shard.py", *files))
     assert len(lines) == len(files)
+    errors = lines.pop()["errors"]
+    assert len(errors) == n and all("beyond 2,147,483,647" in e for e in errors), errors
     for line in lines:
         assert line["equal"], line
         assert len(line["rows"]) == n

@@ -42,7 +42,8 @@ def _cmd_info(args):
             rows.append((mod, f"not installed (pip install cakernels[{extra}])"))
     home = get_data_home()
     source = f"from {ENV_VAR}" if os.environ.get(ENV_VAR) else f"default; set {ENV_VAR} to change"
-    exists = "exists" if home.is_dir() else "does not exist"
+    exists = ("exists" if home.is_dir() else "a file, not a folder" if home.exists()
+              else "does not exist")
     rows.append(("data home", f"{home} ({source}; {exists})"))
     width = max(len(k) for k, _ in rows)
     for key, value in rows:

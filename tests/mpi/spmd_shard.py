@@ -1,5 +1,6 @@
 """SPMD check of load_svmlight_shard: the shards, stacked in rank order, are the
-whole file as load_svmlight reads it. ``spmd_shard.py FILE [FILE ...]``."""
+whole file as load_svmlight reads it; a file it cannot read is the same error on
+every rank (each rank's message is printed). ``spmd_shard.py FILE [FILE ...]``."""
 
 import json
 import sys
@@ -12,7 +13,13 @@ from cakernels.datasets import load_svmlight, load_svmlight_shard
 
 comm = MPI.COMM_WORLD
 for path in sys.argv[1:]:
-    X, y = load_svmlight_shard(path)
+    try:
+        X, y = load_svmlight_shard(path)
+    except ValueError as exc:  # raised on every rank, or the others would wait here
+        errors = comm.gather(str(exc), root=0)
+        if comm.rank == 0:
+            print(json.dumps({"path": path, "errors": errors}), flush=True)
+        continue
     Xs, ys = comm.gather(X, root=0), comm.gather(y, root=0)
     if comm.rank == 0:
         Xa, ya = load_svmlight(path)
