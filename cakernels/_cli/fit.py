@@ -7,7 +7,7 @@ from .common import (
     _Data,
     _collective,
     _infer_task,
-    _launched_by_mpiexec,
+    _check_mpi_launch,
     _mpi_world,
     CLIError,
     MODEL_FORMAT,
@@ -66,18 +66,10 @@ def _check_fit_options(args, params):
         # bad values fail before the data is loaded (and before any note on it)
         for candidate in [args.task or option_task] if (args.task or option_task) else TASKS:
             _make_estimator(DEFAULT_METHOD[candidate], params, 1)
-    if args.backend == "mpi":
-        if method is not None and REGISTRY[method].kind == "baseline":
-            raise CLIError(f"--method {method} (scikit-learn's baseline) runs in one process; "
-                           "--backend mpi applies to the partitioned methods, dissmosvc and dkrr")
-        if args.standardize:
-            raise CLIError("--standardize does not apply to --backend mpi (a scaler fitted on "
-                           "one rank's rows would differ between ranks): standardize the data "
-                           "beforehand")
-    elif _launched_by_mpiexec() > 1:
-        raise CLIError(f"running under mpiexec with {_launched_by_mpiexec()} processes, but "
-                       "without --backend mpi every process would train the same model and "
-                       "write the same file: add --backend mpi")
+    if args.backend == "mpi" and method is not None and REGISTRY[method].kind == "baseline":
+        raise CLIError(f"--method {method} (scikit-learn's baseline) runs in one process; "
+                       "--backend mpi applies to the partitioned methods, dissmosvc and dkrr")
+    _check_mpi_launch(args, "train the same model")
     return method
 
 

@@ -6,9 +6,9 @@ import time
 from .common import (
     CLIError,
     _check_output,
+    _check_mpi_launch,
     _collective,
     _fmt_int,
-    _launched_by_mpiexec,
     _load_data,
     _mpi_world,
     _note,
@@ -117,14 +117,7 @@ def _cmd_search(args):
             cv = int(cv)
         except ValueError:
             raise CLIError(f"--cv must be a number of folds or 'loo', got {args.cv!r}") from None
-    if args.backend == "mpi" and args.standardize:
-        raise CLIError("--standardize does not apply to --backend mpi (a scaler fitted on "
-                       "one rank's rows would differ between ranks): standardize the data "
-                       "beforehand")
-    if args.backend != "mpi" and _launched_by_mpiexec() > 1:
-        raise CLIError(f"running under mpiexec with {_launched_by_mpiexec()} processes, but "
-                       "without --backend mpi every process would run the same search and "
-                       "write the same file: add --backend mpi")
+    _check_mpi_launch(args, "run the same search")
     if args.backend == "mpi":
         return _search_mpi(args, cv)
     data = _load_data(args.data, split="train", n_features=args.n_features)

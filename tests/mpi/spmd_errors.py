@@ -24,6 +24,23 @@ lo, hi = rank * 400 // size, (rank + 1) * 400 // size
 Xs, ys = X[lo:hi].copy(), y[lo:hi].copy()
 sharded = MPIBackend(sharded=True)
 
+
+def on_bad_rank(owner, name, act):
+    """Patch method ``name`` of ``owner`` to call ``act()`` first on the bad rank."""
+    original = getattr(owner, name)
+
+    def patched(self, *args):
+        if rank == bad:
+            act()
+        return original(self, *args)
+
+    setattr(owner, name, patched)
+
+
+def fail(message):
+    raise RuntimeError(message)
+
+
 def run():
     global Xs, ys
     if case == "nan":                       # NaN on one rank (sharded data)
@@ -70,41 +87,21 @@ def run():
         Xr[3, 1] = np.inf
         CASVC(4, backend="mpi").fit(Xr if rank == 0 else None, y if rank == 0 else None)
     elif case == "solver-raises":           # a local solve raises on one rank mid-fit
-        import cakernels.svm._partitioned as part
+        from cakernels.svm._partitioned import PartitionedSVC
 
-        original = part.PartitionedSVC._fit_partition
-
-        def failing(self, p, ctx):
-            if rank == bad:
-                raise RuntimeError("injected failure in a local solve")
-            return original(self, p, ctx)
-
-        part.PartitionedSVC._fit_partition = failing
+        on_bad_rank(PartitionedSVC, "_fit_partition",
+                    lambda: fail("injected failure in a local solve"))
         BKMSVC(2 * size, backend=sharded).fit(Xs, ys)
     elif case == "dies":                    # a rank dies mid-fit (no exception at all)
-        import cakernels.svm._partitioned as part
+        from cakernels.svm._partitioned import PartitionedSVC
 
-        original = part.PartitionedSVC._fit_partition
-
-        def dying(self, p, ctx):
-            if rank == bad:
-                os._exit(3)
-            return original(self, p, ctx)
-
-        part.PartitionedSVC._fit_partition = dying
+        on_bad_rank(PartitionedSVC, "_fit_partition", lambda: os._exit(3))
         BKMSVC(2 * size, backend=sharded).fit(Xs, ys)
     elif case == "tree-solve-raises":       # a node's solve fails in a multi-level tree
-        import cakernels.svm._multilevel as ml
         from cakernels import CascadeSVC, DCSVC
+        from cakernels.svm._multilevel import _MultiLevelSVC
 
-        original = ml._MultiLevelSVC._solve
-
-        def failing_node(self, node, ctx):
-            if rank == bad:
-                raise RuntimeError("injected failure in a node solve")
-            return original(self, node, ctx)
-
-        ml._MultiLevelSVC._solve = failing_node
+        on_bad_rank(_MultiLevelSVC, "_solve", lambda: fail("injected failure in a node solve"))
         for cls in (CascadeSVC, DCSVC):
             try:
                 cls(2 * size, backend="mpi").fit(X if rank == 0 else None,
