@@ -46,6 +46,9 @@ dense float64 data whenever the dense copy fits
 dense copy give the same blocks.
 """
 
+import contextlib
+import functools
+import numbers
 import warnings
 
 import numpy as np
@@ -185,6 +188,12 @@ def default_max_updates(n_variables):
     return max(AUTO_MIN_UPDATES, AUTO_UPDATES_PER_VARIABLE * int(n_variables))
 
 
+@functools.lru_cache(maxsize=64)
+def _first_draw(seed):
+    """The first seed a ``RandomState(seed)`` draws for the native solve."""
+    return int(np.random.RandomState(seed).randint(np.iinfo(np.int32).max))
+
+
 def asygcd_fit(X, y, C, *, sample_weight=None, kernel="rbf", gamma="scale",
                degree=3, coef0=0.0, tol=1e-3, max_iter=-1, cache_size=200,
                n_threads=None, selection="greedy", shrinking=True,
@@ -315,7 +324,12 @@ def asygcd_fit(X, y, C, *, sample_weight=None, kernel="rbf", gamma="scale",
     n_threads = team_size(int(np.count_nonzero(keep)), n_threads, min_rows_per_thread)
 
     budget = int(max_iter) if max_iter > 0 else default_max_updates(np.count_nonzero(keep))
-    rng = check_random_state(random_state)
+    if n_threads == 1 and isinstance(random_state, numbers.Integral):
+        # one block, drawn from nothing: the solve's seed is the seed's first
+        # draw (seeding a RandomState costs 0.1 ms: a multiclass fit's pairs share it)
+        rng, seed = None, _first_draw(int(random_state))
+    else:
+        rng, seed = check_random_state(random_state), None
     g = resolve_gamma(gamma, X)
     Xk = X if keep.all() else X[keep]
     # BLAS on one thread from here on (the process's one BLAS policy: safe
@@ -325,9 +339,12 @@ def asygcd_fit(X, y, C, *, sample_weight=None, kernel="rbf", gamma="scale",
     # left a spinner that took a core from the 2-thread team and made it
     # collapse on an idle machine (a9a 10,000 rows: 2 threads 540-650 ms,
     # 270-370 ms with one BLAS thread, against 490-600 ms for one thread)
-    with blas_limits(1):
+    # (one thread: no K-means, no BLAS call; the limit's setting and restoring
+    # cost 0.1 ms, a tenth of a small multiclass pair's solve)
+    with blas_limits(1) if n_threads > 1 else contextlib.nullcontext():
         block = variable_blocks(Xk, n_threads, rng)
-        seed = int(rng.randint(np.iinfo(np.int32).max))
+        if seed is None:
+            seed = int(rng.randint(np.iinfo(np.int32).max))
         ak = np.ascontiguousarray(alpha[keep])
         yk = np.ascontiguousarray(y[keep])
         objective, n_updates, converged, grad_k, *stats = _native.asygcd_solve(

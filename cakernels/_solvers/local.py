@@ -82,7 +82,7 @@ def _libsvm_objective(X, y_pm, alpha, kernel_params):
 
 def solve_binary_svm(X, y_pm, C, *, kernel_params, solver="smo", sample_weight=None, tol=1e-3,
                      max_iter=-1, cache_size=200, n_threads=1, random_state=None, index=None,
-                     alpha0=None, asygcd_options=None):
+                     alpha0=None, asygcd_options=None, check_numerics=True):
     """Solve one binary SVM dual on ``X`` (dense or CSR).
 
     Parameters
@@ -110,6 +110,10 @@ def solve_binary_svm(X, y_pm, C, *, kernel_params, solver="smo", sample_weight=N
         Feasible warm start (SMO, Asy-GCD, PSCD; not LIBSVM).
     asygcd_options : dict, default=None
         ``shrinking``, ``fit_intercept``, ``intercept_scaling`` of Asy-GCD.
+    check_numerics : bool, default=True
+        Check the rows' norms and kernel diagonal for overflow first; False
+        when the caller checked rows that include these (a multiclass fit
+        checks its rows once, not once per pair of classes).
 
     Returns
     -------
@@ -118,7 +122,8 @@ def solve_binary_svm(X, y_pm, C, *, kernel_params, solver="smo", sample_weight=N
     y_pm = np.asarray(y_pm, dtype=np.float64)
     index = np.arange(y_pm.size) if index is None else index
     kp = kernel_params
-    _check_numerics_before(X, kp, np.float32 if solver == "libsvm" else np.float64)
+    if check_numerics:
+        _check_numerics_before(X, kp, np.float32 if solver == "libsvm" else np.float64)
     sol = _solve_binary_svm(X, y_pm, C, kp, solver, sample_weight, tol, max_iter, cache_size,
                             n_threads, random_state, index, alpha0, asygcd_options)
     _check_solution(sol, f"the {solver} solver (C={C:.3g})",

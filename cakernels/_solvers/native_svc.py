@@ -15,7 +15,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._kernels import BLOCK_BYTES, MIN_BLOCK_ROWS, kernel_dot
-from .local import solve_binary_svm
+from .local import _check_numerics_before, solve_binary_svm
 
 NATIVE_SOLVERS = ("smo", "asygcd", "pscd")
 #: a problem-by-support-vector coefficient matrix up to this size is kept dense
@@ -148,11 +148,11 @@ class NativeKernelSVC:
                                solver=self.solver, sample_weight=weight, tol=self.tol,
                                max_iter=self.max_iter, cache_size=self.cache_size,
                                n_threads=self.n_threads, random_state=self.random_state,
-                               asygcd_options=self.asygcd_options)
+                               asygcd_options=self.asygcd_options, check_numerics=False)
         self._objectives.append(sol.objective)
         sv = sol.support
         sv_X = X[sv] if sp.issparse(X) else np.ascontiguousarray(X[sv])
-        model = (sv_X, sol.dual_coef[None, :], np.array([sol.intercept]))
+        model = (sv_X, (sol.alpha[sv] * sol.y[sv])[None, :], np.array([sol.intercept]))
         return model, sol.n_iter, sv
 
     def fit(self, X, y, weight):
@@ -160,6 +160,8 @@ class NativeKernelSVC:
         per-sample weights multiplying C."""
         self.classes_ = np.unique(y)
         k = self.classes_.size
+        # every problem's rows are rows of X: one overflow check for all of them
+        _check_numerics_before(X, self.kernel_params)
         if k == 2 or self.multi_class == "ovo":
             self.problems_ = [(i, j) for i in range(k) for j in range(i + 1, k)]
         else:
