@@ -3,6 +3,7 @@ on the same partitions and folds, leave-one-out against refits without each
 row, the selection against GridSearchCV; the SVM search against LIBSVM refits
 and its warm start over C."""
 
+import re
 import warnings
 
 import numpy as np
@@ -303,6 +304,84 @@ def test_leave_one_out_refuses_a_partition_of_one_row():
     with pytest.raises(ValueError, match="partition .* has a single training row"):
         KKRR2CV(n_partitions=3, sigmas=[1.0], lams=[1e-3], cv="loo",
                 random_state=0).fit(X, y)
+
+
+@pytest.mark.parametrize("cv", [LeaveOneOut(), ShuffleSplit(3, test_size=1, random_state=0)])
+def test_r2_on_single_row_validation_splits_is_refused(cv):
+    # r2 of one row is undefined: every split scored 0 and every candidate tied
+    X, y = _data(n=40, d=3, seed=1)
+    kw = dict(n_partitions=1, sigmas=[0.7, 2.0], lams=[1e-4, 1e-2], random_state=0)
+    with pytest.raises(ValueError, match="validates 1 row.*r2 is undefined on a single row"):
+        BKRR2CV(cv=cv, **kw).fit(X, y)
+    # other scorings take such splits; cv='loo' scores r2 on the pooled predictions
+    mse = BKRR2CV(cv=cv, scoring="neg_mean_squared_error", **kw).fit(X, y)
+    assert np.all(np.isfinite(mse.cv_results_["mean_test_score"]))
+    r2 = BKRR2CV(cv="loo", **kw).fit(X, y).cv_results_["mean_test_score"]
+    assert np.unique(r2).size == r2.size
+
+
+def _sigmoid_krr_scores(X, y, splits, lams, gamma, coef0):
+    """Refits of the sigmoid kernel (indefinite) by minimum-norm least squares,
+    as the estimator's fallback solves them."""
+    out = []
+    for lam in lams:
+        err = []
+        for train, val in splits:
+            K = np.tanh(gamma * X[train] @ X[train].T + coef0)
+            A = K + lam * train.size * np.eye(train.size)
+            alpha = np.linalg.lstsq(A, y[train], rcond=None)[0]
+            pred = np.tanh(gamma * X[val] @ X[train].T + coef0) @ alpha
+            err.append(-mean_squared_error(y[val], pred))
+        out.append(np.mean(err))
+    return np.array(out)
+
+
+@pytest.mark.filterwarnings("ignore::scipy.linalg.LinAlgWarning")  # Cholesky's fallback
+def test_indefinite_kernel_keeps_negative_eigenvalues_in_eigh_and_loo():
+    # the sigmoid kernel's negative eigenvalues were zeroed as if below the
+    # least-squares cutoff: a candidate's score depended on the grid's size
+    rng = np.random.RandomState(0)
+    X = rng.randn(60, 3)
+    y = X[:, 0] + 0.5 * X[:, 1] ** 2 + 0.1 * rng.randn(60)
+    lams = [1e-4, 1e-2]
+    kw = dict(n_partitions=1, kernel="sigmoid", coef0=0.5, sigmas=[1.0], lams=lams,
+              scoring="neg_mean_squared_error")
+    cv = KFold(3, shuffle=True, random_state=1)
+    splits = list(cv.split(X))
+    brute = _sigmoid_krr_scores(X, y, splits, lams, 0.5, 0.5)
+    assert np.linalg.eigvalsh(np.tanh(0.5 * X @ X.T + 0.5)).min() < -1.0  # indefinite
+    for solver in ("cholesky", "eigh"):
+        got = BKRR2CV(cv=cv, solver=solver, **kw).fit(X, y).cv_results_["mean_test_score"]
+        np.testing.assert_allclose(got, brute, rtol=1e-8)
+    loo = BKRR2CV(cv="loo", **kw).fit(X, y).cv_results_["mean_test_score"]
+    n = len(y)
+    brute_loo = _sigmoid_krr_scores(X, y, [(np.delete(np.arange(n), i), np.array([i]))
+                                          for i in range(n)], lams, 0.5, 0.5)
+    np.testing.assert_allclose(loo, brute_loo, rtol=1e-6)
+
+
+def test_loo_on_a_singular_system_scores_nan_with_a_warning():
+    # lam = 0 on a linear kernel of rank 3: the closed form needs an invertible
+    # system (with the pseudo-inverse it reported 2,500x the refits' error)
+    rng = np.random.RandomState(0)
+    X = rng.randn(60, 3)
+    y = X[:, 0] + 0.5 * X[:, 1] ** 2 + 0.1 * rng.randn(60)
+    kw = dict(n_partitions=1, kernel="linear", sigmas=[1.0], lams=[0.0, 1e-4],
+              scoring="neg_mean_squared_error")
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        loo = BKRR2CV(cv="loo", **kw).fit(X, y)
+    assert any(issubclass(r.category, linalg.LinAlgWarning)
+               and re.search(r"cv='loo'.*singular.*lam in \[0.0\]", str(r.message))
+               for r in rec)
+    scores = loo.cv_results_["mean_test_score"]
+    assert np.isnan(scores[0]) and np.isfinite(scores[1])
+    assert loo.best_params_ == {"lam": 1e-4, "sigma": 1.0}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", linalg.LinAlgWarning)
+        refits = BKRR2CV(cv=LeaveOneOut(), **kw).fit(X, y).cv_results_["mean_test_score"]
+    assert np.all(np.isfinite(refits))
+    np.testing.assert_allclose(scores[1], refits[1], rtol=1e-8)
 
 
 def test_cv_results_have_grid_search_format_and_order():

@@ -110,12 +110,16 @@ class PartitionedKernelRidgeCV(RegressorMixin, _PartitionedSearchCV):
         :class:`~sklearn.model_selection.PredefinedSplit`. ``'loo'`` is the
         closed-form leave-one-out error of every local model (one split
         column), at the cost of one eigendecomposition per partition and
-        sigma.
+        sigma; a candidate whose ``K + lam (m - 1) I`` is singular (``lam=0``
+        on a linear or polynomial kernel) scores NaN with a warning, the
+        closed form not holding there.
     scoring : {'r2', 'neg_mean_squared_error', 'neg_root_mean_squared_error', \
 'neg_mean_absolute_error'}, default=None
         Validation score, greater is better (None: ``'r2'``, the estimator's
         ``score``). Every split is scored on all its validation rows together
-        (averaged over the outputs of a multi-output ``y``).
+        (averaged over the outputs of a multi-output ``y``); ``'r2'`` refuses
+        a split of one validation row (undefined there; ``cv='loo'`` scores
+        all rows' leave-one-out predictions together).
     solver : {'auto', 'cholesky', 'eigh'}, default='auto'
         ``'cholesky'``: one Cholesky factorisation per (sigma, lambda, split,
         partition), the arithmetic of a refit. ``'eigh'``: one symmetric
@@ -383,6 +387,13 @@ class PartitionedKernelRidgeCV(RegressorMixin, _PartitionedSearchCV):
                  "n_zero_weight": 0 if w is None else count_zero_weights(s, w)}
         return (y2 if w is None else np.column_stack([y2, w])), facts
 
+    def _min_validation_rows(self):
+        if self.scoring not in (None, "r2"):
+            return 1, None
+        return 2, ("r2 is undefined on a single row (scikit-learn scores it NaN, and every "
+                   "candidate ties); use scoring='neg_mean_squared_error', or cv='loo' "
+                   "(the r2 of all rows' leave-one-out predictions together)")
+
     def _make_job(self, s, grid, n_splits, loo, facts, n_cols, n_partitions):
         return _SearchJob(grid["sigmas"], grid["lams"], n_splits, facts["n_outputs"], loo,
                           self._is_average, grid["solver"], facts["shift"],
@@ -587,12 +598,23 @@ class _SearchJob:
                              "leaves no row to train on; use fewer partitions")
         t = time.perf_counter()
         w, Q = eigh_in_place(K)
-        inv = _shifted_inverse(w, self.lams * (m - 1))  # (m, L)
+        inv, singular = _shifted_inverse(w, self.lams * (m - 1), return_singular=True)
         Qty = Q.T @ yj
         alpha = (Q @ (inv[:, :, None] * Qty[:, None, :]).reshape(m, L * k)).reshape(m, L, k)
         diag = (Q * Q) @ inv  # (A^-1)_ii for every lambda
         with np.errstate(divide="ignore", invalid="ignore"):
             loo_pred = yj[:, None, :] - alpha / diag[:, :, None]  # (m, L, k)
+        if singular.any():
+            # the closed form needs A invertible: with the pseudo-inverse it is
+            # no leave-one-out refit (lam = 0 on a linear or polynomial kernel)
+            loo_pred[:, singular] = np.nan
+            warnings.warn(
+                f"cv='loo': kernel matrix + lam*(m-1)*I of partition {p.j} is singular "
+                f"at sigma={self.sigmas[a]:g} for lam in "
+                f"{[float(v) for v in self.lams[singular]]}: the closed-form "
+                "leave-one-out error needs it invertible, so these candidates score NaN; "
+                "use larger lams, or cv=LeaveOneOut() (refits)", linalg.LinAlgWarning,
+                stacklevel=4)
         times[a, :, 0, 0] += (time.perf_counter() - t) / L
         t = time.perf_counter()
         if not self.average:
@@ -715,21 +737,24 @@ def _stats(y, pred, shift, w=None):
     return out
 
 
-def _shifted_inverse(w, shifts):
+def _shifted_inverse(w, shifts, return_singular=False):
     """``1 / (w_i + s)`` for every eigenvalue and shift, ``(m, n_shifts)``;
-    terms below the least-squares cutoff (``eps * m`` times the largest) count
-    as zero with a :class:`~scipy.linalg.LinAlgWarning`, as the Cholesky route's
-    fallback does."""
+    terms whose magnitude is below the least-squares cutoff (``eps * m`` times
+    the largest) count as zero with a :class:`~scipy.linalg.LinAlgWarning`, as
+    the Cholesky route's fallback (minimum-norm least squares) does. A negative
+    term of an indefinite kernel (sigmoid) is kept: it is no singular value
+    below the cutoff. ``return_singular``: also the shifts ``(n_shifts,)``
+    with a term counted as zero."""
     denom = w[:, None] + np.asarray(shifts, dtype=np.float64)[None, :]
     cutoff = np.finfo(np.float64).eps * w.size * np.max(np.abs(denom), axis=0)
-    bad = denom <= cutoff[None, :]
+    bad = np.abs(denom) <= cutoff[None, :]
     if np.any(bad):
-        warnings.warn("kernel matrix + lam*m*I is not numerically positive definite for "
-                      "some lambda; using the least-squares (pseudo-inverse) solution. "
-                      "Increase lam or check the kernel.", linalg.LinAlgWarning,
-                      stacklevel=4)
+        warnings.warn("kernel matrix + lam*m*I is singular for some lambda; using the "
+                      "least-squares (pseudo-inverse) solution. Increase lam or check the "
+                      "kernel.", linalg.LinAlgWarning, stacklevel=4)
     with np.errstate(divide="ignore"):
-        return np.where(bad, 0.0, 1.0 / np.where(bad, 1.0, denom))
+        inv = np.where(bad, 0.0, 1.0 / np.where(bad, 1.0, denom))
+    return (inv, bad.any(axis=0)) if return_singular else inv
 
 
 # --------------------------------------------------------------------------- front doors

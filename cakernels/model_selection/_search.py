@@ -208,6 +208,11 @@ class _PartitionedSearchCV(PartitionedEstimator):
         return "; use fewer partitions or folds, or shuffled folds"
 
     # ------------------------------------------------------------------ setup helpers
+    def _min_validation_rows(self):
+        """``(rows, reason)``: the fewest validation rows a split needs for the
+        search's scoring."""
+        return 1, None
+
     def _split_masks(self, s, X, y, index, loo, groups=None):
         """``(masks, n_splits)``: for this rank's rows, 1 in column ``f`` when
         the row trains split ``f`` and in column ``n_splits + f`` when it
@@ -223,7 +228,8 @@ class _PartitionedSearchCV(PartitionedEstimator):
             if comm.rank == 0:
                 try:
                     masks = _masks_from_cv(self.cv, X, y, classifier, self.random_state,
-                                           _check_groups(groups, X.shape[0]))
+                                           _check_groups(groups, X.shape[0]),
+                                           self._min_validation_rows())
                 except (ValueError, TypeError) as exc:
                     error = str(exc)
             if s.size == 1:
@@ -253,7 +259,7 @@ class _PartitionedSearchCV(PartitionedEstimator):
         if comm.rank == 0:
             try:
                 masks = _masks_from_cv(self.cv, np.zeros((n_total, 1)), y_all, classifier,
-                                       self.random_state, groups)
+                                       self.random_state, groups, self._min_validation_rows())
             except (ValueError, TypeError) as exc:
                 error = str(exc)
         comm.agree(error)
@@ -333,12 +339,15 @@ def _check_groups(groups, n_rows):
     return groups
 
 
-def _masks_from_cv(cv, X, y, classifier=False, random_state=None, groups=None):
+def _masks_from_cv(cv, X, y, classifier=False, random_state=None, groups=None,
+                   min_validation=(1, None)):
     """The splits of ``cv`` as row masks. An int is *shuffled* (Stratified)KFold:
     the partitioners depend on the data order (K-balance and FCFS fill their
     last partitions from the last rows), so unshuffled folds could leave a
     partition without training rows in some split. ``groups`` goes to the
-    splitter, as ``GridSearchCV`` passes it."""
+    splitter, as ``GridSearchCV`` passes it. ``min_validation``: the fewest
+    validation rows a split may have and the reason (a scoring undefined on
+    fewer)."""
     if isinstance(cv, numbers.Integral):
         cls = StratifiedKFold if classifier and y is not None else KFold
         # a seed of its own: with random_state itself, a random partitioner's
@@ -356,6 +365,9 @@ def _masks_from_cv(cv, X, y, classifier=False, random_state=None, groups=None):
         train, val = np.asarray(train), np.asarray(val)
         if train.size == 0 or val.size == 0:
             raise ValueError(f"split {f} of cv has an empty training or validation set")
+        if val.size < min_validation[0]:
+            raise ValueError(f"split {f} of cv validates {val.size} row(s): "
+                             f"{min_validation[1]}")
         masks[train, f] = 1
         masks[val, len(splits) + f] = 1
     return masks
