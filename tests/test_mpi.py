@@ -211,7 +211,8 @@ def test_exact_distributed_assignment_equals_serial(mpirun, n):
     # FCFSPartitioner.fit_sharded equals FCFSPartitioner.fit
     lines = _lines(mpirun(n, "spmd_partition.py"))
     assert [line["check"] for line in lines] == ["greedy"] * 6 + ["fcfs"] * 2 + [
-        "random-small-shard", "seed-none", "seed-instance"]
+        "random-small-shard", "seed-none", "seed-instance", "rare-distinct", "rare-distinct",
+        "local-empty"]
     for line in lines:
         assert line["equal"], line
         if line["check"] == "greedy":
@@ -220,6 +221,8 @@ def test_exact_distributed_assignment_equals_serial(mpirun, n):
             assert line["centres"] and 0 < line["rows"] < line["m"], line
         elif line["check"] == "random-small-shard" and n > 1:  # one clear error
             assert "would be empty" in line["errors"][0], line
+        elif line["check"] == "local-empty" and n == 4:
+            assert "are empty" in line["errors"][0] and "'exact'" in line["errors"][0], line
 
 
 

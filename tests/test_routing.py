@@ -149,6 +149,19 @@ def test_bad_krr_combine_is_refused():
         BKRR2CV(combine="vote")
 
 
+@pytest.mark.parametrize("bad", [0, -1, 1.7, "2", True, None])
+def test_nearest_partitions_refuses_a_bad_count(bad):
+    # 0 gave an (n, 0) result, 1.7 was truncated, '2' accepted, -1 a NumPy error
+    from cakernels.partition import KBalancePartitioner
+
+    X = np.random.RandomState(0).randn(50, 3)
+    part = KBalancePartitioner(4, random_state=0).fit(X)
+    with pytest.raises(ValueError, match="n_nearest must be a positive integer"):
+        part.nearest_partitions(X[:3], bad)
+    order, _ = part.nearest_partitions(X[:3], np.int64(9))  # at most n_partitions_
+    assert order.shape == (3, 4)
+
+
 def test_routing_in_grid_search(binary):
     X, y = binary
     gs = GridSearchCV(FCFSSVC(4, random_state=0),

@@ -32,7 +32,12 @@ from cakernels.partition import (
     KMeansPartitioner,
     RandomPartitioner,
 )
-from cakernels.partition._partitioners import _duplicate_rows, _make_distinct, _routable
+from cakernels.partition._partitioners import (
+    _duplicate_rows,
+    _make_distinct,
+    _routable,
+    _scan_distinct,
+)
 from cakernels.partition._storage import nearest_center
 
 BALANCED = [RandomPartitioner, FCFSPartitioner, KBalancePartitioner, BKMPartitioner]
@@ -70,6 +75,22 @@ def test_too_few_distinct_samples_is_a_clear_error(cls):
     # K-means partitions drop the clusters that stay empty instead
     part = KMeansPartitioner(n_partitions=3, random_state=0).fit(X)
     assert part.n_partitions_ == 2 and reachable(part)
+
+
+@pytest.mark.parametrize("cls", [FCFSPartitioner, KBalancePartitioner, BKMPartitioner])
+@pytest.mark.parametrize("sparse", [False, True])
+def test_rare_distinct_rows_among_many_duplicates_are_found(cls, sparse):
+    # 7 distinct rows among 5,000: the random draws for distinct centres missed
+    # the rare ones and blamed the data; a pass over all rows finds them
+    rng = np.random.RandomState(3)
+    X = np.zeros((5000, 3))
+    X[rng.choice(5000, 6, replace=False)] = rng.randn(6, 3)
+    Xf = sp.csr_matrix(X) if sparse else X
+    part = cls(n_partitions=4, random_state=0).fit(Xf)
+    assert part.sizes_.tolist() == [1250] * 4
+    assert not _duplicate_rows(part.centers_).any() and reachable(part)
+    with pytest.raises(ValueError, match="X has only 7 distinct samples"):
+        cls(n_partitions=8, random_state=0).fit(Xf)
 
 
 @pytest.mark.parametrize("cls", [FCFSPartitioner, KBalancePartitioner, BKMPartitioner])
@@ -119,7 +140,8 @@ def test_make_distinct_and_routable_helpers():
     rng = np.random.RandomState(0)
     X = np.arange(12.0).reshape(6, 2)
     C = np.array([X[0], X[0], -0.0 * X[1] + X[1], X[1] + 0.0])
-    out = _make_distinct(C, lambda i: X[i], 6, rng, "test")
+    out = _make_distinct(C, lambda i: X[i], 6, rng, "test",
+                         lambda seen, need: _scan_distinct(X, seen, need))
     assert not _duplicate_rows(out).any() and np.array_equal(out[0], X[0])
     assert _duplicate_rows(np.array([[0.0], [-0.0]])).tolist() == [False, True]
     assigned = np.array([[0.0], [1.0]])

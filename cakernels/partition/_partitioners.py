@@ -100,13 +100,17 @@ _DISTINCT_ROUNDS = 8
 KMEANS_ONE_THREAD_WORK = 1 << 25
 
 
-def _make_distinct(centers, fetch, n, rng, what):
+def _make_distinct(centers, fetch, n, rng, what, scan):
     """Replace the rows of ``centers`` that repeat an earlier row by samples
     (``fetch(global_indices)`` gives them dense) equal to no centre.
 
     Candidates come in rounds of random samples; the same draws on every MPI
     rank (``rng`` is replicated and ``fetch`` collective) give the same
-    centres everywhere. Raises ``ValueError`` when no such sample turns up.
+    centres everywhere. When the rounds find too few (rare distinct rows
+    among many duplicates), ``scan(seen, need)`` (collective) passes over
+    all rows for up to ``need`` rows whose keys are not in ``seen``, in data
+    order. Raises ``ValueError`` only when X has fewer distinct samples than
+    centres.
     """
     centers = np.array(centers, dtype=np.float64)
     dup = _duplicate_rows(centers)
@@ -114,19 +118,56 @@ def _make_distinct(centers, fetch, n, rng, what):
         return centers
     seen = set(_row_keys(centers[~dup]))
     todo = list(np.flatnonzero(dup))
-    for _ in range(_DISTINCT_ROUNDS):
-        rows = fetch(rng.choice(n, min(n, 8 * centers.shape[0]), replace=False))
+
+    def take(rows):
+        if len(rows) == 0:
+            return False
         for key, row in zip(_row_keys(rows), rows):
             if key not in seen:
                 seen.add(key)
                 centers[todo.pop(0)] = row
                 if not todo:
-                    return centers
+                    return True
+        return False
+
+    for _ in range(_DISTINCT_ROUNDS):
+        if take(fetch(rng.choice(n, min(n, 8 * centers.shape[0]), replace=False))):
+            return centers
+    if take(scan(seen, len(todo))):
+        return centers
     raise ValueError(
-        f"{what} needs {centers.shape[0]} distinct centres but found only "
-        f"{centers.shape[0] - len(todo)} distinct samples in {_DISTINCT_ROUNDS} rounds of "
-        "random draws: X has (nearly) fewer distinct samples than n_partitions; "
+        f"{what} needs {centers.shape[0]} distinct centres but X has only "
+        f"{centers.shape[0] - len(todo)} distinct samples (to about 12 significant digits); "
         "use fewer partitions or remove the duplicates")
+
+
+#: rows per block of the pass over all rows for distinct centres
+_SCAN_BLOCK_ROWS = 4096
+
+
+def _scan_distinct(X, seen, need):
+    """Up to ``need`` rows of ``X`` (dense, in data order) whose keys are in
+    neither ``seen`` nor each other: one pass in blocks, stopping early."""
+    found, keys = [], set(seen)
+    for start in range(0, X.shape[0], _SCAN_BLOCK_ROWS):
+        block = X[start:start + _SCAN_BLOCK_ROWS]
+        block = block.toarray() if sp.issparse(block) else np.asarray(block, np.float64)
+        for key, row in zip(_row_keys(block), block):
+            if key not in keys:
+                keys.add(key)
+                found.append(row)
+                if len(found) == need:
+                    return np.array(found)
+    return np.array(found).reshape(len(found), X.shape[1])
+
+
+def _scan_sharded(comm, X):
+    """:func:`_scan_distinct` over the rows of every rank (collective): each
+    rank's own candidates, gathered in rank order."""
+    def scan(seen, need):
+        got = comm.allgather(_scan_distinct(X, seen, need))
+        return np.concatenate(got) if got else np.zeros((0, X.shape[1]))
+    return scan
 
 
 def _dense_rows(X):
@@ -332,6 +373,9 @@ class _BasePartitioner(OwnInitName, BaseEstimator):
         ((5, 2), True)
         """
         check_is_fitted(self)
+        if (not isinstance(n_nearest, numbers.Integral) or isinstance(n_nearest, bool)
+                or n_nearest < 1):
+            raise ValueError(f"n_nearest must be a positive integer, got {n_nearest!r}")
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
         check_magnitude(X)
         storage = getattr(self, "_storage", "as_is")
@@ -385,6 +429,11 @@ class _BasePartitioner(OwnInitName, BaseEstimator):
         local, centers = self._partition_sharded(comm, X, rng, n, offset)
         _check_distinct(self, centers)
         labels = np.concatenate(comm.Allgatherv(np.asarray(local, dtype=np.int64)))
+        sizes = np.bincount(labels, minlength=centers.shape[0])
+        if np.any(sizes == 0):  # (all rows' labels: the same error on every rank)
+            raise ValueError(f"{type(self).__name__}.fit_sharded: partitions "
+                             f"{np.flatnonzero(sizes == 0).tolist()} are empty: "
+                             f"{self._empty_hint()}")
         #: owner rank of every partition, when the partitioner fixes it
         self.owners_ = self._owners
         #: True when every row is already on the rank that owns its partition
@@ -402,6 +451,10 @@ class _BasePartitioner(OwnInitName, BaseEstimator):
 
     def _partition_sharded(self, comm, X, rng, n, offset):
         raise NotImplementedError
+
+    def _empty_hint(self):
+        """What to change when a sharded fit left a partition without rows."""
+        return "use fewer partitions or give every rank more rows"
 
     def _means_sharded(self, comm, X, labels, centers):
         from ._distributed import partition_means as dist_means
@@ -729,14 +782,15 @@ class _KMeansBasedBalanced(KMeansPartitioner):
         """K-means centres, those that collapsed onto another replaced by
         distinct samples (balanced partitions need all P)."""
         return _make_distinct(self._kmeans(X, rng), _dense_rows(X), X.shape[0], rng,
-                              type(self).__name__)
+                              type(self).__name__, lambda seen, need: _scan_distinct(X, seen,
+                                                                                    need))
 
     def _distinct_kmeans_sharded(self, comm, X, rng, n):
         from ._distributed import gather_rows
 
         return _make_distinct(self._kmeans_sharded(comm, X, rng),
                               lambda index: gather_rows(comm, X, index), n, rng,
-                              type(self).__name__)
+                              type(self).__name__, _scan_sharded(comm, X))
 
 
 class KBalancePartitioner(_KMeansBasedBalanced):
@@ -832,6 +886,14 @@ class KBalancePartitioner(_KMeansBasedBalanced):
             labels = local_capacity_assign(D, regret=self.assign_order == "regret")
         return labels, self._means_sharded(comm, X, labels, centers)
 
+    def _empty_hint(self):
+        if self.sharded_assign == "local":
+            return ("with sharded_assign='local' every rank gives each centre at most its "
+                    "own share of its rows, and shards smaller than n_partitions leave some "
+                    "centre without rows; use sharded_assign='exact', fewer partitions or "
+                    "larger shards")
+        return super()._empty_hint()
+
     def _partition(self, X, rng):
         centers = self._distinct_kmeans(X, rng)
         D = squared_distances(X, centers)
@@ -905,7 +967,8 @@ class FCFSPartitioner(_BasePartitioner):
         fetch = _dense_rows(X)
         centers = _make_distinct(fetch(rng.choice(X.shape[0], self.n_partitions,
                                                   replace=False)),
-                                 fetch, X.shape[0], rng, type(self).__name__)
+                                 fetch, X.shape[0], rng, type(self).__name__,
+                                 lambda seen, need: _scan_distinct(X, seen, need))
         self.initial_centers_ = centers
         return self._assign_fcfs(X, centers)
 
@@ -917,7 +980,7 @@ class FCFSPartitioner(_BasePartitioner):
             return gather_rows(comm, X, index)
 
         centers = _make_distinct(fetch(rng.choice(n, self.n_partitions, replace=False)),
-                                 fetch, n, rng, type(self).__name__)
+                                 fetch, n, rng, type(self).__name__, _scan_sharded(comm, X))
         self.initial_centers_ = centers
         D = squared_distances(X, centers)
         stats = {}

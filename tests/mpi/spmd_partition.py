@@ -93,6 +93,40 @@ for _ in range(2):
     est.fit(Xc if rank == 0 else None, yc if rank == 0 else None)
 cases.append({"check": "seed-instance", "equal": True})
 
+# rare distinct rows among many duplicates (7 distinct of 5,000, most ranks
+# holding zeros only): the K-means sample and the random draws for distinct
+# centres missed them; a pass over every rank's rows finds them, as serially
+from cakernels.partition import BKMPartitioner, KBalancePartitioner  # noqa: E402
+
+Xr = np.zeros((5000, 3))
+rr = np.random.RandomState(3)
+Xr[rr.choice(5000, 6, replace=False)] = rr.randn(6, 3)
+lo, hi = shard_bounds(5000, 5)
+for cls in (KBalancePartitioner, BKMPartitioner):
+    sharded = cls(4, random_state=0).fit_sharded(comm, Xr[lo:hi])
+    rows = {r.tobytes() for r in Xr}
+    cases.append({"check": "rare-distinct", "sizes": sharded.sizes_.tolist(),
+                  "equal": sharded.sizes_.tolist() == [1250] * 4 and len(
+                      {c.tobytes() for c in sharded.centers_}) == 4})
+
+# sharded_assign='local' with shards smaller than n_partitions: a partition
+# without rows (a NaN centre that assign chose for every row) is one clear
+# error on every rank (4 ranks: shards of 3, 3, 2 and 2 rows of a 3 x 3 grid,
+# 9 partitions; other rank counts fit the same 10 rows)
+rs = np.random.RandomState(4)
+cuts = np.r_[0, np.cumsum(rs.randint(1, 4, size=4))]  # [0, 3, 6, 8, 10]
+Xs = rs.randint(0, 3, size=(10, 2)).astype(float)
+lo, hi = (cuts[rank], cuts[rank + 1]) if R == 4 else (0, 10) if rank == 0 else (0, 0)
+try:
+    KBalancePartitioner(9, sharded_assign="local", init="random", random_state=4).fit_sharded(
+        comm, Xs[lo:hi])
+    error = None
+except ValueError as exc:
+    error = str(exc)
+errors = comm.allgather(error)
+cases.append({"check": "local-empty", "errors": errors,
+              "equal": len(set(errors)) == 1 and (R == 4) == (errors[0] is not None)})
+
 if rank == 0:
     for c in cases:
         print(json.dumps(c), flush=True)
