@@ -457,7 +457,9 @@ def test_scores_are_the_same_bits_for_any_thread_count(monkeypatch, cls, cv, sol
 
 @pytest.mark.parametrize("bad", [dict(sigmas=[]), dict(sigmas=[1.0, -1.0]),
                                  dict(sigmas=[np.nan]), dict(lams=[1e-3, 1e-3]),
-                                 dict(lams=[-1e-3]), dict(lams=[np.inf])])
+                                 dict(lams=[-1e-3]), dict(lams=[np.inf]),
+                                 dict(sigmas=["1.0"]), dict(lams=[None]),
+                                 dict(sigmas=np.array(["1.0"]))])
 def test_bad_grids_are_value_errors(bad):
     X, y = _data(n=60)
     kw = dict(n_partitions=2, sigmas=[1.0], lams=[1e-3], cv=3)
@@ -717,6 +719,15 @@ def test_svm_search_format_errors_and_front_doors():
                 dict(Cs=[1.0, 1.0])):
         with pytest.raises(ValueError, match="Cs|gammas"):
             CASVCCV(n_partitions=2, cv=2, **{"Cs": [1.0], **bad}).fit(X, y)
+    # strings were parsed ('1.0', which CASVC refuses) and None was "NaN"
+    for bad, shown in ((dict(Cs=["1.0", "10"]), "'1.0'"), (dict(Cs=[None]), "None"),
+                       (dict(gammas=[None]), "None")):
+        with pytest.raises(ValueError, match=f"(Cs|gammas) must hold real numbers, got {shown}"):
+            CASVCCV(n_partitions=2, cv=2, **{"Cs": [1.0], **bad}).fit(X, y)
+    # numpy numbers and arrays of them are numbers
+    ok = CASVCCV(n_partitions=2, cv=2, Cs=np.array([1, 10]), gammas=[np.float32(0.5)],
+                 random_state=0).fit(X, y)
+    assert ok.best_params_["C"] in (1.0, 10.0)
     with pytest.raises(ValueError, match="classes"):
         CASVCCV(n_partitions=2, cv=2).fit(X, np.zeros(len(y)))
     # the estimators' class_weight error (was "sample_weight must be non-negative")
@@ -727,6 +738,26 @@ def test_svm_search_format_errors_and_front_doors():
     w[:10] = 3.0
     weighted = CASVCCV(n_partitions=2, Cs=[1.0], cv=2, random_state=0).fit(X, y, w)
     assert weighted.best_estimator_.n_partitions == 2
+
+
+def test_sigmoid_kernel_is_never_warm_started():
+    # the indefinite sigmoid kernel's dual has several stationary points: warm
+    # started, the score of C=100 depended on the other Cs of the grid (12 of
+    # 100 validation rows) and differed from refits
+    X, y = make_classification(n_samples=300, n_features=6, n_informative=4, random_state=1)
+    X = (X - X.mean(0)) / X.std(0)
+    kw = dict(n_partitions=2, gammas=[0.2], kernel="sigmoid", cv=3, random_state=0,
+              refit=False)
+    cold = CASVCCV(Cs=[100.0], warm_start=False, **kw).fit(X, y)
+    for grid in ([100.0], [0.1, 1.0, 10.0, 100.0]):
+        warm = CASVCCV(Cs=grid, **kw).fit(X, y)
+        assert warm.fit_stats_["warm_start"] is False
+        i = [p["C"] for p in warm.cv_results_["params"]].index(100.0)
+        for f in range(3):
+            assert warm.cv_results_[f"split{f}_test_score"][i] == \
+                cold.cv_results_[f"split{f}_test_score"][0]
+    rbf = CASVCCV(Cs=[1.0, 10.0], **{**kw, "kernel": "rbf"}).fit(X, y)
+    assert rbf.fit_stats_["warm_start"] is True
 
 
 def test_int_cv_folds_are_not_the_random_partitions():

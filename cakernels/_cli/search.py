@@ -207,6 +207,7 @@ def _make_search(args, method, task, cv, backend):
                  n_jobs=args.n_jobs, random_state=args.random_state, verbose=not args.quiet,
                  scoring=args.scoring, **params)
     search._validate_params()
+    search._grid()  # a bad grid is the error, before the kernel-width note reads it
     return search
 
 

@@ -34,6 +34,16 @@ def check_grid(name, values, *, allow_zero=False):
         raise ValueError(f"{name} must be a non-empty sequence of numbers, got {values!r}")
     if isinstance(values, numbers.Real):
         values = [values]
+    if not (isinstance(values, np.ndarray) and values.dtype.kind in "biuf"):
+        # np.array(..., float64) parses '1.0' and makes None NaN: the estimators
+        # take numbers only
+        try:
+            items = np.asarray(values, dtype=object).ravel().tolist()
+        except (TypeError, ValueError):
+            items = []
+        bad = [v for v in items if not isinstance(v, numbers.Real)]
+        if bad:
+            raise ValueError(f"{name} must hold real numbers, got {bad[0]!r}")
     try:
         arr = np.array(values, dtype=np.float64)
     except (TypeError, ValueError) as exc:
