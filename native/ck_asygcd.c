@@ -1172,15 +1172,14 @@ static ck_status ck_agcd_worker_init(ck_agcd_worker *w,
         if (w->gbar == NULL)
             return CK_ERR_NOMEM;
     }
-    if (p->X->dense == NULL)
-        w->work = (double *)calloc((size_t)(p->X->n_cols > 0 ? p->X->n_cols
-                                                             : 1),
-                                   sizeof(double));
+    /* CSR scratch (T of them at most at a time; too wide: merged dots) */
+    if (ck_csr_scratch(p->X, T))
+        w->work = (double *)calloc((size_t)p->X->n_cols, sizeof(double));
     if (w->rows == NULL || w->ry == NULL || w->rsq == NULL || w->a == NULL ||
         w->u == NULL || w->qd == NULL || w->g == NULL || w->s1 == NULL ||
         w->s2 == NULL || w->alpha_all == NULL || w->pairs == NULL ||
         w->scratch == NULL ||
-        (p->X->dense == NULL && w->work == NULL))
+        (ck_csr_scratch(p->X, T) && w->work == NULL))
         return CK_ERR_NOMEM;
     m = 0;
     for (b = tid; b < T; b += nt) {

@@ -85,14 +85,24 @@ ck_status ck_kernel_diag(const ck_kparams *kp, const double *sq, int64_t n,
  *     out[j] = yi * row_y[j] * (K(x_i, x_rows[j]) + kp->shift),  j < len,
  * with row_sq[j] = |x_rows[j]|^2 and sqi = |x_i|^2 (both used by RBF only,
  * from ck_matrix_sqnorms).  Single-threaded.  `work` is scratch space of
- * X->n_cols doubles, all zero on entry and on return (CSR only; may be NULL
- * for dense X).  The values equal ck_kernel_from_gram applied to the same
- * dot products, bit for bit, whatever the row list.
+ * X->n_cols doubles, all zero on entry and on return (CSR: x_i is scattered
+ * into it; NULL for dense X, and for CSR rows too wide for a scratch per
+ * thread, see ck_csr_scratch, whose dot products then merge the sorted
+ * indices: the same products in the same order, the same bits).  The values
+ * equal ck_kernel_from_gram applied to the same dot products, bit for bit,
+ * whatever the row list.
  */
 ck_status ck_q_row(const ck_matrix *X, const ck_kparams *kp, int64_t i,
                    double yi, double sqi, const int64_t *rows,
                    const double *row_y, const double *row_sq, int64_t len,
                    double *out, double *work);
+
+/* Most doubles of CSR scratch (n_cols per thread) a solve allocates: 64 MiB;
+ * wider rows (hashed features, up to 2^31 columns) merge sorted indices */
+#define CK_CSR_SCRATCH_MAX_DOUBLES ((int64_t)1 << 23)
+
+/* Whether a CSR solve on T threads takes a scratch of n_cols doubles each */
+int ck_csr_scratch(const ck_matrix *X, int T);
 
 /*
  * A feature-major copy of the rows `rows[0 .. m)` of X:

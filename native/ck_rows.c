@@ -7,7 +7,9 @@
  * depend on the blocking).  CSR rows scatter x_i into a dense scratch
  * vector once and then gather along each row's stored entries, again in
  * increasing column order: the products skipped are exact zeros, so CSR and
- * dense give the same bits.
+ * dense give the same bits.  Rows too wide for a scratch per thread
+ * (ck_csr_scratch) merge the two rows' sorted indices instead, with the
+ * same sums.
  *
  * A feature-major copy of a row subset (ck_fmajor) turns a kernel row into
  * one contiguous, vectorised axpy per nonzero feature of x_i; the Asy-GCD
@@ -40,6 +42,12 @@ ck_status ck_matrix_check(const ck_matrix *X)
         return CK_ERR_ARG;
     if (X->indptr[X->n_rows] > 0 && (X->indices == NULL || X->values == NULL))
         return CK_ERR_ARG;
+    /* the row pointers first: 0 = indptr[0] <= ... <= indptr[n_rows] (the
+     * caller's nnz), so that no row's scan below leaves the arrays */
+    for (i = 0; i < X->n_rows; ++i) {
+        if (X->indptr[i + 1] < X->indptr[i])
+            return CK_ERR_ARG;
+    }
     for (i = 0; i < X->n_rows; ++i) {
         const int64_t lo = X->indptr[i], hi = X->indptr[i + 1];
         int64_t k, last = -1;
@@ -176,13 +184,55 @@ static void ck_dots_dense(const double *X, int64_t d, int64_t i,
     }
 }
 
-/* out[j] = <x_i, x_rows[j]> for CSR X; work: n_cols zeros in and out */
+int ck_csr_scratch(const ck_matrix *X, int T)
+{
+    return X->dense == NULL && X->n_cols > 0 && T >= 1 &&
+           X->n_cols <= CK_CSR_SCRATCH_MAX_DOUBLES / T;
+}
+
+/* out[j] = <x_i, x_rows[j]> for CSR X without scratch: the stored indices of
+ * both rows merged (sorted and unique within rows, ck_matrix_check), the
+ * products summed in row j's column order as ck_dots_csr does (the zero
+ * products it adds leave a sum that is never -0 unchanged) */
+static void ck_dots_csr_merge(const ck_matrix *X, int64_t i, const int64_t *rows,
+                              int64_t len, double *out)
+{
+    const int64_t *indptr = X->indptr, *ind = X->indices;
+    const double *val = X->values;
+    const int64_t a0 = indptr[i], a1 = indptr[i + 1];
+    int64_t j;
+    for (j = 0; j < len; ++j) {
+        const int64_t r = rows[j];
+        int64_t a = a0, b = indptr[r];
+        const int64_t b1 = indptr[r + 1];
+        double s = 0.0;
+        while (a < a1 && b < b1) {
+            if (ind[a] == ind[b]) {
+                s += val[a] * val[b];
+                ++a;
+                ++b;
+            } else if (ind[a] < ind[b]) {
+                ++a;
+            } else {
+                ++b;
+            }
+        }
+        out[j] = s;
+    }
+}
+
+/* out[j] = <x_i, x_rows[j]> for CSR X; work: n_cols zeros in and out (NULL:
+ * ck_dots_csr_merge) */
 static void ck_dots_csr(const ck_matrix *X, int64_t i, const int64_t *rows,
                         int64_t len, double *out, double *work)
 {
     const int64_t *indptr = X->indptr, *ind = X->indices;
     const double *val = X->values;
     int64_t j, k;
+    if (work == NULL) {
+        ck_dots_csr_merge(X, i, rows, len, out);
+        return;
+    }
     for (k = indptr[i]; k < indptr[i + 1]; ++k)
         work[ind[k]] = val[k];
     for (j = 0; j < len; ++j) {

@@ -871,17 +871,16 @@ ck_status ck_smo_solve_ex(const ck_matrix *X, const double *y,
     s->QD = (double *)malloc((size_t)n * sizeof(double));
     s->sq = (double *)malloc((size_t)n * sizeof(double));
     s->perm = (int64_t *)malloc((size_t)n * sizeof(int64_t));
-    if (X->dense == NULL) /* CSR scratch, one per thread of the team */
+    if (ck_csr_scratch(X, s->team.T)) /* CSR scratch, one per thread */
         s->cols.work = (double *)calloc(
-            (size_t)s->team.T * (size_t)(X->n_cols > 0 ? X->n_cols : 1),
-            sizeof(double));
+            (size_t)s->team.T * (size_t)X->n_cols, sizeof(double));
     s->pairs = (int64_t *)malloc((size_t)n * 2 * sizeof(int64_t));
     s->sel_v = (double *)malloc((size_t)n * sizeof(double));
     s->sel_obj = (double *)malloc((size_t)n * sizeof(double));
     if (s->sel_v == NULL || s->sel_obj == NULL || s->y == NULL || s->upper == NULL || s->alpha == NULL ||
         s->G == NULL || s->G_bar == NULL || s->QD == NULL || s->sq == NULL ||
         s->perm == NULL || s->pairs == NULL ||
-        (X->dense == NULL && s->cols.work == NULL)) {
+        (ck_csr_scratch(X, s->team.T) && s->cols.work == NULL)) {
         st = CK_ERR_NOMEM;
         goto cleanup;
     }

@@ -567,3 +567,98 @@ def test_csr_equals_dense_bit_for_bit(kernel):
     assert rs["objective"] == pytest.approx(
         dual_objective(kernel_matrix(X, X, kernel, 0.2, 2, 0.5), y, svc_alpha(ref, 250)),
         rel=1e-3)
+
+
+@pytest.mark.parametrize("solver", ["smo", "asygcd"])
+def test_wide_csr_rows_merge_their_dots_with_the_same_bits(solver):
+    # a scratch of n_features doubles per thread: 2^31 - 1 hashed features and
+    # 2 threads were a MemoryError (32 GiB) where one thread fitted; rows wider
+    # than the scratch budget merge their sorted indices, with the same
+    # products in the same order
+    import scipy.sparse as sp
+
+    from cakernels._solvers.asygcd import asygcd_fit
+
+    X, y = make_classification(n_samples=120, n_features=40, random_state=2)
+    y = 2.0 * y - 1.0
+    X[np.random.default_rng(1).random(X.shape) < 0.7] = 0.0
+    narrow = sp.csr_matrix(X)
+    fit = smo_fit if solver == "smo" else asygcd_fit
+    kw = dict(kernel="rbf", gamma=0.05, cache_size=1.0)
+    if solver == "asygcd":
+        kw.update(random_state=0, min_rows_per_thread=1, feature_major=False)
+    # 2^22 + 1: a scratch for one thread, merged on 2 or 5
+    for n_features in (2**22 + 1, 2**31 - 1):
+        wide = sp.csr_matrix((narrow.data, narrow.indices.astype(np.int64)
+                              * ((n_features - 1) // 40), narrow.indptr),
+                             shape=(120, n_features))
+        # (Asy-GCD: one thread, whose solution alone is the same bits for
+        # every storage; its K-means blocks of several threads depend on it)
+        for n_threads in (1, 2, 5) if solver == "smo" else (1,):
+            ref = fit(narrow, y, 3.0, n_threads=n_threads, **kw)
+            got = fit(wide, y, 3.0, n_threads=n_threads, **kw)
+            np.testing.assert_array_equal(got["alpha"], ref["alpha"])
+            assert got["objective"] == ref["objective"]
+
+
+def test_asygcd_blocks_of_very_wide_data_are_a_clear_memory_error(monkeypatch):
+    # the K-means of several threads' blocks holds dense centres: 2^31 hashed
+    # features were numpy's "Unable to allocate 32.0 GiB"
+    import scipy.sparse as sp
+
+    import cakernels._memory as memory
+    from cakernels._solvers.asygcd import asygcd_fit
+
+    monkeypatch.setattr(memory, "available_bytes", lambda: 2**32)
+    idx = np.arange(1000).reshape(100, 10) * 2_000_000
+    X = sp.csr_matrix((np.ones(1000), idx.ravel(), np.arange(0, 1001, 10)),
+                      shape=(100, 2**31 - 1))
+    y = np.r_[np.ones(50), -np.ones(50)]
+    with pytest.raises(MemoryError, match="dense centres of 2,147,483,647 features.*n_threads=1"):
+        asygcd_fit(X, y, 1.0, gamma=0.1, n_threads=2, min_rows_per_thread=1)
+    assert asygcd_fit(X, y, 1.0, gamma=0.1, n_threads=1)["converged"]
+
+
+def test_csr_scratch_size_never_wraps():
+    # n_features near 2^64 / 5: 5 threads' scratch size wrapped around size_t
+    # to 32 bytes, indexed up to feature 10^9 (a heap overflow)
+    import scipy.sparse as sp
+
+    X = sp.csr_matrix((np.array([1.0, 2.0, 1.0, -1.0]), np.array([0, 10**9, 1, 10**9]),
+                       np.array([0, 2, 4])), shape=(2, -(-2**64 // 5)))
+    Xs = sp.csr_matrix((X.data, np.array([0, 2, 1, 2]), X.indptr), shape=(2, 3))
+    y = np.array([-1.0, 1.0])
+    for n_threads in (1, 5):
+        got = smo_fit(X, y, 1.0, gamma=0.1, n_threads=n_threads)
+        ref = smo_fit(Xs, y, 1.0, gamma=0.1, n_threads=n_threads)
+        np.testing.assert_array_equal(got["alpha"], ref["alpha"])
+
+
+def test_csr_row_pointers_are_checked_before_the_rows():
+    import scipy.sparse as sp
+
+    from cakernels._solvers.asygcd import asygcd_fit
+
+    y = np.array([-1.0, 1.0])
+    # the native check walked row 0 to indptr[1] = nnz + 88 before seeing that
+    # indptr decreases (out of bounds; AddressSanitizer in CI sees the read)
+    nnz = 16
+    X = (np.ones(nnz), np.arange(nnz, dtype=np.int64), np.array([0, nnz + 88, nnz]), 100)
+    with pytest.raises(ValueError, match="indptr must start at 0 and not decrease"):
+        _native.smo_solve(X, y, np.ones(2), np.zeros(2), 1, 0.1, 0.0, 3.0, 1e-3, 100, 1.0)
+    # SciPy's sum_duplicates aborted the process on such a matrix
+    bad = sp.csr_matrix((np.ones(nnz), np.arange(nnz), np.array([0, nnz + 88, nnz])),
+                        shape=(2, 100))
+    for fit in (smo_fit, asygcd_fit):
+        with pytest.raises(ValueError, match="invalid CSR matrix: indptr"):
+            fit(bad, y, 1.0, gamma=0.1)
+
+
+def test_a_kernel_diagonal_that_overflows_is_named():
+    # the solvers refuse it as an invalid argument: was "infeasible warm start"
+    from cakernels._solvers.asygcd import asygcd_fit
+
+    X, y = dataset("classification")
+    for fit in (smo_fit, asygcd_fit):
+        with pytest.raises(FloatingPointError, match="kernel values overflow float64"):
+            fit(X, y, 1.0, kernel="poly", gamma=1e200)

@@ -56,9 +56,9 @@ import scipy.sparse as sp
 from sklearn.cluster import kmeans_plusplus
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
-from .. import _native
+from .. import _memory, _native
 from ..backends import blas_limits, threads_available
-from .smo import check_dual_problem, native_matrix
+from .smo import check_dual_problem, kernel_errors_named, native_matrix
 from .._kernels import _KIND, resolve_gamma
 from ..partition import (
     _Capacity,
@@ -129,6 +129,16 @@ def variable_blocks(X, n_threads, random_state=None):
     if n <= n_threads:
         # fewer variables than threads: one variable per block, some empty
         return rng.permutation(n_threads)[:n].astype(np.int64)
+    # K-means' centres are dense (k-means++ and Lloyd hold a few copies): a
+    # clear error where hashed features (2^31 columns) would not fit
+    need = 4 * 8.0 * n_threads * X.shape[1]
+    avail = _memory.shortfall(need)
+    if avail is not None:
+        raise MemoryError(
+            f"Asy-GCD's {n_threads} blocks of variables are a K-means with dense centres "
+            f"of {X.shape[1]:,} features: about {_memory.fmt_bytes(need)}, but only "
+            f"{_memory.fmt_bytes(avail)} are available; use one thread (n_threads=1) or "
+            "drop unused feature columns")
     # the blocks of one canonical storage, as the partitioners compute
     X = to_partition_storage(X, partition_storage(X))
     n_sub = min(n, 20 * n_threads * 50)
@@ -347,16 +357,17 @@ def asygcd_fit(X, y, C, *, sample_weight=None, kernel="rbf", gamma="scale",
             seed = int(rng.randint(np.iinfo(np.int32).max))
         ak = np.ascontiguousarray(alpha[keep])
         yk = np.ascontiguousarray(y[keep])
-        objective, n_updates, converged, grad_k, *stats = _native.asygcd_solve(
-            native_matrix(Xk), yk, np.ascontiguousarray(upper[keep]),
-            block, ak, _KIND[kernel], float(g), float(coef0), float(degree),
-            n_threads, selection == "greedy", seed, float(tol), budget,
-            float(cache_size),
-            shrinking=bool(shrinking),
-            shift=shift,
-            feature_major=bool(feature_major),
-            return_stats=bool(return_stats),
-            page_doubles=int(page_size or 0))
+        with kernel_errors_named(X, keep, kernel, g, degree, coef0):
+            objective, n_updates, converged, grad_k, *stats = _native.asygcd_solve(
+                native_matrix(Xk), yk, np.ascontiguousarray(upper[keep]),
+                block, ak, _KIND[kernel], float(g), float(coef0), float(degree),
+                n_threads, selection == "greedy", seed, float(tol), budget,
+                float(cache_size),
+                shrinking=bool(shrinking),
+                shift=shift,
+                feature_major=bool(feature_major),
+                return_stats=bool(return_stats),
+                page_doubles=int(page_size or 0))
         intercept = float(shift * np.dot(ak, yk))
     alpha = np.zeros(X.shape[0])
     alpha[keep] = ak

@@ -10,6 +10,7 @@ LIBSVM (:class:`sklearn.svm.SVC`) solves, by LIBSVM's algorithm (second-order
 working-set selection, kernel column cache, shrinking).
 """
 
+import contextlib
 import warnings
 
 import numpy as np
@@ -22,6 +23,20 @@ from .._kernels import _KIND, resolve_gamma
 __all__ = ["smo_fit", "check_dual_problem", "native_matrix"]
 
 
+def check_csr_pointers(X):
+    """``X`` (CSR) when its row pointers are valid, else ``ValueError``: SciPy's
+    ``sum_duplicates`` (and anything that sorts the indices) writes out of
+    bounds and aborts the process on row pointers that decrease or pass the
+    stored entries."""
+    p = X.indptr
+    if (p.size != X.shape[0] + 1 or p[0] != 0 or p[-1] > min(X.indices.size, X.data.size)
+            or np.any(p[1:] < p[:-1])):
+        raise ValueError("invalid CSR matrix: indptr must start at 0, never decrease and "
+                         "end within the stored entries (X.check_format(full_check=True) "
+                         "says more)")
+    return X
+
+
 def native_matrix(X):
     """``X`` in the form the native solvers take.
 
@@ -32,7 +47,7 @@ def native_matrix(X):
     """
     if not sp.issparse(X):
         return np.ascontiguousarray(X, dtype=np.float64)
-    X = sp.csr_matrix(X, dtype=np.float64, copy=True)
+    X = check_csr_pointers(sp.csr_matrix(X, dtype=np.float64, copy=True))
     X.sum_duplicates()  # also sorts the indices
     return (np.ascontiguousarray(X.data, dtype=np.float64),
             np.ascontiguousarray(X.indices, dtype=np.int64),
@@ -50,7 +65,7 @@ def check_dual_problem(X, y, C, *, kernel, tol, sample_weight=None, class_weight
     scikit-learn) and the warm start (zeros by default).
     """
     if sp.issparse(X):
-        X = sp.csr_matrix(X, dtype=np.float64)
+        X = check_csr_pointers(sp.csr_matrix(X, dtype=np.float64))
         if not np.all(np.isfinite(X.data)):
             raise ValueError("X must not contain NaN or infinity")
     else:
@@ -108,6 +123,22 @@ def check_dual_problem(X, y, C, *, kernel, tol, sample_weight=None, class_weight
         alpha[:] = a0
 
     return X, y, upper, keep, alpha
+
+
+@contextlib.contextmanager
+def kernel_errors_named(X, keep, kernel, gamma, degree, coef0):
+    """Name the cause when a native solve refuses its problem: the solvers
+    report a non-finite kernel diagonal (a polynomial kernel overflowing, rows
+    whose norms overflow) as an invalid argument, which the checks here then
+    explain; only on failure, so that a solve pays nothing for them."""
+    try:
+        yield
+    except ValueError:
+        from .._kernels import check_kernel_diagonal, check_magnitude
+
+        rows = X if keep.all() else X[keep]
+        check_kernel_diagonal(check_magnitude(rows), kernel, float(gamma), degree, coef0)
+        raise
 
 
 #: LIBSVM's iteration limit per variable (``max(10000000, 100*l)`` in its
@@ -218,12 +249,13 @@ def smo_fit(X, y, C, *, sample_weight=None, class_weight_vector=None,
     Xk = native_matrix(X if keep.all() else X[keep])
     ak = np.ascontiguousarray(alpha[keep])
     budget = int(max_iter) if max_iter > 0 else default_max_iter(ak.size)
-    rho, objective, n_iter, converged, stats = _native.smo_solve(
-        Xk, np.ascontiguousarray(y[keep]), np.ascontiguousarray(upper[keep]),
-        ak, _KIND[kernel], float(g), float(coef0), float(degree), float(tol),
-        budget, float(cache_size), n_threads=n_threads, min_work=min_work,
-        collapse_at=int(collapse_at or 0), return_stats=True,
-        page_doubles=int(page_size or 0))
+    with kernel_errors_named(X, keep, kernel, g, degree, coef0):
+        rho, objective, n_iter, converged, stats = _native.smo_solve(
+            Xk, np.ascontiguousarray(y[keep]), np.ascontiguousarray(upper[keep]),
+            ak, _KIND[kernel], float(g), float(coef0), float(degree), float(tol),
+            budget, float(cache_size), n_threads=n_threads, min_work=min_work,
+            collapse_at=int(collapse_at or 0), return_stats=True,
+            page_doubles=int(page_size or 0))
     alpha = np.zeros(X.shape[0])
     alpha[keep] = ak
     if not converged:
