@@ -267,7 +267,12 @@ class DKRR(RegressorMixin, BaseEstimator):
                                         w is not None))
                 if len({(m[0], m[1], m[2]) for m in metas}) > 1:
                     raise CollectiveError("the shards differ in their number of features, storage "
-                                     "or target shape")
+                                          "or target shape")
+                names = [None if m[3] is None else list(m[3]) for m in metas]
+                for r, n in enumerate(names):  # as the partitioned estimators' check
+                    if n != names[0]:
+                        raise CollectiveError(f"the shards have different feature names "
+                                              f"(rank 0 and rank {r})")
                 if len({m[4] for m in metas}) > 1:
                     raise CollectiveError("sample_weight must be given on every rank (each its "
                                           "own rows' weights) or on none")

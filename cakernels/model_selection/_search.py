@@ -186,6 +186,42 @@ class _PartitionedSearchCV(PartitionedEstimator):
         kw = {} if sample_weight is None else {"sample_weight": sample_weight}
         return float(self.scorer_(self._best(), X, y, **kw))
 
+    @available_if(lambda self: _refit_check(self, "predict_sharded"))
+    def predict_sharded(self, X, comm=None):
+        """``best_estimator_``'s collective prediction of a test set sharded over
+        MPI ranks (see the estimator's ``predict_sharded``; needs
+        ``refit=True``).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_local, n_features)
+        comm : mpi4py.MPI.Comm, default=None
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_local,) or (n_local, n_targets)
+        """
+        return self._best().predict_sharded(X, comm)
+
+    @available_if(lambda self: _refit_check(self, "score_sharded"))
+    def score_sharded(self, X, y, sample_weight=None, comm=None):
+        """``best_estimator_``'s collective score of a test set sharded over MPI
+        ranks: accuracy or R^2, as the estimator's ``score_sharded`` (not the
+        search's ``scoring``, which :meth:`score` uses).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_local, n_features)
+        y : array-like of shape (n_local,) or (n_local, n_targets)
+        sample_weight : array-like of shape (n_local,), default=None
+        comm : mpi4py.MPI.Comm, default=None
+
+        Returns
+        -------
+        score : float
+        """
+        return self._best().score_sharded(X, y, sample_weight, comm)
+
     def _best(self):
         check_is_fitted(self, "cv_results_")
         if not hasattr(self, "best_estimator_"):

@@ -50,10 +50,10 @@ class _FullModelSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
         super().__setstate__(state)
 
     # ------------------------------------------------------------------ predict
-    def _check_X(self, X):
+    def _check_X(self, X, allow_empty=False):
         check_is_fitted(self)
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, order="C",
-                          reset=False)
+                          reset=False, ensure_min_samples=0 if allow_empty else 1)
         check_magnitude(X)  # as fit: an overflowing row would give a silent constant
         return self._as_fit_format(X)
 
@@ -84,7 +84,11 @@ class _FullModelSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
         -------
         y_pred : ndarray of shape (n_samples,)
         """
-        X = self._check_X(X)
+        return self._predict_rows(self._check_X(X))
+
+    def _predict_rows(self, X):
+        if X.shape[0] == 0:  # a rank without test rows in a collective prediction
+            return np.empty(0, dtype=self.classes_.dtype)
         if self.break_ties and self.classes_.size > 2:
             return self.classes_[np.argmax(self._decision(X), axis=1)]
         return self._predict_checked(X)
@@ -101,7 +105,7 @@ class _FullModelSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
 
     def _predict(self, X, session=None):
         # the final model is complete on every rank: nothing to route between ranks
-        return self.predict(X)
+        return self._predict_rows(self._check_X(X, allow_empty=session is not None))
 
     @property
     def n_support_total_(self):

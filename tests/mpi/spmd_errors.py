@@ -82,6 +82,30 @@ def run():
         import scipy.sparse as sp
 
         BKMSVC(4, backend=sharded).fit(sp.csr_matrix(Xs) if rank == bad else Xs, ys)
+    elif case == "predict-features":        # collective prediction: bad test rows on one rank
+        from cakernels import DCSVC
+
+        for est in (CASVC(4, backend=sharded).fit(Xs, ys), DCSVC(4).fit(X, y)):
+            try:
+                est.predict_sharded(Xs[:, :4] if rank == bad else Xs)
+            except ValueError as exc:
+                last = exc
+            else:
+                raise AssertionError("no error")
+        raise last
+    elif case == "score-short-y":           # collective score: a y one row short on one rank
+        from cakernels import BKRR2
+
+        est = BKRR2(4, backend=sharded).fit(Xs, ys.astype(float))
+        est.score_sharded(Xs, ys[:-1] if rank == bad else ys)
+    elif case == "dkrr-names":              # DKRR: one shard's columns in another order
+        import pandas as pd
+
+        from cakernels import DKRR
+
+        cols = ["e", "d", "c", "b", "a"] if rank == bad else ["a", "b", "c", "d", "e"]
+        DKRR(sigma=2.0, lam=1e-3, backend=sharded).fit(
+            pd.DataFrame(Xs[:, ::-1] if rank == bad else Xs, columns=cols), ys.astype(float))
     elif case == "root-inf":                # root mode: bad data on rank 0
         Xr = X.copy()
         Xr[3, 1] = np.inf
