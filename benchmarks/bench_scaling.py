@@ -451,9 +451,13 @@ def main():
               common.pass_miss(curves[(net_name, name, "weak")][p64] >= 0.92)]
              for net_name in ("measured network", "pessimistic network")
              for name in ("CASVC", "BKRR2", "BKRR2-local")]
-    goals.append(["DKRR collapses (weak efficiency at P=64 below 5%, Table 3.3: 0.3%)",
-                  f"{100 * curves[('measured network', 'DKRR', 'weak')][p64]:.2g}%",
-                  common.pass_miss(curves[("measured network", "DKRR", "weak")][p64] < 0.05)])
+    # Table 3.3 scales 16x (4 to 64 partitions: 0.32%); P=16 is the same scale-up here
+    p16 = MODEL_P.index(16)
+    dkrr = curves[("measured network", "DKRR", "weak")]
+    goals.append(["DKRR collapses (weak efficiency at P=64 below 5%; at the 16x scale-up of "
+                  "Table 3.3, P=16, next to its 0.32%)",
+                  f"{100 * dkrr[p64]:.2g}% (P=16: {100 * dkrr[p16]:.2g}%)",
+                  common.pass_miss(dkrr[p64] < 0.05)])
     report.table("Goals", ["goal", "model", "status"], goals)
     _plot(curves, args.plot, measured, report, names)
     report.write(args.out)

@@ -493,8 +493,18 @@ class PartitionedEstimator(OwnInitName, BaseEstimator):
 
     def _get_partitioner(self):
         spec = getattr(self, "partitioner", self._default_partitioner)
-        return make_partitioner(spec, self.n_partitions, self.random_state,
+        part = make_partitioner(spec, self.n_partitions, self.random_state,
                                 getattr(self, "halo", 0.0))
+        if isinstance(spec, str) and not self._routes_by_centre() and \
+                "distinct_means" in part.get_params(deep=False):
+            # nothing is routed by centre: coinciding means are no defect (DC-KRR)
+            part.set_params(distinct_means=False)
+        return part
+
+    def _routes_by_centre(self):
+        """Whether predictions go by the partitions' centres (else they average
+        every partition's model)."""
+        return True
 
     def _backend(self):
         return get_backend(self.backend, self.n_jobs)

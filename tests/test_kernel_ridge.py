@@ -104,6 +104,40 @@ def test_nearest_beats_average_on_clustered_data():
     assert mse(near) < mse(avg)
 
 
+@pytest.mark.parametrize("halo", [0.0, 0.5])
+def test_dckrr_takes_data_whose_random_partition_means_coincide(halo):
+    # one binary feature: random partitions' means coincide, which nearest-centre
+    # routing cannot use but DC-KRR's average never needs (Algorithm 8); it was
+    # refused ("too few distinct samples")
+    from sklearn.metrics.pairwise import rbf_kernel
+
+    from cakernels import CASVC, DCKRRCV
+    from cakernels.partition import RandomPartitioner
+
+    rng = np.random.RandomState(0)
+    X = rng.randint(0, 2, (400, 1)).astype(float)
+    y = X[:, 0] + 0.1 * rng.randn(400)
+    est = DCKRR(n_partitions=8, sigma=1.0, lam=1e-3, halo=halo, random_state=0).fit(X, y)
+    labels = est.partitioner_.labels_
+    assert not est.partitioner_.distinct_means and est.partition_sizes_.tolist() == [50] * 8
+    Xq = np.array([[0.0], [1.0]])
+    preds = []
+    for j in range(8):  # Algorithm 8 on the estimator's partitions (and halos)
+        T = np.sort(np.concatenate([np.flatnonzero(labels == j),
+                                    est.partitioner_.halo_indices_[j]]))
+        a = np.linalg.solve(rbf_kernel(X[T], gamma=0.5) + 1e-3 * T.size * np.eye(T.size), y[T])
+        preds.append(rbf_kernel(Xq, X[T], gamma=0.5) @ a)
+    np.testing.assert_allclose(est.predict(Xq), np.mean(preds, axis=0), rtol=1e-10)
+    DCKRRCV(n_partitions=8, sigmas=[1.0], lams=[1e-3, 1e-2], cv=3, halo=halo,
+            random_state=0).fit(X, y)
+    # routing by centre still needs distinct means: a clear error
+    with pytest.raises(ValueError, match="means of two random partitions coincided.*binary"):
+        CASVC(n_partitions=8, random_state=0).fit(X, (y > 0.5).astype(int))
+    with pytest.raises(ValueError, match="coincided"):
+        RandomPartitioner(8, random_state=0).fit(X)
+    assert RandomPartitioner(8, distinct_means=False, random_state=0).fit(X).sizes_.sum() == 400
+
+
 def test_multi_output(data):
     X, y, Xt, _ = data
     Y = np.c_[y, -2 * y, np.cos(X[:, 0])]

@@ -1,7 +1,8 @@
 """Partitioned kernel ridge regression (chapter 3 of the reference).
 
 Every partition of ``m`` samples solves ``(K + lam * m * I) alpha = y`` by
-Cholesky (LAPACK through SciPy, in place, float64), eq. (3.6) and
+Cholesky (the package's blocked factorisation on its threads, LAPACK's
+kernels through SciPy; in place, float64), eq. (3.6) and
 Algorithm 8. The named estimators differ in how they partition and how they
 combine the local models:
 

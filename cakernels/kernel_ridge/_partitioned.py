@@ -168,6 +168,9 @@ class PartitionedKernelRidge(RegressorMixin, PartitionedEstimator):
     def _combine_mode(self):
         return getattr(self, "combine", self._default_combine)
 
+    def _routes_by_centre(self):
+        return self._combine_mode != "average"
+
     def _n_voters(self):
         if self._combine_mode != "vote":
             return 1

@@ -306,6 +306,9 @@ class PartitionedKernelRidgeCV(RegressorMixin, _PartitionedSearchCV):
     def _is_average(self):
         return self._combine_mode == "average"
 
+    def _routes_by_centre(self):
+        return not self._is_average
+
     def _make_estimator(self, sigma, lam):
         """The estimator this search tunes, with ``sigma`` and ``lam``."""
         params = {k: getattr(self, k) for k in ("n_partitions", "kernel", "degree", "coef0",

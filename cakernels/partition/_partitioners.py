@@ -186,9 +186,10 @@ def _routable(recomputed, assigned):
 def _coinciding_means(partitioner):
     return ValueError(
         f"{type(partitioner).__name__}: the means of two random partitions coincided in "
-        f"{_DISTINCT_ROUNDS} shuffles (X has too few distinct samples for "
-        f"n_partitions={partitioner.n_partitions}); use fewer partitions or remove the "
-        "duplicates")
+        f"{_DISTINCT_ROUNDS} shuffles (X has few distinct values for "
+        f"n_partitions={partitioner.n_partitions}, such as one binary feature), and "
+        "nearest-centre routing could never reach one of them; use fewer partitions, "
+        "more features, another partitioner, or an averaging estimator (DCKRR)")
 
 
 def _check_distinct(partitioner, centers):
@@ -269,7 +270,8 @@ class _BasePartitioner(OwnInitName, BaseEstimator):
         self._owners = None
         self._rows_local = False
         labels, centers = self._partition(X, rng)
-        _check_distinct(self, centers)
+        if getattr(self, "distinct_means", True):
+            _check_distinct(self, centers)
         for name in ("owners_", "rows_stay_local_", "n_assign_events_"):
             self.__dict__.pop(name, None)
         n_parts = centers.shape[0]
@@ -427,7 +429,8 @@ class _BasePartitioner(OwnInitName, BaseEstimator):
             rng = np.random.RandomState(comm.bcast_obj(seed))
         self._owners, self._rows_local = None, False
         local, centers = self._partition_sharded(comm, X, rng, n, offset)
-        _check_distinct(self, centers)
+        if getattr(self, "distinct_means", True):
+            _check_distinct(self, centers)
         labels = np.concatenate(comm.Allgatherv(np.asarray(local, dtype=np.int64)))
         sizes = np.bincount(labels, minlength=centers.shape[0])
         if np.any(sizes == 0):  # (all rows' labels: the same error on every rank)
@@ -486,6 +489,13 @@ class RandomPartitioner(_BasePartitioner):
         border (``round(h * sizes_[j])`` for unbalanced partitioners), see
         :mod:`cakernels.partition._halo`. Ownership, ``labels_``, ``sizes_``
         and routing are unchanged; 0 is the reference's partition.
+    distinct_means : bool, default=True
+        Shuffle again (up to 8 times) while two partition means coincide:
+        nearest-centre routing could never reach the second partition. The
+        averaging estimators (DC-KRR, the average-mode searches) route
+        nothing and take the first shuffle (False), as Algorithm 8 does,
+        so that data with few distinct values (one binary feature) are no
+        error there.
     random_state : int, RandomState instance or None, default=None
         Seed of the shuffle.
 
@@ -494,7 +504,8 @@ class RandomPartitioner(_BasePartitioner):
     labels_ : ndarray of shape (n_samples,)
         Partition of every training sample.
     centers_ : ndarray of shape (n_partitions, n_features)
-        Mean of every partition (used for nearest-centre routing).
+        Mean of every partition (used for nearest-centre routing; two may
+        coincide with ``distinct_means=False``).
     sizes_ : ndarray of shape (n_partitions,)
         Samples per partition: ``floor(m/P)`` or ``ceil(m/P)``.
     n_partitions_ : int
@@ -545,20 +556,26 @@ class RandomPartitioner(_BasePartitioner):
     #: random labels: X only gives the means
     _uses_distances = False
 
-    def __init__(self, n_partitions=8, *, halo=0.0, random_state=None):
+    _parameter_constraints = {
+        **_BasePartitioner._parameter_constraints,
+        "distinct_means": ["boolean"],
+    }
+
+    def __init__(self, n_partitions=8, *, halo=0.0, distinct_means=True, random_state=None):
         self.n_partitions = n_partitions
         self.halo = halo
+        self.distinct_means = distinct_means
         self.random_state = random_state
 
     def _partition(self, X, rng):
         n, P = X.shape[0], self.n_partitions
-        for _ in range(_DISTINCT_ROUNDS):
+        for _ in range(_DISTINCT_ROUNDS if self.distinct_means else 1):
             perm = rng.permutation(n)
             labels = np.empty(n, dtype=np.intp)
             for j, chunk in enumerate(np.array_split(perm, P)):
                 labels[chunk] = j
             centers = partition_means(X, labels, P)
-            if not _duplicate_rows(centers).any():
+            if not self.distinct_means or not _duplicate_rows(centers).any():
                 return labels, centers
             # else two means coincide: shuffle again
         raise _coinciding_means(self)
@@ -576,7 +593,7 @@ class RandomPartitioner(_BasePartitioner):
         mine = np.arange(comm.rank, P, R)
         targets = mine if mine.size else np.arange(P)
         labels = np.empty(X.shape[0], dtype=np.intp)
-        for _ in range(_DISTINCT_ROUNDS):
+        for _ in range(_DISTINCT_ROUNDS if self.distinct_means else 1):
             for j, chunk in zip(targets, np.array_split(local_rng.permutation(X.shape[0]),
                                                         targets.size)):
                 labels[chunk] = j
@@ -588,7 +605,7 @@ class RandomPartitioner(_BasePartitioner):
                     f"takes rows of rank j mod {R} only, and a rank holds fewer rows than "
                     "the partitions it owns; use fewer partitions or give every rank at "
                     f"least {-(-P // R)} rows")
-            if not _duplicate_rows(centers).any():
+            if not self.distinct_means or not _duplicate_rows(centers).any():
                 self._owners = np.arange(P) % R
                 self._rows_local = R <= P
                 return labels, centers
@@ -808,8 +825,8 @@ class KBalancePartitioner(_KMeansBasedBalanced):
         Order in which samples claim their centre. ``'data'`` is Algorithm 9
         (data order, so late samples lose their nearest centre). ``'regret'``
         lets the samples that lose most by not getting their nearest centre
-        (largest gap between the second-nearest and the nearest distance)
-        choose first.
+        (largest gap between the second-nearest and the nearest *squared*
+        distance) choose first.
     recompute_centers : bool, default=True
         Replace the K-means centres by the means of the balanced partitions
         (lines 15-19 of Algorithm 9); these are the centres used to route new
