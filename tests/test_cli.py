@@ -1053,3 +1053,81 @@ def test_width_note_on_a_file_with_a_huge_feature_index(capsys, tmp_path):
     code, out, err = run(capsys, "fit", data, "-o", tmp_path / "m2.skops", "--method", "svc",
                          "--gamma", "1e6")
     assert code == 0 and "nearly the identity" in err, err
+
+
+# --------------------------------------------------------------------------- from a CLI fuzz
+
+
+def test_routing_without_a_method_trains_the_default_classifier(capsys, tmp_path, clf_files,
+                                                                 reg_files):
+    # the pre-check held --routing against both tasks' defaults and refused it for bkrr2
+    code, out, err = run(capsys, "fit", clf_files / "train.svm", "-o", tmp_path / "m.skops",
+                         "-p", "2", "--routing", "vote", "--n-voters", "2")
+    assert code == 0 and out.startswith("CASVC"), err
+    assert read_model(tmp_path / "m.skops")["estimator"].routing == "vote"
+    # a regression file then chooses bkrr2 (the note says why), which takes no routing
+    code, _, err = run(capsys, "fit", reg_files / "train.svm", "-o", tmp_path / "r.skops",
+                       "--routing", "vote")
+    lines = err.strip().splitlines()
+    assert code == 2 and "regression inferred" in lines[0] and len(lines) == 2
+    assert lines[1].startswith("cakernels: error: --routing does not apply to --method bkrr2")
+
+
+def test_the_output_never_replaces_an_input(capsys, tmp_path, clf_files):
+    import shutil
+
+    train = tmp_path / "train.svm"
+    shutil.copy(clf_files / "train.svm", train)
+    before = train.read_bytes()
+    model = tmp_path / "m.skops"
+    (tmp_path / "link.svm").symlink_to(train)
+    for argv in (("fit", train, "-o", train), ("fit", train, "-o", tmp_path / "link.svm"),
+                 ("search", train, "-o", train, "-q")):
+        code, _, err = run(capsys, *argv, "-p", "2")
+        assert_one_line_error(code, err, "it is the input", "choose another output file")
+    assert train.read_bytes() == before
+    assert run(capsys, "fit", train, "-o", model, "-p", "2")[0] == 0
+    saved = model.read_bytes()
+    for target in (model, train):
+        code, _, err = run(capsys, "predict", model, train, "-o", target)
+        assert_one_line_error(code, err, "it is the input")
+    assert model.read_bytes() == saved and train.read_bytes() == before
+    # a file where a folder should be
+    code, _, err = run(capsys, "predict", model, train, "-o", train / "pred.txt")
+    assert_one_line_error(code, err, "is a file, not a folder")
+
+
+def test_evaluate_refuses_non_finite_targets_before_any_output(capsys, tmp_path, reg_files):
+    model = tmp_path / "r.skops"
+    assert run(capsys, "fit", reg_files / "train.svm", "-o", model, "--method", "bkrr2")[0] == 0
+    text = (reg_files / "test.svm").read_text().splitlines()
+    text[3] = "nan" + text[3][text[3].index(" "):]
+    (tmp_path / "nan.svm").write_text("\n".join(text) + "\n")
+    code, out, err = run(capsys, "evaluate", model, tmp_path / "nan.svm")
+    assert out == ""
+    assert_one_line_error(code, err, "1 of 40 targets are NaN or infinite")
+
+
+def test_clear_errors_for_damaged_models_directories_and_demo_subsets(capsys, tmp_path,
+                                                                      clf_files):
+    import skops.io as sio
+
+    model = tmp_path / "m.skops"
+    assert run(capsys, "fit", clf_files / "train.svm", "-o", model, "-p", "2")[0] == 0
+    (tmp_path / "cut.skops").write_bytes(model.read_bytes()[:500])
+    code, _, err = run(capsys, "evaluate", tmp_path / "cut.skops", clf_files / "test.svm")
+    assert_one_line_error(code, err, "truncated or damaged model file")
+    payload = read_model(model)
+    for edit, needle in ((lambda p: p["metadata"].pop("n_features"), "its metadata"),
+                         (lambda p: p.__setitem__("estimator", np.zeros(3)), "its estimator"),
+                         (lambda p: p.__setitem__("format_version", "3"), "a whole number")):
+        bad = read_model(model)
+        edit(bad)
+        sio.dump(bad, tmp_path / "bad.skops")
+        code, _, err = run(capsys, "evaluate", tmp_path / "bad.skops", clf_files / "test.svm")
+        assert_one_line_error(code, err, needle)
+    assert payload["metadata"]["n_features"] == 6
+    code, _, err = run(capsys, "bench", tmp_path)
+    assert_one_line_error(code, err, "is a directory, not a LIBSVM file")
+    code, _, err = run(capsys, "fit", "demo:train", "-o", tmp_path / "d.skops")
+    assert_one_line_error(code, err, "the demo 'demo' has no subsets")

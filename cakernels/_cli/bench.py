@@ -109,7 +109,9 @@ def _bench_data(args):
     if not given:
         _options_task(args)  # both kinds of options: an error before the data is loaded
     path = Path(spec).expanduser()
-    if path.exists() and not path.is_dir():
+    if path.is_dir():
+        raise CLIError(f"{spec}: is a directory, not a LIBSVM file")
+    if path.exists():
         data = _load_data(spec, split="train")
         task = _choose_task(data, args, "bench", given or ())
         out.update(name=str(path), task=task, desc=f"{path} (fixed random 80/20 split)")

@@ -1,6 +1,7 @@
 """Shared pieces of the command line: errors, messages, data loading, model files."""
 
 import contextlib
+import numbers
 import os
 import pickle
 import sys
@@ -204,13 +205,25 @@ def _umask():
     return mask
 
 
-def _check_output(path):
-    """The output ``path`` as a Path, or a CLIError when it cannot be written there."""
+def _check_output(path, inputs=()):
+    """The output ``path`` as a Path, or a CLIError when it cannot be written there
+    or is one of the command's ``inputs`` (files it reads: writing would replace them)."""
     path = Path(path).expanduser()
     if path.is_dir():
         raise CLIError(f"cannot write {path}: it is a directory")
+    if path.parent.exists() and not path.parent.is_dir():
+        raise CLIError(f"cannot write {path}: {path.parent} is a file, not a folder")
     if not path.parent.is_dir():
         raise CLIError(f"cannot write {path}: the folder {path.parent} does not exist")
+    for given in inputs:
+        source = Path(str(given)).expanduser()
+        try:
+            same = path.exists() and source.exists() and os.path.samefile(path, source)
+        except OSError:
+            same = False
+        if same:
+            raise CLIError(f"cannot write {path}: it is the input {given}, which the output "
+                           "would replace; choose another output file")
     return path
 
 
@@ -292,6 +305,9 @@ def _registry_info(spec):
     from ..datasets import dataset_info
 
     name, _, subset = spec.partition(":")
+    if subset and name.lower() in DEMO_NAMES:
+        raise CLIError(f"{spec!r}: the demo {name!r} has no subsets (it is one table); give "
+                       f"it as {name!r}")
     try:
         info = dataset_info(name)
     except ValueError as exc:
@@ -450,6 +466,10 @@ def _load_model(path, trust_pickle=False):
     else:
         with open(path, "rb") as fh:
             head = fh.read(2)
+        if head == b"PK":  # a zip's signature, but no readable zip: cut off or damaged
+            raise CLIError(f"{path} is a truncated or damaged model file (it starts as a zip "
+                           f"file, as `{PROG} fit` writes them, but cannot be read as one); "
+                           "write it again with `cakernels fit`")
         if head[:1] != b"\x80":
             raise CLIError(f"{path} is not a cakernels model file (neither a skops file written "
                            f"by `{PROG} fit` nor a pickle); the model comes first: "
@@ -462,10 +482,19 @@ def _load_model(path, trust_pickle=False):
             and "estimator" in payload and isinstance(payload.get("metadata"), dict)):
         raise CLIError(f"{path} is not a cakernels model file (write one with `cakernels fit`)")
     version = payload.get("format_version")
-    if not isinstance(version, int) or version > MODEL_FORMAT_VERSION:
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise CLIError(f"{path}: model format version {version!r} is not one cakernels writes "
+                       "(a whole number): the file was edited or is not a cakernels model file")
+    if version > MODEL_FORMAT_VERSION:
         raise CLIError(f"{path}: model format version {version!r} is newer than this cakernels "
                        f"reads ({MODEL_FORMAT_VERSION}); upgrade cakernels")
     meta = payload["metadata"]
+    n_features = meta.get("n_features")
+    if (not isinstance(n_features, numbers.Integral) or isinstance(n_features, bool)
+            or n_features < 0 or not hasattr(payload["estimator"], "predict")):
+        raise CLIError(f"{path}: its metadata (n_features) or its estimator is not what "
+                       f"`{PROG} fit` writes: the file was edited or is not a cakernels model "
+                       "file; write it again with `cakernels fit`")
     from .._version import __version__
 
     if meta.get("cakernels_version") != __version__:

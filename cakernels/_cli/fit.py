@@ -63,9 +63,12 @@ def _check_fit_options(args, params):
         option_task, _ = _options_task(args)  # both kinds: an error before loading the data
         if args.task is not None:
             _check_options([DEFAULT_METHOD[args.task]], args.task, args)
-        # bad values fail before the data is loaded (and before any note on it)
-        for candidate in [args.task or option_task] if (args.task or option_task) else TASKS:
-            _make_estimator(DEFAULT_METHOD[candidate], params, 1)
+        # bad values fail before the data is loaded (and before any note on it); with
+        # the task still open, an option of one task's method (--routing: the SVMs) is
+        # checked once the data chose it
+        chosen = args.task or option_task
+        for candidate in [chosen] if chosen else TASKS:
+            _make_estimator(DEFAULT_METHOD[candidate], params, 1, strict=bool(chosen))
     if args.backend == "mpi" and method is not None and REGISTRY[method].kind == "baseline":
         raise CLIError(f"--method {method} (scikit-learn's baseline) runs in one process; "
                        "--backend mpi applies to the partitioned methods, dissmosvc and dkrr")
@@ -105,7 +108,7 @@ def _cmd_fit(args):
 
     params = _estimator_params(args)
     method = _check_fit_options(args, params)
-    _check_output(args.output)  # before spending time on the data and the fit
+    _check_output(args.output, [args.data])  # before spending time on the data and the fit
     if args.backend == "mpi":
         return _fit_mpi(args, params, method)
     data = _load_data(args.data, split="train", n_features=args.n_features)

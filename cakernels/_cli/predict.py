@@ -6,6 +6,7 @@ import time
 from .common import (
     CLIError,
     _atomic_write,
+    _check_output,
     _fmt_int,
     _load_data,
     _load_model,
@@ -110,6 +111,8 @@ def _check_labels(model, meta, data, command):
 
 
 def _cmd_predict(args):
+    if args.output not in (None, "-"):
+        _check_output(args.output, [args.model, args.data])
     model, meta, data, X = _predict_data(args)
     _check_labels(model, meta, data, "predict")
     pred = model.predict(X)
@@ -131,6 +134,11 @@ def _cmd_evaluate(args):
     pred = model.predict(X)
     seconds = time.perf_counter() - t0
     y = data.y
+    if meta.get("task") != "classification":
+        bad = int(np.sum(~np.isfinite(np.asarray(y, dtype=np.float64))))
+        if bad:  # before any output: no half report
+            raise CLIError(f"{data.label}: {_fmt_int(bad)} of {_fmt_int(y.size)} targets are NaN "
+                           "or infinite; the MSE and R^2 need finite targets")
     print(f"model:      {meta.get('estimator', '?')} ({meta.get('method')}), trained on "
           f"{_fmt_int(meta.get('n_samples', 0))} samples x {meta['n_features']} features"
           + (", standardized" if meta.get("standardization") else ""))

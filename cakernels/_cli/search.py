@@ -110,7 +110,7 @@ def _search_task(args, data):
 def _cmd_search(args):
     import scipy.sparse as sp
 
-    _check_output(args.output)
+    _check_output(args.output, [args.data])
     cv = args.cv.lower()
     if cv != "loo":
         try:
