@@ -385,10 +385,15 @@ def global_gamma(s, gamma, X):
         return resolve_gamma(gamma, X)
     if not s.sharded:
         return comm.bcast_obj(resolve_gamma(gamma, X) if comm.rank == 0 else None)
+    from ._kernels import SCALE_CANCEL, centered_sq_sum
+
     sq = X.multiply(X).sum() if sp.issparse(X) else np.einsum("ij,ij->", X, X)
     moments = comm.Allreduce(np.array([X.sum(), sq, X.shape[0] * X.shape[1]], dtype=float))
     count = moments[2]
     var = moments[1] / count - (moments[0] / count) ** 2
+    if not var > SCALE_CANCEL * moments[1] / count:  # cancelled (the same on every rank)
+        mean = moments[0] / count
+        var = float(comm.Allreduce(np.array([centered_sq_sum(X, mean)]))[0]) / count
     return 1.0 / (X.shape[1] * var) if var != 0 else 1.0
 
 

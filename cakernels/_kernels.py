@@ -54,17 +54,43 @@ def sigma_to_gamma(sigma):
     return gamma
 
 
+#: the one-pass variance ``E[x^2] - E[x]^2`` of ``gamma='scale'`` (scikit-learn's
+#: for sparse X, and of sharded data) is kept when it is above this fraction of
+#: ``E[x^2]``; below it may have cancelled (one constant feature of 0.0025 gave
+#: -5e-21, a negative gamma and NaN decisions), and the two-pass sum replaces it
+SCALE_CANCEL = 1e-6
+
+
+def centered_sq_sum(X, mean, block_rows=65536):
+    """``sum((x - mean)^2)`` over all ``n x d`` entries of ``X`` (the implicit
+    zeros of a sparse matrix too), by blocks of rows."""
+    total = 0.0
+    if sp.issparse(X):
+        X = sp.csr_matrix(X)
+        X.sum_duplicates()
+        zeros = X.shape[0] * X.shape[1] - X.nnz
+        return float(np.sum((X.data - mean) ** 2) + zeros * mean ** 2)
+    for a in range(0, X.shape[0], block_rows):
+        total += float(np.sum((np.asarray(X[a:a + block_rows], dtype=np.float64) - mean) ** 2))
+    return total
+
+
 def resolve_gamma(gamma, X):
     """Resolve scikit-learn's ``gamma`` (``'scale'``, ``'auto'`` or a float) on ``X``.
 
     ``'scale'`` is ``1 / (n_features * X.var())`` and ``'auto'`` is
     ``1 / n_features``, computed exactly as :class:`sklearn.svm.SVC` does so
-    that a single partition reproduces ``SVC``.
+    that a single partition reproduces ``SVC`` (for sparse X, where SVC's
+    one-pass variance cancels, below :data:`SCALE_CANCEL`, the two-pass one:
+    SVC's would be negative or noise, and SVC refuses a negative gamma).
     """
     if isinstance(gamma, str):
         if gamma == "scale":
             if sp.issparse(X):
-                X_var = X.multiply(X).mean() - X.mean() ** 2
+                ex2 = X.multiply(X).mean()
+                X_var = ex2 - X.mean() ** 2
+                if not X_var > SCALE_CANCEL * ex2:
+                    X_var = centered_sq_sum(X, X.mean()) / (X.shape[0] * X.shape[1])
             else:
                 X_var = X.var()
             return 1.0 / (X.shape[1] * X_var) if X_var != 0 else 1.0
@@ -271,14 +297,21 @@ def kernel_block(X, Y, *, kernel="rbf", gamma=1.0, degree=3, coef0=0.0,
     Yt = _right_operand(X, Y)
     blocks = _shared_blocks(n_x, n_y, X.shape[1])
     if blocks is None:
-        return _kernel_rows(X, Yt, xn, yn, kernel, gamma, degree, coef0)
-    K = np.empty((n_x, n_y), dtype=np.float64)
+        K = _kernel_rows(X, Yt, xn, yn, kernel, gamma, degree, coef0)
+    else:
+        K = np.empty((n_x, n_y), dtype=np.float64)
 
-    def fill(start, stop):
-        _kernel_rows(X[start:stop], Yt, None if xn is None else xn[start:stop], yn,
-                     kernel, gamma, degree, coef0, out=K[start:stop])
+        def fill(start, stop):
+            _kernel_rows(X[start:stop], Yt, None if xn is None else xn[start:stop], yn,
+                         kernel, gamma, degree, coef0, out=K[start:stop])
 
-    run_blocks(fill, blocks, n_threads)
+        run_blocks(fill, blocks, n_threads)
+    if kernel == "rbf" and X is Y:
+        # K(x, x) = 1 exactly, as scikit-learn's euclidean_distances zeroes the
+        # distances of X to itself: ||x||^2 + ||x||^2 - 2 x.x, summed in other
+        # orders, is not 0 for rows far from the origin (gamma ||x||^2 ~ 1e13
+        # turned the diagonal to 0 there)
+        np.fill_diagonal(K, 1.0)
     return K
 
 

@@ -54,6 +54,41 @@ def test_rbf_is_stable_for_large_norms(xy):
     assert np.all(K <= 1.0)
 
 
+def test_rbf_diagonal_of_x_with_itself_is_one_far_from_the_origin():
+    # gamma ||x||^2 ~ 1e17: the product form's self-distance came out as a few
+    # units of rounding (K(x, x) = 0 on some rows); X with itself is 1, as
+    # scikit-learn's euclidean_distances zeroes that diagonal
+    X = np.random.RandomState(0).randn(24, 20) * 1e8
+    for n_threads in (1, 2):
+        K = kernel_block(X, X, kernel="rbf", gamma=1.0, n_threads=n_threads)
+        assert np.array_equal(np.diag(K), np.ones(24))
+    Xs = sp.csr_matrix(X)
+    assert np.array_equal(np.diag(kernel_block(Xs, Xs, kernel="rbf", gamma=1.0)), np.ones(24))
+
+
+def test_dissmo_and_krr_fit_rows_far_from_the_origin():
+    # a row disagreeing with the RBF diagonal kept Dis-SMO from converging (and
+    # DKRR/KKRR solved a kernel whose diagonal was 0 on some rows)
+    from sklearn.svm import SVC
+
+    from cakernels import DKRR, KKRR, DisSMOSVC
+
+    rng = np.random.RandomState(0)
+    X = rng.randn(60, 20) * 1e8
+    y = np.repeat(np.arange(5), 12)
+    ref = SVC(C=1e6, gamma=1.0).fit(X, y)
+    est = DisSMOSVC(C=1e6, gamma=1.0, max_iter=20000).fit(X, y)
+    assert np.all(est.n_iter_ < 1000)
+    assert est.score(X, y) == ref.score(X, y) == 1.0
+    yr = rng.randn(60)
+    for reg in (DKRR(sigma=np.sqrt(0.5), lam=1e-10), KKRR(n_partitions=1, sigma=np.sqrt(0.5),
+                                                           lam=1e-10, random_state=0)):
+        reg.fit(X, yr)
+        # the kernel is the identity: alpha = y / (1 + lam m)
+        alpha = reg.dual_coef_ if hasattr(reg, "dual_coef_") else reg.estimators_[0].alpha
+        np.testing.assert_allclose(np.abs(alpha), np.abs(yr) / (1 + 60e-10), rtol=1e-12)
+
+
 def test_kernel_dot_blocks(xy):
     X, Y = xy
     coef = np.random.RandomState(1).randn(len(Y), 2)
@@ -71,6 +106,11 @@ def test_resolve_gamma_matches_svc():
     assert resolve_gamma("auto", X) == 0.25
     assert resolve_gamma(0.5, X) == 0.5
     assert resolve_gamma("scale", np.ones((3, 2))) == 1.0
+    # one constant feature as CSR: the one-pass variance cancelled to -5e-21, a
+    # negative gamma and NaN decisions; the two-pass one is (nearly) 0
+    C = sp.csr_matrix(np.full((60, 1), 0.0025))
+    g = resolve_gamma("scale", C)
+    assert g > 0 and np.isfinite(g)
     with pytest.raises(ValueError):
         resolve_gamma("wide", X)
     with pytest.raises(ValueError):

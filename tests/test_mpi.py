@@ -216,7 +216,7 @@ def test_collective_prediction_and_score_equal_serial(mpirun, n):
     lines = _lines(mpirun(n, "spmd_predict.py"))
     assert [line["check"] for line in lines] == [
         "DCSVC", "DisSMOSVC", "BKMSVC", "CASVCCV", "BKRR2-0", "BKRR2CV-0", "BKRR2-1e+09",
-        "BKRR2CV-1e+09"]
+        "BKRR2CV-1e+09", "scale-DisSMOSVC", "scale-CASVCCV"]
     for line in lines:
         assert line["equal"], line
 

@@ -344,6 +344,8 @@ class DKRR(RegressorMixin, BaseEstimator):
             diag_r = np.flatnonzero(np.isin(rows, cols))
             if diag_r.size:
                 diag_c = np.searchsorted(cols, rows[diag_r])
+                if self.kernel == "rbf":  # K(x, x) = 1 exactly, as kernel_block(X, X)
+                    A[diag_r, diag_c] = 1.0 if sw is None else w[rows[diag_r]]
                 A[diag_r, diag_c] += self.lam * (n if w is None else float(np.sum(w)))
             t_kernel = time.perf_counter() - t0
             B = np.zeros((max(rows.size, 1), nrhs), order="F")

@@ -529,6 +529,8 @@ class _SearchJob:
                 check_kernel_diagonal(xn, self.kparams["kernel"], gamma,
                                       self.kparams["degree"], self.kparams["coef0"])
                 kernels[a] = self._kernel_from_gram(G.copy(), xn, xn, gamma)
+                if self.kparams["kernel"] == "rbf":  # K(x, x) = 1, as kernel_block(X, X)
+                    np.fill_diagonal(kernels[a], 1.0)
                 return None
             f = r - 1
             if self.loo:  # the only consumer: the eigendecomposition overwrites K

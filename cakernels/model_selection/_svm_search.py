@@ -30,7 +30,7 @@ from .._engine import (
     global_class_weight,
     global_classes,
 )
-from .._kernels import resolve_gamma
+from .._kernels import SCALE_CANCEL, centered_sq_sum, resolve_gamma
 from .._solvers.local import solve_binary_svm
 from .._solvers.native_svc import NativeKernelSVC
 from ..backends._pool import run_graph
@@ -364,14 +364,20 @@ n_splits_
             if exact is not None:
                 exact = s.comm.bcast_obj(exact)
         gammas = np.zeros((len(self._grid()["gammas"]), n_splits))
+        cnt = moments[:, 2]
+        var = moments[:, 1] / cnt - (moments[:, 0] / cnt) ** 2
+        cancelled = np.flatnonzero(~(var > SCALE_CANCEL * moments[:, 1] / cnt))
+        if exact is None and "scale" in self._grid()["gammas"] and cancelled.size:
+            # the one-pass variance cancelled (the same splits on every rank): two passes
+            local = np.array([centered_sq_sum(X[train[:, f]], moments[f, 0] / cnt[f])
+                              for f in cancelled])
+            var[cancelled] = (s.comm.Allreduce(local) if s.size > 1 else local) / cnt[cancelled]
         for a, g in enumerate(self._grid()["gammas"]):
             for f in range(n_splits):
                 if exact is not None:
                     gammas[a, f] = exact[a][f]
                 elif g == "scale":
-                    cnt = moments[f, 2]
-                    var = moments[f, 1] / cnt - (moments[f, 0] / cnt) ** 2
-                    gammas[a, f] = 1.0 / (X.shape[1] * var) if var != 0 else 1.0
+                    gammas[a, f] = 1.0 / (X.shape[1] * var[f]) if var[f] != 0 else 1.0
                 else:
                     gammas[a, f] = resolve_gamma(g, X[:1])
         class_weights = [self._class_weight(counts[f]) for f in range(n_splits)]

@@ -174,6 +174,11 @@ class _Block:
         self.misses += 1
         row = kernel_block(self.X, x, X_sq_norms=self.norms, Y_sq_norms=row_sq_norms(x),
                            **self.kp).ravel()
+        # the sample's own entry is its diagonal (RBF: 1 exactly; the product form
+        # cancels for rows far from the origin, and a row disagreeing with the
+        # diagonal kept the solver from converging)
+        own = np.flatnonzero(self.index == g)
+        row[own] = self.diag[own]
         self.cache[g] = row
         if len(self.cache) > self.capacity:
             self.cache.popitem(last=False)

@@ -61,6 +61,26 @@ for offset in (0.0, 1e9):
                     "equal": bool(np.allclose(pred, est.predict(Xo[140:]), rtol=1e-12))
                     and abs(got - ref) <= 1e-9 * max(1.0, abs(ref))})
 
+# gamma='scale' on sharded rows far from the origin with a tiny spread: the
+# summed one-pass variance E[x^2] - E[x]^2 cancelled (320x the variance here;
+# for one constant CSR feature a negative gamma and NaN decisions); two passes
+from cakernels.backends import MPIBackend  # noqa: E402
+
+Xk = 1000.0 + 1e-6 * np.random.RandomState(0).randn(60, 2)
+yk = (Xk[:, 0] > 1000.0).astype(int)
+lo, hi = (rank * 60 // R, (rank + 1) * 60 // R)
+expect = 1.0 / (2 * Xk.var())
+for est in (DisSMOSVC(gamma="scale", backend=MPIBackend(sharded=True)),
+            CASVCCV(n_partitions=2, gammas=["scale"], Cs=[1.0], cv=2, random_state=0,
+                    backend=MPIBackend(sharded=True))):
+    est.fit(Xk[lo:hi], yk[lo:hi])
+    if hasattr(est, "gamma_"):
+        gammas = [est.gamma_]
+    else:  # the search's gamma of every split, and of the refit
+        gammas = [est.best_estimator_.gamma_]
+    out.append({"check": f"scale-{type(est).__name__}", "gamma": float(gammas[0]),
+                "equal": bool(all(abs(g - expect) <= 1e-6 * expect for g in gammas))})
+
 if rank == 0:
     for line in out:
         print(json.dumps(line), flush=True)
