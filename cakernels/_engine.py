@@ -819,9 +819,9 @@ class PartitionedEstimator(OwnInitName, BaseEstimator):
         Parameters
         ----------
         X : {array-like, sparse matrix} of shape (n_local, n_features)
-            This rank's test rows (none is allowed); rows that fail the checks
-        of :meth:`predict` on any rank are the same ``ValueError`` on every
-        rank.
+            This rank's test rows (none is allowed); rows that fail the
+            checks of :meth:`predict` on any rank are the same ``ValueError``
+            on every rank.
         comm : mpi4py.MPI.Comm, default=None
             The communicator (default: the estimator's ``MPIBackend`` one, else
             ``COMM_WORLD``).

@@ -66,7 +66,7 @@ def centered_sq_sum(X, mean, block_rows=65536):
     zeros of a sparse matrix too), by blocks of rows."""
     total = 0.0
     if sp.issparse(X):
-        X = sp.csr_matrix(X)
+        X = sp.csr_matrix(X, copy=True)  # sum_duplicates works in place
         X.sum_duplicates()
         zeros = X.shape[0] * X.shape[1] - X.nnz
         return float(np.sum((X.data - mean) ** 2) + zeros * mean ** 2)

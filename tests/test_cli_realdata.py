@@ -93,3 +93,23 @@ def test_registry_data_records_the_index_base_of_its_files(data_home, monkeypatc
     assert _load_data("cpusmall", split="train").index_base == 1  # the LIBSVM file
     assert _load_data("a9a:all", split="train").index_base == 1
     assert _load_data("pmlb_197_cpu_act", split="train").index_base is None  # a table
+
+
+def test_output_never_replaces_a_registry_datasets_file(cakernels_cli, data_home, tmp_path):
+    """-o naming the file a registry name reads (the name is no path, so only the
+    loaded data know it): the model replaced the data set, whose checksum then failed."""
+    import os
+    import shutil
+
+    home = tmp_path / "home"
+    shutil.copytree(data_home / "bodyfat", home / "bodyfat")
+    env = dict(os.environ, CAKERNELS_DATA=str(home))
+    target = home / "bodyfat" / "bodyfat"
+    before = target.read_bytes()
+    res = cakernels_cli("fit", "bodyfat", "-p", "2", "-o", target, env=env)
+    assert res.returncode == 2 and "it is the input" in res.stderr, res.stderr
+    model = tmp_path / "m.skops"
+    assert cakernels_cli("fit", "bodyfat", "-p", "2", "-o", model, env=env).returncode == 0
+    res = cakernels_cli("predict", model, "bodyfat", "-o", target, env=env)
+    assert res.returncode == 2 and "it is the input" in res.stderr, res.stderr
+    assert target.read_bytes() == before

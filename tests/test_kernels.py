@@ -66,6 +66,22 @@ def test_rbf_diagonal_of_x_with_itself_is_one_far_from_the_origin():
     assert np.array_equal(np.diag(kernel_block(Xs, Xs, kernel="rbf", gamma=1.0)), np.ones(24))
 
 
+def test_scale_gamma_leaves_a_non_canonical_csr_alone():
+    # the two-pass variance summed duplicates in place: the caller's CSR changed
+    from cakernels import CASVC
+
+    rng = np.random.RandomState(0)
+    indices = np.tile([1, 0, 1], 20)  # unsorted, column 1 twice per row
+    data = np.tile([0.001, 1000.0, 0.001], 20) + 1e-9 * rng.rand(60)
+    X = sp.csr_matrix((data, indices, np.arange(0, 61, 3)), shape=(20, 2))
+    copies = X.data.copy(), X.indices.copy(), X.indptr.copy()
+    g = resolve_gamma("scale", X)  # the one-pass variance cancels here
+    assert g > 0 and np.isfinite(g)
+    CASVC(n_partitions=1, random_state=0).fit(X, np.tile([0, 1], 10))
+    for got, before in zip((X.data, X.indices, X.indptr), copies):
+        assert np.array_equal(got, before)
+
+
 def test_dissmo_and_krr_fit_rows_far_from_the_origin():
     # a row disagreeing with the RBF diagonal kept Dis-SMO from converging (and
     # DKRR/KKRR solved a kernel whose diagonal was 0 on some rows)

@@ -93,6 +93,33 @@ def test_rare_distinct_rows_among_many_duplicates_are_found(cls, sparse):
         cls(n_partitions=8, random_state=0).fit(Xf)
 
 
+def test_the_pass_for_distinct_rows_keeps_wide_sparse_blocks_small():
+    # the pass densified 4,096 rows whatever their width (5,000 x 200,000: 6 GiB)
+    import tracemalloc
+
+    rng = np.random.RandomState(0)
+    rows = np.sort(rng.choice(3000, 6, replace=False))
+    X = sp.csr_matrix((rng.rand(6) + 1.0, rng.choice(100_000, 6), np.searchsorted(
+        rows, np.arange(3001), side="left")), shape=(3000, 100_000))
+    tracemalloc.start()
+    try:
+        part = FCFSPartitioner(n_partitions=7, random_state=0).fit(X)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert part.sizes_.sum() == 3000 and not _duplicate_rows(part.centers_).any()
+    assert peak < 600 * 2**20, peak  # 4,096 dense rows alone are 3.1 GiB
+
+
+def test_cascade_takes_data_whose_random_partition_means_coincide():
+    # the final model predicts every row: nothing is routed by centre (as DC-KRR)
+    rng = np.random.RandomState(0)
+    X = rng.randint(0, 2, (400, 1)).astype(float)
+    y = (X[:, 0] + 0.3 * rng.randn(400) > 0.5).astype(int)
+    est = CascadeSVC(n_partitions=8, random_state=0).fit(X, y)
+    assert est.score(X, y) > 0.7
+
+
 @pytest.mark.parametrize("cls", [FCFSPartitioner, KBalancePartitioner, BKMPartitioner])
 def test_one_hot_data_with_fewer_distinct_rows_than_partitions(cls):
     """K-means returns centres such as (1 + 2e-16, -5.6e-17, -5.6e-17) for a

@@ -276,7 +276,7 @@ class _Data:
     """Loaded samples and what is known about them."""
 
     def __init__(self, X, y, label, task, kind, name=None, *, reason=None, index_base=None,
-                 read=None):
+                 read=None, files=()):
         self.X = X
         self.y = y
         self.label = label      # for messages
@@ -286,6 +286,7 @@ class _Data:
         self.reason = reason    # why a file's task was inferred ("its targets take ...")
         self.index_base = index_base  # 0 or 1 for LIBSVM data, None when it has none
         self.read = read        # a file: what the reader found (see datasets._parse_svmlight)
+        self.files = list(files)  # the files read (an output must not replace them)
 
 
 def _load_demo(name):
@@ -386,9 +387,11 @@ def _load_data(spec, *, split, download=True, index_base=None, n_features=None):
         raise CLIError(f"{str(exc).split(': replace it', 1)[0]}: replace the file, or give "
                        f"its path instead of the name {spec!r} (a file given by its path is "
                        "read as it is, unchecked)") from None
+    files = bunch.filename if isinstance(bunch.filename, list) else [bunch.filename]
     return _Data(_int32_indices(bunch.data), bunch.target, f"{info['name']} ({subset})",
                  _task_of_registry(info["task"]), "registry", info["name"],
-                 index_base=_registry_index_base(info, bunch.filename))
+                 index_base=_registry_index_base(info, bunch.filename),
+                 files=[f for f in files if f])
 
 
 def _match_features(data, n_features, index_base=None):

@@ -112,6 +112,7 @@ def _cmd_fit(args):
     if args.backend == "mpi":
         return _fit_mpi(args, params, method)
     data = _load_data(args.data, split="train", n_features=args.n_features)
+    _check_output(args.output, data.files)  # a registry name's own file
     method, task, chosen, _ = _choose_method(args, data, method)
     X, y = data.X, data.y
     if data.kind == "file":

@@ -114,6 +114,8 @@ def _cmd_predict(args):
     if args.output not in (None, "-"):
         _check_output(args.output, [args.model, args.data])
     model, meta, data, X = _predict_data(args)
+    if args.output not in (None, "-"):
+        _check_output(args.output, data.files)  # a registry name's own file
     _check_labels(model, meta, data, "predict")
     pred = model.predict(X)
     text = "\n".join(_prediction_lines(pred, meta.get("task"))) + "\n"

@@ -121,6 +121,7 @@ def _cmd_search(args):
     if args.backend == "mpi":
         return _search_mpi(args, cv)
     data = _load_data(args.data, split="train", n_features=args.n_features)
+    _check_output(args.output, data.files)  # a registry name's own file
     task, method = _check_search(args, data, cv)
     if data.kind == "file":
         _index_base_note(data, data.X.shape[0], data.read.rows_with_index_0)

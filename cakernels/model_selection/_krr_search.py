@@ -603,7 +603,8 @@ class _SearchJob:
                              "leaves no row to train on; use fewer partitions")
         t = time.perf_counter()
         w, Q = eigh_in_place(K)
-        inv, singular = _shifted_inverse(w, self.lams * (m - 1), return_singular=True)
+        inv, singular = _shifted_inverse(w, self.lams * (m - 1), return_singular=True,
+                                         warn=False)
         Qty = Q.T @ yj
         alpha = (Q @ (inv[:, :, None] * Qty[:, None, :]).reshape(m, L * k)).reshape(m, L, k)
         diag = (Q * Q) @ inv  # (A^-1)_ii for every lambda
@@ -742,18 +743,18 @@ def _stats(y, pred, shift, w=None):
     return out
 
 
-def _shifted_inverse(w, shifts, return_singular=False):
+def _shifted_inverse(w, shifts, return_singular=False, warn=True):
     """``1 / (w_i + s)`` for every eigenvalue and shift, ``(m, n_shifts)``;
     terms whose magnitude is below the least-squares cutoff (``eps * m`` times
     the largest) count as zero with a :class:`~scipy.linalg.LinAlgWarning`, as
     the Cholesky route's fallback (minimum-norm least squares) does. A negative
     term of an indefinite kernel (sigmoid) is kept: it is no singular value
     below the cutoff. ``return_singular``: also the shifts ``(n_shifts,)``
-    with a term counted as zero."""
+    with a term counted as zero; ``warn=False``: the caller warns."""
     denom = w[:, None] + np.asarray(shifts, dtype=np.float64)[None, :]
     cutoff = np.finfo(np.float64).eps * w.size * np.max(np.abs(denom), axis=0)
     bad = np.abs(denom) <= cutoff[None, :]
-    if np.any(bad):
+    if warn and np.any(bad):
         warnings.warn("kernel matrix + lam*m*I is singular for some lambda; using the "
                       "least-squares (pseudo-inverse) solution. Increase lam or check the "
                       "kernel.", linalg.LinAlgWarning, stacklevel=4)

@@ -141,7 +141,8 @@ def _make_distinct(centers, fetch, n, rng, what, scan):
         "use fewer partitions or remove the duplicates")
 
 
-#: rows per block of the pass over all rows for distinct centres
+#: most rows per block of the pass over all rows for distinct centres (fewer for
+#: wide rows: a block's dense copy stays within DENSE_BUDGET_BYTES)
 _SCAN_BLOCK_ROWS = 4096
 
 
@@ -149,8 +150,10 @@ def _scan_distinct(X, seen, need):
     """Up to ``need`` rows of ``X`` (dense, in data order) whose keys are in
     neither ``seen`` nor each other: one pass in blocks, stopping early."""
     found, keys = [], set(seen)
-    for start in range(0, X.shape[0], _SCAN_BLOCK_ROWS):
-        block = X[start:start + _SCAN_BLOCK_ROWS]
+    rows = max(1, min(_SCAN_BLOCK_ROWS,
+                      _storage.DENSE_BUDGET_BYTES // (8 * max(X.shape[1], 1))))
+    for start in range(0, X.shape[0], rows):
+        block = X[start:start + rows]
         block = block.toarray() if sp.issparse(block) else np.asarray(block, np.float64)
         for key, row in zip(_row_keys(block), block):
             if key not in keys:
@@ -189,7 +192,8 @@ def _coinciding_means(partitioner):
         f"{_DISTINCT_ROUNDS} shuffles (X has few distinct values for "
         f"n_partitions={partitioner.n_partitions}, such as one binary feature), and "
         "nearest-centre routing could never reach one of them; use fewer partitions, "
-        "more features, another partitioner, or an averaging estimator (DCKRR)")
+        "more features, another partitioner, or an estimator that routes nothing by "
+        "centre (DCKRR, CascadeSVC)")
 
 
 def _check_distinct(partitioner, centers):

@@ -295,6 +295,11 @@ class _MultiLevelSVC(_FullModelSVC):
     def _stop_layer(self):
         return None
 
+    def _routes_by_centre(self):
+        # the final model predicts every row; early prediction (DCSVC's
+        # predict_layer) routes by centre
+        return getattr(self, "predict_layer", None) is not None
+
     def _run_passes(self, s, nodes, owners, ctx, layer_stats, comm_layers):
         """Solve the tree (Cascade: up to ``n_passes`` times); return the final
         node on the root's owner (None elsewhere) and the nodes kept for early
