@@ -496,10 +496,10 @@ class RandomPartitioner(_BasePartitioner):
     distinct_means : bool, default=True
         Shuffle again (up to 8 times) while two partition means coincide:
         nearest-centre routing could never reach the second partition. The
-        averaging estimators (DC-KRR, the average-mode searches) route
-        nothing and take the first shuffle (False), as Algorithm 8 does,
-        so that data with few distinct values (one binary feature) are no
-        error there.
+        estimators that route nothing by centre (DC-KRR, the average-mode
+        searches, Cascade SVM) take the first shuffle (False), as Algorithm 8
+        does, so that data with few distinct values (one binary feature) are
+        no error there.
     random_state : int, RandomState instance or None, default=None
         Seed of the shuffle.
 
