@@ -177,8 +177,9 @@ class _Block:
         # the sample's own entry is its diagonal (RBF: 1 exactly; the product form
         # cancels for rows far from the origin, and a row disagreeing with the
         # diagonal kept the solver from converging)
-        own = np.flatnonzero(self.index == g)
-        row[own] = self.diag[own]
+        p = int(np.searchsorted(self.index, g))  # (the block's indices increase)
+        if p < self.index.size and self.index[p] == g:
+            row[p] = self.diag[p]
         self.cache[g] = row
         if len(self.cache) > self.capacity:
             self.cache.popitem(last=False)
