@@ -385,16 +385,13 @@ def global_gamma(s, gamma, X):
         return resolve_gamma(gamma, X)
     if not s.sharded:
         return comm.bcast_obj(resolve_gamma(gamma, X) if comm.rank == 0 else None)
-    from ._kernels import SCALE_CANCEL, centered_sq_sum
+    from ._kernels import centered_sq_sum, scale_gamma, variance_from_moments
 
     sq = X.multiply(X).sum() if sp.issparse(X) else np.einsum("ij,ij->", X, X)
     moments = comm.Allreduce(np.array([X.sum(), sq, X.shape[0] * X.shape[1]], dtype=float))
-    count = moments[2]
-    var = moments[1] / count - (moments[0] / count) ** 2
-    if not var > SCALE_CANCEL * moments[1] / count:  # cancelled (the same on every rank)
-        mean = moments[0] / count
-        var = float(comm.Allreduce(np.array([centered_sq_sum(X, mean)]))[0]) / count
-    return 1.0 / (X.shape[1] * var) if var != 0 else 1.0
+    var = variance_from_moments(moments, lambda _, means: comm.Allreduce(
+        np.array([centered_sq_sum(X, means[0])])))[0]
+    return scale_gamma(X.shape[1], var)
 
 
 def _check_score_targets(est, X, y, sample_weight, classifier):
@@ -840,11 +837,16 @@ class PartitionedEstimator(OwnInitName, BaseEstimator):
         from sklearn.utils.validation import check_is_fitted
 
         check_is_fitted(self)
-        error = None
-        try:  # bad rows on one rank: the same error on every rank, not a hang
-            self._check_X(X, allow_empty=True)
-        except (ValueError, TypeError) as exc:
-            error = str(exc)
+        return self._predict_sharded(X, comm)
+
+    def _predict_sharded(self, X, comm, error=None):
+        """:meth:`predict_sharded`, with the check of ``X`` and this rank's other
+        ``error`` (of ``score_sharded``'s ``y``) agreed in one collective."""
+        if error is None:
+            try:  # bad rows on one rank: the same error on every rank, not a hang
+                self._check_X(X, allow_empty=True)
+            except (ValueError, TypeError) as exc:
+                error = str(exc)
         session = self._sharded_session(comm)
         with session, session.comm.phase("prediction"):
             session.comm.agree(error)
@@ -873,11 +875,12 @@ class PartitionedEstimator(OwnInitName, BaseEstimator):
         """
         from sklearn.base import is_classifier
 
+        from sklearn.utils.validation import check_is_fitted
+
+        check_is_fitted(self)
         classifier = is_classifier(self)
         y, w, error = _check_score_targets(self, X, y, sample_weight, classifier)
-        with self._sharded_session(comm) as s:  # a bad y or weight on one rank
-            s.comm.agree(error)
-        pred = self.predict_sharded(X, comm)
+        pred = self._predict_sharded(X, comm, error)
         with self._sharded_session(comm) as s:
             if classifier:
                 hits = np.array([np.sum(w * (pred == y)), np.sum(w)], dtype=float)

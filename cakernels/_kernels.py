@@ -75,6 +75,29 @@ def centered_sq_sum(X, mean, block_rows=65536):
     return total
 
 
+def variance_from_moments(moments, centered):
+    """The variances of ``k`` sets of values from their summed moments
+    ``(k, 3)``: sum, sum of squares, count. The one-pass ``E[x^2] - E[x]^2`` where
+    it keeps more than :data:`SCALE_CANCEL` of ``E[x^2]``; for the other sets
+    ``centered(sets, means)`` gives the (global) sums of ``(x - mean)^2``, called
+    only when one cancelled (collective under MPI: the moments, and so the
+    decision, are the same on every rank)."""
+    moments = np.asarray(moments, dtype=np.float64).reshape(-1, 3)
+    cnt = moments[:, 2]
+    var = moments[:, 1] / cnt - (moments[:, 0] / cnt) ** 2
+    cancelled = np.flatnonzero(~(var > SCALE_CANCEL * moments[:, 1] / cnt))
+    if cancelled.size:
+        var[cancelled] = (np.asarray(centered(cancelled, moments[cancelled, 0] / cnt[cancelled]),
+                                     dtype=np.float64) / cnt[cancelled])
+    return var
+
+
+def scale_gamma(n_features, var):
+    """``gamma='scale'`` from the variance: ``1 / (n_features * var)``, 1 for a
+    variance of 0 (as :class:`sklearn.svm.SVC`)."""
+    return 1.0 / (n_features * var) if var != 0 else 1.0
+
+
 def resolve_gamma(gamma, X):
     """Resolve scikit-learn's ``gamma`` (``'scale'``, ``'auto'`` or a float) on ``X``.
 
@@ -93,7 +116,7 @@ def resolve_gamma(gamma, X):
                     X_var = centered_sq_sum(X, X.mean()) / (X.shape[0] * X.shape[1])
             else:
                 X_var = X.var()
-            return 1.0 / (X.shape[1] * X_var) if X_var != 0 else 1.0
+            return scale_gamma(X.shape[1], X_var)
         if gamma == "auto":
             return 1.0 / X.shape[1]
         raise ValueError(f"gamma must be 'scale', 'auto' or a float, got {gamma!r}")

@@ -30,7 +30,7 @@ from .._engine import (
     global_class_weight,
     global_classes,
 )
-from .._kernels import SCALE_CANCEL, centered_sq_sum, resolve_gamma
+from .._kernels import centered_sq_sum, resolve_gamma, scale_gamma, variance_from_moments
 from .._solvers.local import solve_binary_svm
 from .._solvers.native_svc import NativeKernelSVC
 from ..backends._pool import run_graph
@@ -364,20 +364,15 @@ n_splits_
             if exact is not None:
                 exact = s.comm.bcast_obj(exact)
         gammas = np.zeros((len(self._grid()["gammas"]), n_splits))
-        cnt = moments[:, 2]
-        var = moments[:, 1] / cnt - (moments[:, 0] / cnt) ** 2
-        cancelled = np.flatnonzero(~(var > SCALE_CANCEL * moments[:, 1] / cnt))
-        if exact is None and "scale" in self._grid()["gammas"] and cancelled.size:
-            # the one-pass variance cancelled (the same splits on every rank): two passes
-            local = np.array([centered_sq_sum(X[train[:, f]], moments[f, 0] / cnt[f])
-                              for f in cancelled])
-            var[cancelled] = (s.comm.Allreduce(local) if s.size > 1 else local) / cnt[cancelled]
+        if exact is None and "scale" in self._grid()["gammas"]:  # sharded: from moments
+            var = variance_from_moments(moments, lambda splits, means: s.comm.Allreduce(
+                np.array([centered_sq_sum(X[train[:, f]], mu) for f, mu in zip(splits, means)])))
         for a, g in enumerate(self._grid()["gammas"]):
             for f in range(n_splits):
                 if exact is not None:
                     gammas[a, f] = exact[a][f]
                 elif g == "scale":
-                    gammas[a, f] = 1.0 / (X.shape[1] * var[f]) if var[f] != 0 else 1.0
+                    gammas[a, f] = scale_gamma(X.shape[1], var[f])
                 else:
                     gammas[a, f] = resolve_gamma(g, X[:1])
         class_weights = [self._class_weight(counts[f]) for f in range(n_splits)]
