@@ -750,6 +750,66 @@ def test_a_skops_file_with_foreign_types_is_refused(capsys, tmp_path, clf_files)
     assert "hello" not in out
 
 
+def test_a_skops_file_naming_a_function_under_a_trusted_module_is_refused(capsys, tmp_path,
+                                                                          clf_files):
+    """skops resolves a type's name as an attribute path: a prefix check of
+    'cakernels.' would trust ``cakernels._cli.common.os.system`` (the os module this
+    module imports) and a function that calls its argument. Only classes defined in
+    cakernels (or SciPy's sparse matrices) pass; the crafted file runs nothing."""
+    import json
+    import zipfile
+
+    from cakernels._cli.common import _trusted_class
+
+    model, evil, marker = tmp_path / "m.skops", tmp_path / "evil.skops", tmp_path / "pwned"
+    assert run(capsys, "fit", clf_files / "train.svm", "-o", model, "-p", "2")[0] == 0
+    mod = "cakernels._cli.common"
+
+    def text(v, i):
+        return {"__class__": "str", "__module__": "builtins", "__loader__": "JsonNode",
+                "content": json.dumps(v), "is_json": True, "__id__": i}
+
+    os_mod = {"__class__": "os", "__module__": mod, "__loader__": "TypeNode", "__id__": 911}
+    system = {"__class__": "os", "__module__": mod, "__loader__": "MethodNode",
+              "content": {"obj": os_mod, "func": "system"}, "__id__": 912}
+    comm = {"__class__": "SelfCommunicator", "__module__": "cakernels.backends._comm",
+            "__loader__": "ObjectNode", "__id__": 922,
+            "content": {"__class__": "dict", "__module__": "builtins",
+                        "__loader__": "DictNode", "content": {}, "__id__": 920,
+                        "key_types": {"__class__": "list", "__module__": "builtins",
+                                      "__loader__": "ListNode", "content": [],
+                                      "__id__": 921}}}
+    call = {"__class__": "_collective", "__module__": mod,
+            "__loader__": "ConstructorFromReduceNode", "__id__": 914,
+            "content": {"__class__": "tuple", "__module__": "builtins",
+                        "__loader__": "TupleNode", "__id__": 913,
+                        "content": [comm, system, text(f"touch {marker}", 930)]}}
+    with zipfile.ZipFile(model) as zin:
+        schema = json.loads(zin.read("schema.json"))
+        schema["content"]["metadata"]["content"]["note"] = call
+        schema["content"]["metadata"]["key_types"]["content"].append(
+            {"__class__": "str", "__module__": "builtins", "__loader__": "TypeNode",
+             "__id__": 915})
+        with zipfile.ZipFile(evil, "w") as zout:
+            for name in zin.namelist():
+                zout.writestr(name, json.dumps(schema) if name == "schema.json"
+                              else zin.read(name))
+    for cmd in ("predict", "evaluate"):
+        code, _, err = run(capsys, cmd, evil, clf_files / "test.svm")
+        assert_one_line_error(code, err, "refusing to load", "cakernels._cli.common._collective",
+                              "cakernels._cli.common.os.system")
+    assert not marker.exists()
+    # the rule itself: classes by their own module and name only
+    assert _trusted_class("cakernels.svm.CASVC")
+    assert _trusted_class("cakernels.backends._comm.SelfCommunicator")
+    assert _trusted_class("scipy.sparse._csr.csr_matrix")
+    for name in ("cakernels._cli.common.os", "cakernels._cli.common.os.system",
+                 "cakernels._cli.common._collective", "cakernels.svm.nothing",
+                 "cakernels.nowhere.CASVC", "scipy.sparse.csr_matrix.__init__",
+                 "numpy.ndarray", "builtins.print"):
+        assert not _trusted_class(name), name
+
+
 def test_legacy_pickle_with_trust_pickle(capsys, tmp_path, clf_files):
     model = tmp_path / "m.model"
     assert run(capsys, "fit", clf_files / "train.svm", "-o", model, "-p", "2")[0] == 0

@@ -17,7 +17,10 @@ MODEL_FORMAT = "cakernels-model"
 MODEL_FORMAT_VERSION = 3  # 3: skops.io files (before: pickles)
 #: module prefixes of the types a model file may hold beyond what skops.io trusts by
 #: default (scikit-learn's estimators, NumPy arrays and builtins): this package's own
-#: classes and SciPy's sparse matrices (stored as .npz members, read without pickle)
+#: classes and SciPy's sparse matrices (stored as .npz members, read without pickle).
+#: A name must also be a class defined there (:func:`_trusted_class`): skops resolves a
+#: type's name as an attribute path, so a prefix alone would let a file name any module,
+#: function or method one of these modules imports (``cakernels._cli.common.os.system``)
 TRUSTED_PREFIXES = ("cakernels.", "scipy.sparse.")
 
 TASKS = ("classification", "regression")
@@ -506,6 +509,23 @@ def _load_model(path, trust_pickle=False):
     return payload["estimator"], meta
 
 
+def _trusted_class(name):
+    """Whether the type name ``name`` of a skops file is a class defined in a module
+    under :data:`TRUSTED_PREFIXES`, named by its own module and qualified name (not
+    a function, a module, a method, or a name a module merely imports)."""
+    import importlib
+
+    if not isinstance(name, str) or not name.startswith(TRUSTED_PREFIXES):
+        return False
+    module, _, qualname = name.rpartition(".")
+    try:
+        obj = getattr(importlib.import_module(module), qualname)
+    except Exception:  # noqa: BLE001 - no such module or attribute: not trusted
+        return False
+    return (isinstance(obj, type) and obj.__module__ == module
+            and obj.__qualname__ == qualname)
+
+
 def _load_skops(path):
     import skops.io as sio
 
@@ -514,12 +534,12 @@ def _load_skops(path):
     except Exception as exc:
         raise CLIError(f"{path} is not a cakernels model file (reading it failed: "
                        f"{_error_message(exc)})") from None
-    foreign = sorted(t for t in untrusted if not t.startswith(TRUSTED_PREFIXES))
+    foreign = sorted(t for t in untrusted if not _trusted_class(t))
     if foreign:
-        raise CLIError(f"refusing to load {path}: it names types that are not cakernels', "
-                       f"scikit-learn's, NumPy's or SciPy's ({', '.join(foreign)}); a model "
-                       "written by `cakernels fit` holds none, so the file was made or changed "
-                       "elsewhere")
+        raise CLIError(f"refusing to load {path}: it names types that are not classes of "
+                       f"cakernels, scikit-learn, NumPy or SciPy's sparse matrices "
+                       f"({', '.join(foreign)}); a model written by `cakernels fit` holds "
+                       "none, so the file was made or changed elsewhere")
     try:
         return sio.load(path, trusted=list(untrusted))
     except Exception as exc:
