@@ -37,8 +37,8 @@ PARTITIONERS = [RandomPartitioner, KMeansPartitioner, KBalancePartitioner, FCFSP
 
 def brute_force_halo(X, labels, centers, k):
     """The k outside samples nearest to partition j's border, one sample at a time:
-    distance to the bisecting hyperplane of c_j and the sample's own centre, ties
-    to the lower index."""
+    signed distance to the bisecting hyperplane of c_j and the sample's own centre
+    (negative on j's side: first), ties to the lower index."""
     out = []
     for j in range(centers.shape[0]):
         cand = []
@@ -49,7 +49,7 @@ def brute_force_halo(X, labels, centers, k):
             normal = centers[j] - centers[o]
             mid = 0.5 * (centers[j] + centers[o])
             dist = (mid - X[i]) @ normal / np.linalg.norm(normal)
-            cand.append((max(dist, 0.0), i))
+            cand.append((dist, i))
         cand.sort()
         out.append(np.sort(np.array([i for _, i in cand[:k[j]]], dtype=np.int64)))
     return out
@@ -96,6 +96,32 @@ def test_ties_go_to_the_lower_index():
     halo = halo_indices(X, labels, centers, np.array([6, 2]), 1.0, balanced=False)
     np.testing.assert_array_equal(halo[1], [2, 3])  # k = round(1.0 * 2)
     np.testing.assert_array_equal(halo[0], [6, 7])  # k capped by the 2 outside rows
+
+
+def test_outside_samples_in_the_partitions_cell_come_first_deepest_first():
+    # balanced partitions own samples on another centre's side of the border; the
+    # halo of partition 1 takes those deepest in its cell (x = 9, then 8), not the
+    # first rows of the file (a clamp at the border tied them all)
+    X = np.array([[6.0], [8.0], [9.0], [4.0], [0.0], [10.0]])
+    labels = np.array([0, 0, 0, 0, 0, 1])
+    centers = np.array([[0.0], [10.0]])
+    halo = halo_indices(X, labels, centers, np.array([5, 1]), 2.0, balanced=False)
+    np.testing.assert_array_equal(halo[1], [1, 2])  # k = round(2.0 * 1)
+
+
+def test_halo_does_not_depend_on_the_order_of_the_rows():
+    # label-sorted and shuffled files of the same rows: the same halos (as sets of
+    # rows) for the same centres and owners (with a clamp at the border, the sorted
+    # file's halos were its first rows: one class only)
+    X, y = make_classification(n_samples=600, n_features=5, random_state=0)
+    part = RandomPartitioner(6, random_state=0).fit(X)
+    sizes = np.bincount(part.labels_, minlength=6)
+    ref = halo_indices(X, part.labels_, part.centers_, sizes, 0.5, balanced=True)
+    order = np.argsort(y, kind="stable")
+    got = halo_indices(X[order], part.labels_[order], part.centers_, sizes, 0.5,
+                       balanced=True)
+    for j in range(6):
+        np.testing.assert_array_equal(np.sort(order[got[j]]), ref[j])
 
 
 def test_halo_is_capped_by_the_outside_samples():

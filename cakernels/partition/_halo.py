@@ -7,10 +7,14 @@ local model never saw. With ``halo=h`` partition ``j`` keeps its own samples
 the ``k_j`` outside samples closest to its border:
 
 * the margin of an outside sample ``x`` (owned by partition ``o``) for
-  partition ``j`` is its Euclidean distance to the bisecting hyperplane of
-  the two centres, ``(|x - c_j|^2 - |x - c_o|^2) / (2 |c_j - c_o|)``, the
-  width of the slab of the Voronoi face between ``o`` and ``j`` that holds
-  ``x``;
+  partition ``j`` is its signed Euclidean distance to the bisecting
+  hyperplane of the two centres, ``(|x - c_j|^2 - |x - c_o|^2) / (2 |c_j -
+  c_o|)``: the width of the slab of the Voronoi face between ``o`` and ``j``
+  that holds ``x``, negative when ``x`` lies on ``j``'s side. Nearest-centre
+  owners (K-means) have no such samples; balanced and random partitions do
+  (their owner is not always the nearest centre), and they come first, the
+  deepest in ``j``'s cell first: ``j``'s model predicts there, and a clamp
+  at 0 would tie them all and leave the choice to the order of the rows;
 * ``k_j = round(h * m / P)`` for the balanced partitioners (every partition
   the same halo, so training sets still differ by at most one sample) and
   ``round(h * sizes_[j])`` for unbalanced ones (K-means), at most the number
@@ -45,15 +49,15 @@ def halo_sizes(sizes, halo, balanced):
 
 
 def _margins(D, labels, centers, j):
-    """Distance of every row to the border of partition ``j`` (``inf`` for its
-    own rows), from the squared distances ``D`` to every centre."""
+    """Signed distance of every row to the border of partition ``j`` (negative
+    on ``j``'s side of it, ``inf`` for its own rows), from the squared distances
+    ``D`` to every centre."""
     diff = centers[j][None, :] - centers
     gap = 2.0 * np.sqrt(np.einsum("ij,ij->i", diff, diff))  # 2 |c_j - c_o|, > 0 for o != j
     own = D[np.arange(D.shape[0]), labels]
     with np.errstate(divide="ignore", invalid="ignore"):
         m = (D[:, j] - own) / gap[labels]
     m[labels == j] = np.inf
-    np.maximum(m, 0.0, out=m)  # rounding: never below the border
     return m
 
 
