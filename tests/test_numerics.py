@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from cakernels import (BKRR2, CASVC, DCKRR, AsyGCDSVC, CascadeSVC, DisSMOSVC,
-                       PartitionedKernelRidge)
+from cakernels import (BKRR2, CASVC, DCKRR, DCSVC, AsyGCDSVC, CascadeSVC, DCFilterSVC,
+                       DisSMOSVC, PartitionedKernelRidge)
 from cakernels._kernels import check_kernel_diagonal, check_magnitude
 from cakernels._solvers import local
 
@@ -21,6 +21,9 @@ ESTIMATORS = [
     lambda **kw: CASVC(2, solver="libsvm", random_state=0, **kw),
     lambda **kw: AsyGCDSVC(**kw),
     lambda **kw: CascadeSVC(2, random_state=0, **kw),
+    # the trees check their leaves once (every node's rows come from them)
+    lambda **kw: DCSVC(2, random_state=0, **kw),
+    lambda **kw: DCFilterSVC(2, solver="libsvm", random_state=0, **kw),
     lambda **kw: DisSMOSVC(**kw),
 ]
 

@@ -34,7 +34,7 @@ from sklearn.utils._param_validation import StrOptions
 
 from .._engine import PartitionedEstimator, drop_zero_weight_rows, validate_params_for
 from .._params import Count
-from .._solvers.local import solve_binary_svm
+from .._solvers.local import _check_numerics_before, solve_binary_svm
 from .._solvers.native_svc import NativeKernelSVC
 from ..backends._comm import comm_report
 from ._full_model import _FullModelSVC
@@ -100,16 +100,17 @@ class _Node:
         return cls(X, packed["y"], packed["w"], packed["index"], alpha)
 
     @staticmethod
-    def merge(left, right):
+    def merge(left, right, shared=True):
         """The union of two nodes' rows. A sample in both (Cascade's feedback
         gives the final support vectors to every first-layer node, so two
         children can share them) is kept once, with the mean of its two dual
         variables (each approximates the same optimum); the solve then repairs
-        the warm start's equality constraint (:func:`_feasible_warm_start`)."""
-        dup = np.isin(right.index, left.index)
+        the warm start's equality constraint (:func:`_feasible_warm_start`).
+        ``shared=False``: the caller knows the two hold no common sample (no
+        search for one)."""
         la = None if left.alpha is None else np.array(left.alpha, dtype=np.float64)
         ra = right.alpha
-        if dup.any():
+        if shared and (dup := np.isin(right.index, left.index)).any():
             if la is not None or ra is not None:
                 la = np.zeros(left.y.size) if la is None else la
                 rdup = np.zeros(int(dup.sum())) if ra is None else ra[dup]
@@ -211,6 +212,9 @@ class _MultiLevelSVC(_FullModelSVC):
         pairs = [(i, j) for i in range(k) for j in range(i + 1, k)]
         seed = check_random_state(self.random_state).randint(np.iinfo(np.int32).max)
         ctx = {"threads": s.threads, "seed": seed}
+        # every node's rows come from the leaves: their norms and kernel diagonal
+        # are checked here once, not once per node of every class pair's tree
+        self._check_leaf_numerics(comm, leaves)
         layer_stats = [dict(layer=i + 1, nodes=n, solved=0, samples_in=0, support_vectors=0,
                             n_iter=0, seconds=0.0) for i, n in enumerate(tree_layers(sizes.size))]
         comm_layers = [np.zeros(2) for _ in layer_stats]
@@ -307,6 +311,18 @@ class _MultiLevelSVC(_FullModelSVC):
         return self._run_tree(s, nodes, owners, ctx, layer_stats, comm_layers,
                               stop=self._stop_layer())
 
+    def _check_leaf_numerics(self, comm, leaves):
+        """Collective: the clear error of an overflowing row norm or kernel diagonal
+        (in the solver's precision) on every rank, before any node is solved."""
+        dtype = np.float32 if self.solver == "libsvm" else np.float64  # LIBSVM's Qfloat
+        try:
+            for p in leaves.values():
+                _check_numerics_before(p.X, self._kernel_params(), dtype)
+            failure = None
+        except (ValueError, FloatingPointError) as exc:
+            failure = exc
+        comm.raise_failures(failure, counted=False)
+
     def _solve(self, node, ctx):
         t0 = time.perf_counter()
         self._solve_node(node, ctx)
@@ -330,7 +346,7 @@ class _MultiLevelSVC(_FullModelSVC):
             node.X, node.y, self.C, kernel_params=self._kernel_params(), solver=self.solver,
             sample_weight=node.w, tol=self.tol, max_iter=self.max_iter,
             cache_size=self.cache_size, n_threads=ctx["threads"], random_state=ctx["seed"],
-            index=node.index, alpha0=warm)
+            index=node.index, alpha0=warm, check_numerics=False)  # the leaves' check
         return node
 
     def _run_tree(self, s, nodes, owners, ctx, layer_stats, comm_layers, stop=None):
@@ -344,7 +360,8 @@ class _MultiLevelSVC(_FullModelSVC):
             before = comm.counter.summary()
             with comm.phase("training"):
                 if layer > 0:
-                    nodes = self._merge_layer(s, nodes, owners[layer - 1], layer_owners)
+                    nodes = self._merge_layer(s, nodes, owners[layer - 1], layer_owners,
+                                              ctx.get("shared_rows", False))
                 todo = [q for q, n in nodes.items() if n.solution is None]
                 try:
                     solved, failure = s.map(lambda q: self._solve(nodes[q], ctx), todo,
@@ -377,9 +394,11 @@ class _MultiLevelSVC(_FullModelSVC):
         root_owner = int(owners[-1][0])
         return (nodes.get(0) if comm.rank == root_owner else None), kept
 
-    def _merge_layer(self, s, nodes, up_owners, owners):
+    def _merge_layer(self, s, nodes, up_owners, owners, shared_rows):
         """The nodes of a layer from those of the layer above (point-to-point
-        messages where a right child lives on another rank than its left one)."""
+        messages where a right child lives on another rank than its left one).
+        ``shared_rows``: two nodes may hold the same sample (Cascade's feedback);
+        otherwise every sample is in one node of a layer."""
         comm = s.comm
         n_up = up_owners.size
         sends, received, merged = [], {}, {}
@@ -409,7 +428,7 @@ class _MultiLevelSVC(_FullModelSVC):
                      else nodes.pop(right).passed(self._pass))
             # the children are released as their union is made: the layer's rows
             # are held about once, not twice
-            merged[q] = _Node.merge(lnode, rnode)
+            merged[q] = _Node.merge(lnode, rnode, shared_rows)
             del lnode, rnode
         nodes.clear()  # the children that went to other ranks
         return merged
@@ -667,6 +686,7 @@ class CascadeSVC(_MultiLevelSVC):
         leaves, root = (dict(nodes) if self.n_passes > 1 else None), int(owners[-1][0])
         previous = None
         current = dict(nodes)
+        ctx["shared_rows"] = False  # the first pass: every sample in one node of a layer
         for n_pass in range(self.n_passes):
             final, _ = self._run_tree(s, current, owners, ctx, layer_stats, comm_layers)
             if n_pass + 1 == self.n_passes:
@@ -687,7 +707,9 @@ class CascadeSVC(_MultiLevelSVC):
                 extra = np.flatnonzero(~np.isin(back.index, leaf.index))
                 fed = _Node(back.X[extra], back.y[extra], back.w[extra], back.index[extra],
                             back.alpha[extra])
-                current[q] = _Node.merge(_Node(leaf.X, leaf.y, leaf.w, leaf.index, own), fed)
+                current[q] = _Node.merge(_Node(leaf.X, leaf.y, leaf.w, leaf.index, own), fed,
+                                         shared=False)  # ``extra``: not in the leaf
+            ctx["shared_rows"] = True  # every leaf now holds the fed-back rows
         ctx.setdefault("passes", []).append(n_pass + 1)
         return final, None
 
