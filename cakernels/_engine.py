@@ -33,10 +33,12 @@ import hashlib
 import numbers
 import pickle
 import time
+import warnings
 
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator
+from sklearn.exceptions import UndefinedMetricWarning
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ._kernels import MIN_BLOCK_ROWS, check_magnitude
@@ -410,6 +412,14 @@ def _check_score_targets(est, X, y, sample_weight, classifier):
             if y.ndim != 1:
                 raise ValueError(f"y should be a 1d array, got an array of shape {y.shape} "
                                  "instead")
+            if y.size:  # accuracy_score's checks: NaN, continuous or mixed labels
+                from sklearn.utils.multiclass import type_of_target, unique_labels
+
+                kind = type_of_target(y, input_name="y")
+                if kind not in ("binary", "multiclass"):
+                    raise ValueError(f"y is {kind}, not class labels: classification "
+                                     "metrics can't handle it")
+                unique_labels(y, est.classes_)  # refuses strings against numbers
         else:
             y = np.asarray(y, dtype=np.float64)
             k = int(np.prod(est.estimators_[0].alpha.shape[1:]))
@@ -418,6 +428,8 @@ def _check_score_targets(est, X, y, sample_weight, classifier):
             if got != k:
                 raise ValueError(f"y of shape {y.shape} does not have the model's {k} "
                                  f"output{'s' if k != 1 else ''}")
+            if not np.all(np.isfinite(y)):
+                raise ValueError("Input y contains NaN or infinity")
         if y.shape[0] != n:
             raise ValueError(f"X has {n} rows but y has {y.shape[0]}")
         # (scikit-learn's _check_sample_weight refuses a rank's empty shard)
@@ -431,6 +443,16 @@ def _check_score_targets(est, X, y, sample_weight, classifier):
     except (ValueError, TypeError) as exc:
         return None, None, str(exc)
     return y, w, None
+
+
+def _check_score_total(n_rows, weight):
+    """``score_sharded``'s refusals of what every rank's rows sum to (the same
+    values, so the same error, on every rank): no rows, or weights all 0."""
+    if n_rows == 0:
+        raise ValueError("no test rows on any rank: nothing to score")
+    if not weight > 0:
+        raise ValueError("Sample weights must contain at least one non-zero number (on "
+                         "every rank together).")
 
 
 def vote_weights(sq_dist):
@@ -883,8 +905,9 @@ class PartitionedEstimator(OwnInitName, BaseEstimator):
         pred = self._predict_sharded(X, comm, error)
         with self._sharded_session(comm) as s:
             if classifier:
-                hits = np.array([np.sum(w * (pred == y)), np.sum(w)], dtype=float)
+                hits = np.array([np.sum(w * (pred == y)), np.sum(w), w.size], dtype=float)
                 hits = s.comm.Allreduce(hits)
+                _check_score_total(hits[2], hits[1])  # the same on every rank
                 return float(hits[0] / hits[1])
             k = 1 if np.ndim(pred) == 1 else pred.shape[1]
             yy = y.reshape(y.shape[0], k)
@@ -892,8 +915,14 @@ class PartitionedEstimator(OwnInitName, BaseEstimator):
             # two passes (the weighted mean first): the one-pass sum of squares
             # cancelled for targets far from zero (an offset of 1e9: R^2 0.9994
             # against 0.9819)
-            first = s.comm.Allreduce(np.concatenate([[w.sum()], w @ yy]))
-            mean = first[1:] / first[0] if first[0] > 0 else np.zeros(k)
+            first = s.comm.Allreduce(np.concatenate([[w.size, w.sum()], w @ yy]))
+            _check_score_total(first[0], first[1])
+            if first[0] < 2:  # as r2_score
+                warnings.warn("R^2 score is not well-defined with less than two samples.",
+                              UndefinedMetricWarning)
+                return float("nan")
+            first = first[1:]
+            mean = first[1:] / first[0]
             second = s.comm.Allreduce(np.concatenate([w @ (yy - mean) ** 2,
                                                       w @ (yy - pp) ** 2]))
             tot, res = second[:k], second[k:]

@@ -124,6 +124,9 @@ BAD_INPUT = {
     # raised on that rank only: the others waited in the collective prediction
     "predict-features": "rank 3: X has 4 features, but DCSVC is expecting 5 features",
     "score-short-y": "rank 3: X has 100 rows but y has 99",
+    # score_sharded scored them: a NaN target (R^2 0.0), text labels against numbers
+    "score-nan-y": "rank 3: Input y contains NaN or infinity",
+    "score-labels": "rank 3: Mix of label input types (string and number)",
     # DKRR fitted misaligned columns and held other feature names on that rank
     "dkrr-names": "the shards have different feature names (rank 0 and rank 3)",
 }
@@ -216,9 +219,18 @@ def test_collective_prediction_and_score_equal_serial(mpirun, n):
     lines = _lines(mpirun(n, "spmd_predict.py"))
     assert [line["check"] for line in lines] == [
         "DCSVC", "DisSMOSVC", "BKMSVC", "CASVCCV", "BKRR2-0", "BKRR2CV-0", "BKRR2-1e+09",
-        "BKRR2CV-1e+09", "scale-DisSMOSVC", "scale-CASVCCV"]
+        "BKRR2CV-1e+09", "scale-DisSMOSVC", "scale-CASVCCV", "zero-weights-clf",
+        "zero-weights-reg", "no-rows-clf", "no-rows-reg", "one-row-reg"]
     for line in lines:
         assert line["equal"], line
+    got = {line["check"]: line["got"] for line in lines if "got" in line}
+    for name in ("zero-weights-clf", "zero-weights-reg"):
+        assert got[name].startswith("ValueError: Sample weights must contain at least one "
+                                    "non-zero number"), got[name]
+    for name in ("no-rows-clf", "no-rows-reg"):
+        assert got[name] == "ValueError: no test rows on any rank: nothing to score", got
+    assert got["one-row-reg"] == ("returned nan | warning: R^2 score is not well-defined "
+                                  "with less than two samples."), got
 
 
 @pytest.mark.parametrize("n", [2, 4])

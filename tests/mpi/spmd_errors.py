@@ -98,6 +98,17 @@ def run():
 
         est = BKRR2(4, backend=sharded).fit(Xs, ys.astype(float))
         est.score_sharded(Xs, ys[:-1] if rank == bad else ys)
+    elif case == "score-nan-y":             # collective score: a NaN target on one rank
+        from cakernels import BKRR2
+
+        est = BKRR2(4, backend=sharded).fit(Xs, ys.astype(float))
+        yq = ys.astype(float)
+        if rank == bad:
+            yq[0] = np.nan
+        est.score_sharded(Xs, yq)
+    elif case == "score-labels":            # collective score: text labels on one rank
+        est = CASVC(4, backend=sharded).fit(Xs, ys)
+        est.score_sharded(Xs, np.where(ys == 1, "a", "b") if rank == bad else ys)
     elif case == "dkrr-names":              # DKRR: one shard's columns in another order
         import pandas as pd
 

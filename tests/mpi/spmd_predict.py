@@ -4,7 +4,9 @@ score_sharded) where earlier code failed: the last rank holds no test row
 reshape), the searches delegate to best_estimator_ (they had no _predict), a
 column vector of labels is raveled as score does (it broadcast to n x n and
 scored 15), and R^2 of targets far from zero (the one-pass sum of squares
-cancelled). Every value is compared with the one-process predict/score."""
+cancelled). Every value is compared with the one-process predict/score; what
+all ranks' rows sum to (no rows, weights all 0, one row) is refused or warned
+about as score does, the same on every rank."""
 
 import json
 
@@ -80,6 +82,33 @@ for est in (DisSMOSVC(gamma="scale", backend=MPIBackend(sharded=True)),
         gammas = [est.best_estimator_.gamma_]
     out.append({"check": f"scale-{type(est).__name__}", "gamma": float(gammas[0]),
                 "equal": bool(all(abs(g - expect) <= 1e-6 * expect for g in gammas))})
+
+# what every rank's test rows sum to is refused on every rank, as score refuses it:
+# weights all 0 (accuracy was 0/0, R^2 1.0), no test row anywhere (R^2 1.0); one
+# row in all: R^2 is NaN with scikit-learn's warning (it was 1.0 or 0.0)
+import warnings  # noqa: E402
+
+clf = DCSVC(4, random_state=0).fit(Xt, yt)
+reg = BKRR2(4, sigma=3.0, lam=1e-4, random_state=0).fit(Xr[:140], yr[:140])
+lo, hi = shard(60)
+for name, call in (
+        ("zero-weights-clf", lambda: clf.score_sharded(Xc[120:][lo:hi], yc[120:][lo:hi],
+                                                       np.zeros(hi - lo))),
+        ("zero-weights-reg", lambda: reg.score_sharded(Xr[140:][lo:hi], yr[140:][lo:hi],
+                                                       np.zeros(hi - lo))),
+        ("no-rows-clf", lambda: clf.score_sharded(Xc[:0], yc[:0])),
+        ("no-rows-reg", lambda: reg.score_sharded(Xr[:0], yr[:0])),
+        ("one-row-reg", lambda: reg.score_sharded(Xr[140:141] if rank == 0 else Xr[:0],
+                                                  yr[140:141] if rank == 0 else yr[:0]))):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            got = f"returned {call()}"
+        except ValueError as exc:
+            got = f"{type(exc).__name__}: {exc}"
+    got += "".join(f" | warning: {w.message}" for w in caught)
+    every = world.allgather(got)
+    out.append({"check": name, "got": got, "equal": len(set(every)) == 1})
 
 if rank == 0:
     for line in out:
