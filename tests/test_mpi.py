@@ -127,6 +127,12 @@ BAD_INPUT = {
     # score_sharded scored them: a NaN target (R^2 0.0), text labels against numbers
     "score-nan-y": "rank 3: Input y contains NaN or infinity",
     "score-labels": "rank 3: Mix of label input types (string and number)",
+    # a partitioner's fit_sharded: one rank's error left the others waiting
+    "part-invalid": "rank 3: The 'n_partitions' parameter of KBalancePartitioner must be",
+    "part-params": "ranks [3] were given other parameters than rank 0; every rank must call "
+                   "fit_sharded with the same partitioner",
+    "part-nan": "rank 3: Input contains NaN",
+    "part-features": "the shards differ: rank 0 has 5 features (dense), rank 3 4 (dense)",
     # DKRR fitted misaligned columns and held other feature names on that rank
     "dkrr-names": "the shards have different feature names (rank 0 and rank 3)",
 }
@@ -231,6 +237,25 @@ def test_collective_prediction_and_score_equal_serial(mpirun, n):
         assert got[name] == "ValueError: no test rows on any rank: nothing to score", got
     assert got["one-row-reg"] == ("returned nan | warning: R^2 score is not well-defined "
                                   "with less than two samples."), got
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_communicator_arguments(mpirun, n):
+    # not an intra-communicator: one clear error on every rank (an intercommunicator
+    # was accepted and the ranks ended with different models; other objects raised
+    # AttributeErrors); a Communicator is unwrapped; fit_sharded takes a raw comm
+    lines = _lines(mpirun(n, "spmd_comm.py"))
+    got = {line["check"]: line["got"] for line in lines}
+    assert all(line["same"] for line in lines), lines
+    for name, kind in (("backend-str", "str"), ("predict-int", "int"),
+                       ("partition-str", "str")):
+        assert got[name] == ("TypeError: comm must be an mpi4py intra-communicator "
+                             "(MPI.COMM_WORLD or a sub-communicator such as "
+                             f"COMM_WORLD.Split(...)), got {kind}"), got
+    assert got["null"].startswith("ValueError: comm is MPI.COMM_NULL"), got
+    if n > 1:
+        assert got["intercomm"].startswith("ValueError: comm is an intercommunicator"), got
+    assert got["unwrapped"] == got["fit-sharded-raw-comm"] == "ok"
 
 
 @pytest.mark.parametrize("n", [2, 4])

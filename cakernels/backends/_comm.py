@@ -239,13 +239,34 @@ class SelfCommunicator(_BaseCommunicator):
 _MPI_OPS = {"sum": "SUM", "max": "MAX", "min": "MIN"}
 
 
+def check_mpi_comm(comm):
+    """``comm`` if it is an mpi4py intra-communicator; else a clear ``TypeError``
+    (another object) or ``ValueError`` (``COMM_NULL``, an intercommunicator: its
+    collectives talk to the remote group, so the ranks' models would differ).
+    Local: every rank passing the same kind of object raises the same error."""
+    from mpi4py import MPI
+
+    if not isinstance(comm, MPI.Comm):
+        raise TypeError(f"comm must be an mpi4py intra-communicator (MPI.COMM_WORLD or a "
+                        f"sub-communicator such as COMM_WORLD.Split(...)), got "
+                        f"{type(comm).__name__}")
+    if comm == MPI.COMM_NULL:
+        raise ValueError("comm is MPI.COMM_NULL: pass MPI.COMM_WORLD or a sub-communicator")
+    if comm.Is_inter():
+        raise ValueError("comm is an intercommunicator: cakernels needs an "
+                         "intra-communicator (MPI.COMM_WORLD or a sub-communicator such as "
+                         "COMM_WORLD.Split(...)); Merge() makes one of an intercommunicator")
+    return comm
+
+
 class Communicator(_BaseCommunicator):
     """A counted wrapper of an mpi4py communicator.
 
     Parameters
     ----------
     comm : mpi4py.MPI.Comm
-        Any intra-communicator (``COMM_WORLD`` or a sub-communicator).
+        Any intra-communicator (``COMM_WORLD`` or a sub-communicator); a
+        :class:`Communicator` is unwrapped.
     """
 
     def __init__(self, comm):
@@ -253,9 +274,9 @@ class Communicator(_BaseCommunicator):
         from mpi4py import MPI
 
         self._MPI = MPI
-        self.comm = comm
-        self.rank = comm.Get_rank()
-        self.size = comm.Get_size()
+        self.comm = check_mpi_comm(comm.comm if isinstance(comm, Communicator) else comm)
+        self.rank = self.comm.Get_rank()
+        self.size = self.comm.Get_size()
 
     # ------------------------------------------------------------- objects
     def bcast_obj(self, obj, root=0):

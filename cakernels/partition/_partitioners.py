@@ -403,10 +403,14 @@ class _BasePartitioner(OwnInitName, BaseEstimator):
         Parameters
         ----------
         comm : communicator
-            A :class:`cakernels.backends.Communicator` (or the one-process
-            :class:`~cakernels.backends.SelfCommunicator`).
-        X : {ndarray, CSR matrix} of shape (n_local, n_features)
-            This rank's validated float64 rows.
+            An mpi4py intra-communicator (``MPI.COMM_WORLD``), a
+            :class:`cakernels.backends.Communicator` or the one-process
+            :class:`~cakernels.backends.SelfCommunicator`.
+        X : {array-like, CSR matrix} of shape (n_local, n_features)
+            This rank's rows (may be empty). Invalid parameters or rows on any
+            rank, other parameters than rank 0's, or shards that differ in
+            their number of features or storage are the same
+            :class:`~cakernels.backends.CollectiveError` on every rank.
 
         Returns
         -------
@@ -414,7 +418,7 @@ class _BasePartitioner(OwnInitName, BaseEstimator):
         """
         from . import _distributed as dist
 
-        self._validate_params()
+        comm, X = self._check_sharded_call(comm, X)
         t0 = time.perf_counter()
         n, offset, _ = dist.n_global(comm, X)
         comm.agree(None if self.n_partitions <= n else
@@ -455,6 +459,48 @@ class _BasePartitioner(OwnInitName, BaseEstimator):
                                             self._halo(), self.balanced))
         self.fit_seconds_ = time.perf_counter() - t0
         return self
+
+    def _check_sharded_call(self, comm, X):
+        """``(comm, X)`` for :meth:`fit_sharded`: a raw mpi4py communicator wrapped,
+        ``X`` validated; what is wrong on any rank (an invalid parameter or row,
+        other parameters than rank 0's, shards of other widths or storage) is
+        the same error on every rank, not one rank's error and the others
+        waiting in the next collective. One uncounted allgather: a control
+        message, not the partitioning's traffic."""
+        from sklearn.utils import check_array
+
+        from .._engine import params_fingerprint
+        from ..backends._comm import Communicator, CollectiveError, _BaseCommunicator
+
+        if not isinstance(comm, _BaseCommunicator):
+            comm = Communicator(comm)  # TypeError for what is not a communicator
+        error = shape = fingerprint = None
+        try:
+            self._validate_params()
+            fingerprint = params_fingerprint(self)
+            X = check_array(X, accept_sparse="csr", dtype=np.float64, ensure_min_samples=0)
+            if X.shape[0]:
+                check_magnitude(X)
+            shape = (int(X.shape[1]), bool(sp.issparse(X)))
+        except (ValueError, TypeError) as exc:  # InvalidParameterError is both
+            error = " ".join(str(exc).split())
+        got = comm._allgather_uncounted((error, fingerprint, shape))
+        bad = [(r, g[0]) for r, g in enumerate(got) if g[0] is not None]
+        if bad:
+            raise CollectiveError(f"rank {bad[0][0]}: {bad[0][1]}")
+        other = [r for r, g in enumerate(got) if g[1] != got[0][1]]
+        if other:
+            raise CollectiveError(f"ranks {other} were given other parameters than rank 0; "
+                                  f"every rank must call fit_sharded with the same "
+                                  f"partitioner and parameters")
+        other = [r for r, g in enumerate(got) if g[2] != got[0][2]]
+        if other:
+            (d0, s0), (d1, s1) = got[0][2], got[other[0]][2]
+            raise CollectiveError(
+                f"the shards differ: rank 0 has {d0} features ({'CSR' if s0 else 'dense'}), "
+                f"rank {other[0]} {d1} ({'CSR' if s1 else 'dense'}); every rank must pass "
+                "rows of the same features and storage")
+        return comm, X
 
     def _partition_sharded(self, comm, X, rng, n, offset):
         raise NotImplementedError

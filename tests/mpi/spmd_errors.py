@@ -109,6 +109,22 @@ def run():
     elif case == "score-labels":            # collective score: text labels on one rank
         est = CASVC(4, backend=sharded).fit(Xs, ys)
         est.score_sharded(Xs, np.where(ys == 1, "a", "b") if rank == bad else ys)
+    elif case.startswith("part-"):          # a partitioner's own fit_sharded (README)
+        from cakernels.partition import KBalancePartitioner
+
+        kw = dict(n_partitions=4, random_state=0)
+        Xp = Xs
+        if rank == bad:
+            if case == "part-invalid":       # it hung the other ranks
+                kw["n_partitions"] = 0
+            elif case == "part-params":      # a halo on one rank: the others hung
+                kw["halo"] = 0.5
+            elif case == "part-nan":         # NaN centres (random) or a hang (K-balance)
+                Xp = Xs.copy()
+                Xp[0, 0] = np.nan
+            elif case == "part-features":
+                Xp = Xs[:, :4]
+        KBalancePartitioner(**kw).fit_sharded(MPI.COMM_WORLD, Xp)  # a raw mpi4py comm
     elif case == "dkrr-names":              # DKRR: one shard's columns in another order
         import pandas as pd
 
