@@ -445,6 +445,24 @@ def _check_score_targets(est, X, y, sample_weight, classifier):
     return y, w, None
 
 
+#: the parameters that only act at prediction: set_params may change them after fit
+PREDICT_PARAMS = ("routing", "combine", "n_voters")
+
+
+def check_predict_params(est):
+    """Validate the prediction parameters (:data:`PREDICT_PARAMS`) an estimator
+    has: ``set_params(routing=...)`` after fit switches a fitted model, so its
+    values are checked where they act, not only at fit (an invalid one was
+    ignored or failed inside the routing; under MPI on the ranks with rows only)."""
+    from sklearn.utils._param_validation import validate_parameter_constraints
+
+    params = {k: getattr(est, k) for k in PREDICT_PARAMS
+              if k in est._parameter_constraints and hasattr(est, k)}
+    validate_parameter_constraints(
+        {k: est._parameter_constraints[k] for k in params}, params,
+        caller_name=type(est).__name__)
+
+
 def _check_score_total(n_rows, weight):
     """``score_sharded``'s refusals of what every rank's rows sum to (the same
     values, so the same error, on every rank): no rows, or weights all 0."""

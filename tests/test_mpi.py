@@ -124,6 +124,8 @@ BAD_INPUT = {
     # raised on that rank only: the others waited in the collective prediction
     "predict-features": "rank 3: X has 4 features, but DCSVC is expecting 5 features",
     "score-short-y": "rank 3: X has 100 rows but y has 99",
+    # prediction parameters set after fit are checked on every rank, with rows or not
+    "predict-voters": "rank 0: The 'n_voters' parameter of CASVC must be an int",
     # score_sharded scored them: a NaN target (R^2 0.0), text labels against numbers
     "score-nan-y": "rank 3: Input y contains NaN or infinity",
     "score-labels": "rank 3: Mix of label input types (string and number)",

@@ -149,6 +149,28 @@ def test_bad_krr_combine_is_refused():
         BKRR2CV(combine="vote")
 
 
+@pytest.mark.parametrize("params", [{"routing": "soft"}, {"routing": "vote", "n_voters": 0},
+                                    {"routing": "vote", "n_voters": 3.0},
+                                    {"routing": "vote", "n_voters": True}])
+def test_bad_routing_set_after_fit_is_refused_at_prediction(binary, params):
+    # set_params switches a fitted model's routing: its values are checked where they
+    # act ('soft' and n_voters=0 predicted by nearest centre, 3.0 blamed n_nearest)
+    X, y = binary
+    clf = CASVC(4, random_state=0).fit(X, y)
+    clf.set_params(**params)
+    name = "routing" if "soft" in params.values() else "n_voters"
+    for method in (clf.predict, clf.decision_function):
+        with pytest.raises(InvalidParameterError, match=f"The '{name}' parameter of CASVC"):
+            method(X[:5])
+    reg = PartitionedKernelRidge(n_partitions=4, random_state=0).fit(X, y.astype(float))
+    reg.set_params(**{"combine" if k == "routing" else k: ("avg" if v == "soft" else v)
+                      for k, v in params.items()})
+    with pytest.raises(InvalidParameterError, match="parameter of PartitionedKernelRidge"):
+        reg.predict(X[:5])
+    clf.set_params(routing="vote", n_voters=np.int64(2))  # a valid switch still works
+    assert clf.predict(X[:5]).shape == (5,)
+
+
 @pytest.mark.parametrize("bad", [0, -1, 1.7, "2", True, None])
 def test_nearest_partitions_refuses_a_bad_count(bad):
     # 0 gave an (n, 0) result, 1.7 was truncated, '2' accepted, -1 a NumPy error

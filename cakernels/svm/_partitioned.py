@@ -16,6 +16,7 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 
 from .._engine import (
     PartitionedEstimator,
+    check_predict_params,
     check_weighted_classes,
     drop_zero_weight_rows,
     global_class_weight,
@@ -412,6 +413,7 @@ class PartitionedSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
     def _check_X(self, X, allow_empty=False):
         # a rank of a collective prediction may hold no test row
         check_is_fitted(self)
+        check_predict_params(self)
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, order="C",
                           reset=False, ensure_min_samples=0 if allow_empty else 1)
         if X.shape[0]:  # as fit: an overflowing row would give a silent constant

@@ -98,6 +98,9 @@ def run():
 
         est = BKRR2(4, backend=sharded).fit(Xs, ys.astype(float))
         est.score_sharded(Xs, ys[:-1] if rank == bad else ys)
+    elif case == "predict-voters":          # n_voters set after fit; one rank without rows
+        est = CASVC(4, backend=sharded).fit(Xs, ys).set_params(routing="vote", n_voters=3.0)
+        est.predict_sharded(Xs[:0] if rank == bad else Xs)  # it hung the rank without rows
     elif case == "score-nan-y":             # collective score: a NaN target on one rank
         from cakernels import BKRR2
 
