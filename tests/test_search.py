@@ -207,6 +207,29 @@ def test_r2_of_a_fold_far_from_the_mean_does_not_cancel(noise):
                                ref.cv_results_["split0_test_score"], rtol=1e-8)
 
 
+@pytest.mark.parametrize("scoring", ["r2", "neg_mean_squared_error"])
+def test_a_split_whose_validation_rows_weigh_nothing_scores_nan(scoring):
+    """As GridSearchCV: NaN for that split (r2 scored it 1.0: 0 residual of 0
+    total), with a warning that names the weights, not the predictions."""
+    from cakernels import CASVCCV
+
+    X, y = _data(n=120)
+    fold = np.arange(120) % 3
+    cv = PredefinedSplit(fold)
+    w = np.where(fold == 0, 0.0, 1.0)
+    with pytest.warns(RuntimeWarning, match=r"split\(s\) \[0\] all have sample_weight 0"):
+        search = BKRR2CV(n_partitions=2, sigmas=[1.0, 3.0], lams=[1e-3], cv=cv,
+                         scoring=scoring, random_state=0).fit(X, y, sample_weight=w)
+    assert np.all(np.isnan(search.cv_results_["split0_test_score"]))
+    assert np.all(np.isfinite(search.cv_results_["split1_test_score"]))
+    yc = (y > np.median(y)).astype(int)
+    with pytest.warns(RuntimeWarning, match=r"split\(s\) \[0\] all have sample_weight 0"):
+        clf = CASVCCV(n_partitions=2, Cs=[1.0, 10.0], cv=cv, random_state=0).fit(
+            X, yc, sample_weight=w)
+    assert np.all(np.isnan(clf.cv_results_["split0_test_score"]))
+    assert np.all(np.isfinite(clf.cv_results_["split2_test_score"]))
+
+
 def test_group_splits_equal_refits_and_keep_groups_apart():
     """``groups`` reaches the splitter as in ``GridSearchCV.fit(X, y, groups=...)``."""
     X, y = _data()

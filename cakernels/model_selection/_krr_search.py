@@ -696,13 +696,17 @@ class _SearchJob:
                     stats[a, :, f] = _stats(yq[V, :k], mean[a], self.shift[f],
                                             yq[V, k] if self.weighted else None)
         scores = _scores(stats, self.scoring)  # (n_sigma, n_lam, n_splits)
+        # splits whose validation rows all weigh 0: NaN for every candidate
+        self.empty_splits = np.flatnonzero(np.all(stats[..., 0] <= 0, axis=(0, 1, 3)))
         pick = lambda a: np.array([a[isg, il] for isg, il in self.order])  # noqa: E731
         return pick(scores), pick(times[..., 0]), pick(times[..., 1]), n_fact
 
 
 def _scores(stats, scoring):
     """Scores ``(n_sigma, n_lam, n_splits)`` from the summed statistics,
-    averaged over the outputs (scikit-learn's ``'uniform_average'``)."""
+    averaged over the outputs (scikit-learn's ``'uniform_average'``); NaN for
+    a split whose validation rows all weigh 0 (scikit-learn's metrics refuse
+    it: ``GridSearchCV``'s score is NaN there too)."""
     cnt, sy, syy, sres, sabs = (stats[..., i] for i in range(_N_STATS))
     with np.errstate(invalid="ignore", divide="ignore"):
         if scoring == "r2":
@@ -717,6 +721,7 @@ def _scores(stats, scoring):
             per = -np.sqrt(sres / cnt)
         else:
             per = -sabs / cnt
+    per = np.where(cnt > 0, per, np.nan)  # r2 gave 1.0 (0 residual of 0 total)
     return per.mean(axis=-1)
 
 

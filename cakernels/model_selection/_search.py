@@ -112,7 +112,8 @@ class _PartitionedSearchCV(PartitionedEstimator):
                 comm.raise_failures(failure)
                 scores, fit_t, score_t, n_fact = job.combine(comm, results, queries)
             gathered = comm.allgather(((t_part, t_move, t_search), comm.counter.summary()))
-        self._set_results(job.params, scores, fit_t, score_t)
+        self._set_results(job.params, scores, fit_t, score_t,
+                          getattr(job, "empty_splits", ()))
         self.partitioner_ = part
         self.centers_ = part.centers_
         self.partition_sizes_ = sizes
@@ -142,9 +143,14 @@ class _PartitionedSearchCV(PartitionedEstimator):
         return self
 
     # ------------------------------------------------------------------ results
-    def _set_results(self, params, scores, fit_times, score_times):
+    def _set_results(self, params, scores, fit_times, score_times, empty_splits=()):
         res = build_cv_results(params, scores, fit_times, score_times)
-        if np.any(np.isnan(res["mean_test_score"])):
+        if len(empty_splits):
+            warnings.warn(f"the validation rows of split(s) {list(map(int, empty_splits))} "
+                          "all have sample_weight 0: their scores are NaN for every "
+                          "candidate (as GridSearchCV's), and so are the mean scores",
+                          RuntimeWarning, stacklevel=4)
+        elif np.any(np.isnan(res["mean_test_score"])):
             bad = int(np.sum(np.isnan(res["mean_test_score"])))
             warnings.warn(f"{bad} of {len(params)} candidates gave non-finite predictions "
                           "(their scores are NaN)", RuntimeWarning, stacklevel=4)

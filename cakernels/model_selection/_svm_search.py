@@ -552,6 +552,9 @@ class _SVMSearchJob:
             times += t
             n_iter += it
         allreduce_parts(comm, [out, times, n_iter])  # the one reduction of the search
+        weight = out[..., 1] if self.n_counts == 2 else out[..., self.n_counts // 2:].sum(-1)
+        # splits whose validation rows all weigh 0: NaN for every candidate
+        self.empty_splits = np.flatnonzero(np.all(weight <= 0, axis=(0, 1)))
         if self.n_counts == 2:
             with np.errstate(invalid="ignore", divide="ignore"):
                 score = out[..., 0] / out[..., 1]
