@@ -601,7 +601,10 @@ class PartitionedEstimator(OwnInitName, BaseEstimator):
             error = str(exc)
         comm.agree(error)
         X, y, w = result
-        metas = comm.allgather(self._input_meta(X, y, w))
+        meta = self._input_meta(X, y, w)
+        # given or not (the classifiers fill in ones: their w is never None)
+        meta["weights"] = sample_weight is not None
+        metas = comm.allgather(meta)
         error = self._merge_input_meta(metas, comm.rank)
         if error is not None:  # the same message on every rank, from the same metadata
             raise CollectiveError(error)

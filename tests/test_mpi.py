@@ -114,6 +114,7 @@ BAD_INPUT = {
     "root-inf": "rank 0: Input X contains infinity",
     "zero-weights": "rank 3: every sample_weight of this rank's shard is 0: in sharded mode",
     "krr-weights": "sample_weight must be given on every rank",
+    "svm-weights": "sample_weight must be given on every rank",
     # raised before any collective on that rank only, they left the others waiting
     "invalid-param": "rank 3: The 'C' parameter of CASVC must be",
     "invalid-grid": "rank 3: every value of lams must be >= 0",

@@ -69,6 +69,9 @@ def run():
 
         BKRR2(4, backend=sharded).fit(Xs, ys.astype(float), sample_weight=None if rank == bad
                                       else np.ones(len(ys)))
+    elif case == "svm-weights":             # the same for a classifier (ones were filled in)
+        CASVC(4, backend=sharded).fit(Xs, ys, sample_weight=None if rank == bad
+                                      else np.full(len(ys), 0.01))
     elif case == "invalid-param":           # an invalid parameter on one rank only
         CASVC(4, C=-1.0 if rank == bad else 1.0, backend=sharded).fit(Xs, ys)
     elif case == "invalid-grid":            # a search's invalid grid on one rank only
