@@ -300,26 +300,42 @@ def global_class_weight(s, class_weight, classes, y_idx):
     return dict(zip(classes.tolist(), weights.tolist()))
 
 
-def check_weighted_classes(s, classes, y_idx, w, class_weight=None):
+def bound_overflow_message(n_bad, C=None):
+    """The error of ``n_bad`` samples whose bound ``C * sample_weight *
+    class_weight`` overflows float64 (the solvers refused it without naming the
+    cause; Dis-SMO iterated on NaN)."""
+    return (f"C * sample_weight * class_weight overflows float64 for {n_bad} "
+            f"sample{'s' if n_bad > 1 else ''}{'' if C is None else f' (C={float(C):.3g})'}"
+            ": use smaller weights or a smaller C")
+
+
+def check_weighted_classes(s, classes, y_idx, w, class_weight=None, C=None):
     """A ValueError, on every rank, when a class has no sample of positive weight
     (``sample_weight`` times ``class_weight``): its samples' bounds ``C_i`` are all
-    0, so no model could predict it (scikit-learn's SVC refuses it too). ``y_idx``
-    are class codes, ``w`` the per-sample weights and ``class_weight`` the dict of
-    :func:`global_class_weight` (None: already in ``w``). Returns the number of
-    samples of zero ``sample_weight`` over all ranks (the same reduction)."""
-    pos = np.zeros(classes.size + 1)
+    0, so no model could predict it (scikit-learn's SVC refuses it too); or when
+    a bound ``C * sample_weight * class_weight`` overflows float64 (``C``: the
+    largest the fit uses). ``y_idx`` are class codes, ``w`` the per-sample weights
+    and ``class_weight`` the dict of :func:`global_class_weight` (None: already in
+    ``w``). Returns the number of samples of zero ``sample_weight`` over all ranks
+    (the same reduction)."""
+    pos = np.zeros(classes.size + 2)
     if y_idx is not None and len(y_idx):
         y_idx = np.asarray(y_idx)
         eff = np.asarray(w, dtype=np.float64)
-        if class_weight is not None:
-            eff = eff * np.array([class_weight[c] for c in classes.tolist()])[y_idx]
-        pos[:-1] = np.bincount(y_idx[eff > 0], minlength=classes.size)
-        pos[-1] = np.count_nonzero(np.asarray(w) <= 0)
+        with np.errstate(over="ignore"):
+            if class_weight is not None:
+                eff = eff * np.array([class_weight[c] for c in classes.tolist()])[y_idx]
+            bound = eff if C is None else float(C) * eff
+        pos[:-2] = np.bincount(y_idx[eff > 0], minlength=classes.size)
+        pos[-2] = np.count_nonzero(np.asarray(w) <= 0)
+        pos[-1] = np.count_nonzero(~np.isfinite(bound))
     if s.size > 1:
         pos = s.comm.Allreduce(pos) if s.sharded else s.comm.Bcast(
             pos if s.comm.rank == 0 else None)
-    n_zero = int(pos[-1])
-    missing = classes[np.asarray(pos[:-1]) == 0]
+    if pos[-1]:
+        raise ValueError(bound_overflow_message(int(pos[-1]), C))
+    n_zero = int(pos[-2])
+    missing = classes[np.asarray(pos[:-2]) == 0]
     if missing.size:
         raise ValueError("every class needs a sample with positive weight (sample_weight "
                          f"times class_weight); class{'es' if missing.size > 1 else ''} "

@@ -1,5 +1,7 @@
 """Extreme values get clear errors, never a silent NaN model (issue 12, numerics)."""
 
+import warnings
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -232,3 +234,27 @@ def test_predict_and_partitioners_refuse_rows_whose_norm_overflows():
         part = cls(n_partitions=4, random_state=0).fit(X)
         with pytest.raises(ValueError, match="feature values too large"):
             part.assign(big)
+
+
+@pytest.mark.parametrize("make", ESTIMATORS + [
+    lambda **kw: __import__("cakernels").CASVCCV(n_partitions=2, Cs=[1.0, 10.0], cv=2,
+                                                 random_state=0, **kw)])
+@pytest.mark.parametrize("how", ["sample_weight", "class_weight"])
+def test_bounds_that_overflow_are_a_clear_error(make, how):
+    """C * sample_weight * class_weight beyond float64: one ValueError naming it
+    (the solvers refused 'upper bounds' without the cause; Dis-SMO iterated on
+    NaN for its whole iteration limit and returned a model)."""
+    X, y = _data()
+    kw, fit = {}, {}
+    if how == "class_weight":
+        kw["class_weight"] = {-1: 1e308, 1: 1.0}
+    else:
+        fit["sample_weight"] = np.full(y.size, 1e308)
+    est = make(**kw)
+    if "C" in est.get_params():
+        est.set_params(C=10.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no overflow warnings on the way
+        with pytest.raises(ValueError, match=r"C \* sample_weight \* class_weight overflows "
+                                             r"float64 for \d+ samples \(C=10\)"):
+            est.fit(X, y, **fit)

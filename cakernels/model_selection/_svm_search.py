@@ -341,7 +341,8 @@ n_splits_
         # the estimators' errors (every rank): class_weight, and a class without a
         # sample of positive weight (before any split or partition is drawn)
         n_zero = check_weighted_classes(s, self.classes_, y_idx, w, global_class_weight(
-            s, self.class_weight, self.classes_, y_idx))
+            s, self.class_weight, self.classes_, y_idx),
+            C=float(np.max(check_grid("Cs", self.Cs))))
         self.scorer_ = get_scorer(self.scoring or "accuracy")
         _check_scoring(self.scoring or "accuracy", self.classes_)
         n_splits = masks.shape[1] // 2

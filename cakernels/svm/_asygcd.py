@@ -9,6 +9,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.class_weight import compute_class_weight
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
+from .._engine import bound_overflow_message
 from .._params import Count
 from ..backends import blas_limits, reserve_threads, threads_available
 from .._kernels import check_magnitude, resolve_gamma
@@ -196,9 +197,13 @@ class AsyGCDSVC(ClassifierMixin, BaseEstimator):
         check_magnitude(X)
         weight = _check_sample_weight(sample_weight, X, dtype=np.float64,
                                       ensure_non_negative=True)
-        if self.class_weight is not None:
-            cw = compute_class_weight(self.class_weight, classes=self.classes_, y=y)
-            weight = weight * cw[np.searchsorted(self.classes_, y)]
+        with np.errstate(over="ignore"):
+            if self.class_weight is not None:
+                cw = compute_class_weight(self.class_weight, classes=self.classes_, y=y)
+                weight = weight * cw[np.searchsorted(self.classes_, y)]
+            n_bad = np.count_nonzero(~np.isfinite(self.C * weight))
+        if n_bad:
+            raise ValueError(bound_overflow_message(n_bad, self.C))
         keep = weight > 0
         if not np.all(np.isin(self.classes_, y[keep])):
             raise ValueError("every class needs a sample with positive weight")

@@ -38,9 +38,10 @@ class _FullModelSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
         self.gamma_ = global_gamma(s, self.gamma, X)
         cw = global_class_weight(s, self.class_weight, self.classes_, y_idx)
         if cw is not None:
-            w = w * np.array([cw[c] for c in self.classes_])[y_idx]
+            with np.errstate(over="ignore"):  # (an overflow: check_weighted_classes)
+                w = w * np.array([cw[c] for c in self.classes_])[y_idx]
         # rows of zero weight, over all ranks (the multi-level trees leave them out)
-        self._n_zero_weight = check_weighted_classes(s, self.classes_, y_idx, w)
+        self._n_zero_weight = check_weighted_classes(s, self.classes_, y_idx, w, C=self.C)
         self._fit_sparse = bool(sp.issparse(X))
         return X, y_idx, w, index
 

@@ -369,7 +369,8 @@ class PartitionedSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
                                                        y_idx),
                    "n_threads": s.threads,
                    "seed": check_random_state(self.random_state).randint(np.iinfo(np.int32).max)}
-            if check_weighted_classes(s, self.classes_, y_idx, w, ctx["class_weight"]):
+            if check_weighted_classes(s, self.classes_, y_idx, w, ctx["class_weight"],
+                                      C=self.C):
                 X, y_idx, w, index, _ = drop_zero_weight_rows(s, X, y_idx, w, index)
             self._fit_partitioned(s, X, y_idx, w, index, ctx)
         self.n_iter_ = np.asarray(self.fit_stats_["n_iter"])
