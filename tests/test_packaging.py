@@ -137,7 +137,9 @@ def test_prefer_haswell_kernels_only_when_unset_and_avx512(monkeypatch):
     (["bench", "--demo"], False),
     (["bench", "a9a"], False),
     (["bench", "cadata"], True),
-    (["bench", "cadata", "--methods", "bkrr2"], True),
+    (["bench", "cadata", "--methods", "bkrr2"], False),  # KernelRidge only with krr
+    (["bench", "cadata", "--methods", "bkrr2", "krr"], True),
+    (["bench", "cadata", "--methods", "bkrr2,krr"], True),
     (["bench", "cadata", "--methods", "casvc"], False),
     (["bench", "unknown-name"], False),
 ])

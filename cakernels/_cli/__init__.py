@@ -32,8 +32,9 @@ from .common import (
 )
 from .registry import (
     CLASSIFICATION_METHODS,
-    KRR_METHODS,
     METHODS,
+    ORACLE_METHODS,
+    REGRESSION_METHODS,
 )
 from .fit import (
     _cmd_fit,
@@ -246,8 +247,8 @@ def build_parser():
     p.add_argument("--demo", action="store_true", help="use the dataset shipped with scikit-learn")
     p.add_argument("--methods", nargs="+", metavar="M",
                    help="methods to run (space or comma separated): "
-                        f"{', '.join(CLASSIFICATION_METHODS)} | {', '.join(KRR_METHODS)}, "
-                        "bkrr3, kkrr3, krr")
+                        f"{', '.join(CLASSIFICATION_METHODS)} | "
+                        f"{', '.join(REGRESSION_METHODS + tuple(ORACLE_METHODS))}")
     p.add_argument("--max-train", type=_positive_int, metavar="N",
                    help="subsample the training set to N samples")
     p.add_argument("--max-test", type=_positive_int, metavar="N",

@@ -81,10 +81,12 @@ class PartitionedKernelRidge(RegressorMixin, PartitionedEstimator):
     Attributes
     ----------
     partitioner_ : partitioner
-        The fitted partitioner.
-    centers_ : ndarray of shape (n_partitions_, n_features)
+        The fitted partitioner; ``partitioner_.n_partitions_`` is the number
+        of partitions (``n_partitions``, or fewer when the data have fewer
+        distinct rows, e.g. CPSVC's K-means).
+    centers_ : ndarray of shape (partitioner_.n_partitions_, n_features)
         Partition centres.
-    partition_sizes_ : ndarray of shape (n_partitions_,)
+    partition_sizes_ : ndarray of shape (partitioner_.n_partitions_,)
         Training samples per partition.
     estimators_ : list
         The local models (training samples ``X`` and coefficients ``alpha``).
@@ -257,7 +259,8 @@ class PartitionedKernelRidge(RegressorMixin, PartitionedEstimator):
 
         Returns
         -------
-        Y : ndarray of shape (n_partitions_, n_samples) or (n_partitions_, n_samples, n_targets)
+        Y : ndarray of shape (P, n_samples) or (P, n_samples, n_targets)
+            ``P = partitioner_.n_partitions_``.
         """
         return self._local_predictions(self._check_X(X))
 

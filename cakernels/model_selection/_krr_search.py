@@ -137,11 +137,12 @@ class PartitionedKernelRidgeCV(RegressorMixin, _PartitionedSearchCV):
         Halo fraction, as in :class:`~cakernels.PartitionedKernelRidge`: the
         halo is computed once on all rows with the partition; a split trains
         partition ``j`` on its own and its halo rows that are in the split's
-        training set, and every validation row is predicted by its owner
-        (nearest centre) or by all partitions (averaging). Leave-one-out
-        leaves a row out of every partition that trains on it and scores it
-        with its owner's model. Fixed for the search (compare halos with one
-        search per value).
+        training set, and every validation row is predicted by its nearest
+        centre's model (not always its owner's: balanced partitions own rows
+        nearer another centre), as the estimator predicts, or by all
+        partitions (averaging). Leave-one-out leaves a row out of every
+        partition that trains on it and scores it with its nearest centre's
+        model. Fixed for the search (compare halos with one search per value).
     backend : {'serial', 'threads', 'mpi'} or Backend, default='serial'
         Where the partitions' searches run (MPI: every rank keeps its
         partitions for the whole search).

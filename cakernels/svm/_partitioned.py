@@ -239,10 +239,12 @@ class PartitionedSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
     classes_ : ndarray of shape (n_classes,)
         All class labels of the training set.
     partitioner_ : partitioner
-        The fitted partitioner.
-    centers_ : ndarray of shape (n_partitions_, n_features)
+        The fitted partitioner; ``partitioner_.n_partitions_`` is the number
+        of partitions (``n_partitions``, or fewer when the data have fewer
+        distinct rows, e.g. CPSVC's K-means).
+    centers_ : ndarray of shape (partitioner_.n_partitions_, n_features)
         Partition centres used to route test samples.
-    partition_sizes_ : ndarray of shape (n_partitions_,)
+    partition_sizes_ : ndarray of shape (partitioner_.n_partitions_,)
         Training samples per partition.
     estimators_ : list
         The local models: with ``solver='libsvm'`` scikit-learn's
@@ -258,7 +260,7 @@ class PartitionedSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
         ``partition_seconds``, per-partition ``solve_seconds``, ``n_iter``
         and ``n_support``, ``partition_sizes``, ``comm_bytes`` and
         ``comm_messages`` (zero on one machine), ``backend``, ``n_workers``.
-    n_iter_ : ndarray of shape (n_partitions_,)
+    n_iter_ : ndarray of shape (partitioner_.n_partitions_,)
         Solver iterations of every partition (summed over the one-vs-one
         problems; 0 for a single-class partition).
     n_support_total_ : int
