@@ -3,6 +3,7 @@ its border (cakernels.partition._halo), the estimators train on them and predict
 the owner, halo=0 is the reference's method, and the fast search handles halos."""
 
 import numpy as np
+import scipy.sparse as sp
 import pytest
 from sklearn.datasets import make_blobs, make_classification, make_regression
 from sklearn.metrics.pairwise import rbf_kernel
@@ -29,7 +30,7 @@ from cakernels.partition import (
     KMeansPartitioner,
     RandomPartitioner,
 )
-from cakernels.partition._halo import halo_indices
+from cakernels.partition._halo import _row_keys, halo_indices
 
 PARTITIONERS = [RandomPartitioner, KMeansPartitioner, KBalancePartitioner, FCFSPartitioner,
                 BKMPartitioner]
@@ -37,8 +38,9 @@ PARTITIONERS = [RandomPartitioner, KMeansPartitioner, KBalancePartitioner, FCFSP
 
 def brute_force_halo(X, labels, centers, k):
     """The k outside samples nearest to partition j's border, one sample at a time:
-    signed distance to the bisecting hyperplane of c_j and the sample's own centre
-    (negative on j's side: first), ties to the lower index."""
+    distance to the bisecting hyperplane of c_j and the sample's own centre; samples
+    on j's side of it first, in the order of their row keys; ties to the lower index."""
+    keys = _row_keys(X)
     out = []
     for j in range(centers.shape[0]):
         cand = []
@@ -49,7 +51,7 @@ def brute_force_halo(X, labels, centers, k):
             normal = centers[j] - centers[o]
             mid = 0.5 * (centers[j] + centers[o])
             dist = (mid - X[i]) @ normal / np.linalg.norm(normal)
-            cand.append((dist, i))
+            cand.append((dist if dist >= 0 else keys[i] - 2.0, i))
         cand.sort()
         out.append(np.sort(np.array([i for _, i in cand[:k[j]]], dtype=np.int64)))
     return out
@@ -98,15 +100,37 @@ def test_ties_go_to_the_lower_index():
     np.testing.assert_array_equal(halo[0], [6, 7])  # k capped by the 2 outside rows
 
 
-def test_outside_samples_in_the_partitions_cell_come_first_deepest_first():
+def test_outside_samples_in_the_partitions_cell_come_first_in_key_order():
     # balanced partitions own samples on another centre's side of the border; the
-    # halo of partition 1 takes those deepest in its cell (x = 9, then 8), not the
-    # first rows of the file (a clamp at the border tied them all)
-    X = np.array([[6.0], [8.0], [9.0], [4.0], [0.0], [10.0]])
-    labels = np.array([0, 0, 0, 0, 0, 1])
+    # halo of partition 1 takes those (x = 6, 7, 8, 9) before x = 4.5 next to the
+    # border, in the order of their row keys (an even sample), not the first rows
+    # of the file (a clamp at the border tied them all)
+    X = np.array([[6.0], [7.0], [8.0], [9.0], [4.5], [0.0], [10.0]])
+    labels = np.array([0, 0, 0, 0, 0, 0, 1])
     centers = np.array([[0.0], [10.0]])
-    halo = halo_indices(X, labels, centers, np.array([5, 1]), 2.0, balanced=False)
-    np.testing.assert_array_equal(halo[1], [1, 2])  # k = round(2.0 * 1)
+    keys = _row_keys(X)
+    for k in (2, 4, 5):  # K-means rule: k = round(halo * 1)
+        halo = halo_indices(X, labels, centers, np.array([6, 1]), float(k), balanced=False)
+        expect = np.argsort(keys[:4])[:k] if k <= 4 else np.arange(5)
+        np.testing.assert_array_equal(halo[1], np.sort(expect))
+
+
+def test_row_keys_depend_on_the_values_only():
+    rng = np.random.RandomState(0)
+    X = rng.randn(300, 6)
+    X[X < -0.5] = 0.0
+    X[7] = X[3]  # equal rows, equal keys
+    keys = _row_keys(X)
+    S = sp.csr_matrix(X)
+    S.data[:4] = 0.0  # explicit zeros are absent entries
+    dense = S.toarray()
+    np.testing.assert_array_equal(_row_keys(S), _row_keys(dense))
+    np.testing.assert_array_equal(_row_keys(sp.csr_matrix(X)), keys)
+    np.testing.assert_array_equal(_row_keys(np.asfortranarray(X)), keys)
+    order = rng.permutation(300)
+    np.testing.assert_array_equal(_row_keys(X[order]), keys[order])  # not the positions
+    assert keys[7] == keys[3] and np.unique(keys).size == np.unique(X, axis=0).shape[0] == 299
+    assert np.all((keys >= 0) & (keys < 1)) and 0.4 < keys.mean() < 0.6  # spread out
 
 
 def test_halo_does_not_depend_on_the_order_of_the_rows():
