@@ -101,6 +101,16 @@ def test_cascade_passes_stop_when_the_support_vectors_repeat(binary):
     assert gap(clf.objective_[0]) <= gap(one.objective_[0]) + 1e-9
 
 
+def test_cascade_passes_without_support_vectors_stop(binary):
+    # a tol so large that every node stops at alpha = 0: no support vector to feed
+    # back (the feedback of nothing crashed), the model of one pass
+    X, y = binary
+    one = CascadeSVC(n_partitions=4, tol=50.0, random_state=0).fit(X, y)
+    two = CascadeSVC(n_partitions=4, tol=50.0, n_passes=2, random_state=0).fit(X, y)
+    assert one.support_.size == 0 and two.n_passes_ == 1
+    np.testing.assert_array_equal(two.decision_function(X), one.decision_function(X))
+
+
 def test_early_prediction_uses_a_layers_models():
     X, y = make_blobs(n_samples=400, centers=4, cluster_std=2.0, random_state=0)
     full = DCSVC(n_partitions=4, C=2.0, random_state=0).fit(X, y)
@@ -125,6 +135,10 @@ def test_early_prediction_uses_a_layers_models():
                                early.decision_function(X), rtol=1e-8, atol=1e-8)
     mid = DCSVC(n_partitions=4, C=2.0, predict_layer=2, random_state=0).fit(X, y)
     assert len(mid.layer_models_) == 2
+    # a refit without early prediction keeps no layer models of the earlier fit
+    mid.set_params(predict_layer=None).fit(X, y)
+    assert mid.model_ is not None
+    assert not hasattr(mid, "layer_models_") and not hasattr(mid, "layer_centers_")
     with pytest.raises(ValueError, match="predict_layer=5, but 4 partitions make 3 layers"):
         DCSVC(n_partitions=4, predict_layer=5).fit(X, y)
 

@@ -479,6 +479,8 @@ class _MultiLevelSVC(_FullModelSVC):
             self.support_ = np.asarray(support, dtype=np.intp)
             self.objective_ = np.concatenate([m.objective_ for m in self.layer_models_])
             return
+        for name in ("layer_centers_", "layer_models_"):  # of an earlier early-prediction fit
+            self.__dict__.pop(name, None)
         models, n_iter, objectives, support = models
         self.model_ = NativeKernelSVC.from_models(self.classes_, self._kernel_params(), models,
                                                   n_iter=n_iter, objectives=objectives,
@@ -697,7 +699,9 @@ class CascadeSVC(_MultiLevelSVC):
                 packed = comm.bcast_obj(packed, root=root)
             back = _Node.unpack(packed, self.n_features_in_, self._fit_sparse)
             svs = frozenset(back.index.tolist())
-            if svs == previous:
+            if svs == previous or not svs:
+                # no support vectors (every alpha 0, e.g. a large tol): feeding back
+                # nothing would solve the same tree again
                 break
             previous = svs
             current = {}
