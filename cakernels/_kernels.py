@@ -152,6 +152,28 @@ def row_sq_norms(X):
     return out
 
 
+def check_csr_pointers(X):
+    """``X`` (CSR) when its row pointers and the column indices they cover are
+    valid, else ``ValueError``: SciPy's ``sum_duplicates`` (and anything that
+    sorts the indices) writes out of bounds and aborts the process on row
+    pointers that decrease or pass the stored entries, and products with a
+    column index outside ``[0, n_features)`` read out of bounds (a crash) or,
+    negative, wrap around to other columns. ``csr_matrix((data, indices,
+    indptr))`` checks neither."""
+    p = X.indptr
+    if (p.size != X.shape[0] + 1 or p[0] != 0 or p[-1] > min(X.indices.size, X.data.size)
+            or np.any(p[1:] < p[:-1])):
+        raise ValueError("invalid CSR matrix: indptr must start at 0, never decrease and "
+                         "end within the stored entries (X.check_format(full_check=True) "
+                         "says more)")
+    used = X.indices[:p[-1]]
+    if used.size and (used.min() < 0 or used.max() >= X.shape[1]):
+        bad = int(used.min()) if used.min() < 0 else int(used.max())
+        raise ValueError(f"invalid CSR matrix: column index {bad} is outside [0, "
+                         f"{X.shape[1]}) (X.check_format(full_check=True) says more)")
+    return X
+
+
 def check_magnitude(X, sq_norms=None):
     """Raise ``ValueError`` when a row's squared norm overflows float64.
 
@@ -168,7 +190,12 @@ def check_magnitude(X, sq_norms=None):
     Returns
     -------
     sq_norms : ndarray of shape (n_rows,)
+
+    A CSR matrix's structure is checked first (:func:`check_csr_pointers`):
+    every fit, predict and assign path calls this before it computes with ``X``.
     """
+    if sp.issparse(X) and X.format == "csr":
+        check_csr_pointers(X)
     if sq_norms is None:
         with np.errstate(over="ignore", invalid="ignore"):
             sq_norms = row_sq_norms(X)

@@ -258,3 +258,30 @@ def test_bounds_that_overflow_are_a_clear_error(make, how):
         with pytest.raises(ValueError, match=r"C \* sample_weight \* class_weight overflows "
                                              r"float64 for \d+ samples \(C=10\)"):
             est.fit(X, y, **fit)
+
+
+@pytest.mark.parametrize("bad", ["large-index", "negative-index", "indptr"])
+def test_csr_matrices_with_invalid_structure_are_refused(bad):
+    """csr_matrix((data, indices, indptr)) checks neither index bounds nor the
+    order of indptr: a column index past n_features crashed the process (SciPy
+    and the kernels read out of bounds), a negative one wrapped around to another
+    column silently; fit and predict now refuse them with one ValueError."""
+    X, y = _data()
+    A = sp.csr_matrix(X)
+    data, indices, indptr = A.data.copy(), A.indices.copy(), A.indptr.copy()
+    if bad == "large-index":
+        indices[3] = 1_000_000
+    elif bad == "negative-index":
+        indices[3] = -5
+    else:
+        indptr[5], indptr[6] = indptr[6], indptr[5]
+    B = sp.csr_matrix((data, indices, indptr), shape=A.shape)
+    match = "invalid CSR matrix: " + ("indptr" if bad == "indptr" else "column index")
+    for est in (CASVC(2, random_state=0), CASVC(2, solver="libsvm", random_state=0),
+                DisSMOSVC(), BKRR2(2, random_state=0), DCKRR(2, random_state=0)):
+        target = y if hasattr(est, "C") else X[:, 0]
+        with pytest.raises(ValueError, match=match):
+            est.fit(B, target)
+        fitted = est.fit(A, target)
+        with pytest.raises(ValueError, match=match):
+            fitted.predict(B)

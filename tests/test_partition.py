@@ -379,6 +379,37 @@ def test_explicit_zeros_and_unsorted_indices_do_not_change_the_partition(make):
     assert ref.labels_.shape == got.labels_.shape
 
 
+@pytest.mark.parametrize("budget", [None, 0], ids=["canonical-storage", "as-is"])
+@pytest.mark.parametrize("make", PARTITIONER_CONFIGS, ids=CONFIG_IDS)
+def test_duplicate_entries_do_not_change_the_partition(make, budget, monkeypatch):
+    # a CSR matrix storing every value as two entries (legal: they add up) is the
+    # same matrix: below the budget the same bits as its canonical form (random
+    # partitions' means summed the halves apart), above it (as-is storage) the same
+    # partition (scikit-learn's K-means squared every stored entry for its norms)
+    from cakernels import partition
+
+    X = _sparse_data(200, 100, 1, "verysparse")
+    C = sp.csr_matrix(X)
+    data, indices = [], []
+    for a, b in zip(C.indptr[:-1], C.indptr[1:]):  # every entry twice, in one row each
+        data += [0.25 * C.data[a:b], 0.75 * C.data[a:b]]
+        indices += [C.indices[a:b], C.indices[a:b]]
+    dup = sp.csr_matrix((np.concatenate(data), np.concatenate(indices), 2 * C.indptr),
+                        shape=C.shape)
+    assert not dup.has_canonical_format and np.allclose(dup.toarray(), X)
+    before = (dup.data.copy(), dup.indices.copy())
+    if budget is not None:
+        monkeypatch.setattr(partition._storage, "DENSE_BUDGET_BYTES", budget)
+    got, want = make(4, random_state=0).fit(dup), make(4, random_state=0).fit(C)
+    np.testing.assert_array_equal(got.labels_, want.labels_)
+    if budget is None:
+        np.testing.assert_array_equal(got.centers_, want.centers_)
+    else:
+        np.testing.assert_allclose(got.centers_, want.centers_, rtol=1e-12, atol=1e-15)
+    np.testing.assert_array_equal(dup.data, before[0])  # the caller's matrix as it was
+    np.testing.assert_array_equal(dup.indices, before[1])
+
+
 def test_dense_partitioning_budget():
     from cakernels.partition import DENSE_BUDGET_BYTES, dense_partitioning
 

@@ -145,7 +145,8 @@ def variable_blocks(X, n_threads, random_state=None):
     sub = rng.choice(n, n_sub, replace=False) if n_sub < n else np.arange(n)
     # scikit-learn's k-means++ takes 32-bit indices only: the subsample (at
     # most 2,000 rows per thread) always fits them
-    centers = _lloyd(_int32_indices(X[sub]), n_threads, rng.randint(np.iinfo(np.int32).max))
+    centers = _lloyd(_int32_indices(X[sub], canonical=True), n_threads,
+                     rng.randint(np.iinfo(np.int32).max))
     D = squared_distances(X, centers)
     labels = greedy_capacity_assign(D, _Capacity(n, n_threads))
     return np.ascontiguousarray(labels, dtype=np.int64)

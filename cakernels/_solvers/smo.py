@@ -18,23 +18,9 @@ import scipy.sparse as sp
 from sklearn.exceptions import ConvergenceWarning
 
 from .. import _native
-from .._kernels import _KIND, resolve_gamma
+from .._kernels import _KIND, check_csr_pointers, resolve_gamma  # noqa: F401 (re-export)
 
 __all__ = ["smo_fit", "check_dual_problem", "native_matrix"]
-
-
-def check_csr_pointers(X):
-    """``X`` (CSR) when its row pointers are valid, else ``ValueError``: SciPy's
-    ``sum_duplicates`` (and anything that sorts the indices) writes out of
-    bounds and aborts the process on row pointers that decrease or pass the
-    stored entries."""
-    p = X.indptr
-    if (p.size != X.shape[0] + 1 or p[0] != 0 or p[-1] > min(X.indices.size, X.data.size)
-            or np.any(p[1:] < p[:-1])):
-        raise ValueError("invalid CSR matrix: indptr must start at 0, never decrease and "
-                         "end within the stored entries (X.check_format(full_check=True) "
-                         "says more)")
-    return X
 
 
 def native_matrix(X):

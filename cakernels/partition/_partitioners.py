@@ -22,6 +22,7 @@ from ._greedy import _Capacity, greedy_capacity_assign
 from ._halo import halo_indices, halo_indices_sharded
 from ._storage import (
     _int32_indices,
+    canonical_csr,
     count_nonzero,
     storage_for,
     nearest_center,
@@ -271,6 +272,8 @@ class _BasePartitioner(OwnInitName, BaseEstimator):
         self._storage = partition_storage(X)
         if self._uses_distances or self._halo() > 0:
             X = to_partition_storage(X, self._storage)
+        elif sp.issparse(X):  # the means' sums of a matrix stored with duplicates
+            X = canonical_csr(X)
         self._owners = None
         self._rows_local = False
         labels, centers = self._partition(X, rng)
@@ -481,6 +484,8 @@ class _BasePartitioner(OwnInitName, BaseEstimator):
             X = check_array(X, accept_sparse="csr", dtype=np.float64, ensure_min_samples=0)
             if X.shape[0]:
                 check_magnitude(X)
+            if sp.issparse(X):  # (a copy only when it stores duplicates or is unsorted)
+                X = canonical_csr(X)
             shape = (int(X.shape[1]), bool(sp.issparse(X)))
         except (ValueError, TypeError) as exc:  # InvalidParameterError is both
             error = " ".join(str(exc).split())
@@ -750,7 +755,10 @@ class KMeansPartitioner(_BasePartitioner):
     def _kmeans(self, X, rng):
         # scikit-learn's K-means takes CSR with 32-bit indices only (CSR
         # reaches it above DENSE_BUDGET_BYTES only)
-        X = _int32_indices(X, purpose=f"{type(self).__name__} (scikit-learn's K-means)")
+        # (canonical: scikit-learn's row norms square every stored entry, so a
+        # matrix that stores an entry in two parts gave other partitions)
+        X = _int32_indices(X, purpose=f"{type(self).__name__} (scikit-learn's K-means)",
+                           canonical=True)
         seed = rng.randint(np.iinfo(np.int32).max)
         if self.method == "minibatch":
             km = MiniBatchKMeans(n_clusters=self.n_partitions, init=self.init,

@@ -108,6 +108,18 @@ def to_partition_storage(X, storage):
 INT32_LIMIT = np.iinfo(np.int32).max
 
 
+def canonical_csr(X):
+    """``X`` if it is a CSR matrix in canonical format (sorted indices, no
+    duplicate entries), else a canonical CSR copy (duplicates summed): the
+    caller's matrix is not modified, and the same matrix stored either way
+    gives the same bits downstream."""
+    if X.format == "csr" and X.has_canonical_format:
+        return X
+    X = sp.csr_matrix(X, copy=True)
+    X.sum_duplicates()
+    return X
+
+
 def _int32_indices(X, purpose=None, canonical=False):
     """CSR with 32-bit indices (what LIBSVM and scikit-learn's K-means take),
     sharing the values.
@@ -122,9 +134,8 @@ def _int32_indices(X, purpose=None, canonical=False):
     """
     if not sp.issparse(X):
         return X
-    if canonical and not X.has_canonical_format:
-        X = sp.csr_matrix(X, copy=True)
-        X.sum_duplicates()
+    if canonical:
+        X = canonical_csr(X)
     limit = INT32_LIMIT
     if X.nnz > limit or X.shape[1] > limit:
         what = "sparse input" if purpose is None else f"{purpose}: sparse input"
