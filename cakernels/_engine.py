@@ -293,11 +293,17 @@ def global_class_weight(s, class_weight, classes, y_idx):
             comm.agree(error)
         elif error is not None:
             raise ValueError(error)
+    return dict(zip(classes.tolist(), check_class_weights(classes, weights).tolist()))
+
+
+def check_class_weights(classes, weights):
+    """``weights`` (one per class, from ``compute_class_weight``) as float64,
+    or a ValueError when one is negative, NaN or infinite."""
     weights = np.asarray(weights, dtype=np.float64)
     if not np.all(np.isfinite(weights) & (weights >= 0)):
         raise ValueError(f"class_weight must be finite and non-negative, got "
                          f"{dict(zip(classes.tolist(), weights.tolist()))}")
-    return dict(zip(classes.tolist(), weights.tolist()))
+    return weights
 
 
 def bound_overflow_message(n_bad, C=None):

@@ -146,3 +146,12 @@ def test_a_cache_too_small_is_rounded_up_through_the_estimator(binary):
         tiny, large = make(1e-4).fit(X, y), make(200).fit(X, y)
         np.testing.assert_allclose(tiny.decision_function(X), large.decision_function(X),
                                    rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("bad", [-1.0, np.nan])
+def test_negative_or_nan_class_weight_is_named(bad):
+    # it was "every class needs a sample with positive weight" (negative) or an
+    # overflow (NaN): the message of the other SVMs
+    X, y = make_classification(n_samples=80, random_state=0)
+    with pytest.raises(ValueError, match="class_weight must be finite and non-negative"):
+        AsyGCDSVC(class_weight={0: bad}).fit(X, y)

@@ -1,5 +1,7 @@
 """Dis-SMO (Algorithm 1): the rows split over workers, the serial SMO solution."""
 
+import warnings
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -292,3 +294,38 @@ def test_wide_sparse_rows_are_never_densified(working_set, monkeypatch):
     assert clf.n_iter_.tolist() == ref.n_iter_.tolist()
     assert clf.objective_[0] == ref.objective_[0]
     np.testing.assert_array_equal(clf.decision_function(wide), ref.decision_function(X))
+
+
+def test_a_block_of_one_row_keeps_the_iterations_of_every_split():
+    # rows sorted by class: with 2 workers, block 0 holds one row of the (1, 2) pair;
+    # its 1 x d kernel products rounded otherwise than a longer block's (a dot
+    # product, not a matrix-vector product) and the solver took another path
+    X, y = make_classification(n_samples=300, n_features=5, n_informative=3, n_classes=3,
+                               random_state=1)
+    idx = np.concatenate([np.flatnonzero(y == 0)[:60], np.flatnonzero(y == 1)[:31],
+                          np.flatnonzero(y == 2)[:31]])
+    X, y = X[idx], y[idx]
+    serial = DisSMOSVC(C=5).fit(X, y)
+    for n_jobs in (2, 3):
+        split = DisSMOSVC(C=5, backend="threads", n_jobs=n_jobs).fit(X, y)
+        np.testing.assert_array_equal(split.n_iter_, serial.n_iter_)
+        # (the objective is a sum over the blocks: its last bit depends on the split)
+        np.testing.assert_allclose(split.objective_, serial.objective_, rtol=1e-13)
+
+
+def test_a_bound_that_underflows_is_a_zero_weight():
+    # C * sample_weight == 0 with sample_weight > 0: the rows take no part (they
+    # joined the working sets, left them at F = +-inf and made the objective NaN)
+    X, y = make_classification(n_samples=60, n_features=4, weights=[0.7], flip_y=0.3,
+                               random_state=0)
+    z = np.concatenate([np.flatnonzero(y == 1)[:3], np.flatnonzero(y == 0)[:3]])
+    w = np.ones(60)
+    w[z] = 1e-322
+    keep = np.ones(60, bool)
+    keep[z] = False
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        got = DisSMOSVC(C=1e-3, gamma=0.5).fit(X, y, sample_weight=w)
+    ref = DisSMOSVC(C=1e-3, gamma=0.5).fit(X[keep], y[keep])
+    np.testing.assert_array_equal(got.objective_, ref.objective_)
+    np.testing.assert_array_equal(got.decision_function(X), ref.decision_function(X))

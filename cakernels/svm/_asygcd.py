@@ -9,7 +9,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.class_weight import compute_class_weight
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
-from .._engine import bound_overflow_message
+from .._engine import bound_overflow_message, check_class_weights
 from .._params import Count
 from ..backends import blas_limits, reserve_threads, threads_available
 from .._kernels import check_magnitude, resolve_gamma
@@ -199,7 +199,8 @@ class AsyGCDSVC(ClassifierMixin, BaseEstimator):
                                       ensure_non_negative=True)
         with np.errstate(over="ignore"):
             if self.class_weight is not None:
-                cw = compute_class_weight(self.class_weight, classes=self.classes_, y=y)
+                cw = check_class_weights(self.classes_, compute_class_weight(
+                    self.class_weight, classes=self.classes_, y=y))
                 weight = weight * cw[np.searchsorted(self.classes_, y)]
             n_bad = np.count_nonzero(~np.isfinite(self.C * weight))
         if n_bad:

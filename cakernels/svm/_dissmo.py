@@ -172,8 +172,14 @@ class _Block:
             self.hits += 1
             return row
         self.misses += 1
-        row = kernel_block(self.X, x, X_sq_norms=self.norms, Y_sq_norms=row_sq_norms(x),
-                           **self.kp).ravel()
+        Xb, norms = self.X, self.norms
+        if Xb.shape[0] == 1 and not self.sparse:
+            # a 1 x d by d x 1 product is a dot product, which rounds otherwise than
+            # the matrix-vector product of a longer block: two rows keep the values
+            # (and the iterations) the same for every split of the rows
+            Xb, norms = np.vstack([Xb, Xb]), np.r_[norms, norms]
+        row = kernel_block(Xb, x, X_sq_norms=norms, Y_sq_norms=row_sq_norms(x),
+                           **self.kp).ravel()[:self.X.shape[0]]
         # the sample's own entry is its diagonal (RBF: 1 exactly; the product form
         # cancels for rows far from the origin, and a row disagreeing with the
         # diagonal kept the solver from converging)
@@ -545,8 +551,10 @@ class DisSMOSVC(_FullModelSVC):
                         blocks = []
                         for lo, hi in zip(cuts[:-1], cuts[1:]):
                             rows = np.arange(lo, hi)
+                            # (C * w, not w: a bound that underflows to 0 takes
+                            # no part, as a zero weight; it gave NaN objectives)
                             rows = rows[((y_idx[rows] == a) | (y_idx[rows] == b))
-                                        & (w[rows] > 0)]
+                                        & (self.C * w[rows] > 0)]
                             blocks.append(_Block(
                                 X[rows], np.where(y_idx[rows] == b, 1.0, -1.0),
                                 self.C * w[rows], index[rows], kp,
