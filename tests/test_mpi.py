@@ -258,7 +258,7 @@ def test_communicator_arguments(mpirun, n):
     assert got["null"].startswith("ValueError: comm is MPI.COMM_NULL"), got
     if n > 1:
         assert got["intercomm"].startswith("ValueError: comm is an intercommunicator"), got
-    assert got["unwrapped"] == got["fit-sharded-raw-comm"] == "ok"
+    assert got["unwrapped"] == got["fit-sharded-raw-comm"] == got["empty-dense-shard"] == "ok"
 
 
 @pytest.mark.parametrize("n", [2, 4])

@@ -379,9 +379,10 @@ def test_explicit_zeros_and_unsorted_indices_do_not_change_the_partition(make):
     assert ref.labels_.shape == got.labels_.shape
 
 
+@pytest.mark.parametrize("halo", [0.0, 0.5])
 @pytest.mark.parametrize("budget", [None, 0], ids=["canonical-storage", "as-is"])
 @pytest.mark.parametrize("make", PARTITIONER_CONFIGS, ids=CONFIG_IDS)
-def test_duplicate_entries_do_not_change_the_partition(make, budget, monkeypatch):
+def test_duplicate_entries_do_not_change_the_partition(make, budget, halo, monkeypatch):
     # a CSR matrix storing every value as two entries (legal: they add up) is the
     # same matrix: below the budget the same bits as its canonical form (random
     # partitions' means summed the halves apart), above it (as-is storage) the same
@@ -400,8 +401,11 @@ def test_duplicate_entries_do_not_change_the_partition(make, budget, monkeypatch
     before = (dup.data.copy(), dup.indices.copy())
     if budget is not None:
         monkeypatch.setattr(partition._storage, "DENSE_BUDGET_BYTES", budget)
-    got, want = make(4, random_state=0).fit(dup), make(4, random_state=0).fit(C)
+    got = make(4, random_state=0).set_params(halo=halo).fit(dup)
+    want = make(4, random_state=0).set_params(halo=halo).fit(C)
     np.testing.assert_array_equal(got.labels_, want.labels_)
+    for j in range(4):  # (the halo's keys hash each entry's sum, not its parts)
+        np.testing.assert_array_equal(got.halo_indices_[j], want.halo_indices_[j])
     if budget is None:
         np.testing.assert_array_equal(got.centers_, want.centers_)
     else:

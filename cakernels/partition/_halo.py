@@ -34,7 +34,7 @@ counts once per partition that trains on it.
 import numpy as np
 import scipy.sparse as sp
 
-from ._storage import squared_distances
+from ._storage import canonical_csr, squared_distances
 
 __all__ = ["halo_sizes", "halo_indices", "halo_indices_sharded"]
 
@@ -64,29 +64,52 @@ def _mix(h):
     return h ^ (h >> np.uint64(31))
 
 
+#: rows of a block of :func:`_row_keys` (dense: ``rows x d`` uint64 temporaries)
+KEY_BLOCK_ENTRIES = 1 << 20
+
+
 def _row_keys(X):
     """A pseudo-random key in ``[0, 1)`` of every row, a function of its values
     only: the sum over its non-zero entries of a hash of (column, value bits),
-    in exact integer arithmetic, so that dense and CSR rows, shards and the
-    whole data give every row the same key (equal rows: equal keys)."""
-    def entry_hash(vals, cols):
+    in exact integer arithmetic, so that dense and CSR rows (duplicate entries
+    summed first), shards and the whole data give every row the same key
+    (equal rows: equal keys). Dense rows go in blocks of about
+    :data:`KEY_BLOCK_ENTRIES` entries."""
+    n, d = X.shape
+    col_hash = _mix((np.arange(d, dtype=np.uint64) + np.uint64(1)) * _MIX[0])
+
+    def entry_hash(vals, cols_h):
         vals = np.ascontiguousarray(vals, dtype=np.float64)
-        h = _mix(vals.view(np.uint64) ^ _mix((cols.astype(np.uint64) + np.uint64(1)) * _MIX[0]))
+        h = _mix(vals.view(np.uint64) ^ cols_h)
         h[vals == 0.0] = 0  # zeros (explicit ones, -0.0) are absent entries
         return h
 
+    acc = np.zeros(n, dtype=np.uint64)
     if sp.issparse(X):
-        X = sp.csr_matrix(X)
-        h = entry_hash(X.data, X.indices)
-        acc = np.zeros(X.shape[0], dtype=np.uint64)
+        X = canonical_csr(X)  # an entry stored in parts: the hash of its sum
+        h = entry_hash(X.data, col_hash[X.indices])
         filled = np.flatnonzero(np.diff(X.indptr) > 0)
         if filled.size:  # sums modulo 2^64 over each row's entries
             acc[filled] = np.add.reduceat(h, X.indptr[filled])
     else:
         X = np.asarray(X, dtype=np.float64)
-        cols = np.broadcast_to(np.arange(X.shape[1]), X.shape)
-        acc = entry_hash(X, cols).sum(axis=1, dtype=np.uint64)
+        step = max(1, KEY_BLOCK_ENTRIES // max(d, 1))
+        for a in range(0, n, step):
+            acc[a:a + step] = entry_hash(X[a:a + step], col_hash[None, :]).sum(
+                axis=1, dtype=np.uint64)
     return (_mix(acc) >> np.uint64(11)).astype(np.float64) / 2.0 ** 53
+
+
+def _keys_where_needed(X, D, labels):
+    """:func:`_row_keys` of the rows that lie on another centre's side of their
+    owner's border (nearer another centre than their owner), 0 elsewhere: only
+    those rows' keys are used (none for nearest-centre owners)."""
+    keys = np.zeros(X.shape[0])
+    own = D[np.arange(D.shape[0]), labels]
+    needs = np.flatnonzero(own > D.min(axis=1)) if D.shape[0] else np.zeros(0, np.intp)
+    if needs.size:
+        keys[needs] = _row_keys(X[needs])
+    return keys
 
 
 def _margins(D, labels, centers, j, keys):
@@ -146,7 +169,7 @@ def halo_indices(X, labels, centers, sizes, halo, balanced):
         return [np.zeros(0, dtype=np.int64) for _ in range(P)]
     labels = np.asarray(labels, dtype=np.int64)
     D = squared_distances(X, centers)
-    keys = _row_keys(X)
+    keys = _keys_where_needed(X, D, labels)
     index = np.arange(X.shape[0], dtype=np.int64)
     return [_smallest(_margins(D, labels, centers, j, keys), index, int(k[j])).astype(np.int64)
             for j in range(P)]
@@ -170,7 +193,7 @@ def halo_indices_sharded(comm, X, labels, offset, centers, sizes, halo, balanced
     parts, margins, indices = [], [], []
     if X.shape[0]:
         D = squared_distances(X, centers)
-        keys = _row_keys(X)
+        keys = _keys_where_needed(X, D, labels)
         for j in range(P):
             m = _margins(D, labels, centers, j, keys)
             sel = _smallest(m, index, int(k[j]))

@@ -486,7 +486,8 @@ class _BasePartitioner(OwnInitName, BaseEstimator):
                 check_magnitude(X)
             if sp.issparse(X):  # (a copy only when it stores duplicates or is unsorted)
                 X = canonical_csr(X)
-            shape = (int(X.shape[1]), bool(sp.issparse(X)))
+            # (an empty shard's storage is any: it holds no row to compute with)
+            shape = (int(X.shape[1]), bool(sp.issparse(X)) if X.shape[0] else None)
         except (ValueError, TypeError) as exc:  # InvalidParameterError is both
             error = " ".join(str(exc).split())
         got = comm._allgather_uncounted((error, fingerprint, shape))
@@ -498,13 +499,17 @@ class _BasePartitioner(OwnInitName, BaseEstimator):
             raise CollectiveError(f"ranks {other} were given other parameters than rank 0; "
                                   f"every rank must call fit_sharded with the same "
                                   f"partitioner and parameters")
-        other = [r for r, g in enumerate(got) if g[2] != got[0][2]]
-        if other:
-            (d0, s0), (d1, s1) = got[0][2], got[other[0]][2]
-            raise CollectiveError(
-                f"the shards differ: rank 0 has {d0} features ({'CSR' if s0 else 'dense'}), "
-                f"rank {other[0]} {d1} ({'CSR' if s1 else 'dense'}); every rank must pass "
-                "rows of the same features and storage")
+        kinds = {None: "no rows", True: "CSR", False: "dense"}
+        ref = next((r for r, g in enumerate(got) if g[2][1] is not None), 0)
+        for r, g in enumerate(got):
+            # rank 0's number of features; the first non-empty rank's storage
+            q = 0 if g[2][0] != got[0][2][0] else ref
+            if g[2][0] != got[0][2][0] or g[2][1] not in (None, got[ref][2][1]):
+                (d0, s0), (d1, s1) = got[q][2], g[2]
+                raise CollectiveError(
+                    f"the shards differ: rank {q} has {d0} features ({kinds[s0]}), rank {r} "
+                    f"{d1} ({kinds[s1]}); every rank must pass rows of the same features and "
+                    "storage")
         return comm, X
 
     def _partition_sharded(self, comm, X, rng, n, offset):

@@ -64,6 +64,16 @@ ref = FCFSPartitioner(4, random_state=0).fit(X)
 out.append({"check": "fit-sharded-raw-comm", "got": "ok", "same": bool(
     np.array_equal(part.labels_, ref.labels_)
     and np.allclose(part.centers_, ref.centers_, rtol=1e-12, atol=1e-12))})  # sums per rank
+# an empty shard's storage does not matter (a dense (0, d) array among CSR shards)
+import scipy.sparse as sp  # noqa: E402
+
+empty = R > 1 and rank == R - 1
+rows = X[:0] if empty else X[lo:hi]
+local = rows if empty else sp.csr_matrix(rows)  # the empty shard: a dense (0, 5) array
+part = FCFSPartitioner(4, random_state=0).fit_sharded(world, local)
+ref = FCFSPartitioner(4, random_state=0).fit(np.vstack(world.allgather(rows)))
+out.append({"check": "empty-dense-shard", "got": "ok",
+            "same": bool(np.array_equal(part.labels_, ref.labels_))})
 if rank == 0:
     for line in out:
         print(json.dumps(line), flush=True)
