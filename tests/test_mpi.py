@@ -247,7 +247,7 @@ def test_communicator_arguments(mpirun, n):
     # not an intra-communicator: one clear error on every rank (an intercommunicator
     # was accepted and the ranks ended with different models; other objects raised
     # AttributeErrors); a Communicator is unwrapped; fit_sharded takes a raw comm
-    lines = _lines(mpirun(n, "spmd_comm.py"))
+    lines = _lines(mpirun(n, "spmd_comm_args.py"))
     got = {line["check"]: line["got"] for line in lines}
     assert all(line["same"] for line in lines), lines
     for name, kind in (("backend-str", "str"), ("predict-int", "int"),
