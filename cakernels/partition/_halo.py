@@ -18,7 +18,7 @@ the ``k_j`` outside samples closest to its border:
   more than ``k_j``, whatever the order of the rows or their labels (a clamp
   at 0 tied them all and took the first rows of the file: one class of a
   label-sorted file; deepest-first or nearest-the-border-first samples were
-  0.3-0.5 points less accurate on ijcnn1 than an even one);
+  up to 0.4 and 0.6 points less accurate on ijcnn1 than an even one);
 * ``k_j = round(h * m / P)`` for the balanced partitioners (every partition
   the same halo, so training sets still differ by at most one sample) and
   ``round(h * sizes_[j])`` for unbalanced ones (K-means), at most the number
