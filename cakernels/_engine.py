@@ -884,7 +884,7 @@ class PartitionedEstimator(OwnInitName, BaseEstimator):
             This rank's test rows (none is allowed); rows that fail the
             checks of :meth:`predict` on any rank are the same ``ValueError``
             on every rank.
-        comm : mpi4py.MPI.Comm, default=None
+        comm : mpi4py.MPI.Comm or SelfCommunicator, default=None
             The communicator (default: the estimator's ``MPIBackend`` one, else
             ``COMM_WORLD``).
 
@@ -932,7 +932,7 @@ class PartitionedEstimator(OwnInitName, BaseEstimator):
         X : {array-like, sparse matrix} of shape (n_local, n_features)
         y : array-like of shape (n_local,) or (n_local, n_targets)
         sample_weight : array-like of shape (n_local,), default=None
-        comm : mpi4py.MPI.Comm, default=None
+        comm : mpi4py.MPI.Comm or SelfCommunicator, default=None
 
         Returns
         -------
@@ -978,8 +978,10 @@ class PartitionedEstimator(OwnInitName, BaseEstimator):
     def _sharded_session(self, comm=None):
         """The session of a collective (Algorithm 5) prediction: the estimator's MPI
         communicator, or ``comm``, or ``COMM_WORLD``."""
-        from .backends import MPIBackend
+        from .backends import MPIBackend, SelfCommunicator
 
+        if isinstance(comm, SelfCommunicator):  # one process, as fit_sharded takes it
+            return SerialBackend().session()
         backend = self._backend()
         if comm is None and isinstance(backend, MPIBackend):
             comm = backend.comm

@@ -176,3 +176,21 @@ def test_many_class_prediction_holds_one_block_of_decisions(solver, monkeypatch)
     np.testing.assert_allclose(dec, whole[1], rtol=1e-12, atol=1e-12)
     # one block's 190 values per row, not 20,000 x 190 x 8 bytes (30 MB) and its copies
     assert peak < 12 * 2**20, peak
+
+
+def test_collective_prediction_takes_the_one_process_communicator():
+    # fit_sharded takes a SelfCommunicator; predict_sharded/score_sharded raised a
+    # TypeError for it (they wrapped it as an mpi4py communicator)
+    from sklearn.datasets import make_classification
+
+    from cakernels import BKRR2, CASVC
+    from cakernels.backends import SelfCommunicator
+
+    X, y = make_classification(n_samples=200, random_state=0)
+    clf = CASVC(4, random_state=0).fit(X, y)
+    np.testing.assert_array_equal(clf.predict_sharded(X, comm=SelfCommunicator()),
+                                  clf.predict(X))
+    assert clf.score_sharded(X, y, comm=SelfCommunicator()) == clf.score(X, y)
+    reg = BKRR2(4, random_state=0).fit(X, y.astype(float))
+    assert abs(reg.score_sharded(X, y.astype(float), comm=SelfCommunicator())
+               - reg.score(X, y.astype(float))) < 1e-12
