@@ -402,3 +402,15 @@ def test_weights_in_averaging_voting_halos_and_metadata_routing():
     direct = BKRR2(n_partitions=2, sigma=2.0, random_state=0,
                    lam=search.best_params_["lam"]).fit(X, y, sample_weight=w)
     np.testing.assert_array_equal(search.best_estimator_.predict(X), direct.predict(X))
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_oracle_refuses_non_finite_targets(bad):
+    # argmin over NaN errors chose local model 0 for that row without a word
+    X, y = make_regression(n_samples=120, n_features=3, random_state=0)
+    model = BKRR2(n_partitions=3, random_state=0).fit(X, y)
+    y = y.copy()
+    y[0] = bad
+    for func in (oracle_predict, oracle_score):
+        with pytest.raises(ValueError, match="y contains NaN or infinity"):
+            func(model, X, y)

@@ -26,6 +26,8 @@ def oracle_predict(model, X, y):
         raise TypeError(f"oracle_predict needs a partitioned KRR model, got {type(model).__name__}")
     local = model.local_predictions(X)  # (P, n[, t])
     y = np.asarray(y, dtype=np.float64)
+    if not np.all(np.isfinite(y)):  # (argmin over NaN errors chose model 0 silently)
+        raise ValueError("Input y contains NaN or infinity")
     if y.shape != local.shape[1:]:
         raise ValueError(f"y has shape {y.shape}, predictions have shape {local.shape[1:]}")
     err = (local - y[None]) ** 2
