@@ -62,7 +62,15 @@ def read_shard(path, comm, *, n_features=None, zero_based="auto", index_0="error
 
     zero_based = _check_zero_based(zero_based)
     path = Path(os.fspath(path)).expanduser()
-    comm.agree(None if path.is_file() else f"no such file: {path}")
+    # as load_svmlight: FileNotFoundError / IsADirectoryError, the same on every rank
+    kind = "dir" if path.is_dir() else (None if path.is_file() else "missing")
+    kinds = comm.allgather(kind) if comm.size > 1 else [kind]
+    if "dir" in kinds:
+        raise IsADirectoryError(f"{path}: is a directory, not a LIBSVM file")
+    if "missing" in kinds:
+        ranks = [r for r, k in enumerate(kinds) if k == "missing"]
+        where = "" if len(ranks) == len(kinds) else f" (on rank{'s' * (len(ranks) > 1)} {ranks})"
+        raise FileNotFoundError(f"no such file: {path}{where}")
     if path.suffix.lower() in _COMPRESSED:
         # a compressed stream cannot be split: rank 0 reads it and scatters rows
         parts, info, error = None, None, None

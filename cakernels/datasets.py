@@ -570,6 +570,15 @@ def load_svmlight_shard(path, comm=None, *, n_features=None, zero_based="auto"):
     X : scipy.sparse.csr_matrix of shape (n_local, n_features), dtype float64
     y : ndarray of shape (n_local,), dtype float64
 
+    Raises
+    ------
+    FileNotFoundError, IsADirectoryError
+        As :func:`load_svmlight`, on every rank (a rank that does not see the
+        file is named).
+    ValueError
+        A file it cannot read: on every rank
+        (:class:`~cakernels.backends.CollectiveError` under MPI).
+
     See Also
     --------
     load_svmlight : The whole file in one process.
@@ -912,6 +921,10 @@ def load_dataset(
         )
     if dense is not None and not isinstance(dense, (bool, np.bool_)):
         raise ValueError(f"dense must be None, True or False, got {dense!r}")
+    for name, value in (("download_if_missing", download_if_missing), ("verify", verify)):
+        # (the string 'False' is true: it started a download)
+        if not isinstance(value, (bool, np.bool_)):
+            raise ValueError(f"{name} must be True or False, got {value!r}")
     n_samples = _check_n_samples(n_samples)
     home = get_data_home(data_home)
     splits = ["train", "test"] if (subset == "all" and has_test) else ["train" if subset == "all" else subset]

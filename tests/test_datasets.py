@@ -548,3 +548,13 @@ def test_svmlight_huge_index_and_byte_order_mark_are_clear_errors(tmp_path):
     bom.write_bytes(b"\xef\xbb\xbf1 1:1 2:1\n-1 1:2\n")
     with pytest.raises(ValueError, match="UTF-8 byte-order mark"):
         cds.load_svmlight(bom)
+
+
+@pytest.mark.parametrize("name", ["download_if_missing", "verify"])
+@pytest.mark.parametrize("bad", ["False", 0, None])
+def test_download_and_verify_flags_must_be_booleans(tmp_path, name, bad):
+    # the string 'False' is true: it started a download
+    from cakernels.datasets import load_dataset
+
+    with pytest.raises(ValueError, match=f"{name} must be True or False"):
+        load_dataset("a9a", data_home=tmp_path, **{name: bad})

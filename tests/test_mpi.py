@@ -210,11 +210,19 @@ def test_sharded_libsvm_reading_equals_the_whole_file(mpirun, n, tmp_path, data_
     # a feature index beyond 32 bits on the last line: only the last rank reads it
     huge = tmp_path / "huge_index.svm"
     huge.write_bytes(one.read_bytes() + b"1 3000000000:1.0\n")
-    files = [one, zero, gz, cut, data_home / "a9a" / "a9a", huge]
+    # a missing file and a directory: load_svmlight's exceptions (it was a ValueError
+    # "no such file" for both)
+    missing, folder = tmp_path / "missing.svm", tmp_path
+    files = [one, zero, gz, cut, data_home / "a9a" / "a9a", huge, missing, folder]
     lines = _lines(mpirun(n, "spmd_shard.py", *files))
     assert len(lines) == len(files)
-    errors = lines.pop()["errors"]
-    assert len(errors) == n and all("beyond 2,147,483,647" in e for e in errors), errors
+    errors = {line["path"]: line.pop("errors") for line in lines if "errors" in line}
+    lines = [line for line in lines if "equal" in line]
+    assert len(errors[str(huge)]) == n and all("beyond 2,147,483,647" in e
+                                               for e in errors[str(huge)]), errors
+    assert errors[str(missing)] == [f"FileNotFoundError: no such file: {missing}"] * n, errors
+    assert errors[str(folder)] == [f"IsADirectoryError: {folder}: is a directory, not a "
+                                   "LIBSVM file"] * n, errors
     for line in lines:
         assert line["equal"], line
         assert len(line["rows"]) == n

@@ -15,8 +15,8 @@ comm = MPI.COMM_WORLD
 for path in sys.argv[1:]:
     try:
         X, y = load_svmlight_shard(path)
-    except ValueError as exc:  # raised on every rank, or the others would wait here
-        errors = comm.gather(str(exc), root=0)
+    except (ValueError, OSError) as exc:  # raised on every rank, or the others would wait
+        errors = comm.gather(f"{type(exc).__name__}: {exc}", root=0)
         if comm.rank == 0:
             print(json.dumps({"path": path, "errors": errors}), flush=True)
         continue
