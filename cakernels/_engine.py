@@ -306,15 +306,6 @@ def check_class_weights(classes, weights):
     return weights
 
 
-def bound_overflow_message(n_bad, C=None):
-    """The error of ``n_bad`` samples whose bound ``C * sample_weight *
-    class_weight`` overflows float64 (the solvers refused it without naming the
-    cause; Dis-SMO iterated on NaN)."""
-    return (f"C * sample_weight * class_weight overflows float64 for {n_bad} "
-            f"sample{'s' if n_bad > 1 else ''}{'' if C is None else f' (C={float(C):.3g})'}"
-            ": use smaller weights or a smaller C")
-
-
 def check_weighted_classes(s, classes, y_idx, w, class_weight=None, C=None):
     """A ValueError, on every rank, when a class has no sample of positive weight
     (``sample_weight`` times ``class_weight``): its samples' bounds ``C_i`` are all
@@ -324,6 +315,17 @@ def check_weighted_classes(s, classes, y_idx, w, class_weight=None, C=None):
     and ``class_weight`` the dict of :func:`global_class_weight` (None: already in
     ``w``). Returns the number of samples of zero ``sample_weight`` over all ranks
     (the same reduction)."""
+    pos = weight_counts(classes, y_idx, w, class_weight, C)
+    if s.size > 1:
+        pos = s.comm.Allreduce(pos) if s.sharded else s.comm.Bcast(
+            pos if s.comm.rank == 0 else None)
+    return check_weight_counts(pos, classes, C)
+
+
+def weight_counts(classes, y_idx, w, class_weight=None, C=None):
+    """This process's counts for :func:`check_weight_counts`: samples of positive
+    weight per class, samples of zero ``sample_weight``, and bounds ``C * w``
+    that overflow (``(n_classes + 2,)``, summed over the ranks by the caller)."""
     pos = np.zeros(classes.size + 2)
     if y_idx is not None and len(y_idx):
         y_idx = np.asarray(y_idx)
@@ -335,19 +337,25 @@ def check_weighted_classes(s, classes, y_idx, w, class_weight=None, C=None):
         pos[:-2] = np.bincount(y_idx[eff > 0], minlength=classes.size)
         pos[-2] = np.count_nonzero(np.asarray(w) <= 0)
         pos[-1] = np.count_nonzero(~np.isfinite(bound))
-    if s.size > 1:
-        pos = s.comm.Allreduce(pos) if s.sharded else s.comm.Bcast(
-            pos if s.comm.rank == 0 else None)
-    if pos[-1]:
-        raise ValueError(bound_overflow_message(int(pos[-1]), C))
-    n_zero = int(pos[-2])
+    return pos
+
+
+def check_weight_counts(pos, classes, C=None):
+    """Raise the errors of :func:`check_weighted_classes` from the (summed)
+    :func:`weight_counts`; return the number of samples of zero weight."""
+    if pos[-1]:  # (the solvers refused it without naming the cause; Dis-SMO iterated on NaN)
+        n_bad = int(pos[-1])
+        raise ValueError(f"C * sample_weight * class_weight overflows float64 for {n_bad} "
+                         f"sample{'s' if n_bad > 1 else ''}"
+                         f"{'' if C is None else f' (C={float(C):.3g})'}: use smaller weights "
+                         "or a smaller C")
     missing = classes[np.asarray(pos[:-2]) == 0]
     if missing.size:
         raise ValueError("every class needs a sample with positive weight (sample_weight "
                          f"times class_weight); class{'es' if missing.size > 1 else ''} "
                          f"{', '.join(map(str, missing.tolist()))} ha"
                          f"{'ve' if missing.size > 1 else 's'} none")
-    return n_zero
+    return int(pos[-2])
 
 
 def count_zero_weights(s, w):

@@ -61,13 +61,24 @@ def sigma_to_gamma(sigma):
 SCALE_CANCEL = 1e-6
 
 
+def canonical_csr(X):
+    """``X`` if it is a CSR matrix in canonical format (sorted indices, no
+    duplicate entries), else a canonical CSR copy (duplicates summed): the
+    caller's matrix is not modified, and the same matrix stored either way
+    gives the same bits downstream."""
+    if X.format == "csr" and X.has_canonical_format:
+        return X
+    X = sp.csr_matrix(X, copy=True)
+    X.sum_duplicates()
+    return X
+
+
 def centered_sq_sum(X, mean, block_rows=65536):
     """``sum((x - mean)^2)`` over all ``n x d`` entries of ``X`` (the implicit
     zeros of a sparse matrix too), by blocks of rows."""
     total = 0.0
     if sp.issparse(X):
-        X = sp.csr_matrix(X, copy=True)  # sum_duplicates works in place
-        X.sum_duplicates()
+        X = canonical_csr(X)  # duplicates add before squaring
         zeros = X.shape[0] * X.shape[1] - X.nnz
         return float(np.sum((X.data - mean) ** 2) + zeros * mean ** 2)
     for a in range(0, X.shape[0], block_rows):
@@ -136,10 +147,7 @@ def row_sq_norms(X):
     unsorted entries is summed on a canonical copy, never in place."""
     if not sp.issparse(X):
         return np.einsum("ij,ij->i", X, X)
-    X = X.tocsr()
-    if not X.has_canonical_format:  # duplicates add before squaring
-        X = X.copy()
-        X.sum_duplicates()
+    X = canonical_csr(X)  # duplicates add before squaring
     n = X.shape[0]
     out = np.empty(n, dtype=np.float64)
     for a in range(0, n, SQ_NORM_BLOCK_ROWS):

@@ -6,7 +6,7 @@ import numbers
 import numpy as np
 import scipy.sparse as sp
 
-from .._kernels import row_sq_norms
+from .._kernels import canonical_csr, row_sq_norms
 
 #: Largest dense copy of the training data, ``8 * n_samples * n_features``
 #: bytes, for which the partitioners compute on dense float64 data whatever
@@ -106,18 +106,6 @@ def to_partition_storage(X, storage):
 #: the largest non-zero count (and column count) 32-bit CSR indices hold
 #: (a module constant so that tests can lower it)
 INT32_LIMIT = np.iinfo(np.int32).max
-
-
-def canonical_csr(X):
-    """``X`` if it is a CSR matrix in canonical format (sorted indices, no
-    duplicate entries), else a canonical CSR copy (duplicates summed): the
-    caller's matrix is not modified, and the same matrix stored either way
-    gives the same bits downstream."""
-    if X.format == "csr" and X.has_canonical_format:
-        return X
-    X = sp.csr_matrix(X, copy=True)
-    X.sum_duplicates()
-    return X
 
 
 def _int32_indices(X, purpose=None, canonical=False):

@@ -9,7 +9,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.class_weight import compute_class_weight
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
-from .._engine import bound_overflow_message, check_class_weights
+from .._engine import check_class_weights, check_weight_counts, weight_counts
 from .._params import Count
 from ..backends import blas_limits, reserve_threads, threads_available
 from .._kernels import check_magnitude, resolve_gamma
@@ -197,17 +197,17 @@ class AsyGCDSVC(ClassifierMixin, BaseEstimator):
         check_magnitude(X)
         weight = _check_sample_weight(sample_weight, X, dtype=np.float64,
                                       ensure_non_negative=True)
-        with np.errstate(over="ignore"):
-            if self.class_weight is not None:
-                cw = check_class_weights(self.classes_, compute_class_weight(
-                    self.class_weight, classes=self.classes_, y=y))
-                weight = weight * cw[np.searchsorted(self.classes_, y)]
-            n_bad = np.count_nonzero(~np.isfinite(self.C * weight))
-        if n_bad:
-            raise ValueError(bound_overflow_message(n_bad, self.C))
+        y_idx = np.searchsorted(self.classes_, y)
+        if self.class_weight is not None:
+            cw = check_class_weights(self.classes_, compute_class_weight(
+                self.class_weight, classes=self.classes_, y=y))
+            with np.errstate(over="ignore"):  # (an overflow: check_weight_counts)
+                weight = weight * cw[y_idx]
+        # the other SVMs' checks: a class without a sample of positive weight, bounds
+        # C * weight that overflow
+        check_weight_counts(weight_counts(self.classes_, y_idx, weight, C=self.C),
+                            self.classes_, self.C)
         keep = weight > 0
-        if not np.all(np.isin(self.classes_, y[keep])):
-            raise ValueError("every class needs a sample with positive weight")
         self.gamma_ = resolve_gamma(self.gamma, X)
         seed = check_random_state(self.random_state).randint(np.iinfo(np.int32).max)
         # a parallel region of the process: hold its threads in the budget
