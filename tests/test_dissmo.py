@@ -329,3 +329,29 @@ def test_a_bound_that_underflows_is_a_zero_weight():
     ref = DisSMOSVC(C=1e-3, gamma=0.5).fit(X[keep], y[keep])
     np.testing.assert_array_equal(got.objective_, ref.objective_)
     np.testing.assert_array_equal(got.decision_function(X), ref.decision_function(X))
+
+
+@pytest.mark.parametrize("working_set", ["first-order", "second-order"])
+def test_verbose_reports_progress_and_libsvms_closing_line(working_set, monkeypatch, capsys):
+    # verbose=True printed nothing; now a line every LOG_EVERY iterations and
+    # LIBSVM's closing line of every binary problem, on standard error only
+    import cakernels.svm._dissmo as dissmo
+
+    X, y = make_classification(n_samples=150, n_classes=3, n_informative=4,
+                               random_state=0)
+    labels = np.array(["a", "b", "c"])[y]
+    quiet = DisSMOSVC(C=10, working_set=working_set).fit(X, labels)
+    assert capsys.readouterr() == ("", "")
+    monkeypatch.setattr(dissmo, "LOG_EVERY", 20)
+    clf = DisSMOSVC(C=10, working_set=working_set, verbose=True).fit(X, labels)
+    out, err = capsys.readouterr()
+    assert out == ""
+    closing = [line for line in err.splitlines() if "optimization finished" in line]
+    assert [line.split(":")[0] for line in closing] == [
+        f"[cakernels] Dis-SMO classes {a} vs {b}" for a, b in ("ab", "ac", "bc")]
+    for line, it, obj in zip(closing, clf.n_iter_, clf.objective_):
+        assert f"#iter = {it}," in line
+        assert f"obj = {obj:.6g}," in line
+    progress = [line for line in err.splitlines() if "maximal violation" in line]
+    assert len(progress) == sum(it // 20 - (it % 20 == 0) for it in clf.n_iter_)
+    np.testing.assert_array_equal(clf.decision_function(X), quiet.decision_function(X))

@@ -34,6 +34,7 @@ implicit); ties between equal violations go to the smallest
 global index, so that the iterations do not depend on how the rows are split.
 """
 
+import sys
 import time
 import warnings
 from collections import OrderedDict
@@ -320,13 +321,26 @@ def _pair_step(rec_i, rec_j, xi, xj, kp):
     return ai, aj, yi * (ai - old_i), yj * (aj - old_j)
 
 
+#: iterations between two progress lines of ``DisSMOSVC(verbose=True)``
+LOG_EVERY = 10_000
+
+
+def _logger(name):
+    def log(n_iter, gap):
+        print(f"{name}: iteration {n_iter:,}, maximal violation {gap:.3g}",
+              file=sys.stderr, flush=True)
+    return log
+
+
 def dis_smo(blocks, comm, *, tol, max_iter, kp, n_features, sparse, pool=None,
-            second_order=False):
+            second_order=False, log=None):
     """Run Algorithm 1 on this process's ``blocks`` (a list of :class:`_Block`);
     collective over ``comm``. ``max_iter <= 0``: no limit. With
     ``second_order`` the pair is LIBSVM's (``i`` by the first collective,
-    ``j`` by second-order gain over ``K(x_i, .)`` in a second one). Returns
-    ``(n_iter, converged, rho, objective)``."""
+    ``j`` by second-order gain over ``K(x_i, .)`` in a second one). ``log``:
+    called as ``log(n_iter, gap)`` every ``LOG_EVERY`` iterations (every
+    rank computes the same values). Returns ``(n_iter, converged, rho,
+    objective)``."""
     n_iter, converged = 0, False
 
     def each(task):
@@ -342,11 +356,14 @@ def dis_smo(blocks, comm, *, tol, max_iter, kp, n_features, sparse, pool=None,
             mine = each(lambda b: b.first_candidate())
             allrec = gather(np.append(_pick(mine[:, :-1], largest=True), mine[:, -1].min()))
             rec_i, low = _pick(allrec[:, :-1], largest=True), allrec[:, -1].min()
-            if rec_i[1] < 0 or rec_i[0] - low < tol:
+            gap = rec_i[0] - low
+            if rec_i[1] < 0 or gap < tol:
                 converged = True
                 break
             if 0 < max_iter <= n_iter:
                 break
+            if log is not None and n_iter and n_iter % LOG_EVERY == 0:
+                log(n_iter, gap)
             xi = _row_vector(rec_i[_META:], n_features, sparse)
             gi, Fi, Kii = int(rec_i[1]), rec_i[0], rec_i[5]
             mine = each(lambda b: b.second_candidate(gi, xi, Fi, Kii))
@@ -354,11 +371,14 @@ def dis_smo(blocks, comm, *, tol, max_iter, kp, n_features, sparse, pool=None,
         else:
             best = _best(gather(_best(each(lambda b: b.candidates()))))
             rec_i, rec_j = best[0], best[1]
-            if rec_i[1] < 0 or rec_j[1] < 0 or rec_i[0] - rec_j[0] < tol:
+            gap = rec_i[0] - rec_j[0]
+            if rec_i[1] < 0 or rec_j[1] < 0 or gap < tol:
                 converged = True
                 break
             if 0 < max_iter <= n_iter:
                 break
+            if log is not None and n_iter and n_iter % LOG_EVERY == 0:
+                log(n_iter, gap)
             xi = _row_vector(rec_i[_META:], n_features, sparse)
         xj = _row_vector(rec_j[_META:], n_features, sparse)
         ai, aj, ci, cj = _pair_step(rec_i, rec_j, xi, xj, kp)
@@ -433,6 +453,10 @@ class DisSMOSVC(_FullModelSVC):
         Workers (row blocks) of the ``'threads'`` backend, at most one per
         training row.
     verbose : bool, default=False
+        Progress on standard error (rank 0 only under MPI): a line every
+        10,000 iterations with the maximal violation still to go below
+        ``tol``, and LIBSVM's closing line of every binary problem
+        (iterations, dual objective, rho, support vectors).
 
     Attributes
     ----------
@@ -559,14 +583,21 @@ class DisSMOSVC(_FullModelSVC):
                                 X[rows], np.where(y_idx[rows] == b, 1.0, -1.0),
                                 self.C * w[rows], index[rows], kp,
                                 self.cache_size * 2**20 / n_local, width))
+                        name = (f"[cakernels] Dis-SMO classes {self.classes_[a]} vs "
+                                f"{self.classes_[b]}")
                         it, conv, rho, obj = dis_smo(
                             blocks, comm, tol=self.tol, max_iter=budget, kp=kp,
                             n_features=self.n_features_in_, sparse=self._fit_sparse,
-                            pool=pool, second_order=self.working_set == "second-order")
+                            pool=pool, second_order=self.working_set == "second-order",
+                            log=_logger(name) if s.verbose else None)
                         if not conv:
                             warnings.warn(self._not_converged(budget), ConvergenceWarning,
                                           stacklevel=2)
                         model = self._gather_support(comm, blocks, rho)
+                        if s.verbose:  # LIBSVM's closing line of every binary problem
+                            print(f"{name}: optimization finished, #iter = {it}, "
+                                  f"obj = {obj:.6g}, rho = {rho:.6g}, "
+                                  f"nSV = {model[3].size}", file=sys.stderr, flush=True)
                         models.append(model[:3])
                         support.update(model[3].tolist())
                         n_iter.append(it)
