@@ -320,6 +320,19 @@ def test_dkrr_equals_kernel_ridge_under_mpi(mpirun, n):
     messages = lines["memory"]["messages"]
     assert len(messages) == n and len(set(messages)) == 1 and messages[0] is not None
     assert "per rank" in messages[0] and "8 n^2 / P" in messages[0] and "BKRR2" in messages[0]
+    # pdpocon's condition estimate: no warning on a well-conditioned system; the
+    # one-process LinAlgWarning on every rank, with its estimate within 10x, on an
+    # ill-conditioned one; an error on every rank on a numerically singular one
+    # (ScaLAPACK had solved all three silently)
+    well, ill, singular = (lines[f"rcond-{lam}"] for lam in ("1e-09", "1e-13", "1e-16"))
+    assert well["serial"] == [] and well["ranks"] == [[[], None]] * n, well
+    assert len(ill["serial"]) == 1 and len(ill["ranks"]) == n, ill
+    for rconds, error in ill["ranks"]:
+        assert error is None and len(rconds) == 1, ill
+        assert 0.1 < rconds[0] / ill["serial"][0] < 10, ill
+    assert len(singular["ranks"]) == n
+    for rconds, error in singular["ranks"]:
+        assert rconds == [] and "numerically singular" in error and "Increase lam" in error
 
 
 def test_backend_mpi_without_mpi4py_names_the_extra(spawn):

@@ -1,4 +1,5 @@
-"""ScaLAPACK's distributed Cholesky (``pdpotrf``/``pdpotrs``) through ctypes.
+"""ScaLAPACK's distributed Cholesky (``pdpotrf``/``pdpotrs``, with ``pdlange``
+and ``pdpocon``'s condition estimate) through ctypes.
 
 The exact distributed KRR baseline (:class:`cakernels.kernel_ridge.DKRR`,
 Table 3.3 of the reference) stores the m x m kernel matrix block-cyclically
@@ -172,12 +173,24 @@ def cholesky_solve(grid, A_local, B_local, n, nrhs, nb):
     """Solve ``A X = B`` for a symmetric positive definite ``A`` (n x n), both
     distributed block-cyclically (blocks of ``nb``) on ``grid``.
 
-    ``A_local`` (Fortran order, this process's block) is overwritten by its
-    Cholesky factor and ``B_local`` by the solution. ``B`` is one block of
-    all ``nrhs`` columns wide: its rows live on process column 0 only (the
-    other processes' ``B_local`` is ignored and left as it is). Returns ScaLAPACK's
-    ``info`` (0 on success, i > 0 when the leading minor of order i is not
-    positive definite); it is the same on every process.
+    ``A_local`` (Fortran order, this process's block of the full symmetric
+    matrix) is overwritten by its Cholesky factor and ``B_local`` by the
+    solution. ``B`` is one block of all ``nrhs`` columns wide: its rows live
+    on process column 0 only (the other processes' ``B_local`` is ignored and
+    left as it is). Before the solve, ``pdpocon`` estimates the reciprocal
+    condition number of ``A`` in the 1-norm from the factor and ``pdlange``'s
+    norm (the one-process path's ``dpocon``/``dlange``).
+
+    Returns
+    -------
+    info : int
+        ScaLAPACK's ``info`` (0 on success, i > 0 when the leading minor of
+        order i is not positive definite); the same on every process.
+    rcond : float
+        The reciprocal condition number estimate (NaN when the factorization
+        failed); the same on every process. ``B`` is solved only when
+        ``rcond`` exceeds machine precision (below it the factor is rounding
+        noise, and the solve is left to the caller's judgement).
     """
     sl = grid.libs.scalapack
     mloc = A_local.shape[0]
@@ -185,12 +198,45 @@ def cholesky_solve(grid, A_local, B_local, n, nrhs, nb):
     # every right-hand side in one column block, on process column 0 (blocks of
     # nb columns would put the columns beyond nb on other process columns)
     descb = grid.descriptor(n, nrhs, nb, mloc, col_block=max(1, nrhs))
+    a_ptr = A_local.ctypes.data_as(ctypes.c_void_p)
     info = _I()
-    sl.pdpotrf_(b"L", _ref(n), A_local.ctypes.data_as(ctypes.c_void_p), _ref(1), _ref(1),
-                desca, ctypes.byref(info), ctypes.c_size_t(1))
+    sl.pdlange_.restype = ctypes.c_double
+    work = np.zeros(A_local.shape[1] + nb)  # LWORK >= local columns for the 1-norm
+    anorm = float(sl.pdlange_(b"1", _ref(n), _ref(n), a_ptr, _ref(1), _ref(1), desca,
+                              work.ctypes.data_as(ctypes.c_void_p), ctypes.c_size_t(1)))
+    sl.pdpotrf_(b"L", _ref(n), a_ptr, _ref(1), _ref(1), desca, ctypes.byref(info),
+                ctypes.c_size_t(1))
     if info.value != 0:
-        return info.value
-    sl.pdpotrs_(b"L", _ref(n), _ref(nrhs), A_local.ctypes.data_as(ctypes.c_void_p), _ref(1),
-                _ref(1), desca, B_local.ctypes.data_as(ctypes.c_void_p), _ref(1), _ref(1),
-                descb, ctypes.byref(info), ctypes.c_size_t(1))
-    return info.value
+        return info.value, float("nan")
+    rcond = _pocon(grid, a_ptr, n, desca, anorm)
+    if not rcond > np.finfo(np.float64).eps:
+        return 0, rcond
+    sl.pdpotrs_(b"L", _ref(n), _ref(nrhs), a_ptr, _ref(1), _ref(1), desca,
+                B_local.ctypes.data_as(ctypes.c_void_p), _ref(1), _ref(1), descb,
+                ctypes.byref(info), ctypes.c_size_t(1))
+    return info.value, rcond
+
+
+def _pocon(grid, a_ptr, n, desca, anorm):
+    """``pdpocon``'s reciprocal condition number of the factored ``A`` (lower
+    Cholesky factor at ``a_ptr``), workspace sizes by ScaLAPACK's own query."""
+    sl = grid.libs.scalapack
+    rcond, info = ctypes.c_double(), _I()
+    wq, iwq = np.zeros(1), np.zeros(1, dtype=np.intc)
+
+    def call(work, lwork, iwork, liwork):
+        sl.pdpocon_(b"L", _ref(n), a_ptr, _ref(1), _ref(1), desca,
+                    ctypes.byref(ctypes.c_double(anorm)), ctypes.byref(rcond),
+                    work.ctypes.data_as(ctypes.c_void_p), _ref(lwork),
+                    iwork.ctypes.data_as(ctypes.c_void_p), _ref(liwork), ctypes.byref(info),
+                    ctypes.c_size_t(1))
+
+    call(wq, -1, iwq, -1)  # the workspace query
+    if info.value != 0:  # pragma: no cover - arguments are checked by the caller
+        raise ValueError(f"pdpocon workspace query failed with info={info.value}")
+    work = np.zeros(max(1, int(wq[0])))
+    iwork = np.zeros(max(1, int(iwq[0])), dtype=np.intc)
+    call(work, work.size, iwork, iwork.size)
+    if info.value != 0:  # pragma: no cover - as above
+        raise ValueError(f"pdpocon failed with info={info.value}")
+    return float(rcond.value)

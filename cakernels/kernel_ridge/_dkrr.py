@@ -3,9 +3,11 @@ baseline, Table 3.3)."""
 
 import numbers
 import time
+import warnings
 
 import numpy as np
 import scipy.sparse as sp
+from scipy.linalg import LinAlgWarning
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
@@ -48,7 +50,11 @@ class DKRR(RegressorMixin, BaseEstimator):
     the ``n x n`` kernel matrix is stored block-cyclically on a 2-D process
     grid (as square as the number of ranks allows) and factored by
     ScaLAPACK's ``pdpotrf``/``pdpotrs``: every rank computes its own blocks of
-    ``K`` from the training rows, which every rank holds. This is the
+    ``K`` from the training rows, which every rank holds. ``pdpocon``
+    estimates the condition number as LAPACK's ``dpocon`` does on one
+    process: an ill-conditioned system warns (:class:`scipy.linalg.LinAlgWarning`)
+    on every rank; a numerically singular one, where one process falls back to
+    least squares, raises ``ValueError`` on every rank. This is the
     reference's baseline (Table 3.3): its memory and work do not shrink with
     partitions, which is why it scales poorly.
 
@@ -306,7 +312,7 @@ class DKRR(RegressorMixin, BaseEstimator):
             return Xall, yall, wall
 
     def _fit_scalapack(self, s, X, y, w=None):
-        from .._solvers.krr import check_ridge_shift
+        from .._solvers.krr import RCOND_WARN, check_ridge_shift
         from .._solvers.scalapack import Grid, cholesky_solve, grid_shape
 
         comm = s.comm
@@ -353,13 +359,27 @@ class DKRR(RegressorMixin, BaseEstimator):
                 B[:rows.size] = yy[rows] if sw is None else yy[rows] * sw[rows][:, None]
             t0 = time.perf_counter()
             with comm.phase("training"):
-                info = cholesky_solve(grid, A, B, n, nrhs, nb)
+                info, rcond = cholesky_solve(grid, A, B, n, nrhs, nb)
             t_factor = time.perf_counter() - t0
             mem = A.nbytes
+        # ScaLAPACK returns the same info and rcond on every process
         if info != 0:
-            # ScaLAPACK returns the same info on every process
             raise CollectiveError(f"the kernel matrix + lam*n*I is not positive definite (leading "
-                             f"minor {info} of {n}); increase lam or check the kernel")
+                                  f"minor {info} of {n}); increase lam or check the kernel")
+        if not rcond > np.finfo(np.float64).eps:
+            # the one-process fit falls back to least squares here (LAPACK's dgelsd);
+            # ScaLAPACK has no distributed minimum-norm least squares
+            raise CollectiveError(
+                f"the kernel matrix + lam*n*I is numerically singular (reciprocal condition "
+                f"number {rcond:.2g}, below machine precision): its Cholesky factor is rounding "
+                "noise. Increase lam (the one-process DKRR returns the least-squares "
+                "solution with a LinAlgWarning; under MPI there is no distributed fallback)")
+        if rcond < RCOND_WARN:  # the one-process solve's warning, on every rank
+            warnings.warn(
+                f"kernel matrix + lam*n*I is ill-conditioned (reciprocal condition number "
+                f"{rcond:.2g}): the coefficients may carry relative errors up to "
+                f"{np.finfo(np.float64).eps / rcond:.1g}. Increase lam for a trustworthy "
+                "answer.", LinAlgWarning, stacklevel=3)
         alpha = np.zeros((n, nrhs))
         if grid.mycol == 0 and rows.size:
             alpha[rows] = B[:rows.size]

@@ -2,6 +2,8 @@
 memory refusal. ``spmd_dkrr.py`` prints JSON lines on rank 0."""
 
 import json
+import re
+import warnings
 
 import numpy as np
 from mpi4py import MPI
@@ -96,5 +98,35 @@ big[3, 0] = 1e200
 errors_of_root_fit("magnitude", big, y[:40])
 
 # a problem that cannot fit is refused on every rank, before anything is allocated
+available_bytes = memory_module.available_bytes
 memory_module.available_bytes = lambda: 2**20  # pretend 1 MiB
 errors_of_root_fit("memory", X, y)
+memory_module.available_bytes = available_bytes
+
+
+# the condition estimate (pdpocon): an ill-conditioned system warns on every rank as
+# the one-process fit does, with about the same reciprocal condition number; a
+# numerically singular one is an error on every rank (the one-process fit falls back
+# to least squares; there is no distributed one)
+def rconds(fit):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            fit()
+            error = None
+        except ValueError as exc:
+            error = str(exc)
+    found = [re.search(r"reciprocal condition number ([-+.e0-9]+)", str(w.message))
+             for w in caught if "ill-conditioned" in str(w.message)]
+    return [float(f.group(1)) for f in found if f], error
+
+
+Xc, yc = X[:300], y[:300]
+for lam_c in (1e-9, 1e-13, 1e-16):
+    serial, _ = rconds(lambda: DKRR(30.0, lam_c).fit(Xc, yc))
+    mine = rconds(lambda: DKRR(30.0, lam_c, backend="mpi", block_size=32).fit(
+        Xc if rank == 0 else None, yc if rank == 0 else None))
+    everyone = comm.gather(mine, root=0)
+    if rank == 0:
+        print(json.dumps({"check": f"rcond-{lam_c:g}", "serial": serial,
+                          "ranks": everyone}), flush=True)
