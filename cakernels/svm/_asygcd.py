@@ -103,7 +103,11 @@ class AsyGCDSVC(ClassifierMixin, BaseEstimator):
     classes_ : ndarray of shape (n_classes,)
     model_ : NativeKernelSVC
         The fitted SVM (one binary model per problem; its ``decision_function``
-        and ``predict`` answer for the estimator's).
+        answers for the estimator's with two classes, its ``ovr_decision``
+        with more). The estimator's ``predict`` is the argmax of
+        :meth:`decision_function` (:class:`~sklearn.svm.SVC` with
+        ``break_ties=True``); ``model_.predict`` is the one-vs-one vote, which
+        may differ from it where the vote ties.
     gamma_ : float
         The resolved kernel coefficient.
     support_ : ndarray
