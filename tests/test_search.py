@@ -872,3 +872,15 @@ def test_svm_search_partitions_the_rows_of_positive_weight_and_validates_every_r
     np.testing.assert_array_equal(warm.partition_sizes_, search.partition_sizes_)
     np.testing.assert_allclose(warm.cv_results_["mean_test_score"],
                                search.cv_results_["mean_test_score"], atol=0.02)
+
+
+@pytest.mark.parametrize("cls", [BKRR2CV, BKRRCV, DCKRRCV, KKRR2CV, KKRRCV,
+                                 PartitionedKernelRidgeCV, CASVCCV, BKMSVCCV, CPSVCCV,
+                                 FCFSSVCCV, PartitionedSVCCV])
+def test_unfitted_search_score_is_not_fitted_error(cls):
+    # score looked up scorer_ (set by fit) before the fitted check: AttributeError
+    from sklearn.exceptions import NotFittedError
+
+    X, y = make_classification(n_samples=40, random_state=0)
+    with pytest.raises(NotFittedError, match="not fitted yet"):
+        cls().score(X, y)

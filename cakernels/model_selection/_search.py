@@ -190,7 +190,8 @@ class _PartitionedSearchCV(PartitionedEstimator):
         score : float
         """
         kw = {} if sample_weight is None else {"sample_weight": sample_weight}
-        return float(self.scorer_(self._best(), X, y, **kw))
+        best = self._best()  # NotFittedError first (scorer_ is set by fit)
+        return float(self.scorer_(best, X, y, **kw))
 
     @available_if(lambda self: _refit_check(self, "predict_sharded"))
     def predict_sharded(self, X, comm=None):
