@@ -322,7 +322,16 @@ def _table_hint(path):
     tokens = first.replace(b",", b" ").replace(b";", b" ").replace(b"\t", b" ").split()
     if len(tokens) < 2 or any(b":" in t for t in tokens[1:]):
         return ""
-    kind = "a CSV table" if b"," in first or b";" in first else "a table of numbers"
+    if b"," in first or b";" in first:
+        kind = "a CSV table"
+    elif b"\t" in first:
+        kind = "a tab-separated table"
+    else:  # words separated by spaces may be anything: only numbers are a table
+        try:
+            [float(t) for t in tokens]
+        except ValueError:
+            return ""
+        kind = "a table of numbers"
     return (f" (its first line looks like {kind}; a LIBSVM line is 'label index:value "
             "index:value ...': convert the table with sklearn.datasets.dump_svmlight_file)")
 

@@ -307,10 +307,16 @@ def test_errors_are_one_line(capsys, tmp_path, clf_files, reg_files):
         (["bench", "demo", "--methods", "casvc", "dckrr"], ["dckrr is for regression"]),
         (["bench", "demo", "--methods", "nope"], ["unknown method 'nope'"]),
     ]
+    words = tmp_path / "words.svm"  # words, not numbers: not called a table either
+    words.write_text("garbage line here\n1 1:0.5\n")
+    tsv = tmp_path / "table.tsv"  # a tab-separated table with a header of names
+    tsv.write_text("x1\tx2\ty\n1.0\t2.5\t0\n")
+    cases += [(["fit", words, "-o", model], ["could not load it as a LIBSVM"]),
+              (["fit", tsv, "-o", model], ["looks like a tab-separated table"])]
     for argv, needles in cases:
         code, out, err = run(capsys, *argv)
         assert_one_line_error(code, err, *needles)
-        if argv[1] == commented:  # a LIBSVM file with a bad value is not called a table
+        if argv[1] in (commented, words):  # a LIBSVM file with bad values is not a table
             assert "table" not in err
     # an error found by the fit itself follows the note on the task inferred from the file
     code, out, err = run(capsys, "fit", clf_files / "train.svm", "-o", model, "-p", "500")
@@ -939,8 +945,14 @@ def test_fit_with_soft_routing(capsys, tmp_path, clf_files):
                            "--method", method, flag, "vote" if flag == "--routing" else "2")
         assert_one_line_error(code, err, f"{flag} does not apply", method)
     code, _, err = run(capsys, "fit", clf_files / "train.svm", "-o", tmp_path / "x.skops",
-                       "--method", "casvc", "--n-voters", "0")
+                       "--method", "casvc", "--n-voters", "0", "--routing", "vote")
     assert code == 2 and "n_voters" in err
+    # --n-voters without --routing vote was ignored (a nearest-centre model, exit 0)
+    for extra in ([], ["--routing", "nearest"]):
+        code, _, err = run(capsys, "fit", clf_files / "train.svm", "-o", tmp_path / "y.skops",
+                           "--method", "casvc", "--n-voters", "5", *extra)
+        assert_one_line_error(code, err, "--n-voters applies to --routing vote only")
+        assert not (tmp_path / "y.skops").exists()
 
 
 def test_fit_dissmo_with_the_second_order_working_set(capsys, tmp_path, clf_files):
@@ -1191,3 +1203,25 @@ def test_clear_errors_for_damaged_models_directories_and_demo_subsets(capsys, tm
     assert_one_line_error(code, err, "is a directory, not a LIBSVM file")
     code, _, err = run(capsys, "fit", "demo:train", "-o", tmp_path / "d.skops")
     assert_one_line_error(code, err, "the demo 'demo' has no subsets")
+
+
+def test_an_output_file_replaced_keeps_its_mode(capsys, tmp_path, clf_files):
+    # the temporary file got 0o666 & ~umask: a private (0600) model became 0644
+    import stat
+
+    model, preds = tmp_path / "m.skops", tmp_path / "p.txt"
+    for path in (model, preds):
+        path.write_text("old")
+        path.chmod(0o600)
+    code, _, err = run(capsys, "fit", clf_files / "train.svm", "-o", model)
+    assert code == 0, err
+    code, _, err = run(capsys, "predict", model, clf_files / "test.svm", "-o", preds)
+    assert code == 0, err
+    for path in (model, preds):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+        assert path.read_bytes() != b"old"
+    new = tmp_path / "new.txt"  # a new file: the umask's mode, as open() gives
+    umask = os.umask(0)
+    os.umask(umask)
+    code, _, err = run(capsys, "predict", model, clf_files / "test.svm", "-o", new)
+    assert code == 0 and stat.S_IMODE(new.stat().st_mode) == 0o666 & ~umask

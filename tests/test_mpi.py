@@ -476,13 +476,14 @@ def test_cli_search_under_mpiexec_equals_serial(mpi_cli, cakernels_cli, clf_spli
 
 
 def test_cli_one_process_commands_refused_under_mpiexec(mpi_cli, clf_split, tmp_path):
-    # search without --backend mpi, predict and evaluate: one line from rank 0, exit 2,
+    # search without --backend mpi, predict, evaluate, info: one line from rank 0, exit 2,
     # nothing written; a usage error is printed once
     train, _ = clf_split
     runs = {
         "search": ["search", train, "-o", tmp_path / "s.skops", "--Cs", "1", "-q"],
         "predict": ["predict", tmp_path / "none.skops", train, "-o", tmp_path / "p.txt"],
         "evaluate": ["evaluate", tmp_path / "none.skops", train],
+        "info": ["info"],  # printed its whole report once per process
         "standardize": ["search", train, "-o", tmp_path / "s.skops", "--backend", "mpi",
                         "--standardize"],
     }
@@ -490,6 +491,7 @@ def test_cli_one_process_commands_refused_under_mpiexec(mpi_cli, clf_split, tmp_
         out = mpi_cli(2, *args)
         lines = out.stderr.strip().splitlines()
         assert out.returncode == 2 and len(lines) == 1, (name, out.stderr)
+        assert out.stdout == "", (name, out.stdout)
         assert ("--standardize does not apply" if name == "standardize"
                 else "running under mpiexec with 2 processes") in lines[0], lines
     assert not list(tmp_path.glob("s.skops*")) and not (tmp_path / "p.txt").exists()

@@ -305,8 +305,8 @@ def main(argv=None):
 
 
 #: commands that run in one process (fit and search say so themselves: they take
-#: --backend mpi; info is harmless on every rank)
-_ONE_PROCESS = ("predict", "evaluate", "bench")
+#: --backend mpi); info printed its whole report once per process
+_ONE_PROCESS = ("predict", "evaluate", "bench", "info")
 
 
 def _check_launch(args):

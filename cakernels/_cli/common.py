@@ -4,6 +4,7 @@ import contextlib
 import numbers
 import os
 import pickle
+import stat
 import sys
 import tempfile
 from pathlib import Path
@@ -258,7 +259,11 @@ def _atomic_write(path, write, binary):
             write(fh)
             fh.flush()
             os.fsync(fh.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())
+        try:  # a file replaced keeps its mode (a private model stays private)
+            mode = stat.S_IMODE(os.stat(path).st_mode)
+        except OSError:  # a new file: what open() would give it
+            mode = 0o666 & ~_umask()
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException as exc:
         with contextlib.suppress(OSError):

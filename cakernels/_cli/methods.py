@@ -144,6 +144,10 @@ def _make_estimator(method, p, n_train, strict=True):
             raise CLIError(f"{_FLAG[name]} does not apply to --method {method}: it applies "
                            "to the single-level partitioned SVMs (casvc, fcfssvc, bkmsvc, "
                            "cpsvc)")
+    if p.get("n_voters") is not None and p.get("routing") != "vote" \
+            and "n_voters" in entry.options and strict:
+        raise CLIError("--n-voters applies to --routing vote only (the models that vote "
+                       "per sample); nearest-centre routing has no voters")
     if p.get("working_set") is not None and "working_set" not in entry.options and strict:
         raise CLIError(f"--working-set does not apply to --method {method}: it applies to "
                        "dissmosvc")
