@@ -37,6 +37,7 @@
  */
 #include "ck_internal.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -358,19 +359,34 @@ static ck_status ck_smo_col_fill(void *ctx, int64_t i, ck_col col, int shift,
 /* Solver                                                                   */
 /* ======================================================================== */
 
+/* Relative distance to a bound within which rho counts a variable as bounded. */
+#define CK_RHO_AT_BOUND 1e-12
+
 /* Repair a warm start: clip to the box (tolerating tiny violations) and
- * restore y^T alpha = 0 by moving mass within the bounds. */
+ * restore y^T alpha = 0 by moving mass within the bounds.
+ *
+ * A residual at rounding level (n eps sum(alpha), or below 1e-12 of the
+ * largest bound) is left as it is: moving a variable at a bound by 1e-21
+ * made it "free", and with no other free variable rho (LIBSVM's mean of
+ * y G over the free ones) became its y G, an end of the interval of optimal
+ * intercepts instead of LIBSVM's midpoint (a warm start at C = 1e-6 from the
+ * solver's own optimum moved the intercept from -8e-7 to -1). Free
+ * variables take the mass first, so that no variable leaves its bound when
+ * a free one can absorb it; a variable that reaches a bound is set to it
+ * exactly. */
 static ck_status ck_smo_project(int64_t n, const double *y,
                                 const double *upper, double *alpha)
 {
     int64_t i;
-    double r = 0.0, scale = 0.0;
+    int pass;
+    double r = 0.0, scale = 0.0, umax = 0.0;
     for (i = 0; i < n; ++i) {
         const double a = alpha[i], u = upper[i];
         const double slack = 1e-8 * u;
         if (!isfinite(a) || a < -slack || a > u + slack)
             return CK_ERR_ARG;
         alpha[i] = a < 0.0 ? 0.0 : (a > u ? u : a);
+        umax = u > umax ? u : umax;
     }
     for (i = 0; i < n; ++i) {
         r += y[i] * alpha[i];
@@ -378,21 +394,31 @@ static ck_status ck_smo_project(int64_t n, const double *y,
     }
     if (fabs(r) > 1e-6 * (scale > 1.0 ? scale : 1.0))
         return CK_ERR_ARG; /* not (nearly) feasible */
+    if (fabs(r) <= (double)n * DBL_EPSILON * scale || fabs(r) <= 1e-12 * umax)
+        return CK_OK; /* rounding: see above */
     /* r > 0: decrease alpha_i with y_i = +1 or increase those with -1;
-     * r < 0: the mirror image. */
-    for (i = 0; i < n && r != 0.0; ++i) {
-        double room, step;
-        const int up = (r > 0.0) == (y[i] < 0.0); /* increase alpha_i? */
-        room = up ? upper[i] - alpha[i] : alpha[i];
-        step = fabs(r) < room ? fabs(r) : room;
-        if (step <= 0.0)
-            continue;
-        alpha[i] += up ? step : -step;
-        r += (r > 0.0 ? -step : step);
-        if (alpha[i] < 0.0)
-            alpha[i] = 0.0;
-        if (alpha[i] > upper[i])
-            alpha[i] = upper[i];
+     * r < 0: the mirror image. Pass 0: free variables; pass 1: the others. */
+    for (pass = 0; pass < 2; ++pass) {
+        for (i = 0; i < n && r != 0.0; ++i) {
+            double room, step;
+            const int up = (r > 0.0) == (y[i] < 0.0); /* increase alpha_i? */
+            const int is_free = alpha[i] > 0.0 && alpha[i] < upper[i];
+            if (is_free != (pass == 0))
+                continue;
+            room = up ? upper[i] - alpha[i] : alpha[i];
+            if (room <= 0.0)
+                continue;
+            step = fabs(r) < room ? fabs(r) : room;
+            if (step == room)
+                alpha[i] = up ? upper[i] : 0.0; /* exactly at the bound */
+            else
+                alpha[i] += up ? step : -step;
+            r += (r > 0.0 ? -step : step);
+            if (alpha[i] < 0.0)
+                alpha[i] = 0.0;
+            if (alpha[i] > upper[i])
+                alpha[i] = upper[i];
+        }
     }
     return CK_OK;
 }
@@ -1101,12 +1127,19 @@ cleanup:
         int64_t nr_free = 0;
         for (i = 0; i < n; ++i) {
             const double yG = s->y[i] * s->G[i];
-            if (s->alpha[i] >= s->upper[i]) {
+            /* a variable within CK_RHO_AT_BOUND * C of a bound is at it: LIBSVM's
+             * update can leave one at C - 1 ulp (alpha_j = total - C_i), and
+             * counted as free its y G alone became rho when no other variable
+             * was free, an end of the interval of optimal intercepts instead
+             * of its midpoint (a warm start at C = 0.01: intercept -0.64 for
+             * LIBSVM's -0.008, every sample predicted as one class) */
+            const double near = CK_RHO_AT_BOUND * s->upper[i];
+            if (s->alpha[i] >= s->upper[i] - near) {
                 if (s->y[i] < 0.0)
                     ub = yG < ub ? yG : ub;
                 else
                     lb = yG > lb ? yG : lb;
-            } else if (s->alpha[i] <= 0.0) {
+            } else if (s->alpha[i] <= near) {
                 if (s->y[i] > 0.0)
                     ub = yG < ub ? yG : ub;
                 else

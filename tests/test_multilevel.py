@@ -300,3 +300,19 @@ def test_models_pickled_before_break_ties_predict_by_the_vote():
         loaded = pickle.loads(pickle.dumps(old))
         np.testing.assert_array_equal(loaded.predict(X), clf.predict(X))
         assert loaded.get_params()["break_ties"] is False
+
+
+@pytest.mark.parametrize("C", [1e-6, 1e-2])
+def test_dcsvc_is_the_full_svm_when_no_variable_is_free(C):
+    # small C, balanced classes: every alpha at a bound. A warm-started layer ended
+    # with one alpha at C - 1 ulp, whose y G became the intercept (-0.64 for SVC's
+    # -0.008): every sample was predicted as one class
+    from sklearn.datasets import make_classification
+    from sklearn.svm import SVC
+
+    X, y = make_classification(n_samples=200, n_features=5, random_state=1)
+    ref = SVC(C=C).fit(X, y)
+    clf = DCSVC(n_partitions=4, C=C, random_state=0).fit(X, y)
+    np.testing.assert_allclose(clf.decision_function(X), ref.decision_function(X),
+                               rtol=0, atol=1e-6 * C + 1e-9)
+    np.testing.assert_array_equal(clf.predict(X), ref.predict(X))

@@ -662,3 +662,27 @@ def test_a_kernel_diagonal_that_overflows_is_named():
     for fit in (smo_fit, asygcd_fit):
         with pytest.raises(FloatingPointError, match="kernel values overflow float64"):
             fit(X, y, 1.0, kernel="poly", gamma=1e200)
+
+
+@pytest.mark.parametrize("C", [1e-6, 1e-2])
+def test_a_warm_start_keeps_the_intercept_when_no_variable_is_free(C):
+    # every alpha at a bound (small C, balanced classes): the optimal intercepts fill
+    # an interval and LIBSVM takes its midpoint. The warm start's repair moved one
+    # alpha by the rounding residual of y^T alpha (1e-21), an update can leave one at
+    # C - 1 ulp: counted as the only free variable, its y G became rho (-1 for -8e-7)
+    X, y01 = make_classification(n_samples=200, n_features=5, random_state=1)
+    y = np.where(y01 == 1, 1.0, -1.0)
+    gamma = 1 / (5 * X.var())
+    svc = SVC(C=C, gamma=gamma).fit(X, y)
+    cold = smo_fit(X, y, C, kernel="rbf", gamma=gamma)
+    warm = smo_fit(X, y, C, kernel="rbf", gamma=gamma, alpha0=cold["alpha"].copy())
+    assert np.all((cold["alpha"] == 0) | (cold["alpha"] == C))  # nothing free
+    for res in (cold, warm):
+        assert res["intercept"] == pytest.approx(svc.intercept_[0], rel=1e-6, abs=1e-12)
+    np.testing.assert_array_equal(warm["alpha"], cold["alpha"])
+    # a variable 1 ulp below C is at C for rho
+    a0 = cold["alpha"].copy()
+    i, j = np.flatnonzero(y > 0)[0], np.flatnonzero(y < 0)[0]
+    a0[i] = a0[j] = np.nextafter(C, 0.0)
+    nudged = smo_fit(X, y, C, kernel="rbf", gamma=gamma, alpha0=a0)
+    assert nudged["intercept"] == pytest.approx(svc.intercept_[0], rel=1e-6, abs=1e-12)

@@ -57,6 +57,7 @@ from ._partitioned import _SVM_CONSTRAINTS
 __all__ = ["DisSMOSVC", "dis_smo"]
 
 _TAU = 1e-12  # LIBSVM's floor of the second derivative along the pair
+RHO_AT_BOUND = 1e-12  # native/ck_smo.c's CK_RHO_AT_BOUND
 _META = 6     # F, global index, y, alpha, upper bound, K(x, x)
 #: max_iter=-1: LIBSVM's limit of 100 iterations per sample, at least AUTO_MIN_ITER
 #: (LIBSVM: 10**7)
@@ -222,7 +223,10 @@ class _Block:
         F = np.where(self.up, self.Fu, self.Fl)
         yG = -F
         a, y, c = self.alpha, self.y, self.upper
-        at_upper, at_lower = a >= c, a <= 0
+        # within RHO_AT_BOUND * C of a bound is at it (the native SMO's rule: an
+        # update can leave a variable at C - 1 ulp, which as the only free one
+        # made its y G rho instead of the midpoint of the bounded ones')
+        at_upper, at_lower = a >= c - RHO_AT_BOUND * c, a <= RHO_AT_BOUND * c
         free = ~(at_upper | at_lower)
         ub_mask = (at_upper & (y < 0)) | (at_lower & (y > 0))
         lb_mask = (at_upper & (y > 0)) | (at_lower & (y < 0))
