@@ -636,8 +636,16 @@ class CascadeSVC(_MultiLevelSVC):
     the first layer and the tree runs again, until the support vectors no
     longer change.
     """ + _COMMON_DOC + """    n_passes : int, default=1
-        Passes over the tree (Graf et al.'s feedback loop); stops early when the
-        final support-vector set repeats.
+        Passes over the tree (Graf et al.'s feedback loop): after a pass the
+        final SVM is checked on every training row (LIBSVM's maximal violation,
+        one kernel product of the rows with its support vectors); it stops
+        early when no row violates by ``tol`` (the full SVM, whose intercept is
+        then computed over every row as LIBSVM does), else the support vectors
+        and up to 16 of the worst violators of each side go back to every
+        first-layer node. (Deviation: Graf et al. feed back the support
+        vectors only and stop when they repeat; with every alpha at a bound,
+        at a small C, a violating pair could lie in two leaves that no leaf can
+        move alone, and the passes stopped at another SVM.)
 """ + _COMMON_ATTRS + """    n_passes_ : int
         Passes the tree ran (with several classes, every one-vs-one pair's tree
         stops on its own: the most any pair ran).
@@ -699,13 +707,27 @@ class CascadeSVC(_MultiLevelSVC):
                 packed = comm.bcast_obj(packed, root=root)
             back = _Node.unpack(packed, self.n_features_in_, self._fit_sparse)
             svs = frozenset(back.index.tolist())
-            if svs == previous or not svs:
+            if not svs:
                 # no support vectors (every alpha 0, e.g. a large tol): feeding back
                 # nothing would solve the same tree again
                 break
+            alpha_of = dict(zip(back.index.tolist(), back.alpha.tolist()))
+            with comm.phase("training"):
+                gap, violators, rho = self._violators(comm, leaves, back, alpha_of)
+            if gap < self.tol:
+                # the SVM of every training row of the pair: the optimum. Its
+                # intercept is LIBSVM's over every row (the root node saw only the
+                # support vectors: with every alpha at a bound, its midpoint of the
+                # bounded rows' interval was another one, 0 for SVC's +1 at C=1e-6)
+                if final is not None:
+                    final.solution.intercept = -rho
+                break
+            if violators is not None:
+                back = _Node.merge(back, violators, shared=False)
+            elif svs == previous:  # pragma: no cover - a gap above tol has violators
+                break
             previous = svs
             current = {}
-            alpha_of = dict(zip(back.index.tolist(), back.alpha.tolist()))
             for q, leaf in leaves.items():
                 own = np.array([alpha_of.get(i, 0.0) for i in leaf.index.tolist()])
                 extra = np.flatnonzero(~np.isin(back.index, leaf.index))
@@ -716,6 +738,114 @@ class CascadeSVC(_MultiLevelSVC):
             ctx["shared_rows"] = True  # every leaf now holds the fed-back rows
         ctx.setdefault("passes", []).append(n_pass + 1)
         return final, None
+
+    #: violators of each side fed back with the support vectors after a pass
+    FEED_VIOLATORS = 16
+
+    def _violators(self, comm, leaves, back, alpha_of):
+        """The final SVM's maximal violation of the optimality conditions over
+        every training row of the pair (LIBSVM's ``m - M`` with ``F = y - f``,
+        the same on every rank) and, when it is at least ``tol``, its worst
+        violators that are not support vectors, up to :attr:`FEED_VIOLATORS` of
+        each side (a node with their current dual variables; None when every
+        violator is a support vector already).
+
+        Graf et al.'s fixed point (the support vectors repeat) is the SVM only
+        when no row violates: with every alpha at a bound (a small C), a
+        violating pair can lie in two different leaves, which no leaf can move
+        alone (the equality ``y^T alpha = 0``), and the passes stopped at
+        another SVM (at C = 1e-6: intercept 0 for SVC's +1).
+
+        Returns ``(gap, violators, rho)``: ``rho`` is LIBSVM's over every row
+        (the mean ``y G`` of the free rows, else the midpoint of the bounded
+        rows' interval), the intercept of the optimum when ``gap < tol``."""
+        from .._kernels import kernel_dot, row_sq_norms
+        from ._dissmo import RHO_AT_BOUND
+
+        kp = self._kernel_params()
+        coef = back.alpha * back.y
+        sq = row_sq_norms(back.X) if kp["kernel"] == "rbf" else None
+        rows = []  # this rank's leaves: (leaf, F, I_up, I_low, alpha)
+        m, M = -np.inf, np.inf
+        sum_free, n_free, ub, lb = 0.0, 0, np.inf, -np.inf  # LIBSVM's rho; y G = -F
+        for leaf in leaves.values():
+            a = np.array([alpha_of.get(i, 0.0) for i in leaf.index.tolist()])
+            upper = self.C * leaf.w
+            F = leaf.y - kernel_dot(leaf.X, back.X, coef, Y_sq_norms=sq, **kp)
+            at_up, at_lo = a >= upper * (1 - RHO_AT_BOUND), a <= upper * RHO_AT_BOUND
+            up = ((leaf.y > 0) & ~at_up) | ((leaf.y < 0) & ~at_lo)
+            low = ((leaf.y > 0) & ~at_lo) | ((leaf.y < 0) & ~at_up)
+            if up.any():
+                m = max(m, float(F[up].max()))
+            if low.any():
+                M = min(M, float(F[low].min()))
+            rows.append((leaf, F, up, low, a))
+            free = ~(at_up | at_lo)
+            sum_free += float(-F[free].sum())
+            n_free += int(free.sum())
+            ub_mask = (at_up & (leaf.y < 0)) | (at_lo & (leaf.y > 0))
+            lb_mask = (at_up & (leaf.y > 0)) | (at_lo & (leaf.y < 0))
+            if ub_mask.any():
+                ub = min(ub, float(-F[ub_mask].max()))
+            if lb_mask.any():
+                lb = max(lb, float(-F[lb_mask].min()))
+        if comm.size > 1:
+            every = comm.allgather((m, M, sum_free, n_free, ub, lb))
+            m, M = max(e[0] for e in every), min(e[1] for e in every)
+            sum_free, n_free = sum(e[2] for e in every), sum(e[3] for e in every)
+            ub, lb = min(e[4] for e in every), max(e[5] for e in every)
+        if n_free > 0:
+            rho = sum_free / n_free
+        elif np.isfinite(ub) and np.isfinite(lb):
+            rho = 0.5 * (ub + lb)
+        else:
+            rho = ub if np.isfinite(ub) else (lb if np.isfinite(lb) else 0.0)
+        gap = m - M
+        if not gap >= self.tol:
+            return gap, None, rho
+        k = self.FEED_VIOLATORS
+        mine = []  # (side, F, index, packed row)
+        for leaf, F, up, low, a in rows:
+            fresh = ~np.isin(leaf.index, back.index)
+            for side, mask, sign in (("up", up & fresh & (F >= M + self.tol), -1.0),
+                                     ("low", low & fresh & (F <= m - self.tol), 1.0)):
+                cand = np.flatnonzero(mask)
+                cand = cand[np.lexsort((leaf.index[cand], sign * F[cand]))][:k]
+                mine += [(side, float(F[r]), int(leaf.index[r]), r, leaf, a[r]) for r in cand]
+        # every rank's candidates, then the same global choice on every rank
+        sendable = [(side, f, i) for side, f, i, *_ in mine]
+        everyone = comm.allgather(sendable) if comm.size > 1 else [sendable]
+        chosen = set()
+        for side in ("up", "low"):
+            cands = [(f, i) for part in everyone for sd, f, i in part if sd == side]
+            cands.sort(key=lambda c: (-c[0] if side == "up" else c[0], c[1]))
+            chosen.update(i for _, i in cands[:k])
+        picked = {}
+        for side, f, i, r, leaf, a in mine:
+            if i in chosen and i not in picked:
+                picked[i] = (leaf, r, a)
+        order = sorted(picked)
+        if order:
+            Xs = [picked[i][0].X[[picked[i][1]]] for i in order]
+            mine_node = _Node(sp.vstack(Xs, format="csr") if self._fit_sparse else np.vstack(Xs),
+                              np.array([picked[i][0].y[picked[i][1]] for i in order]),
+                              np.array([picked[i][0].w[picked[i][1]] for i in order]),
+                              np.array(order, dtype=back.index.dtype),
+                              np.array([picked[i][2] for i in order]))
+            packed = mine_node.pack()
+        else:
+            packed = None
+        parts = comm.allgather(packed) if comm.size > 1 else [packed]
+        nodes = [_Node.unpack(pk, self.n_features_in_, self._fit_sparse)
+                 for pk in parts if pk is not None]
+        if not nodes:
+            return gap, None, rho
+        node = nodes[0]
+        for other in nodes[1:]:
+            node = _Node.merge(node, other, shared=False)
+        order = np.argsort(node.index, kind="stable")  # the same order on every rank
+        return gap, _Node(node.X[order], node.y[order], node.w[order], node.index[order],
+                          node.alpha[order]), rho
 
 
 class DCSVC(_MultiLevelSVC):
