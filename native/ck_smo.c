@@ -1080,6 +1080,12 @@ ck_status ck_smo_solve_ex(const ck_matrix *X, const double *y,
                     }
                 }
             }
+            /* LIBSVM's step can leave one variable a rounding above its bound
+             * (aj = Ci - diff with Ci >> Cj: weights 1e5 and 1e-5), and the
+             * solver's own answer was then refused as a warm start: each
+             * variable stays in its box */
+            ai = ai < 0.0 ? 0.0 : (ai > Ci ? Ci : ai);
+            aj = aj < 0.0 ? 0.0 : (aj > Cj ? Cj : aj);
             a[ii] = ai;
             a[jj] = aj;
             dai = ai - old_ai;

@@ -357,6 +357,7 @@ def test_verbose_reports_progress_and_libsvms_closing_line(working_set, monkeypa
     np.testing.assert_array_equal(clf.decision_function(X), quiet.decision_function(X))
 
 
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # max_iter=50
 def test_iterations_run_on_one_blas_thread(binary, monkeypatch):
     # every iteration's BLAS work is two matrix-vector products: the serial backend
     # left BLAS its own threads, and a second OpenBLAS thread waiting for a busy core

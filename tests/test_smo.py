@@ -194,7 +194,7 @@ def test_infeasible_warm_starts_name_the_entry_in_the_callers_numbering():
     a0 = np.zeros(n)
     a0[50] = 5.0
     for fit in (smo_fit, asygcd_fit):
-        with pytest.raises(ValueError, match=r"alpha0\[50\] = 5, upper = 1"):
+        with pytest.raises(ValueError, match=r"alpha0\[50\] = 5\.0, upper = 1\.0"):
             fit(X, y, 1.0, gamma=0.3, sample_weight=sw, alpha0=a0)
     i, j = np.flatnonzero(y > 0)[0], np.flatnonzero(y < 0)[0]
     sw = np.ones(n)
@@ -202,7 +202,7 @@ def test_infeasible_warm_starts_name_the_entry_in_the_callers_numbering():
     a0 = np.zeros(n)
     a0[[i, j]] = 0.7  # y^T a0 = 0, but above the rows' bound 0
     for fit in (smo_fit, asygcd_fit):
-        with pytest.raises(ValueError, match=rf"alpha0\[{min(i, j)}\] = 0.7, upper = 0"):
+        with pytest.raises(ValueError, match=rf"alpha0\[{min(i, j)}\] = 0\.7, upper = 0\.0"):
             fit(X, y, 1.0, gamma=0.3, sample_weight=sw, alpha0=a0)
     a0 = np.zeros(n)
     a0[i] = 0.5
@@ -686,3 +686,25 @@ def test_a_warm_start_keeps_the_intercept_when_no_variable_is_free(C):
     a0[i] = a0[j] = np.nextafter(C, 0.0)
     nudged = smo_fit(X, y, C, kernel="rbf", gamma=gamma, alpha0=a0)
     assert nudged["intercept"] == pytest.approx(svc.intercept_[0], rel=1e-6, abs=1e-12)
+
+
+@pytest.mark.parametrize("C", [1e-8, 1e-6])
+def test_alpha_stays_in_its_box_with_bounds_far_apart(C):
+    # LIBSVM's step (aj = Ci - diff with Ci >> Cj) left alpha a rounding above its
+    # bound C * w (8.6e-7 relative), and the solver's own answer was then refused as
+    # a warm start (and by CASVCCV's warm path over close Cs)
+    from cakernels import CASVCCV
+
+    r = np.random.default_rng(0)
+    n = 60
+    X = r.normal(size=(n, 3))
+    y = np.where(r.random(n) < 0.5, 1.0, -1.0)
+    X[y > 0] += 0.7
+    r.normal(size=n)
+    w = np.where(r.random(n) < 0.5, 1e-5, 1e5)
+    res = smo_fit(X, y, C, sample_weight=w, gamma=0.3)
+    assert np.all(res["alpha"] <= C * w) and np.all(res["alpha"] >= 0)
+    again = smo_fit(X, y, C, sample_weight=w, gamma=0.3, alpha0=res["alpha"])
+    assert again["intercept"] == pytest.approx(res["intercept"], rel=1e-6)
+    CASVCCV(n_partitions=1, Cs=[C, C * 1.0000001], gammas=[0.3],
+            cv=[(np.arange(n), np.arange(n))], refit=False).fit(X, y, sample_weight=w)

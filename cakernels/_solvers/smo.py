@@ -105,7 +105,8 @@ def check_dual_problem(X, y, C, *, kernel, tol, sample_weight=None, class_weight
             i = int(bad[0])
             raise ValueError(f"infeasible warm start: alpha0 must lie in [0, upper] with "
                              f"upper = C * sample_weight * class weight (alpha0[{i}] = "
-                             f"{a0[i]:.6g}, upper = {upper[i]:.6g}; {bad.size} such entries)")
+                             f"{float(a0[i])!r}, upper = {float(upper[i])!r}; {bad.size} "
+                             "such entries)")
         alpha[:] = a0
 
     return X, y, upper, keep, alpha

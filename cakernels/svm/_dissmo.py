@@ -323,6 +323,9 @@ def _pair_step(rec_i, rec_j, xi, xj, kp):
                 aj, ai = Cj, total - Cj
         elif ai < 0:
             ai, aj = 0.0, total
+    # each variable in its box (a rounding of the partner's bound can spill over, as
+    # in the native SMO)
+    ai, aj = min(max(ai, 0.0), Ci), min(max(aj, 0.0), Cj)
     return ai, aj, yi * (ai - old_i), yj * (aj - old_j)
 
 
