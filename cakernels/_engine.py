@@ -41,7 +41,7 @@ from sklearn.base import BaseEstimator
 from sklearn.exceptions import UndefinedMetricWarning
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from ._kernels import MIN_BLOCK_ROWS, check_magnitude
+from ._kernels import check_magnitude
 from ._own_init import OwnInitName
 from ._params import N_JOBS, Count
 from .backends import (
@@ -996,20 +996,20 @@ class PartitionedEstimator(OwnInitName, BaseEstimator):
         return MPIBackend(comm=comm, sharded=True).session()
 
     @contextlib.contextmanager
-    def _local_session(self, rows_per_model):
-        """The session of a local prediction giving each model about
-        ``rows_per_model`` rows: the threads backend's pool, else one worker
+    def _local_session(self):
+        """The session of a local prediction: the threads backend's pool, else one worker
         (under MPI every rank predicts its own rows). BLAS runs one thread for
         its length: the kernels share their row blocks among the session's
         threads themselves (:func:`~cakernels._kernels.kernel_dot`), and
         OpenBLAS threads left spinning by a multi-threaded product (routing,
         say) would slow them down several times on a machine with few cores.
-        Fewer rows than two shared blocks are computed in one piece: BLAS is
-        left alone then (the limit costs tens of microseconds)."""
+        Small batches too (the limit costs ~20 microseconds): a product of 10
+        rows with a model of thousands on two BLAS threads waited ~1 ms for a
+        busy core at every call (200 batches of 10 rows took 2-3.6x the time
+        next to one busy process)."""
         backend = self._backend()
         session = backend.session() if backend.name == "threads" else SerialBackend().session()
-        small = rows_per_model < 2 * MIN_BLOCK_ROWS
-        with session as s, contextlib.nullcontext() if small else blas_limits(1):
+        with session as s, blas_limits(1):
             yield s
 
     def _n_voters(self):
@@ -1035,7 +1035,7 @@ class PartitionedEstimator(OwnInitName, BaseEstimator):
                                                   out.shape[1:], encode)
                 out[:] = vals if encode is None else self._decode(vals)
                 return out
-        with self._local_session(X.shape[0] / len(self.estimators_)) as s:
+        with self._local_session() as s:
             groups = self._route(X)
             local = make_local(s.threads)
             results = s.map(lambda item: local(self.estimators_[item[0]], X[item[1]]), groups,
@@ -1065,7 +1065,7 @@ class PartitionedEstimator(OwnInitName, BaseEstimator):
             vals = np.empty((rows.size,) + out.shape[1:])
             groups = [(j, idx) for j, idx in enumerate(_group_by(parts, len(self.estimators_)))
                       if idx.size]
-            with self._local_session(rows.size / len(self.estimators_)) as s:
+            with self._local_session() as s:
                 local = make_local(s.threads)
                 results = s.map(
                     lambda item: local(self.estimators_[item[0]], X[rows[item[1]]]), groups,

@@ -194,3 +194,29 @@ def test_collective_prediction_takes_the_one_process_communicator():
     reg = BKRR2(4, random_state=0).fit(X, y.astype(float))
     assert abs(reg.score_sharded(X, y.astype(float), comm=SelfCommunicator())
                - reg.score(X, y.astype(float))) < 1e-12
+
+
+@pytest.mark.parametrize("make", [
+    lambda: CASVC(n_partitions=1, C=0.1), lambda: CASVC(n_partitions=2, routing="vote"),
+    lambda: BKRR2(n_partitions=2), lambda: DCSVC(n_partitions=2),
+    lambda: __import__("cakernels").DisSMOSVC(C=0.1),
+    lambda: __import__("cakernels").kernel_ridge.DKRR(sigma=2.0)])
+def test_small_batches_predict_on_one_blas_thread(make, monkeypatch):
+    # batches below two row blocks left BLAS its own threads: a product of 10 rows
+    # with a model of thousands waited ~1 ms for a busy core at every call (200
+    # batches of 10 rows took 2-3.6x the time next to one busy process)
+    import cakernels._kernels as kernels
+    from cakernels.backends import blas_limits
+
+    X, y = make_blobs(n_samples=600, centers=2, n_features=4, random_state=0)
+    est = make().fit(X, y)
+    seen = []
+    real = kernels._kernel_rows
+
+    def spy(*args, **kwargs):
+        seen.append(blas_limits.current)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(kernels, "_kernel_rows", spy)
+    est.predict(X[:10])
+    assert seen and set(seen) == {1}, set(seen)
