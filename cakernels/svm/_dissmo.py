@@ -329,6 +329,17 @@ def _pair_step(rec_i, rec_j, xi, xj, kp):
     return ai, aj, yi * (ai - old_i), yj * (aj - old_j)
 
 
+def libsvm_rho(sum_free, n_free, ub, lb):
+    """LIBSVM's ``rho`` (``calculate_rho``): the mean ``y G`` of the free
+    variables, else the midpoint of the bounded ones' interval ``[lb, ub]``
+    (one end when the other is empty, 0 when both are)."""
+    if n_free > 0:
+        return sum_free / n_free
+    if np.isfinite(ub) and np.isfinite(lb):
+        return 0.5 * (ub + lb)
+    return ub if np.isfinite(ub) else (lb if np.isfinite(lb) else 0.0)
+
+
 #: iterations between two progress lines of ``DisSMOSVC(verbose=True)``
 LOG_EVERY = 10_000
 
@@ -405,12 +416,7 @@ def dis_smo(blocks, comm, *, tol, max_iter, kp, n_features, sparse, pool=None,
     allsum = comm.Allgather(mine) if comm.size > 1 else mine[None]
     sum_free, n_free = allsum[:, 0].sum(), allsum[:, 1].sum()
     ub, lb = allsum[:, 2].min(), allsum[:, 3].max()
-    if n_free > 0:
-        rho = sum_free / n_free
-    elif np.isfinite(ub) and np.isfinite(lb):
-        rho = 0.5 * (ub + lb)
-    else:
-        rho = ub if np.isfinite(ub) else (lb if np.isfinite(lb) else 0.0)
+    rho = libsvm_rho(sum_free, n_free, ub, lb)
     objective = 0.5 * allsum[:, 4].sum()
     return n_iter, converged, float(rho), float(objective)
 

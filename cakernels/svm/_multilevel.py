@@ -760,7 +760,7 @@ class CascadeSVC(_MultiLevelSVC):
         (the mean ``y G`` of the free rows, else the midpoint of the bounded
         rows' interval), the intercept of the optimum when ``gap < tol``."""
         from .._kernels import kernel_dot, row_sq_norms
-        from ._dissmo import RHO_AT_BOUND
+        from ._dissmo import RHO_AT_BOUND, libsvm_rho
 
         kp = self._kernel_params()
         coef = back.alpha * back.y
@@ -794,12 +794,7 @@ class CascadeSVC(_MultiLevelSVC):
             m, M = max(e[0] for e in every), min(e[1] for e in every)
             sum_free, n_free = sum(e[2] for e in every), sum(e[3] for e in every)
             ub, lb = min(e[4] for e in every), max(e[5] for e in every)
-        if n_free > 0:
-            rho = sum_free / n_free
-        elif np.isfinite(ub) and np.isfinite(lb):
-            rho = 0.5 * (ub + lb)
-        else:
-            rho = ub if np.isfinite(ub) else (lb if np.isfinite(lb) else 0.0)
+        rho = libsvm_rho(sum_free, n_free, ub, lb)
         gap = m - M
         if not gap >= self.tol:
             return gap, None, rho
