@@ -41,7 +41,7 @@ from sklearn.base import BaseEstimator
 from sklearn.exceptions import UndefinedMetricWarning
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from ._kernels import check_magnitude
+from ._kernels import BLAS_THREADED_ENTRIES, MIN_BLOCK_ROWS, check_magnitude
 from ._own_init import OwnInitName
 from ._params import N_JOBS, Count
 from .backends import (
@@ -996,21 +996,31 @@ class PartitionedEstimator(OwnInitName, BaseEstimator):
         return MPIBackend(comm=comm, sharded=True).session()
 
     @contextlib.contextmanager
-    def _local_session(self):
-        """The session of a local prediction: the threads backend's pool, else one worker
-        (under MPI every rank predicts its own rows). BLAS runs one thread for
-        its length: the kernels share their row blocks among the session's
-        threads themselves (:func:`~cakernels._kernels.kernel_dot`), and
-        OpenBLAS threads left spinning by a multi-threaded product (routing,
-        say) would slow them down several times on a machine with few cores.
-        Small batches too (the limit costs ~20 microseconds): a product of 10
-        rows with a model of thousands on two BLAS threads waited ~1 ms for a
-        busy core at every call (200 batches of 10 rows took 2-3.6x the time
-        next to one busy process)."""
+    def _local_session(self, rows_per_model, stored_rows):
+        """The session of a local prediction giving each model about
+        ``rows_per_model`` rows against at most ``stored_rows`` rows of its
+        own: the threads backend's pool, else one worker (under MPI every rank
+        predicts its own rows). BLAS runs one thread for its length when the
+        kernels share their row blocks among the session's threads themselves
+        (:func:`~cakernels._kernels.kernel_dot`: OpenBLAS threads left spinning
+        by a multi-threaded product would slow them down several times on a
+        machine with few cores), and when a model's products are large enough
+        for OpenBLAS to thread them (``rows x stored`` from
+        :data:`BLAS_THREADED_ENTRIES`: a 10-row batch against thousands of
+        stored rows on two BLAS threads waited ~1 ms for a busy core at every
+        call, 2-3.6x the time next to one busy process). Smaller products are
+        left alone: changing BLAS's threads and back costs 40-100 us, 5-15%
+        of a small prediction on a quiet machine."""
         backend = self._backend()
         session = backend.session() if backend.name == "threads" else SerialBackend().session()
-        with session as s, blas_limits(1):
+        small = (rows_per_model < 2 * MIN_BLOCK_ROWS
+                 and rows_per_model * stored_rows < BLAS_THREADED_ENTRIES)
+        with session as s, contextlib.nullcontext() if small else blas_limits(1):
             yield s
+
+    def _stored_rows(self):
+        """The most training rows a local model holds (its partition's)."""
+        return float(np.max(self.partition_sizes_)) if len(self.partition_sizes_) else 0.0
 
     def _n_voters(self):
         """Models that predict every test row: 1 (the nearest centre's, Algorithm
@@ -1035,7 +1045,7 @@ class PartitionedEstimator(OwnInitName, BaseEstimator):
                                                   out.shape[1:], encode)
                 out[:] = vals if encode is None else self._decode(vals)
                 return out
-        with self._local_session() as s:
+        with self._local_session(X.shape[0] / len(self.estimators_), self._stored_rows()) as s:
             groups = self._route(X)
             local = make_local(s.threads)
             results = s.map(lambda item: local(self.estimators_[item[0]], X[item[1]]), groups,
@@ -1065,7 +1075,8 @@ class PartitionedEstimator(OwnInitName, BaseEstimator):
             vals = np.empty((rows.size,) + out.shape[1:])
             groups = [(j, idx) for j, idx in enumerate(_group_by(parts, len(self.estimators_)))
                       if idx.size]
-            with self._local_session() as s:
+            with self._local_session(rows.size / len(self.estimators_),
+                                     self._stored_rows()) as s:
                 local = make_local(s.threads)
                 results = s.map(
                     lambda item: local(self.estimators_[item[0]], X[rows[item[1]]]), groups,

@@ -35,6 +35,10 @@ PARALLEL_ENTRIES = 2**16
 BLOCK_ENTRIES = 2**16
 #: ... and its fewest rows (and at least 4 per feature, see _shared_blocks)
 MIN_BLOCK_ROWS = 64
+#: entries of a batch-by-model product (``rows x stored rows``) from which OpenBLAS
+#: may run it on several threads (its matrix-vector threshold, 2,304 x
+#: GEMM_MULTITHREAD_THRESHOLD = 4; its matrix products start later)
+BLAS_THREADED_ENTRIES = 9216
 #: a sparse right operand of a product may be copied dense up to this size
 DENSE_RIGHT_BYTES = 64 * 2**20
 

@@ -198,18 +198,22 @@ def test_collective_prediction_takes_the_one_process_communicator():
 
 @pytest.mark.parametrize("make", [
     lambda: CASVC(n_partitions=1, C=0.1), lambda: CASVC(n_partitions=2, routing="vote"),
-    lambda: BKRR2(n_partitions=2), lambda: DCSVC(n_partitions=2),
+    lambda: BKRR2(n_partitions=2), lambda: DCSVC(n_partitions=2, C=0.1),
     lambda: __import__("cakernels").DisSMOSVC(C=0.1),
     lambda: __import__("cakernels").kernel_ridge.DKRR(sigma=2.0)])
-def test_small_batches_predict_on_one_blas_thread(make, monkeypatch):
-    # batches below two row blocks left BLAS its own threads: a product of 10 rows
-    # with a model of thousands waited ~1 ms for a busy core at every call (200
-    # batches of 10 rows took 2-3.6x the time next to one busy process)
+def test_small_batches_predict_on_one_blas_thread_when_blas_would_thread(make, monkeypatch):
+    # a small batch against a large model left BLAS its own threads: a product of 10
+    # rows with thousands of stored rows waited ~1 ms for a busy core at every call
+    # (200 batches of 10 rows took 2-3.6x the time next to one busy process). Tiny
+    # products stay as they are (changing BLAS's threads costs 40-100 us)
     import cakernels._kernels as kernels
     from cakernels.backends import blas_limits
+    from sklearn.datasets import make_classification
 
-    X, y = make_blobs(n_samples=600, centers=2, n_features=4, random_state=0)
+    X, y = make_classification(n_samples=2000, n_features=4, n_informative=3,
+                               n_redundant=0, flip_y=0.3, random_state=0)
     est = make().fit(X, y)
+    small = make().fit(X[:100], y[:100])
     seen = []
     real = kernels._kernel_rows
 
@@ -218,5 +222,8 @@ def test_small_batches_predict_on_one_blas_thread(make, monkeypatch):
         return real(*args, **kwargs)
 
     monkeypatch.setattr(kernels, "_kernel_rows", spy)
-    est.predict(X[:10])
+    est.predict(X[:20])  # 10-20 rows per model against ~1,000-2,000 stored rows
     assert seen and set(seen) == {1}, set(seen)
+    seen.clear()
+    small.predict(X[:2])  # 2 rows against at most 100: left alone
+    assert seen and set(seen) == {None}, set(seen)

@@ -265,7 +265,7 @@ class PartitionedKernelRidge(RegressorMixin, PartitionedEstimator):
         return self._local_predictions(self._check_X(X))
 
     def _local_predictions(self, X):
-        with self._local_session() as s:
+        with self._local_session(X.shape[0], self._stored_rows()) as s:
             return np.stack(s.map(lambda est: est.predict(X, n_threads=s.threads),
                                   self.estimators_, "predict partitions"))
 

@@ -95,13 +95,13 @@ class _FullModelSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
         return self._predict_checked(X)
 
     def _decision(self, X):
-        with self._local_session() as s:
+        with self._local_session(X.shape[0], self.support_.size) as s:
             if self.classes_.size == 2:
                 return self.model_.decision_function(X, s.threads)
             return self.model_.ovr_decision(X, s.threads)
 
     def _predict_checked(self, X):
-        with self._local_session() as s:
+        with self._local_session(X.shape[0], self.support_.size) as s:
             return self.model_.predict(X, s.threads)
 
     def _predict(self, X, session=None):

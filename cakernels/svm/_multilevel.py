@@ -508,7 +508,7 @@ class _MultiLevelSVC(_FullModelSVC):
     def _routed(self, X, local, out):
         from ..partition import nearest_center
 
-        with self._local_session() as s:
+        with self._local_session(X.shape[0] / len(self.layer_models_), self.support_.size) as s:
             # CSR rows densified block by block (as the whole dense copy, bit for bit)
             route = nearest_center(X, self.layer_centers_,
                                    storage="dense" if sp.issparse(X) else "as_is")
