@@ -873,7 +873,8 @@ class PartitionedEstimator(OwnInitName, BaseEstimator):
     # ------------------------------------------------------------------ prediction
     def _route(self, X):
         """Nearest-centre partition of every row of ``X`` and the groups per partition."""
-        groups = _group_by(self.partitioner_.assign(X), len(self.estimators_))
+        # X was checked by predict (_check_X): routed without a second validation
+        groups = _group_by(self.partitioner_._assign_checked(X), len(self.estimators_))
         return [(j, idx) for j, idx in enumerate(groups) if idx.size]
 
     def predict_sharded(self, X, comm=None):
