@@ -186,8 +186,8 @@ class _BlasLimits:
                    for lib in self._control().lib_controllers)
 
     def _set(self, want):
-        # each library's own setter (~1.5 us), not a threadpoolctl limiter object
-        # (~25 us a limit and its restore: a tenth of a 100-row prediction)
+        # each library's own setter, not a threadpoolctl limiter object per change:
+        # a limit and its restore took ~25 us, ~13 us now
         if want is None:
             # every library back to what it had before the first limit
             for lib in self._limited:

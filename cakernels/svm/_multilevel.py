@@ -632,9 +632,10 @@ class CascadeSVC(_MultiLevelSVC):
     P balanced random partitions; a binary reduction tree of
     ``ceil(log2 P) + 1`` layers in which every node passes only its support
     vectors, with their dual variables as the warm start of the next node. With
-    ``n_passes > 1`` the final support vectors are fed back to every node of
-    the first layer and the tree runs again, until the support vectors no
-    longer change.
+    ``n_passes > 1`` the final support vectors (and the worst rows that
+    violate the final SVM's optimality conditions) are fed back to every node
+    of the first layer and the tree runs again, until no training row violates
+    them by ``tol``.
     """ + _COMMON_DOC + """    n_passes : int, default=1
         Passes over the tree (Graf et al.'s feedback loop): after a pass the
         final SVM is checked on every training row (LIBSVM's maximal violation,
@@ -724,8 +725,8 @@ class CascadeSVC(_MultiLevelSVC):
                 break
             if violators is not None:
                 back = _Node.merge(back, violators, shared=False)
-            elif svs == previous:  # pragma: no cover - a gap above tol has violators
-                break
+            elif svs == previous:
+                break  # every violator is a support vector already: Graf's fixed point
             previous = svs
             current = {}
             for q, leaf in leaves.items():
@@ -799,7 +800,7 @@ class CascadeSVC(_MultiLevelSVC):
         if not gap >= self.tol:
             return gap, None, rho
         k = self.FEED_VIOLATORS
-        mine = []  # (side, F, index, packed row)
+        mine = []  # (side, F, global index, row in its leaf, leaf, alpha)
         for leaf, F, up, low, a in rows:
             fresh = ~np.isin(leaf.index, back.index)
             for side, mask, sign in (("up", up & fresh & (F >= M + self.tol), -1.0),
