@@ -1040,7 +1040,8 @@ class PartitionedEstimator(OwnInitName, BaseEstimator):
             return self._apply_voted(X, make_local, out, session, k)
         if session is not None and session.size > 1:
             with session, blas_limits(1):
-                labels = self.partitioner_.assign(X) if X.shape[0] else np.zeros(0, np.intp)
+                labels = (self.partitioner_._assign_checked(X) if X.shape[0]
+                          else np.zeros(0, np.intp))
                 vals = self._apply_routed_sharded(session, X, np.arange(X.shape[0]), labels,
                                                   make_local(session.threads),
                                                   out.shape[1:], encode)
@@ -1061,7 +1062,7 @@ class PartitionedEstimator(OwnInitName, BaseEstimator):
         the centres (a row on a centre takes that model alone)."""
         n = X.shape[0]
         if n:
-            order, sq = self.partitioner_.nearest_partitions(X, k)
+            order, sq = self.partitioner_._nearest_partitions_checked(X, k)
         else:
             order, sq = np.zeros((0, 1), np.intp), np.zeros((0, 1))
         k = order.shape[1]

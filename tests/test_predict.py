@@ -227,3 +227,22 @@ def test_small_batches_predict_on_one_blas_thread_when_blas_would_thread(make, m
     seen.clear()
     small.predict(X[:2])  # 2 rows against at most 100: left alone
     assert seen and set(seen) == {None}, set(seen)
+
+
+@pytest.mark.parametrize("routing", ["nearest", "vote"])
+def test_prediction_validates_the_rows_once(routing, monkeypatch):
+    # the routing validated the rows a second time (the partitioner's assign): ~100 us
+    # of a small prediction's fixed cost
+    import cakernels.partition._partitioners as partitioners
+
+    X, y = make_blobs(n_samples=300, centers=2, n_features=4, random_state=0)
+    est = CASVC(n_partitions=3, routing=routing, random_state=0).fit(X, y)
+    expected = est.predict(X[:50])
+    calls = []
+    real = partitioners.validate_data
+    monkeypatch.setattr(partitioners, "validate_data",
+                        lambda *a, **k: calls.append(1) or real(*a, **k))
+    np.testing.assert_array_equal(est.predict(X[:50]), expected)
+    assert calls == []
+    est.partitioner_.assign(X[:5])  # the public method still validates
+    assert calls == [1]

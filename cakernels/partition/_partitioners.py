@@ -393,6 +393,11 @@ class _BasePartitioner(OwnInitName, BaseEstimator):
             raise ValueError(f"n_nearest must be a positive integer, got {n_nearest!r}")
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
         check_magnitude(X)
+        return self._nearest_partitions_checked(X, n_nearest)
+
+    def _nearest_partitions_checked(self, X, n_nearest):
+        """:meth:`nearest_partitions` of rows and a count the caller has checked
+        (soft routing at prediction, as :meth:`_assign_checked`)."""
         storage = getattr(self, "_storage", "as_is")
         if storage == "as_is":
             return nearest_centers(X, self.centers_, n_nearest)
