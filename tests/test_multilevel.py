@@ -342,3 +342,8 @@ def test_cascade_passes_reach_the_svm_when_every_alpha_is_at_a_bound(C):
     np.testing.assert_array_equal(clf.predict(X), ref.predict(X))
     one = CascadeSVC(n_partitions=4, C=C, gamma=gamma, random_state=0).fit(X, y)
     assert np.mean(one.predict(X) == ref.predict(X)) < 0.7  # one pass: approximate
+    # the optimum reached in the last allowed pass is checked too (it kept the root's
+    # intercept: n_passes=2 was worse than one pass)
+    two = CascadeSVC(n_partitions=4, C=C, gamma=gamma, n_passes=clf.n_passes_,
+                     random_state=0).fit(X, y)
+    np.testing.assert_array_equal(two.decision_function(X), clf.decision_function(X))

@@ -700,9 +700,10 @@ class CascadeSVC(_MultiLevelSVC):
         ctx["shared_rows"] = False  # the first pass: every sample in one node of a layer
         for n_pass in range(self.n_passes):
             final, _ = self._run_tree(s, current, owners, ctx, layer_stats, comm_layers)
-            if n_pass + 1 == self.n_passes:
+            if self.n_passes == 1:
                 break
-            # the final support vectors go back to every node of the first layer
+            # the final support vectors go back to every node of the first layer (and,
+            # after the last pass too, are checked on every row for the intercept)
             packed = final.passed("sv").pack() if comm.rank == root else None
             with comm.phase("training"):
                 packed = comm.bcast_obj(packed, root=root)
@@ -723,6 +724,8 @@ class CascadeSVC(_MultiLevelSVC):
                 if final is not None:
                     final.solution.intercept = -rho
                 break
+            if n_pass + 1 == self.n_passes:
+                break  # out of passes: the tree's own SVM (not the optimum)
             if violators is not None:
                 back = _Node.merge(back, violators, shared=False)
             elif svs == previous:
