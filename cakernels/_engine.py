@@ -41,7 +41,7 @@ from sklearn.base import BaseEstimator
 from sklearn.exceptions import UndefinedMetricWarning
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from ._kernels import BLAS_THREADED_ENTRIES, MIN_BLOCK_ROWS, check_magnitude
+from ._kernels import check_magnitude, wants_one_blas_thread
 from ._own_init import OwnInitName
 from ._params import N_JOBS, Count
 from .backends import (
@@ -1001,22 +1001,21 @@ class PartitionedEstimator(OwnInitName, BaseEstimator):
         """The session of a local prediction giving each model about
         ``rows_per_model`` rows against at most ``stored_rows`` rows of its
         own: the threads backend's pool, else one worker (under MPI every rank
-        predicts its own rows). BLAS runs one thread for its length when the
+        predicts its own rows). BLAS runs one thread for its length when
+        :func:`~cakernels._kernels.wants_one_blas_thread` says so: when the
         kernels share their row blocks among the session's threads themselves
-        (:func:`~cakernels._kernels.kernel_dot`: OpenBLAS threads left spinning
-        by a multi-threaded product would slow them down several times on a
-        machine with few cores), and when a model's products are large enough
-        for OpenBLAS to thread them (``rows x stored`` from
-        :data:`BLAS_THREADED_ENTRIES`: a 10-row batch against thousands of
-        stored rows on two BLAS threads waited ~1 ms for a busy core at every
-        call, 2-3.6x the time next to one busy process). Smaller products are
-        left alone: changing BLAS's threads and back costs 40-100 us, 5-15%
-        of a small prediction on a quiet machine."""
+        (OpenBLAS threads left spinning by a multi-threaded product would slow
+        them down several times on a machine with few cores), and when a
+        model's products are large enough for OpenBLAS to thread them (a
+        10-row batch against thousands of stored rows on two BLAS threads
+        waited ~1 ms for a busy core at every call, 2-3.6x the time next to one
+        busy process). Smaller products are left alone: changing BLAS's
+        threads and back costs 40-100 us, 5-15% of a small prediction on a
+        quiet machine."""
         backend = self._backend()
         session = backend.session() if backend.name == "threads" else SerialBackend().session()
-        small = (rows_per_model < 2 * MIN_BLOCK_ROWS
-                 and rows_per_model * stored_rows < BLAS_THREADED_ENTRIES)
-        with session as s, contextlib.nullcontext() if small else blas_limits(1):
+        one = wants_one_blas_thread(rows_per_model, stored_rows)
+        with session as s, blas_limits(1) if one else contextlib.nullcontext():
             yield s
 
     def _stored_rows(self):

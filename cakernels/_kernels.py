@@ -39,6 +39,17 @@ MIN_BLOCK_ROWS = 64
 #: may run it on several threads (its matrix-vector threshold, 2,304 x
 #: GEMM_MULTITHREAD_THRESHOLD = 4; its matrix products start later)
 BLAS_THREADED_ENTRIES = 9216
+
+
+def wants_one_blas_thread(rows_per_model, stored_rows):
+    """Whether a prediction of ``rows_per_model`` rows per model against
+    ``stored_rows`` rows of a model should hold BLAS to one thread: when
+    :func:`kernel_dot` shares row blocks among threads itself, or when
+    OpenBLAS would thread the product (on two BLAS threads a small batch
+    waited for a busy core at every call). Smaller products are left alone:
+    changing BLAS's threads and back costs 40-100 us."""
+    return (rows_per_model >= 2 * MIN_BLOCK_ROWS
+            or rows_per_model * stored_rows >= BLAS_THREADED_ENTRIES)
 #: a sparse right operand of a product may be copied dense up to this size
 DENSE_RIGHT_BYTES = 64 * 2**20
 

@@ -417,16 +417,15 @@ class DKRR(RegressorMixin, BaseEstimator):
             X = sp.csr_matrix(X)
         elif not sp.issparse(self.X_fit_) and sp.issparse(X):
             X = X.toarray()
-        from .._kernels import BLAS_THREADED_ENTRIES, MIN_BLOCK_ROWS
+        from .._kernels import wants_one_blas_thread
         from ..backends import blas_limits, cpu_count
 
         # the kernel rows share their blocks among the threads themselves, on one
         # BLAS thread each; a small batch too when OpenBLAS would thread its
         # product (on two BLAS threads it waited for a busy core at every call:
-        # 3x the time next to one busy process); see PartitionedEstimator._local_session
-        small = (X.shape[0] < 2 * MIN_BLOCK_ROWS
-                 and X.shape[0] * self.X_fit_.shape[0] < BLAS_THREADED_ENTRIES)
-        with contextlib.nullcontext() if small else blas_limits(1):
+        # 3x the time next to one busy process)
+        one = wants_one_blas_thread(X.shape[0], self.X_fit_.shape[0])
+        with blas_limits(1) if one else contextlib.nullcontext():
             return kernel_dot(X, self.X_fit_, self.dual_coef_, Y_sq_norms=self._sq_norms,
                               **self._kernel_params(cpu_count()))
 

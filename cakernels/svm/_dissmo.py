@@ -227,10 +227,8 @@ class _Block:
         # within RHO_AT_BOUND * C of a bound is at it (the native SMO's rule: an
         # update can leave a variable at C - 1 ulp, which as the only free one
         # made its y G rho instead of the midpoint of the bounded ones')
-        at_upper, at_lower = a >= c - RHO_AT_BOUND * c, a <= RHO_AT_BOUND * c
+        at_upper, at_lower, ub_mask, lb_mask = bound_masks(a, y, c)
         free = ~(at_upper | at_lower)
-        ub_mask = (at_upper & (y < 0)) | (at_lower & (y > 0))
-        lb_mask = (at_upper & (y > 0)) | (at_lower & (y < 0))
         ub = yG[ub_mask].min() if ub_mask.any() else np.inf
         lb = yG[lb_mask].max() if lb_mask.any() else -np.inf
         G = -y * F
@@ -327,6 +325,18 @@ def _pair_step(rec_i, rec_j, xi, xj, kp):
     # in the native SMO)
     ai, aj = min(max(ai, 0.0), Ci), min(max(aj, 0.0), Cj)
     return ai, aj, yi * (ai - old_i), yj * (aj - old_j)
+
+
+def bound_masks(alpha, y, upper):
+    """LIBSVM's classes of the dual variables for ``rho``, a variable within
+    ``RHO_AT_BOUND * upper`` of a bound counting as at it: ``(at_upper,
+    at_lower, ub_mask, lb_mask)``, the last two the variables whose ``y G``
+    bound ``rho`` from above and from below."""
+    at_upper = alpha >= upper - RHO_AT_BOUND * upper
+    at_lower = alpha <= RHO_AT_BOUND * upper
+    ub_mask = (at_upper & (y < 0)) | (at_lower & (y > 0))
+    lb_mask = (at_upper & (y > 0)) | (at_lower & (y < 0))
+    return at_upper, at_lower, ub_mask, lb_mask
 
 
 def libsvm_rho(sum_free, n_free, ub, lb):

@@ -764,7 +764,7 @@ class CascadeSVC(_MultiLevelSVC):
         (the mean ``y G`` of the free rows, else the midpoint of the bounded
         rows' interval), the intercept of the optimum when ``gap < tol``."""
         from .._kernels import kernel_dot, row_sq_norms
-        from ._dissmo import RHO_AT_BOUND, libsvm_rho
+        from ._dissmo import bound_masks, libsvm_rho
 
         kp = self._kernel_params()
         coef = back.alpha * back.y
@@ -776,7 +776,7 @@ class CascadeSVC(_MultiLevelSVC):
             a = np.array([alpha_of.get(i, 0.0) for i in leaf.index.tolist()])
             upper = self.C * leaf.w
             F = leaf.y - kernel_dot(leaf.X, back.X, coef, Y_sq_norms=sq, **kp)
-            at_up, at_lo = a >= upper * (1 - RHO_AT_BOUND), a <= upper * RHO_AT_BOUND
+            at_up, at_lo, ub_mask, lb_mask = bound_masks(a, leaf.y, upper)
             up = ((leaf.y > 0) & ~at_up) | ((leaf.y < 0) & ~at_lo)
             low = ((leaf.y > 0) & ~at_lo) | ((leaf.y < 0) & ~at_up)
             if up.any():
@@ -787,8 +787,6 @@ class CascadeSVC(_MultiLevelSVC):
             free = ~(at_up | at_lo)
             sum_free += float(-F[free].sum())
             n_free += int(free.sum())
-            ub_mask = (at_up & (leaf.y < 0)) | (at_lo & (leaf.y > 0))
-            lb_mask = (at_up & (leaf.y > 0)) | (at_lo & (leaf.y < 0))
             if ub_mask.any():
                 ub = min(ub, float(-F[ub_mask].max()))
             if lb_mask.any():
