@@ -129,3 +129,16 @@ def test_n_jobs_and_a_threads_backend_instance_must_agree():
     b = CASVC(2, backend="threads", n_jobs=1, random_state=0).fit(X, y)
     assert a.fit_stats_["n_workers"] == 1
     np.testing.assert_array_equal(a.decision_function(X), b.decision_function(X))
+
+
+@pytest.mark.parametrize("sharded", ["no", "False", 0.5, 0, 1, None])
+def test_mpi_backend_validates_sharded(sharded):
+    # a truthy string switched sharded mode on: on 2 ranks given the same rows in
+    # root mode's use, every row was trained on twice, without a word
+    from sklearn.utils._param_validation import InvalidParameterError
+
+    from cakernels.backends import MPIBackend
+
+    with pytest.raises(InvalidParameterError, match="sharded"):
+        MPIBackend(sharded=sharded)
+    assert MPIBackend(sharded=np.True_).sharded

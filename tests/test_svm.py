@@ -1,17 +1,19 @@
 """Partitioned SVM classifiers: invariants against SVC and brute force."""
 
 import pickle
+import warnings
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 from sklearn.datasets import make_blobs, make_classification
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.svm import SVC
 
-from cakernels import BKMSVC, CASVC, CPSVC, FCFSSVC, PartitionedSVC
+from cakernels import BKMSVC, CASVC, CPSVC, CascadeSVC, FCFSSVC, PartitionedSVC
 from cakernels._kernels import kernel_dot
 from cakernels._solvers.smo import smo_fit
 from cakernels.partition import KBalancePartitioner
@@ -406,3 +408,18 @@ def test_a_class_without_positive_weight_is_refused_everywhere(cls):
     w = np.ones(240)
     w[np.flatnonzero(y == 1)[:5]] = 0.0
     assert cls(**kw).fit(X, y, sample_weight=w).score(X, y) > 0.8
+
+
+@pytest.mark.parametrize("cls", [CASVC, CascadeSVC])
+def test_max_iter_zero_means_no_limit_for_every_solver(cls, binary):
+    # 0 ran a full native solve but no iteration at all with solver='libsvm'
+    # (scikit-learn's SVC at 0): one value, two meanings in one estimator
+    X, y, Xt, _ = binary
+    kw = dict(n_partitions=1 if cls is CASVC else 2, random_state=0)
+    smo = cls(solver="smo", max_iter=0, **kw).fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        lib = cls(solver="libsvm", max_iter=0, **kw).fit(X, y)
+    assert np.mean(lib.predict(Xt) == smo.predict(Xt)) > 0.98
+    np.testing.assert_allclose(lib.decision_function(Xt), smo.decision_function(Xt),
+                               atol=2e-2)

@@ -173,7 +173,10 @@ def _solve_binary_svm(X, y_pm, C, kp, solver, sample_weight, tol, max_iter, cach
                 return _solve_binary_svm(X, y_pm, C, kp, "smo", sample_weight, tol, max_iter,
                                          cache_size, 1, random_state, index, None, None)
         svc = SVC(C=C, kernel=kp["kernel"], gamma=kp["gamma"], degree=kp["degree"],
-                  coef0=kp["coef0"], tol=tol, cache_size=cache_size, max_iter=max_iter)
+                  coef0=kp["coef0"], tol=tol, cache_size=cache_size,
+                  # 0 is "no limit" for every solver here (the native ones' rule);
+                  # scikit-learn's SVC would run no iteration at all
+                  max_iter=-1 if max_iter <= 0 else max_iter)
         Xs = _int32_indices(X, canonical=True) if sp.issparse(X) else X
         if rows is None:
             svc.fit(Xs, y_pm, sample_weight=sample_weight)

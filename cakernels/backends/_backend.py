@@ -212,6 +212,12 @@ class MPIBackend(Backend):
     name = "mpi"
 
     def __init__(self, comm=None, sharded=False):
+        from sklearn.utils._param_validation import validate_parameter_constraints
+
+        # a truthy string such as 'no' would switch sharded mode on: every rank's
+        # rows would be trained on, repeated P times in root mode's use
+        validate_parameter_constraints({"sharded": ["boolean"]}, {"sharded": sharded},
+                                       caller_name="MPIBackend")
         self.comm = comm
         self.sharded = sharded
 

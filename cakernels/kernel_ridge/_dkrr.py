@@ -94,6 +94,8 @@ class DKRR(RegressorMixin, BaseEstimator):
         ``seconds`` (fit), ``factor_seconds``, ``kernel_seconds``,
         ``memory_per_rank``, ``grid``, ``n_ranks`` and ``comm`` (bytes and
         messages by phase and rank, as the partitioned estimators report).
+    n_samples_ : int
+        Number of training rows.
     n_features_in_ : int
     feature_names_in_ : ndarray of shape (n_features_in_,)
         When ``X`` is a DataFrame with string column names.

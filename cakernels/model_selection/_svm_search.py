@@ -141,7 +141,8 @@ class PartitionedSVCCV(ClassifierMixin, _ClassifierInput, _PartitionedSearchCV):
     Cs : array-like of float, default=(0.1, 1, 10, 100)
         Values of C to try (> 0).
     gammas : array-like of float or {'scale', 'auto'}, default=('scale',)
-        Values of gamma to try; ``'scale'`` and ``'auto'`` are resolved on each
+        Values of gamma to try (numbers > 0: a gamma of 0 is a constant kernel,
+        which no search should select); ``'scale'`` and ``'auto'`` are resolved on each
         split's training rows, as a refit on them would.
     cv : int, cross-validation splitter or iterable, default=5
         Validation splits, as ``GridSearchCV``'s ``cv``, except that an int is
@@ -164,7 +165,8 @@ class PartitionedSVCCV(ClassifierMixin, _ClassifierInput, _PartitionedSearchCV):
     refit : bool, default=True
         Refit the best (C, gamma) on all rows as ``best_estimator_``.
     kernel, degree, coef0, tol, cache_size, class_weight, max_iter
-        As in :class:`sklearn.svm.SVC`.
+        As in :class:`~cakernels.PartitionedSVC` (:class:`sklearn.svm.SVC`'s,
+        with -1 or 0 for no limit other than LIBSVM's).
     solver : {'smo', 'asygcd', 'pscd', 'libsvm'}, default='smo'
         Local solver; ``'libsvm'`` solves every C from scratch.
     halo : float, default=0.0
@@ -183,6 +185,9 @@ n_splits_
         As in :class:`PartitionedKernelRidgeCV` (candidates in ``GridSearchCV``'s
         order: ``C`` outer, ``gamma`` inner).
     classes_ : ndarray
+    n_features_in_ : int
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        When ``X`` is a DataFrame with string column names.
     partitioner_, centers_, partition_sizes_
         The search's partitioning (of the rows of positive ``sample_weight``).
     fit_stats_ : dict

@@ -712,7 +712,8 @@ class KMeansPartitioner(_BasePartitioner):
 
     Attributes
     ----------
-    labels_, centers_, sizes_, n_partitions_, fit_seconds_, halo_indices_, halo_sizes_
+    labels_, centers_, sizes_, n_partitions_, fit_seconds_, halo_indices_, halo_sizes_, \
+n_features_in_, feature_names_in_
         As in :class:`RandomPartitioner`. ``n_partitions_`` can be smaller
         than ``n_partitions`` when K-means leaves clusters empty (for example
         with fewer distinct points than clusters): empty clusters are dropped
@@ -922,7 +923,7 @@ class KBalancePartitioner(_KMeansBasedBalanced):
     ----------
     labels_, centers_, sizes_, n_partitions_, fit_seconds_, n_iter_, inertia_
         See :class:`KMeansPartitioner`.
-    halo_indices_, halo_sizes_
+    halo_indices_, halo_sizes_, n_features_in_, feature_names_in_
         See :class:`RandomPartitioner`.
 
     Notes
@@ -1020,7 +1021,8 @@ class FCFSPartitioner(_BasePartitioner):
 
     Attributes
     ----------
-    labels_, centers_, sizes_, n_partitions_, fit_seconds_, halo_indices_, halo_sizes_
+    labels_, centers_, sizes_, n_partitions_, fit_seconds_, halo_indices_, halo_sizes_, \
+n_features_in_, feature_names_in_
         See :class:`RandomPartitioner`.
     initial_centers_ : ndarray of shape (n_partitions, n_features)
         The randomly picked samples used as centres during the assignment.
@@ -1111,7 +1113,7 @@ class BKMPartitioner(_KMeansBasedBalanced):
     ----------
     labels_, centers_, sizes_, n_partitions_, fit_seconds_, n_iter_, inertia_
         See :class:`KMeansPartitioner`.
-    halo_indices_, halo_sizes_
+    halo_indices_, halo_sizes_, n_features_in_, feature_names_in_
         See :class:`RandomPartitioner`.
 
     Notes

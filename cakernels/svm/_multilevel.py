@@ -549,9 +549,10 @@ _COMMON_DOC = """
         Number of partitions P (the nodes of the first layer).
     C, kernel, degree, gamma, coef0, tol, cache_size, class_weight, max_iter
         As in :class:`sklearn.svm.SVC`; ``gamma='scale'`` is resolved on the
-        whole training set; ``max_iter=-1`` is LIBSVM's limit for the native
-        SMO (100 iterations per sample, at least 10**7; scikit-learn's SVC has
-        none).
+        whole training set; ``max_iter=-1`` (or 0) is LIBSVM's limit for the
+        native SMO (100 iterations per sample, at least 10**7; scikit-learn's
+        SVC has none), and 0 means the same for ``'libsvm'`` (SVC runs no
+        iteration at 0).
     break_ties : bool, default=False
         As in :class:`~sklearn.svm.SVC`: when True (more than two classes),
         ``predict`` returns the argmax of ``decision_function`` (one-vs-rest

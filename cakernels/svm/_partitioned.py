@@ -186,10 +186,11 @@ class PartitionedSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
         Class weights as in :class:`~sklearn.svm.SVC`; ``'balanced'`` is
         computed on the whole training set.
     max_iter : int, default=-1
-        Iteration limit of every local solver; -1: LIBSVM's limit for the
-        native SMO (100 iterations per sample, at least 10**7), none for
-        ``'libsvm'`` (as :class:`~sklearn.svm.SVC`), 1,000 updates per
-        variable for Asy-GCD and PSCD (see :class:`AsyGCDSVC`).
+        Iteration limit of every local solver; -1 (or 0): LIBSVM's limit for
+        the native SMO (100 iterations per sample, at least 10**7), none for
+        ``'libsvm'`` (as :class:`~sklearn.svm.SVC`'s -1), 1,000 updates per
+        variable for Asy-GCD and PSCD (see :class:`AsyGCDSVC`). 0 means the
+        same for every solver (scikit-learn's SVC runs no iteration at 0).
     break_ties : bool, default=False
         As in :class:`~sklearn.svm.SVC`: when True (multiclass only),
         ``predict`` returns the argmax of ``decision_function``; otherwise
@@ -407,7 +408,9 @@ class PartitionedSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
         cw = None if class_weight is None else {c: class_weight[c] for c in labels.tolist()}
         svc = SVC(C=self.C, kernel=self.kernel, degree=self.degree, gamma=self.gamma_,
                   coef0=self.coef0, tol=self.tol, cache_size=self.cache_size,
-                  class_weight=cw, max_iter=self.max_iter, break_ties=False,
+                  class_weight=cw, break_ties=False,
+                  # 0: no limit, as the native solvers (SVC would run no iteration)
+                  max_iter=-1 if self.max_iter <= 0 else self.max_iter,
                   decision_function_shape="ovo")
         svc.fit(_int32_indices(Xp, purpose=_LIBSVM, canonical=True), yp, sample_weight=wp)
         return svc, int(np.sum(svc.n_iter_)), int(svc.support_.size)
