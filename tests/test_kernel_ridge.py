@@ -414,3 +414,22 @@ def test_oracle_refuses_non_finite_targets(bad):
     for func in (oracle_predict, oracle_score):
         with pytest.raises(ValueError, match="y contains NaN or infinity"):
             func(model, X, y)
+
+
+def test_oracle_takes_one_target_in_either_layout():
+    # a (n, 1) y against a model fitted on (n,) (or the reverse) was refused, where
+    # score and the metrics take it; the output keeps y's shape
+    X, y = make_regression(n_samples=90, n_features=3, noise=5.0, random_state=0)
+    flat = BKRR2(n_partitions=3, sigma=3.0, random_state=0).fit(X, y)
+    column = BKRR2(n_partitions=3, sigma=3.0, random_state=0).fit(X, y[:, None])
+    ref = oracle_predict(flat, X, y)
+    assert ref.shape == y.shape
+    for model in (flat, column):
+        assert oracle_predict(model, X, y[:, None]).shape == (90, 1)
+        np.testing.assert_array_equal(oracle_predict(model, X, y[:, None])[:, 0], ref)
+        np.testing.assert_array_equal(oracle_predict(model, X, y), ref)
+        assert oracle_score(model, X, y[:, None]) == oracle_score(flat, X, y)
+    with pytest.raises(ValueError, match=r"y has shape \(90, 2\)"):
+        oracle_predict(flat, X, np.c_[y, y])
+    with pytest.raises(ValueError, match=r"y has shape \(89,\)"):
+        oracle_predict(flat, X, y[:-1])

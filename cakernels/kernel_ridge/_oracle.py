@@ -28,13 +28,18 @@ def oracle_predict(model, X, y):
     y = np.asarray(y, dtype=np.float64)
     if not np.all(np.isfinite(y)):  # (argmin over NaN errors chose model 0 silently)
         raise ValueError("Input y contains NaN or infinity")
-    if y.shape != local.shape[1:]:
-        raise ValueError(f"y has shape {y.shape}, predictions have shape {local.shape[1:]}")
+    shape = y.shape
+    if shape != local.shape[1:]:
+        # one target in either layout, (n,) or (n, 1), as score and the metrics take it
+        n = local.shape[1]
+        if not (y.ndim in (1, 2) and y.size == n == shape[0] and local[0].size == n):
+            raise ValueError(f"y has shape {shape}, predictions have shape {local.shape[1:]}")
+        y, local = y.reshape(n), local.reshape(local.shape[0], n)
     err = (local - y[None]) ** 2
     if err.ndim == 3:
         err = err.sum(axis=2)
     best = np.argmin(err, axis=0)
-    return local[best, np.arange(local.shape[1])]
+    return local[best, np.arange(local.shape[1])].reshape(shape)
 
 
 def oracle_score(model, X, y):
