@@ -179,6 +179,24 @@ def test_exception_in_a_tree_node_solve_ends_every_rank(mpirun, tmp_path):
         (raised, out.stderr)
 
 
+def test_exception_inside_dis_smo_on_one_rank_ends_every_rank(mpirun, tmp_path):
+    # the ranks waited in the iteration's Allgather for the failed one (a hang),
+    # or, with the error caught, matched its next collective (MPI aborted)
+    stages = ("__init__", "candidates", "first_candidate", "second_candidate", "summary",
+              "support")
+    out = mpirun(4, "spmd_errors.py", "dissmo-raises", tmp_path, mpi4py=False, timeout=180)
+    assert out.returncode != 0
+    raised = _raised(tmp_path)
+    assert all(r is not None for r in raised), (raised, out.stderr)
+    for rank, text in enumerate(raised):  # six failed fits on every rank, then a clean one
+        fits = text.removeprefix("RuntimeError: ").split(" | ")  # (the script's summary)
+        assert len(fits) == len(stages), text
+        for stage, fit in zip(stages, fits):
+            assert f"injected failure in Dis-SMO's {stage}" in fit, (rank, fit)
+            assert fit.startswith("RuntimeError" if rank == 3 else
+                                  "CollectiveError: rank 3 failed"), (rank, fit)
+
+
 def test_uncaught_exception_on_one_rank_aborts_the_job_with_mpi4py(mpirun, tmp_path):
     out = mpirun(4, "spmd_errors.py", "uncaught", tmp_path, mpi4py=True, timeout=120)
     assert out.returncode != 0

@@ -51,7 +51,7 @@ from .._solvers.native_svc import NativeKernelSVC
 from .._solvers.smo import LIBSVM_ITER_PER_VARIABLE, default_max_iter
 from ..backends._backend import BACKEND_NAMES, Backend
 from ..backends._budget import blas_limits
-from ..backends._comm import comm_report
+from ..backends._comm import comm_report, failure_text, raise_if_any_failed
 from ._full_model import _FullModelSVC
 from ._partitioned import _SVM_CONSTRAINTS
 
@@ -361,36 +361,68 @@ def _logger(name):
     return log
 
 
-def dis_smo(blocks, comm, *, tol, max_iter, kp, n_features, sparse, pool=None,
-            second_order=False, log=None):
+def _gather_checked(comm, mine, failure, shape, flag=1):
+    """Every rank's record (``comm.Allgather``), or, when this rank or another
+    failed to make its record, that failure raised on every rank (the failing
+    one its own exception, the others a ``CollectiveError``). A failed rank
+    sends a record of the same ``shape`` with NaN in column ``flag`` (a
+    column no record holds NaN in: the global index, or a count), so that
+    nothing is added to the messages of a run without failure."""
+    if comm.size == 1:
+        if failure is not None:
+            raise failure
+        return mine[None]
+    if failure is not None:
+        mine = np.zeros(shape)
+        mine[..., flag] = np.nan
+    allrec = comm.Allgather(mine)
+    if np.isnan(allrec[..., flag]).any():
+        # the messages of the failure itself: outside the algorithm's traffic
+        comm.raise_failures(failure, counted=False)
+    return allrec
+
+
+def dis_smo(blocks, comm, *, tol, max_iter, kp, n_features, sparse, row_width, pool=None,
+            second_order=False, log=None, failure=None):
     """Run Algorithm 1 on this process's ``blocks`` (a list of :class:`_Block`);
     collective over ``comm``. ``max_iter <= 0``: no limit. With
     ``second_order`` the pair is LIBSVM's (``i`` by the first collective,
     ``j`` by second-order gain over ``K(x_i, .)`` in a second one). ``log``:
     called as ``log(n_iter, gap)`` every ``LOG_EVERY`` iterations (every
-    rank computes the same values). Returns ``(n_iter, converged, rho,
+    rank computes the same values). An exception on one rank (in its blocks'
+    work, or ``failure``: the blocks could not be made) is raised on every
+    rank at the next collective. Returns ``(n_iter, converged, rho,
     objective)``."""
     n_iter, converged = 0, False
     step = None  # the last pair's update, applied by the next iteration's first task
+    width = _META + row_width
 
-    def each(task, update=False):
+    def each(task, reduce, shape, update=False):
+        """This rank's record, ``reduce`` of ``task`` over its blocks, gathered
+        from every rank (a failure on any rank raised on all)."""
         def run(b):
             if update and step is not None:
                 b.update(step)
             return task(b)
-        # one pool.map per collective: the update rides with the candidates (a
-        # map costs ~0.15 ms, as much as a whole iteration's work on 4,000 rows)
-        return np.stack(list(pool.map(run, blocks)) if pool is not None
-                        else [run(b) for b in blocks])
+        nonlocal failure
+        mine = None
+        if failure is None:
+            try:
+                # one pool.map per collective: the update rides with the candidates
+                # (a map costs ~0.15 ms, as much as an iteration's work on 4,000 rows)
+                mine = reduce(np.stack(list(pool.map(run, blocks)) if pool is not None
+                                       else [run(b) for b in blocks]))
+            except Exception as exc:  # raised on every rank by the gather
+                failure = exc
+        return _gather_checked(comm, mine, failure, shape)
 
-    def gather(mine):
-        return comm.Allgather(mine) if comm.size > 1 else mine[None]
+    def first(mine):
+        return np.append(_pick(mine[:, :-1], largest=True), mine[:, -1].min())
 
     while True:
         if second_order:
             # i: the largest F over I_up; the stopping test: the smallest F over I_low
-            mine = each(lambda b: b.first_candidate(), update=True)
-            allrec = gather(np.append(_pick(mine[:, :-1], largest=True), mine[:, -1].min()))
+            allrec = each(lambda b: b.first_candidate(), first, (width + 1,), update=True)
             rec_i, low = _pick(allrec[:, :-1], largest=True), allrec[:, -1].min()
             gap = rec_i[0] - low
             if rec_i[1] < 0 or gap < tol:
@@ -402,10 +434,11 @@ def dis_smo(blocks, comm, *, tol, max_iter, kp, n_features, sparse, pool=None,
                 log(n_iter, gap)
             xi = _row_vector(rec_i[_META:], n_features, sparse)
             gi, Fi, Kii = int(rec_i[1]), rec_i[0], rec_i[5]
-            mine = each(lambda b: b.second_candidate(gi, xi, Fi, Kii))
-            rec_j = _pick(gather(_pick(mine, col=-1)), col=-1)[:-1]
+            allrec = each(lambda b: b.second_candidate(gi, xi, Fi, Kii),
+                          lambda mine: _pick(mine, col=-1), (width + 1,))
+            rec_j = _pick(allrec, col=-1)[:-1]
         else:
-            best = _best(gather(_best(each(lambda b: b.candidates(), update=True))))
+            best = _best(each(lambda b: b.candidates(), _best, (2, width), update=True))
             rec_i, rec_j = best[0], best[1]
             gap = rec_i[0] - rec_j[0]
             if rec_i[1] < 0 or rec_j[1] < 0 or gap < tol:
@@ -420,10 +453,13 @@ def dis_smo(blocks, comm, *, tol, max_iter, kp, n_features, sparse, pool=None,
         ai, aj, ci, cj = _pair_step(rec_i, rec_j, xi, xj, kp)
         step = ((int(rec_i[1]), xi, ci, ai), (int(rec_j[1]), xj, cj, aj))
         n_iter += 1
-    sums = np.stack([b.summary() for b in blocks])
-    mine = np.array([sums[:, 0].sum(), sums[:, 1].sum(), sums[:, 2].min(), sums[:, 3].max(),
-                     sums[:, 4].sum()])
-    allsum = comm.Allgather(mine) if comm.size > 1 else mine[None]
+    try:
+        sums = np.stack([b.summary() for b in blocks])
+        mine = np.array([sums[:, 0].sum(), sums[:, 1].sum(), sums[:, 2].min(),
+                         sums[:, 3].max(), sums[:, 4].sum()])
+    except Exception as exc:
+        mine, failure = None, exc
+    allsum = _gather_checked(comm, mine, failure, (5,))  # (column 1: a count)
     sum_free, n_free = allsum[:, 0].sum(), allsum[:, 1].sum()
     ub, lb = allsum[:, 2].min(), allsum[:, 3].max()
     rho = libsvm_rho(sum_free, n_free, ub, lb)
@@ -602,24 +638,28 @@ class DisSMOSVC(_FullModelSVC):
                 # 10,000 rows take 25 s instead of 1 s
                 with comm.phase("training"), blas_limits(1):
                     for (a, b), budget in zip(pairs, budgets):
-                        blocks = []
-                        for lo, hi in zip(cuts[:-1], cuts[1:]):
-                            rows = np.arange(lo, hi)
-                            # (C * w, not w: a bound that underflows to 0 takes
-                            # no part, as a zero weight; it gave NaN objectives)
-                            rows = rows[((y_idx[rows] == a) | (y_idx[rows] == b))
-                                        & (self.C * w[rows] > 0)]
-                            blocks.append(_Block(
-                                X[rows], np.where(y_idx[rows] == b, 1.0, -1.0),
-                                self.C * w[rows], index[rows], kp,
-                                self.cache_size * 2**20 / n_local, width))
+                        blocks, failure = [], None
+                        try:  # (a failure here is raised on every rank by dis_smo)
+                            for lo, hi in zip(cuts[:-1], cuts[1:]):
+                                rows = np.arange(lo, hi)
+                                # (C * w, not w: a bound that underflows to 0 takes
+                                # no part, as a zero weight; it gave NaN objectives)
+                                rows = rows[((y_idx[rows] == a) | (y_idx[rows] == b))
+                                            & (self.C * w[rows] > 0)]
+                                blocks.append(_Block(
+                                    X[rows], np.where(y_idx[rows] == b, 1.0, -1.0),
+                                    self.C * w[rows], index[rows], kp,
+                                    self.cache_size * 2**20 / n_local, width))
+                        except Exception as exc:
+                            failure = exc
                         name = (f"[cakernels] Dis-SMO classes {self.classes_[a]} vs "
                                 f"{self.classes_[b]}")
                         it, conv, rho, obj = dis_smo(
                             blocks, comm, tol=self.tol, max_iter=budget, kp=kp,
                             n_features=self.n_features_in_, sparse=self._fit_sparse,
-                            pool=pool, second_order=self.working_set == "second-order",
-                            log=_logger(name) if s.verbose else None)
+                            row_width=width, pool=pool,
+                            second_order=self.working_set == "second-order",
+                            log=_logger(name) if s.verbose else None, failure=failure)
                         if not conv:
                             warnings.warn(self._not_converged(budget), ConvergenceWarning,
                                           stacklevel=2)
@@ -727,16 +767,25 @@ class DisSMOSVC(_FullModelSVC):
         return 2 * max(nnz, 1)
 
     def _gather_support(self, comm, blocks, rho):
-        """The pair's support vectors on every rank, in global index order."""
-        parts = [b.support() for b in blocks]
-        Xs = [p[0] for p in parts]
-        coef = np.concatenate([p[1] for p in parts])
-        idx = np.concatenate([p[2] for p in parts])
-        Xs = sp.vstack(Xs, format="csr") if self._fit_sparse else np.vstack(Xs)
-        if comm.size > 1:
-            from .._engine import _pack_rows, _unpack_rows
+        """The pair's support vectors on every rank, in global index order (a
+        failure on one rank raised on every rank)."""
+        from .._engine import _pack_rows, _unpack_rows
 
-            got = comm.allgather((_pack_rows(Xs, np.arange(Xs.shape[0])), coef, idx))
+        try:
+            parts = [b.support() for b in blocks]
+            Xs = [p[0] for p in parts]
+            coef = np.concatenate([p[1] for p in parts])
+            idx = np.concatenate([p[2] for p in parts])
+            Xs = sp.vstack(Xs, format="csr") if self._fit_sparse else np.vstack(Xs)
+            mine, failure = (_pack_rows(Xs, np.arange(Xs.shape[0])), coef, idx), None
+        except Exception as exc:
+            if comm.size == 1:
+                raise
+            mine, failure = None, exc
+        if comm.size > 1:
+            got = comm.allgather((failure_text(failure), mine))
+            raise_if_any_failed(failure, [g[0] for g in got])
+            got = [g[1] for g in got]
             Xs = [_unpack_rows(g[0], self.n_features_in_, self._fit_sparse) for g in got]
             Xs = sp.vstack(Xs, format="csr") if self._fit_sparse else np.vstack(Xs)
             coef = np.concatenate([g[1] for g in got])

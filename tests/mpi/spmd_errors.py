@@ -168,6 +168,40 @@ def run():
             else:
                 raise AssertionError("no error")
         raise last
+    elif case == "dissmo-raises":           # one rank fails inside Dis-SMO, at every stage
+        from cakernels import DisSMOSVC
+        from cakernels.svm._dissmo import _Block
+
+        # (method, its call on the bad rank that fails, working set): the blocks'
+        # making, an iteration's candidates (both working sets), the summary, the
+        # support vectors; every fit must fail on every rank and leave the ranks
+        # in step for the next one
+        errors = []
+        for name, at, ws in [("__init__", 1, "first-order"), ("candidates", 3, "first-order"),
+                             ("first_candidate", 3, "second-order"),
+                             ("second_candidate", 2, "second-order"),
+                             ("summary", 1, "first-order"), ("support", 1, "second-order")]:
+            original, calls = getattr(_Block, name), [0]
+
+            def patched(self, *args, _original=original, _calls=calls, _at=at, _name=name):
+                _calls[0] += 1
+                if rank == bad and _calls[0] == _at:
+                    fail(f"injected failure in Dis-SMO's {_name}")
+                return _original(self, *args)
+
+            setattr(_Block, name, patched)
+            try:
+                DisSMOSVC(backend="mpi", working_set=ws).fit(X if rank == 0 else None,
+                                                             y if rank == 0 else None)
+            except Exception as exc:
+                errors.append(f"{type(exc).__name__}: {exc}")
+            else:
+                raise AssertionError(f"no error from a failure in {name}")
+            finally:
+                setattr(_Block, name, original)
+        clean = DisSMOSVC(backend="mpi").fit(X if rank == 0 else None, y if rank == 0 else None)
+        assert clean.score(X, y) > 0.8
+        raise RuntimeError(" | ".join(errors))
     elif case == "uncaught":                # an error outside any collective (needs -m mpi4py)
         if rank == bad:
             raise KeyError("user code failed on one rank")
@@ -181,7 +215,7 @@ try:
 except Exception as exc:
     # one file per rank (mpiexec may interleave the ranks' output), then the traceback
     assert isinstance(exc, ValueError) or case in ("solver-raises", "dies", "uncaught",
-                                                   "tree-solve-raises")
+                                                   "tree-solve-raises", "dissmo-raises")
     with open(os.path.join(outdir, f"rank{rank}.txt"), "w") as fh:
         fh.write(f"{type(exc).__name__}: {exc}")
     raise
