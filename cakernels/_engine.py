@@ -32,6 +32,7 @@ import contextlib
 import hashlib
 import numbers
 import pickle
+import re
 import time
 import warnings
 
@@ -101,7 +102,12 @@ def _fingerprint(value):
     if isinstance(value, dict):
         return "{" + ",".join(f"{k!r}:{_fingerprint(v)}" for k, v in sorted(
             value.items(), key=lambda kv: repr(kv[0]))) + "}"
-    return repr(value)
+    # an object without a repr of its own (a generator of splits, a user's splitter
+    # or callable) shows its address, which differs between ranks: compared by type
+    return _ADDRESS.sub("", repr(value))
+
+
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 
 
 def params_fingerprint(est):

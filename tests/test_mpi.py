@@ -597,7 +597,8 @@ def test_fast_searches_under_mpi(mpirun, n):
     lines = _lines(mpirun(n, "spmd_search.py"))
     assert [line["check"] for line in lines] == ["BKRR2CV", "DCKRRCV", "BKRR2CV-groups",
                                                   "BKRR2CV-loo", "BKRR2CV-weights",
-                                                  "BKMSVCCV", "CASVCCV-weights"]
+                                                  "BKMSVCCV", "CASVCCV-weights",
+                                                  "BKRR2CV-generator"]
     for line in lines:
         assert line["root_equal"] and line["everywhere"] and line["root_predict_equal"], line
         assert line.get("sharded_rel", 0.0) <= 1e-8, line

@@ -515,15 +515,26 @@ def test_other_bad_settings_are_clear_errors():
     with pytest.raises(ValueError):
         BKRR2CV(n_partitions=2, cv=100).fit(X, y)  # more folds than rows
     # a shuffled splitter seeded as the search draws the random partitioner's
-    # permutation: the error says so (the partitions are the folds)
+    # permutation: the error says so (the partitions are the folds), and a warning
+    # whatever the outcome (ShuffleSplit had no hint, and with a smaller validation
+    # set put every validation row in partition 0 without a word)
+    same = "cv draws with random_state=0, the search's own seed"
     for cls in (DCKRRCV, CASVCCV):
         yy = (y > 0).astype(int) if cls is CASVCCV else y
-        with pytest.raises(ValueError, match="cv shuffles with random_state=0, the search's "
-                                             "own seed"):
-            cls(n_partitions=4, cv=KFold(3, shuffle=True, random_state=0),
+        for cv in (KFold(3, shuffle=True, random_state=0),
+                   ShuffleSplit(1, test_size=0.25, random_state=0)):
+            with pytest.raises(ValueError, match=same), pytest.warns(UserWarning, match=same):
+                cls(n_partitions=4, cv=cv, random_state=0).fit(X, yy)
+        with pytest.warns(UserWarning, match=same):
+            cls(n_partitions=4, cv=ShuffleSplit(1, test_size=0.1, random_state=0),
                 random_state=0).fit(X, yy)
-        cls(n_partitions=4, cv=KFold(3, shuffle=True, random_state=1), random_state=0).fit(
-            X, yy)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", UserWarning)
+            for cv in (KFold(3, shuffle=True, random_state=1), 3,
+                       ShuffleSplit(1, test_size=0.1, random_state=1)):
+                cls(n_partitions=4, cv=cv, random_state=0).fit(X, yy)
+    assert BKRR2CV(cv=ShuffleSplit(1, random_state=3))._fold_hint() == (
+        "; use fewer partitions or folds")
     with pytest.raises(ValueError, match="scoring"):
         BKRR2CV(n_partitions=2, scoring="accuracy").fit(X, y)
     search = BKRR2CV(n_partitions=2, sigmas=[1.0], lams=[1e-3], cv=3, refit=False).fit(X, y)
@@ -884,3 +895,43 @@ def test_unfitted_search_score_is_not_fitted_error(cls):
     X, y = make_classification(n_samples=40, random_state=0)
     with pytest.raises(NotFittedError, match="not fitted yet"):
         cls().score(X, y)
+
+
+def test_averaging_search_holds_one_sum_of_predictions_not_one_per_partition():
+    # every partition's predictions of every validation row and candidate were kept
+    # until the end: peak memory grew with P x rows x candidates (258 MB for 26 MB)
+    import tracemalloc
+
+    X, y = make_regression(n_samples=2000, n_features=4, noise=1.0, random_state=0)
+    search = DCKRRCV(n_partitions=16, sigmas=np.geomspace(1, 30, 10),
+                     lams=np.geomspace(1e-6, 1e-2, 10), cv=3, random_state=0, refit=False)
+    tracemalloc.start()
+    try:
+        search.fit(X, y)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    one = 100 * 2000 * 8  # the candidates' predictions of the rows, once
+    assert peak < 6 * one, peak / one  # (16 partitions' arrays: 18x before)
+
+
+def test_a_generator_or_a_users_splitter_has_the_same_fingerprint_on_every_rank():
+    # repr() showed the object's address: under MPI every rank's cv looked different
+    # ("ranks [1] were given other parameters than rank 0")
+    from cakernels._engine import _fingerprint
+
+    class HoldOut:
+        def split(self, X, y=None, groups=None):
+            idx = np.arange(len(X))
+            yield idx[idx % 5 != 0], idx[idx % 5 == 0]
+
+        def get_n_splits(self, X=None, y=None, groups=None):
+            return 1
+
+    a, b = (s for s in KFold(3).split(np.zeros(9))), (s for s in KFold(3).split(np.zeros(9)))
+    assert _fingerprint(a) == _fingerprint(b)
+    assert _fingerprint(HoldOut()) == _fingerprint(HoldOut())
+    assert "0x" not in _fingerprint(HoldOut())
+    assert _fingerprint(KFold(3)) != _fingerprint(KFold(4))
+    search = BKRR2CV(n_partitions=2, cv=HoldOut(), sigmas=[1.0], lams=[1e-3], random_state=0)
+    assert search.fit(*_data(n=100)).n_splits_ == 1

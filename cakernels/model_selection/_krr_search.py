@@ -432,6 +432,30 @@ class _SearchJob:
         self.order = [(isg, il) for il in range(lams.size) for isg in range(sigmas.size)]
         self.params = [{"lam": float(lams[il]), "sigma": float(sigmas[isg])}
                        for isg, il in self.order]
+        # averaging: the partitions' predictions summed as they finish, in task order
+        # (the same bits for every thread count), so that a worker holds one sum and
+        # the partitions still out of order, not one array per partition
+        self._preds, self._next, self._pending = None, 0, {}
+        self._lock = threading.Lock()
+
+    def absorb(self, position, result):
+        """Called with every task's ``run`` result and its position in the task
+        list: averaging searches add the predictions to the running sum (in task
+        order) and keep only the times."""
+        if not self.average:
+            return result
+        out, times, nf = result
+        with self._lock:
+            self._pending[position] = out
+            while self._next in self._pending:
+                part = self._pending.pop(self._next)
+                if self._preds is None:
+                    self._preds = part
+                else:
+                    for acc, add in zip(self._preds, part):
+                        acc += add
+                self._next += 1
+        return None, times, nf
 
     def stats(self, n_fact):
         return {"solver": self.solver, "n_factorizations": int(n_fact)}
@@ -669,9 +693,9 @@ class _SearchJob:
                 n_fact += nf
             parts = [stats, times, np.array([n_fact], dtype=np.float64)]
         else:
-            preds = None
-            for out, t, nf in results:
-                preds = out if preds is None else [a + b for a, b in zip(preds, out)]
+            preds = self._preds  # (summed by absorb)
+            self._preds = None
+            for _, t, nf in results:
                 times += t
                 n_fact += nf
             if preds is None:  # a rank without partitions

@@ -99,11 +99,16 @@ class _PartitionedSearchCV(PartitionedEstimator):
             progress = _Progress(self.verbose and comm.rank == 0, len(tasks) * job.n_steps,
                                  job.progress_label)
             t0 = time.perf_counter()
+            position = {id(task): i for i, task in enumerate(tasks)}
+            absorb = getattr(job, "absorb", lambda i, result: result)
+
+            def run(task):  # absorb: a job may fold a result in as it comes
+                return absorb(position[id(task)],
+                              job.run(task.materialize(), queries(task.j), progress))
+
             with comm.phase("training"):  # nothing is communicated while searching
                 try:
-                    results, failure = s.map(
-                        lambda task: job.run(task.materialize(), queries(task.j), progress),
-                        tasks, "search partitions"), None
+                    results, failure = s.map(run, tasks, "search partitions"), None
                 except Exception as exc:  # raised on every rank just below
                     results, failure = None, exc
             progress.close()
@@ -237,16 +242,29 @@ class _PartitionedSearchCV(PartitionedEstimator):
                                  "estimator with best_params_")
         return self.best_estimator_
 
-    def _fold_hint(self):
-        """Why a partition may lie inside one validation fold, for the error."""
+    def _shares_seed(self):
+        """The integer seed of a splitter ``cv`` (KFold(shuffle=True), ShuffleSplit,
+        ...) that is the search's own ``random_state``, or None."""
         seed = getattr(self.cv, "random_state", None)
-        if (getattr(self.cv, "shuffle", False) and isinstance(seed, numbers.Integral)
+        if (not isinstance(self.cv, (numbers.Integral, str))
+                and isinstance(seed, numbers.Integral)
                 and isinstance(self.random_state, numbers.Integral)
                 and int(seed) == int(self.random_state)):
-            return (f"; cv shuffles with random_state={int(seed)}, the search's own seed, "
-                    "which its partitioner draws with too: the partitions then follow the "
-                    "folds; give cv another random_state")
-        if isinstance(self.cv, numbers.Integral) or getattr(self.cv, "shuffle", False):
+            return int(seed)
+        return None
+
+    def _same_seed_message(self):
+        return (f"cv draws with random_state={self._shares_seed()}, the search's own seed, "
+                "which its partitioner draws with too: a random partitioner's partitions "
+                "then follow the splits (one partition can hold every validation row); "
+                "give cv another random_state")
+
+    def _fold_hint(self):
+        """Why a partition may lie inside one validation fold, for the error."""
+        if self._shares_seed() is not None:
+            return "; " + self._same_seed_message()
+        if (isinstance(self.cv, numbers.Integral) or getattr(self.cv, "shuffle", False)
+                or getattr(self.cv, "random_state", None) is not None):
             return "; use fewer partitions or folds"  # the folds already shuffle
         return "; use fewer partitions or folds, or shuffled folds"
 
@@ -267,6 +285,8 @@ class _PartitionedSearchCV(PartitionedEstimator):
             return np.zeros((X.shape[0], 0), dtype=np.int8), 1
         classifier = is_classifier(self)
         error, masks = None, None
+        if self._shares_seed() is not None:  # (every rank: the same parameters)
+            warnings.warn(self._same_seed_message(), UserWarning, stacklevel=3)
         if s.size == 1 or not s.sharded:
             if comm.rank == 0:
                 try:

@@ -202,3 +202,19 @@ def brute_svm(search):
 
 three_modes("CASVCCV-weights", CASVCCV, wkw, Xw, yw, brute_svm, rows={"sample_weight": ww},
             relative=False, exact=True, n_predict=len(Xw))
+
+# a generator of splits (or a user's splitter object): its repr shows an address that
+# differs between ranks; it was refused as "other parameters than rank 0"
+gen_serial = BKRR2CV(**dict(kw, cv=iter(splits))).fit(X, y)
+gen_root = BKRR2CV(backend="mpi", **dict(kw, cv=iter(splits))).fit(
+    X if rank == 0 else None, y if rank == 0 else None)
+best = comm.allgather(gen_root.best_params_)
+if rank == 0:
+    print(json.dumps({
+        "check": "BKRR2CV-generator",
+        "root_equal": bool(np.allclose(gen_root.cv_results_["mean_test_score"],
+                                       gen_serial.cv_results_["mean_test_score"], rtol=1e-10)),
+        "everywhere": all(b == best[0] for b in best),
+        "root_predict_equal": bool(np.allclose(gen_root.predict(X[:20]),
+                                               gen_serial.predict(X[:20]), rtol=1e-10)),
+        "root_phases": phases(gen_root)}), flush=True)
