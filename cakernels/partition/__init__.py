@@ -43,6 +43,16 @@ than it saves): K-means and the distances then round differently for the two
 formats, so the partitions, and the models built on them, can differ.
 K-means takes CSR with 32-bit indices only; 64-bit indices are narrowed on a
 copy of the index arrays when the matrix allows it.
+
+Precision
+---------
+Distances to the centres are computed as ``||x||^2 + ||c||^2 - 2 x.c`` (one
+matrix product, as :func:`sklearn.metrics.pairwise.euclidean_distances`),
+which loses the digits that a large common offset takes: with features far
+from the origin compared with their spread (an offset 10^8 times the clusters'
+spread), nearby centres can tie or swap in the assignment and in routing.
+Centre or standardise such features first (``StandardScaler`` in a pipeline,
+as for the kernels themselves).
 """
 
 from ._greedy import _Capacity, balanced_sizes, greedy_capacity_assign  # noqa: F401

@@ -1121,7 +1121,11 @@ class BKMPartitioner(_KMeansBasedBalanced):
     Algorithm 4 rescans all m samples to find each farthest sample; here the
     members of an over-full cluster are sorted once by distance and moved
     farthest-first, and the moves are assigned with the same exact event
-    simulation as FCFS, so the whole rebalancing costs O(m P).
+    simulation as FCFS, so the whole rebalancing costs O(m P). Members at the
+    same distance move lowest index first, members at distance 0 (duplicates
+    of the centre) included: the pseudo-code's search starts at ``maxdist = 0``
+    with a strict ``>``, which finds no member there and moves sample 0,
+    whichever cluster it is in.
     When m is not divisible by P, ``m mod P`` partitions keep (or receive)
     ``ceil(m/P)`` samples, first come first served, in the order the clusters
     are processed.
