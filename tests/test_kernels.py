@@ -221,6 +221,32 @@ def test_run_blocks_nested_and_concurrent_calls_finish():
     assert blas_limits.current is None
 
 
+def test_growing_the_shared_pool_under_other_callers_loses_no_block():
+    # a caller that grew the pool shut the old one down while another had fetched
+    # it and not yet submitted: "cannot schedule new futures after shutdown"
+    errors, stop = [], threading.Event()
+
+    def small():
+        while not stop.is_set():
+            try:
+                run_blocks(lambda a, b: None, row_blocks(8, 1), 2)
+            except RuntimeError as exc:
+                errors.append(exc)
+
+    callers = [threading.Thread(target=small) for _ in range(3)]
+    for t in callers:
+        t.start()
+    try:
+        for n in range(3, 40):  # the pool grows 38 times
+            run_blocks(lambda a, b: None, row_blocks(n, 1), n)
+    finally:
+        stop.set()
+        for t in callers:
+            t.join(timeout=60)
+    assert not errors, errors[:3]
+    assert _pool_module._POOL["size"] >= 38
+
+
 def test_run_blocks_after_fork_makes_a_new_pool(monkeypatch):
     run_blocks(lambda a, b: None, row_blocks(4, 1), 2)
     first = _pool_module._POOL["pool"]

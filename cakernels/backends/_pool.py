@@ -47,17 +47,27 @@ if hasattr(os, "register_at_fork"):
 
 
 def _pool(n_threads):
-    """The shared executor, with at least ``n_threads`` workers."""
+    """The shared executor, with at least ``n_threads`` workers (call with
+    ``_LOCK`` held)."""
+    pid = os.getpid()
+    if _POOL["pool"] is None or _POOL["pid"] != pid or _POOL["size"] < n_threads:
+        old = _POOL["pool"] if _POOL["pid"] == pid else None
+        _POOL.update(pool=ThreadPoolExecutor(max_workers=n_threads,
+                                             thread_name_prefix="cakernels-blocks"),
+                     size=n_threads, pid=pid)
+        if old is not None:  # (its submitted work still runs)
+            old.shutdown(wait=False)
+    return _POOL["pool"]
+
+
+def _submit(fn, count):
+    """``count`` futures of ``fn()`` on the shared executor, grown to ``count``
+    workers if needed. Under the lock: a larger executor replaces the old one
+    and shuts it down, which a thread between fetching the old one and
+    submitting to it met as "cannot schedule new futures after shutdown"."""
     with _LOCK:
-        pid = os.getpid()
-        if _POOL["pool"] is None or _POOL["pid"] != pid or _POOL["size"] < n_threads:
-            old = _POOL["pool"] if _POOL["pid"] == pid else None
-            _POOL.update(pool=ThreadPoolExecutor(max_workers=n_threads,
-                                                 thread_name_prefix="cakernels-blocks"),
-                         size=n_threads, pid=pid)
-            if old is not None:
-                old.shutdown(wait=False)
-        return _POOL["pool"]
+        pool = _pool(count)
+        return [pool.submit(fn) for _ in range(count)]
 
 
 def row_blocks(n_rows, block_rows):
@@ -108,8 +118,7 @@ def run_blocks(func, blocks, n_threads):
                 raise
 
     with blas_limits(1):
-        pool = _pool(n_threads - 1)
-        futures = [pool.submit(worker) for _ in range(n_threads - 1)]
+        futures = _submit(worker, n_threads - 1)
         error = None
         try:
             worker()  # the calling thread takes blocks too
