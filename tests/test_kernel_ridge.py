@@ -17,6 +17,7 @@ from cakernels import (
     BKRR,
     BKRR2,
     DCKRR,
+    DKRR,
     KKRR,
     KKRR2,
     PartitionedKernelRidge,
@@ -433,3 +434,19 @@ def test_oracle_takes_one_target_in_either_layout():
         oracle_predict(flat, X, np.c_[y, y])
     with pytest.raises(ValueError, match=r"y has shape \(89,\)"):
         oracle_predict(flat, X, y[:-1])
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_dkrr_keeps_its_own_training_rows(sparse):
+    # X_fit_ was the caller's float64 array: changing it in place afterwards changed
+    # the predictions (and disagreed with the cached row norms)
+    X, y = make_regression(n_samples=80, n_features=3, noise=1.0, random_state=0)
+    X = sp.csr_matrix(X) if sparse else np.ascontiguousarray(X)
+    model = DKRR(sigma=2.0, lam=1e-3).fit(X, y)
+    before = model.predict(X.copy())
+    Xt = X.copy()
+    if sparse:
+        X.data *= 2.0
+    else:
+        X *= 2.0
+    np.testing.assert_array_equal(model.predict(Xt), before)

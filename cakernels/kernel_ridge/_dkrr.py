@@ -40,6 +40,18 @@ def _ranks_on_node(mpi_comm):
     return ranks_on_node(mpi_comm)
 
 
+def _own_copy(X_fit, X_in):
+    """``X_fit``, copied when it is the caller's array ``X_in`` or a view of it
+    (validation keeps a float64, C-ordered array as it is)."""
+    if sp.issparse(X_fit):
+        same = sp.issparse(X_in) and any(
+            np.may_share_memory(getattr(X_fit, a), getattr(X_in, a, None))
+            for a in ("data", "indices", "indptr") if getattr(X_in, a, None) is not None)
+    else:
+        same = isinstance(X_in, np.ndarray) and np.may_share_memory(X_fit, X_in)
+    return X_fit.copy() if same else X_fit
+
+
 class DKRR(RegressorMixin, BaseEstimator):
     """Exact kernel ridge regression, distributed over MPI ranks (DKRR).
 
@@ -192,6 +204,7 @@ class DKRR(RegressorMixin, BaseEstimator):
         validate_params_for(self)  # under MPI: raised on every rank
         backend = get_backend(self.backend, self.n_jobs)
         t_start = time.perf_counter()
+        X_in = X
         with backend.session() as s:
             if backend.name != "mpi":
                 X, y, w = _drop_zero_weights(*self._validate(X, y, sample_weight))
@@ -199,6 +212,9 @@ class DKRR(RegressorMixin, BaseEstimator):
             else:
                 X, y, w = _drop_zero_weights(*self._gather_rows(s, X, y, sample_weight))
                 self._fit_scalapack(s, X, y, w)
+            # the model keeps its own rows: the caller's array changed in place later
+            # changed the predictions (and disagreed with the cached row norms)
+            self.X_fit_ = _own_copy(self.X_fit_, X_in)
             self.fit_stats_["seconds"] = time.perf_counter() - t_start
             report = comm_report(s.comm.allgather(s.comm.counter.summary()))
         self.fit_stats_.update(comm=report, comm_bytes=report["total"]["bytes"],
