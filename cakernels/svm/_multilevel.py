@@ -772,8 +772,10 @@ class CascadeSVC(_MultiLevelSVC):
         sq = row_sq_norms(back.X) if kp["kernel"] == "rbf" else None
         rows = []  # this rank's leaves: (leaf, F, I_up, I_low, alpha)
         m, M = -np.inf, np.inf
-        sum_free, n_free, ub, lb = 0.0, 0, np.inf, -np.inf  # LIBSVM's rho; y G = -F
-        for leaf in leaves.values():
+        # LIBSVM's rho (y G = -F): the free rows' sums per leaf, added in leaf order
+        # on every rank (rank by rank, the sum's rounding followed the leaves' placement)
+        sums, n_free, ub, lb = [], 0, np.inf, -np.inf
+        for key, leaf in leaves.items():
             a = np.array([alpha_of.get(i, 0.0) for i in leaf.index.tolist()])
             upper = self.C * leaf.w
             F = leaf.y - kernel_dot(leaf.X, back.X, coef, Y_sq_norms=sq, **kp)
@@ -786,17 +788,20 @@ class CascadeSVC(_MultiLevelSVC):
                 M = min(M, float(F[low].min()))
             rows.append((leaf, F, up, low, a))
             free = ~(at_up | at_lo)
-            sum_free += float(-F[free].sum())
+            sums.append((key, float(-F[free].sum())))
             n_free += int(free.sum())
             if ub_mask.any():
                 ub = min(ub, float(-F[ub_mask].max()))
             if lb_mask.any():
                 lb = max(lb, float(-F[lb_mask].min()))
         if comm.size > 1:
-            every = comm.allgather((m, M, sum_free, n_free, ub, lb))
+            every = comm.allgather((m, M, sums, n_free, ub, lb))
             m, M = max(e[0] for e in every), min(e[1] for e in every)
-            sum_free, n_free = sum(e[2] for e in every), sum(e[3] for e in every)
+            sums, n_free = [x for e in every for x in e[2]], sum(e[3] for e in every)
             ub, lb = min(e[4] for e in every), max(e[5] for e in every)
+        sum_free = 0.0
+        for _, partial in sorted(sums, key=lambda t: t[0]):
+            sum_free += partial
         rho = libsvm_rho(sum_free, n_free, ub, lb)
         gap = m - M
         if not gap >= self.tol:
