@@ -40,6 +40,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import UndefinedMetricWarning
+from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ._kernels import check_magnitude, wants_one_blas_thread
@@ -108,6 +109,20 @@ def _fingerprint(value):
 
 
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+
+
+def draw_seed(comm, random_state):
+    """One int seed drawn from ``random_state`` (as ``check_random_state``'s
+    ``randint``), the same on every rank: an int gives it on every rank without
+    a message; with None or a ``RandomState`` instance rank 0 draws it and
+    broadcasts it (every rank's own draw differed: None is each process's own
+    global state, and an instance's state parts between the ranks after a
+    first fit, rank 0's alone drawing the partitions in root mode)."""
+    if isinstance(random_state, numbers.Integral) or comm.size == 1:
+        return int(check_random_state(random_state).randint(np.iinfo(np.int32).max))
+    seed = (int(check_random_state(random_state).randint(np.iinfo(np.int32).max))
+            if comm.rank == 0 else None)
+    return comm.bcast_obj(seed)
 
 
 def params_fingerprint(est):

@@ -75,6 +75,10 @@ def test_every_estimator_under_mpi_equals_serial(mpirun, n, tmp_path):
     assert zero[0]["sharded_rows"] == zero[0]["kept"], zero
     krr = [line for line in lines if line["check"] == "krr-weights"]
     assert len(krr) == 1 and krr[0]["root_rel"] <= 1e-10 and krr[0]["sharded_is_removal"], krr
+    (inst,) = [line for line in lines if line["check"] == "random-state-instance"]
+    assert inst["serial"] == inst["mpi"] and inst["everywhere"], inst
+    assert len(set(inst["serial"][:3])) == 3, inst  # the instance is consumed fit by fit
+    assert all(flag is True for flag in inst["serial"][3:][1::2]), inst  # refit partitions
     # models pickled on rank 0 predict the same without MPI
     for line in root:
         with open(tmp_path / f"{line['name']}.pkl", "rb") as fh:

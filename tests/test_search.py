@@ -935,3 +935,21 @@ def test_a_generator_or_a_users_splitter_has_the_same_fingerprint_on_every_rank(
     assert _fingerprint(KFold(3)) != _fingerprint(KFold(4))
     search = BKRR2CV(n_partitions=2, cv=HoldOut(), sigmas=[1.0], lams=[1e-3], random_state=0)
     assert search.fit(*_data(n=100)).n_splits_ == 1
+
+
+@pytest.mark.parametrize("cls", [BKRR2CV, DCKRRCV, CASVCCV])
+def test_a_randomstate_instance_refits_on_the_partitions_it_scored(cls):
+    # the refit drew again from the instance the splits and the partitions had
+    # advanced: best_estimator_ used other partitions than cv_results_ describes
+    X, y = _data(n=200)
+    y = (y > 0).astype(int) if cls is CASVCCV else y
+    grid = dict(Cs=[1.0, 10.0]) if cls is CASVCCV else dict(sigmas=[1.0, 3.0], lams=[1e-3])
+    rs = np.random.RandomState(3)
+    first = cls(n_partitions=3, cv=3, random_state=rs, **grid).fit(X, y)
+    assert first.random_state is rs  # the parameter is left as given
+    np.testing.assert_array_equal(first.partitioner_.labels_,
+                                  first.best_estimator_.partitioner_.labels_)
+    second = cls(n_partitions=3, cv=3, random_state=rs, **grid).fit(X, y)
+    assert not np.array_equal(first.partitioner_.labels_, second.partitioner_.labels_)
+    np.testing.assert_array_equal(second.partitioner_.labels_,
+                                  second.best_estimator_.partitioner_.labels_)

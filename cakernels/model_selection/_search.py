@@ -40,6 +40,7 @@ from .._engine import (
     _unpack_block,
     _unpack_rows,
     defer_param_error,
+    draw_seed,
     validate_params_for,
 )
 from ..backends import comm_report
@@ -59,6 +60,13 @@ class _PartitionedSearchCV(PartitionedEstimator):
 
     def _search_fit(self, X, y, sample_weight, groups=None):
         validate_params_for(self)  # under MPI: raised on every rank
+        random_state = self.random_state
+        try:
+            return self._search_fit_seeded(X, y, sample_weight, groups)
+        finally:
+            self.random_state = random_state
+
+    def _search_fit_seeded(self, X, y, sample_weight, groups):
         grid = defer_param_error(self, self._grid)
         loo = isinstance(self.cv, str) and self.cv == "loo"
         for attr in ("best_estimator_", "refit_time_"):
@@ -67,6 +75,12 @@ class _PartitionedSearchCV(PartitionedEstimator):
         # the grid's own progress bar replaces the per-partition one
         with self._backend().session(verbose=False) as s:
             comm = s.comm
+            if not isinstance(self.random_state, numbers.Integral):
+                # None or a RandomState instance: one int for the whole fit (the
+                # splits, the partitions, the solvers and the refit), drawn by rank
+                # 0; the refit drew again from the instance, another partition than
+                # the one the scores describe (_search_fit restores the parameter)
+                self.random_state = draw_seed(comm, self.random_state)
             Xl, yl, wl, index = self._collect(s, X, y, sample_weight)
             self._fit_sparse = bool(sp.issparse(Xl))
             masks, n_splits = self._split_masks(s, Xl, yl, index, loo, groups)

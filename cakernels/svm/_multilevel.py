@@ -29,10 +29,14 @@ import time
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import StrOptions
 
-from .._engine import PartitionedEstimator, drop_zero_weight_rows, validate_params_for
+from .._engine import (
+    PartitionedEstimator,
+    draw_seed,
+    drop_zero_weight_rows,
+    validate_params_for,
+)
 from .._params import Count
 from .._solvers.local import _check_numerics_before, solve_binary_svm
 from .._solvers.native_svc import NativeKernelSVC
@@ -210,8 +214,7 @@ class _MultiLevelSVC(_FullModelSVC):
         owners = tree_owners(leaf_owners)
         k = self.classes_.size
         pairs = [(i, j) for i in range(k) for j in range(i + 1, k)]
-        seed = check_random_state(self.random_state).randint(np.iinfo(np.int32).max)
-        ctx = {"threads": s.threads, "seed": seed}
+        ctx = {"threads": s.threads, "seed": draw_seed(comm, self.random_state)}
         # every node's rows come from the leaves: their norms and kernel diagonal
         # are checked here once, not once per node of every class pair's tree
         self._check_leaf_numerics(comm, leaves)

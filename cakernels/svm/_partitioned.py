@@ -10,7 +10,6 @@ import scipy.sparse as sp
 from sklearn.base import ClassifierMixin
 from sklearn.svm import SVC
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils import check_random_state
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
@@ -18,6 +17,7 @@ from .._engine import (
     PartitionedEstimator,
     check_predict_params,
     check_weighted_classes,
+    draw_seed,
     drop_zero_weight_rows,
     global_class_weight,
     global_classes,
@@ -371,7 +371,7 @@ class PartitionedSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
             ctx = {"class_weight": global_class_weight(s, self.class_weight, self.classes_,
                                                        y_idx),
                    "n_threads": s.threads,
-                   "seed": check_random_state(self.random_state).randint(np.iinfo(np.int32).max)}
+                   "seed": draw_seed(s.comm, self.random_state)}
             if check_weighted_classes(s, self.classes_, y_idx, w, ctx["class_weight"],
                                       C=self.C):
                 X, y_idx, w, index, _ = drop_zero_weight_rows(s, X, y_idx, w, index)

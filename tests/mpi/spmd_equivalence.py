@@ -159,3 +159,31 @@ sh_removed = BKRR2(backend=MPIBackend(sharded=True), **kw).fit(
     Xr[lo:hi][mine], yr[lo:hi][mine], sample_weight=wr[lo:hi][mine])
 report(check="krr-weights", root_rel=rel(root.predict(Xr), serial.predict(Xr)),
        sharded_is_removal=bool(np.array_equal(sh.predict(Xr), sh_removed.predict(Xr))))
+
+# one RandomState instance for several fits: root mode equals serial fit by fit (every
+# rank drew the solvers' seed from its own instance, whose state parts after a first
+# fit, rank 0's alone drawing the partitions); the search refits on the partitions it
+# scored
+from cakernels import CASVCCV  # noqa: E402
+
+digests = {"serial": [], "mpi": []}
+for mode in ("serial", "mpi"):
+    rs = np.random.RandomState(5)
+    for _ in range(3):
+        m = CASVC(n_partitions=4, solver="pscd", random_state=rs, backend=mode).fit(
+            Xc if rank == 0 or mode == "serial" else None,
+            yc if rank == 0 or mode == "serial" else None)
+        digests[mode].append(hashlib.sha256(np.ascontiguousarray(
+            m.decision_function(Xc)).tobytes()).hexdigest())
+    rs = np.random.RandomState(5)
+    for _ in range(2):
+        m = CASVCCV(n_partitions=4, Cs=[1.0, 10.0], cv=3, solver="pscd", random_state=rs,
+                    backend=mode).fit(Xc if rank == 0 or mode == "serial" else None,
+                                      yc if rank == 0 or mode == "serial" else None)
+        digests[mode].append(hashlib.sha256(np.concatenate([
+            m.cv_results_["mean_test_score"], m.decision_function(Xc).ravel()]).tobytes())
+            .hexdigest())
+        digests[mode].append(bool(np.array_equal(m.partitioner_.labels_,
+                                                 m.best_estimator_.partitioner_.labels_)))
+report(check="random-state-instance", serial=digests["serial"], mpi=digests["mpi"],
+       everywhere=all(d == digests["mpi"] for d in comm.allgather(digests["mpi"])))
