@@ -465,6 +465,19 @@ def _apply_label_map(y, label_map, path):
     return np.array([mapping[float(v)] for v in values], dtype=np.float64)[inverse].ravel()
 
 
+#: the widest matrix a LIBSVM file addresses: feature indices stop at 2^31 - 1
+MAX_FEATURES = 2**31
+
+
+def _check_n_features(n_features):
+    if isinstance(n_features, bool) or not isinstance(n_features, numbers.Integral) \
+            or n_features < 1:
+        raise ValueError(f"n_features must be a positive int or None, got {n_features!r}")
+    if n_features > MAX_FEATURES:
+        raise ValueError(f"n_features={n_features} is wider than any LIBSVM file can "
+                         f"address: feature indices stop at 2^31 - 1, so n_features <= 2^31")
+
+
 def load_svmlight(path, n_features=None, *, zero_based="auto"):
     """Load a user file in LIBSVM/svmlight format.
 
@@ -539,8 +552,7 @@ def load_svmlight(path, n_features=None, *, zero_based="auto"):
     if path.stat().st_size == 0:
         raise ValueError(f"{path}: the file is empty (no samples)")
     if n_features is not None:
-        if isinstance(n_features, bool) or not isinstance(n_features, numbers.Integral) or n_features < 1:
-            raise ValueError(f"n_features must be a positive int or None, got {n_features!r}")
+        _check_n_features(n_features)
         n_features = int(n_features)
     read = _parse_svmlight(path, n_features=n_features, zero_based=zero_based)
     return read.X.tocsr(), read.y
@@ -607,10 +619,8 @@ def load_svmlight_shard(path, comm=None, *, n_features=None, zero_based="auto"):
     from .backends import Communicator, SelfCommunicator
 
     zero_based = _check_zero_based(zero_based)
-    if n_features is not None and (isinstance(n_features, bool)
-                                   or not isinstance(n_features, numbers.Integral)
-                                   or n_features < 1):
-        raise ValueError(f"n_features must be a positive int or None, got {n_features!r}")
+    if n_features is not None:
+        _check_n_features(n_features)
     if comm is None:
         try:
             from mpi4py import MPI

@@ -420,6 +420,14 @@ def test_load_svmlight_errors(tmp_path):
     wide.write_text("1 7:1\n")
     with pytest.raises(ValueError, match="wide.svm"):
         cds.load_svmlight(wide, n_features=3)
+    # wider than any file's indices: refused (an int64 beyond C long was an
+    # OverflowError, 2^31 + 1 columns baffled the SVC baseline)
+    for n in (2**31 + 1, 10**20):
+        with pytest.raises(ValueError, match=r"n_features <= 2\^31"):
+            cds.load_svmlight(wide, n_features=n)
+        with pytest.raises(ValueError, match=r"n_features <= 2\^31"):
+            cds.load_svmlight_shard(wide, n_features=n)
+    assert cds.load_svmlight(wide, n_features=2**31)[0].shape == (1, 2**31)
 
 
 # --------------------------------------------------------------------------- demos

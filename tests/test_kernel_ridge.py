@@ -315,6 +315,39 @@ def test_dkrr_refuses_a_problem_that_cannot_fit(monkeypatch):
         DKRR().fit(X, X[:, 0])
 
 
+def test_dkrr_counts_csr_rows_by_their_stored_bytes(monkeypatch):
+    # the estimate counted n x d doubles: 200 rows with 10^7 columns (a few KB as
+    # CSR) were refused as tens of GiB
+    import cakernels._memory as memory
+    from sklearn.kernel_ridge import KernelRidge
+
+    monkeypatch.setattr(memory, "available_bytes", lambda: 64 * 2**20)
+    rng = np.random.RandomState(0)
+    cols = rng.randint(0, 10**7, size=(200, 3))  # three features per row
+    X = sp.csr_matrix((np.ones(600), cols.ravel(), np.arange(0, 601, 3)), shape=(200, 10**7))
+    X.sum_duplicates()
+    y = rng.randn(200)
+    model = DKRR(sigma=2.0, lam=1e-3).fit(X, y)
+    ref = KernelRidge(kernel="rbf", gamma=1 / 8.0, alpha=1e-3 * 200).fit(X, y)
+    np.testing.assert_allclose(model.predict(X[:20]), ref.predict(X[:20]), rtol=1e-10,
+                               atol=1e-12)
+
+
+@pytest.mark.parametrize("n_jobs", [None, 2])
+def test_a_partition_whose_kernel_matrix_cannot_fit_is_refused(monkeypatch, n_jobs):
+    # the partitioned estimators allocated m x m matrices without a check (one
+    # partition of 50,000 rows: killed by the system partway through the fit)
+    import cakernels._memory as memory
+
+    X, y = make_regression(n_samples=1200, n_features=3, random_state=0)
+    monkeypatch.setattr(memory, "available_bytes", lambda: 20 * 2**20)  # 1200^2 * 16 = 22 MB
+    backend = "threads" if n_jobs else "serial"
+    with pytest.raises(ValueError, match=r"a partition of 1,200 rows needs about .* kernel "
+                                         r"matrix, 8 m\^2 bytes.*use more partitions"):
+        BKRR2(n_partitions=1, backend=backend, n_jobs=n_jobs).fit(X, y)
+    BKRR2(n_partitions=4).fit(X, y)  # 300-row partitions fit
+
+
 def test_dkrr_without_scalapack_names_the_extra(monkeypatch):
     pytest.importorskip("mpi4py")
     from cakernels._solvers import scalapack

@@ -53,8 +53,8 @@ def _one_line(text):
 
 def _error_message(exc):
     if isinstance(exc, MemoryError):
-        return (f"out of memory ({_one_line(exc) or 'MemoryError'}); "
-                "use fewer samples or more partitions")
+        return (f"out of memory ({_one_line(exc) or 'MemoryError'}); use fewer samples "
+                "(or, for the partitioned methods, more partitions)")
     msg = _one_line(exc)
     if isinstance(exc, (CLIError, ValueError, OSError, ImportError)) and msg:
         return msg
