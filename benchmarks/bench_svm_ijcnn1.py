@@ -37,6 +37,8 @@ from cakernels import BKMSVC, CASVC, CPSVC, FCFSSVC
 from cakernels.datasets import load_dataset
 
 PARAMS = dict(C=32.0, gamma=2.0)
+#: Table 2: timed rounds after the warm-up, every side alike
+TABLE2_ROUNDS = 3
 METHODS = [("CASVC", CASVC), ("FCFSSVC", FCFSSVC), ("BKMSVC", BKMSVC), ("CPSVC", CPSVC)]
 # goal: (fit speedup vs SVC, test accuracy)
 GOALS = {"CASVC": (4.0, 0.965), "FCFSSVC": (4.0, 0.965),
@@ -105,13 +107,10 @@ def main(argv=None):
 
     # ------------------------------------------------------------ Table 2
     rows2 = []
-    totals = {}
     seed = args.seeds[0]
-    for name, cls in [("CASVC", CASVC), ("BKMSVC", BKMSVC)]:
-        print(f"fitting {name} threads ...", flush=True)
-        est = cls(P, **PARAMS, random_state=seed, backend="threads", n_jobs=2)
-        r = fit_predict(est, X, y, Xt, yt)
-        totals[name] = r
+    makers = {name: (lambda cls=cls: cls(P, **PARAMS, random_state=seed, backend="threads",
+                                         n_jobs=2))
+              for name, cls in [("CASVC", CASVC), ("BKMSVC", BKMSVC)]}
     skx_missing = None
     try:
         from sklearnex.svm import SVC as SVCX
@@ -121,8 +120,18 @@ def main(argv=None):
                        "`pip install cakernels[bench]`")
         print(skx_missing)
     else:
-        print("fitting sklearnex SVC (all cores) ...", flush=True)
-        totals["sklearnex SVC"] = fit_predict(SVCX(**PARAMS), X, y, Xt, yt)
+        makers["sklearnex SVC"] = lambda: SVCX(**PARAMS)
+    # every side alike: one untimed warm-up (sklearnex's first oneDAL call is up to 20%
+    # slower), then the best (fit + predict) of TABLE2_ROUNDS rounds, the sides alternating
+    runs = {name: [] for name in makers}
+    for rnd in range(TABLE2_ROUNDS + 1):
+        for name, make in makers.items():
+            print(f"fitting {name} (round {rnd}{', warm-up' if rnd == 0 else ''}) ...",
+                  flush=True)
+            r = fit_predict(make(), X, y, Xt, yt)
+            if rnd:
+                runs[name].append(r)
+    totals = {name: min(rs, key=lambda r: r["fit"] + r["predict"]) for name, rs in runs.items()}
     totals["sklearn SVC"] = ref
     base = totals.get("sklearnex SVC")
     for name, r in totals.items():
@@ -135,7 +144,9 @@ def main(argv=None):
                       f"{100 * r['acc']:.2f}%",
                       f"{(base['fit'] + base['predict']) / tot:.2f}x" if base else "n/a",
                       f"{(ref['fit'] + ref['predict']) / tot:.1f}x", f"{r['load']:.2f}"])
-    rep.table("Table 2: prediction too (fit + predict, 2 cores)",
+    rep.table(f"Table 2: prediction too (fit + predict, 2 cores; after a warm-up, best of "
+              f"{TABLE2_ROUNDS} alternating rounds for every side but sklearn SVC, whose "
+              "Table 1 run is quoted)",
               ["method", "setup", "fit s", "predict s", "total s", "test acc",
                "speedup vs sklearnex", "speedup vs SVC", "load"], rows2,
               note=skx_missing)
