@@ -828,6 +828,8 @@ class PartitionedEstimator(OwnInitName, BaseEstimator):
         with comm.phase("redistribution"):
             tasks = self._distribute(s, X, y, w, index, labels, owners, part)
         t_move = time.perf_counter() - t0
+        # the solves this process runs at once (a memory check's factor)
+        ctx["concurrent"] = max(1, min(int(s.n_workers), len(tasks)))
 
         def solve(task):
             t = time.perf_counter()

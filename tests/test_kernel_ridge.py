@@ -346,6 +346,15 @@ def test_a_partition_whose_kernel_matrix_cannot_fit_is_refused(monkeypatch, n_jo
                                          r"matrix, 8 m\^2 bytes.*use more partitions"):
         BKRR2(n_partitions=1, backend=backend, n_jobs=n_jobs).fit(X, y)
     BKRR2(n_partitions=4).fit(X, y)  # 300-row partitions fit
+    # the factor is the solves this process runs at once: one partition on two workers
+    # is one solve (it was refused as two), two partitions on two workers are two
+    monkeypatch.setattr(memory, "available_bytes", lambda: 40 * 2**20)
+    BKRR2(n_partitions=1, backend="threads", n_jobs=2).fit(X, y)  # 23 MB of 32
+    monkeypatch.setattr(memory, "available_bytes", lambda: 10 * 2**20)  # 8 MiB allowed
+    BKRR2(n_partitions=2).fit(X, y)  # one 600-row solve at a time: 5.8 MB
+    with pytest.raises(ValueError, match=r"for each of 2 partitions solved at once\), more "
+                                         r"than 8.0 MiB \(80% of the 10.0 MiB available\)"):
+        BKRR2(n_partitions=2, backend="threads", n_jobs=2).fit(X, y)
 
 
 def test_dkrr_without_scalapack_names_the_extra(monkeypatch):
@@ -469,17 +478,25 @@ def test_oracle_takes_one_target_in_either_layout():
         oracle_predict(flat, X, y[:-1])
 
 
-@pytest.mark.parametrize("sparse", [False, True])
-def test_dkrr_keeps_its_own_training_rows(sparse):
-    # X_fit_ was the caller's float64 array: changing it in place afterwards changed
-    # the predictions (and disagreed with the cached row norms)
-    X, y = make_regression(n_samples=80, n_features=3, noise=1.0, random_state=0)
-    X = sp.csr_matrix(X) if sparse else np.ascontiguousarray(X)
+@pytest.mark.parametrize("kind", ["dense", "csr", "frame"])
+def test_dkrr_keeps_its_own_training_rows(kind):
+    # X_fit_ was the caller's float64 array (or a view of a one-column DataFrame's
+    # block): changing it in place afterwards changed the predictions (and
+    # disagreed with the cached row norms)
+    X, y = make_regression(n_samples=80, n_features=1 if kind == "frame" else 3,
+                           noise=1.0, random_state=0)
+    Xt = np.array(X)
+    if kind == "csr":
+        X = sp.csr_matrix(X)
+    elif kind == "frame":
+        pd = pytest.importorskip("pandas")
+        X = pd.DataFrame(X)  # (no column names: predict takes the array)
     model = DKRR(sigma=2.0, lam=1e-3).fit(X, y)
-    before = model.predict(X.copy())
-    Xt = X.copy()
-    if sparse:
+    before = model.predict(Xt)
+    if kind == "csr":
         X.data *= 2.0
+    elif kind == "frame":
+        X.iloc[0, 0] = 1e3
     else:
         X *= 2.0
     np.testing.assert_array_equal(model.predict(Xt), before)

@@ -50,15 +50,20 @@ def _rows_bytes(X):
 
 
 def _own_copy(X_fit, X_in):
-    """``X_fit``, copied when it is the caller's array ``X_in`` or a view of it
-    (validation keeps a float64, C-ordered array as it is)."""
+    """``X_fit``, copied unless it owns its memory: validation keeps a float64,
+    C-ordered array as it is, and a DataFrame's values can be a view of its
+    block (one column, or a frame made with ``copy=False``)."""
+    if X_fit is X_in:
+        return X_fit.copy()
     if sp.issparse(X_fit):
-        same = sp.issparse(X_in) and any(
-            np.may_share_memory(getattr(X_fit, a), getattr(X_in, a, None))
-            for a in ("data", "indices", "indptr") if getattr(X_in, a, None) is not None)
-    else:
-        same = isinstance(X_in, np.ndarray) and np.may_share_memory(X_fit, X_in)
-    return X_fit.copy() if same else X_fit
+        parts = [X_fit.data, X_fit.indices, X_fit.indptr]
+        if sp.issparse(X_in):
+            if any(np.may_share_memory(a, b) for a in parts
+                   for b in (X_in.data, X_in.indices, X_in.indptr)):
+                return X_fit.copy()
+            return X_fit
+        return X_fit.copy() if any(not a.flags.owndata for a in parts) else X_fit
+    return X_fit if X_fit.flags.owndata else X_fit.copy()
 
 
 class DKRR(RegressorMixin, BaseEstimator):

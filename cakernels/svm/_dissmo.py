@@ -361,6 +361,13 @@ def _logger(name):
     return log
 
 
+class _RankFailed:
+    """What a rank whose part failed sends in a gather of objects."""
+
+    def __init__(self, text):
+        self.text = text
+
+
 def _gather_checked(comm, mine, failure, shape, flag=1):
     """Every rank's record (``comm.Allgather``), or, when this rank or another
     failed to make its record, that failure raised on every rank (the failing
@@ -777,15 +784,19 @@ class DisSMOSVC(_FullModelSVC):
             coef = np.concatenate([p[1] for p in parts])
             idx = np.concatenate([p[2] for p in parts])
             Xs = sp.vstack(Xs, format="csr") if self._fit_sparse else np.vstack(Xs)
-            mine, failure = (_pack_rows(Xs, np.arange(Xs.shape[0])), coef, idx), None
+            mine = ((_pack_rows(Xs, np.arange(Xs.shape[0])), coef, idx) if comm.size > 1
+                    else None)
+            failure = None
         except Exception as exc:
             if comm.size == 1:
                 raise
             mine, failure = None, exc
         if comm.size > 1:
-            got = comm.allgather((failure_text(failure), mine))
-            raise_if_any_failed(failure, [g[0] for g in got])
-            got = [g[1] for g in got]
+            # a failed rank sends its message in place of its support vectors (the
+            # others' payloads are unchanged: no byte added to a run without failure)
+            got = comm.allgather(mine if failure is None else _RankFailed(failure_text(failure)))
+            raise_if_any_failed(failure, [g.text if isinstance(g, _RankFailed) else None
+                                          for g in got])
             Xs = [_unpack_rows(g[0], self.n_features_in_, self._fit_sparse) for g in got]
             Xs = sp.vstack(Xs, format="csr") if self._fit_sparse else np.vstack(Xs)
             coef = np.concatenate([g[1] for g in got])
