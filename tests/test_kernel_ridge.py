@@ -478,7 +478,17 @@ def test_oracle_takes_one_target_in_either_layout():
         oracle_predict(flat, X, y[:-1])
 
 
-@pytest.mark.parametrize("kind", ["dense", "csr", "frame"])
+class _Holder:
+    """A container whose ``__array__`` returns its own buffer (as xarray's)."""
+
+    def __init__(self, values):
+        self.values = values
+
+    def __array__(self, dtype=None, copy=None):
+        return self.values
+
+
+@pytest.mark.parametrize("kind", ["dense", "csr", "frame", "container"])
 def test_dkrr_keeps_its_own_training_rows(kind):
     # X_fit_ was the caller's float64 array (or a view of a one-column DataFrame's
     # block): changing it in place afterwards changed the predictions (and
@@ -491,12 +501,16 @@ def test_dkrr_keeps_its_own_training_rows(kind):
     elif kind == "frame":
         pd = pytest.importorskip("pandas")
         X = pd.DataFrame(X)  # (no column names: predict takes the array)
+    elif kind == "container":
+        X = _Holder(np.ascontiguousarray(X))
     model = DKRR(sigma=2.0, lam=1e-3).fit(X, y)
     before = model.predict(Xt)
     if kind == "csr":
         X.data *= 2.0
     elif kind == "frame":
         X.iloc[0, 0] = 1e3
+    elif kind == "container":
+        X.values *= 2.0
     else:
         X *= 2.0
     np.testing.assert_array_equal(model.predict(Xt), before)

@@ -50,20 +50,21 @@ def _rows_bytes(X):
 
 
 def _own_copy(X_fit, X_in):
-    """``X_fit``, copied unless it owns its memory: validation keeps a float64,
-    C-ordered array as it is, and a DataFrame's values can be a view of its
-    block (one column, or a frame made with ``copy=False``)."""
+    """``X_fit``, copied unless it is certainly not the caller's memory:
+    validation keeps a float64, C-ordered array as it is, a DataFrame's values
+    can be a view of its block (one column, or a frame made with
+    ``copy=False``), and any other container's ``__array__`` may return its own
+    buffer. Only an ndarray or a sparse matrix can be compared with it."""
     if X_fit is X_in:
         return X_fit.copy()
-    if sp.issparse(X_fit):
-        parts = [X_fit.data, X_fit.indices, X_fit.indptr]
-        if sp.issparse(X_in):
-            if any(np.may_share_memory(a, b) for a in parts
-                   for b in (X_in.data, X_in.indices, X_in.indptr)):
-                return X_fit.copy()
-            return X_fit
-        return X_fit.copy() if any(not a.flags.owndata for a in parts) else X_fit
-    return X_fit if X_fit.flags.owndata else X_fit.copy()
+    if sp.issparse(X_fit) and sp.issparse(X_in):
+        shared = any(np.may_share_memory(a, b)
+                     for a in (X_fit.data, X_fit.indices, X_fit.indptr)
+                     for b in (X_in.data, X_in.indices, X_in.indptr))
+        return X_fit.copy() if shared else X_fit
+    if isinstance(X_in, np.ndarray) and not sp.issparse(X_fit):
+        return X_fit.copy() if np.may_share_memory(X_fit, X_in) else X_fit
+    return X_fit.copy()  # a list, a DataFrame, another container: its own rows
 
 
 class DKRR(RegressorMixin, BaseEstimator):

@@ -21,15 +21,6 @@ from .._params import Count
 from .._solvers.krr import _LocalKRR
 from .._solvers.local import solve_kernel_ridge
 
-def _ranks_on_node(comm):
-    """Ranks of ``comm`` on this node (1 without MPI; a collective under MPI)."""
-    if comm.size == 1:
-        return 1
-    from ..backends._backend import ranks_on_node
-
-    return ranks_on_node(comm.comm)
-
-
 #: peak memory of one partition's solve in units of its m x m float64 kernel matrix
 #: (measured: 1.6 for m = 6,000; the fallback when the Cholesky fails rebuilds it)
 PARTITION_COPIES = 2
@@ -222,9 +213,7 @@ class PartitionedKernelRidge(RegressorMixin, PartitionedEstimator):
             X, y, w, index = self._collect(s, X, y, sample_weight)
             if w is not None and count_zero_weights(s, w):
                 X, y, w, index, _ = drop_zero_weight_rows(s, X, y, w, index)
-            ctx = {"params": self._kernel_params(n_threads=s.threads),
-                   # the processes sharing this node's memory (DKRR's rule)
-                   "ranks_on_node": _ranks_on_node(s.comm)}
+            ctx = {"params": self._kernel_params(n_threads=s.threads)}
             self._fit_partitioned(s, X, y, w, index, ctx)
         return self
 
@@ -252,27 +241,25 @@ class PartitionedKernelRidge(RegressorMixin, PartitionedEstimator):
         return np.zeros((0,) + tuple(meta["tail"]))
 
     def _fit_partition(self, p, ctx):
-        self._check_partition_memory(p.X.shape[0], ctx.get("concurrent", 1),
-                                     ctx.get("ranks_on_node", 1))
+        self._check_partition_memory(p.X.shape[0], ctx.get("concurrent", 1))
         sol = solve_kernel_ridge(p.X, p.y, self.lam, kernel_params=ctx["params"],
                                  index=p.index, sample_weight=p.sample_weight)
         return _LocalKRR(p.X, sol.alpha, ctx["params"]), 1, p.X.shape[0]
 
     @staticmethod
-    def _check_partition_memory(m, concurrent, ranks_on_node):
+    def _check_partition_memory(m, concurrent):
         """Refuse a partition of ``m`` rows whose kernel matrices, for the
-        ``concurrent`` solves of this process, exceed its share of the node's
-        available memory (``MEMORY_FRACTION`` of it, split between the ranks on
-        the node), before anything is allocated (a kill otherwise)."""
+        ``concurrent`` solves of this process, exceed ``MEMORY_FRACTION`` of the
+        node's available memory, before anything is allocated (a kill
+        otherwise). Under MPI every rank checks its own solves (ranks sharing a
+        node are not added up: a rank without partitions needs nothing)."""
         avail = _memory.available_bytes()
         if avail is None:
             return
         need = PARTITION_COPIES * 8.0 * m * m * concurrent
-        share = _memory.MEMORY_FRACTION * avail / max(1, ranks_on_node)
+        share = _memory.MEMORY_FRACTION * avail
         if need > share:
-            whose = (f"{_memory.MEMORY_FRACTION:.0%} of the {_memory.fmt_bytes(avail)} "
-                     "available" + (f", shared by {ranks_on_node} ranks on this node"
-                                    if ranks_on_node > 1 else ""))
+            whose = f"{_memory.MEMORY_FRACTION:.0%} of the {_memory.fmt_bytes(avail)} available"
             raise ValueError(
                 f"a partition of {m:,} rows needs about {_memory.fmt_bytes(need)} "
                 f"({PARTITION_COPIES} copies of its {m:,} x {m:,} kernel matrix, 8 m^2 bytes"
