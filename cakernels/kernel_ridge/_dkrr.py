@@ -58,9 +58,10 @@ def _own_copy(X_fit, X_in):
     if X_fit is X_in:
         return X_fit.copy()
     if sp.issparse(X_fit) and sp.issparse(X_in):
-        shared = any(np.may_share_memory(a, b)
-                     for a in (X_fit.data, X_fit.indices, X_fit.indptr)
-                     for b in (X_in.data, X_in.indices, X_in.indptr))
+        # (a DOK or LIL matrix has no such arrays: converted, so never shared)
+        theirs = [getattr(X_in, a, None) for a in ("data", "indices", "indptr", "row", "col")]
+        shared = any(isinstance(b, np.ndarray) and np.may_share_memory(a, b)
+                     for a in (X_fit.data, X_fit.indices, X_fit.indptr) for b in theirs)
         return X_fit.copy() if shared else X_fit
     if isinstance(X_in, np.ndarray) and not sp.issparse(X_fit):
         return X_fit.copy() if np.may_share_memory(X_fit, X_in) else X_fit
