@@ -226,17 +226,18 @@ def intelex(args, xrow, goals):
     for name, X, y, Xt, yt, C, gamma in _datasets(common.data_home(args.data_home), args.quick):
         y_pm = np.where(y > 0, 1.0, -1.0)
         yt_pm = np.where(yt > 0, 1.0, -1.0)
-        tx, ts = [], []
         ours = smo_estimator(X, y_pm, C, gamma, 200)
-        for _ in range(3):
-            m, t = common.timed(XSVC(C=C, gamma=gamma, tol=TOL, cache_size=200).fit, X, y_pm)
-            tx.append(t)
+
+        def one_thread():
             with threadpool_limits(1):
-                est, t = common.timed(ours)
-            ts.append(t)
-        acc_x = m.score(Xt, yt_pm)
-        acc_s = est.score(Xt, yt_pm)
-        t_x, t_s = float(np.median(tx)), float(np.median(ts))
+                return ours()
+
+        t, last = _median_fits(
+            {"x": lambda: XSVC(C=C, gamma=gamma, tol=TOL, cache_size=200).fit(X, y_pm),
+             "smo": one_thread}, 3)
+        acc_x = last["x"].score(Xt, yt_pm)
+        acc_s = last["smo"].score(Xt, yt_pm)
+        t_x, t_s = t["x"], t["smo"]
         xrow.append((name, f"{t_x:.2f}", f"{t_s:.2f}", f"{t_s / t_x:.2f}x",
                      f"{100 * acc_x:.2f}%", f"{100 * acc_s:.2f}%"))
         print(xrow[-1], flush=True)
@@ -274,15 +275,15 @@ def threads(args, tables, goals):
     rounds = 2 if args.quick else 3
     data = list(_datasets(home, args.quick))
 
-    def sides(X, y_pm, C, gamma, cs):
+    def sides(X, y_pm, C, gamma, cs, sklearnex=True, full_fit=False):
         out = {"smo1": lambda: smo_fit(X, y_pm, C, gamma=gamma, tol=TOL, cache_size=cs,
                                        n_threads=1),
                "smo2": lambda: smo_fit(X, y_pm, C, gamma=gamma, tol=TOL, cache_size=cs,
                                        n_threads=2)}
-        if XSVC is not None:
+        if XSVC is not None and sklearnex:
             out["x"] = lambda: XSVC(C=C, gamma=gamma, tol=TOL, cache_size=cs).fit(X, y_pm)
-            # the goal's side: the full fit users run, on both cores
-            out["est2"] = smo_estimator(X, y_pm, C, gamma, cs)
+            if full_fit:  # the goal's side: the full fit users run, on both cores
+                out["est2"] = smo_estimator(X, y_pm, C, gamma, cs)
         return out
 
     # 1. a quiet machine, two cache sizes
@@ -290,7 +291,7 @@ def threads(args, tables, goals):
     for name, X, y, Xt, yt, C, gamma in data:
         y_pm, yt_pm = np.where(y > 0, 1.0, -1.0), np.where(yt > 0, 1.0, -1.0)
         for cs in (200, 2000):
-            t, last = _median_fits(sides(X, y_pm, C, gamma, cs), rounds)
+            t, last = _median_fits(sides(X, y_pm, C, gamma, cs, full_fit=True), rounds)
             r1, r2 = last["smo1"], last["smo2"]
             same = bool(np.array_equal(r1["alpha"], r2["alpha"]))
             acc = smo_accuracy(r2, X, y_pm, Xt, yt_pm, gamma)
@@ -321,10 +322,8 @@ def threads(args, tables, goals):
             continue
         y_pm = np.where(y > 0, 1.0, -1.0)
         for n_busy in (0, 1, 2):
-            sd = sides(X, y_pm, C, gamma, 200)
-            sd.pop("est2", None)  # (the solver's 2 threads against its 1 thread)
             with common.Busy(n_busy):
-                t, last = _median_fits(sd, rounds)
+                t, last = _median_fits(sides(X, y_pm, C, gamma, 200), rounds)
             ratio = t["smo2"] / t["smo1"]
             tx = t.get("x", float("nan"))
             rows.append((name, n_busy, f"{t['smo1']:.2f}", f"{t['smo2']:.2f}",
@@ -348,10 +347,8 @@ def threads(args, tables, goals):
         for n in (3000, 6000, 12000):
             idx = rng.choice(X.shape[0], n, replace=False)
             Xs, ys = X[idx], y_pm[idx]
-            sd = sides(Xs, ys, C, gamma, 200)
-            sd.pop("x", None)
-            sd.pop("est2", None)
-            t, last = _median_fits(sd, 3 if args.quick else 7)
+            t, last = _median_fits(sides(Xs, ys, C, gamma, 200, sklearnex=False),
+                                   3 if args.quick else 7)
             rows.append((name, n, f"{t['smo1']:.4f}", f"{t['smo2']:.4f}",
                          f"{t['smo1'] / t['smo2']:.2f}x", last["smo2"]["parallel_regions"],
                          last["smo2"]["n_iter"]))
