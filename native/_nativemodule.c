@@ -19,6 +19,74 @@
 /* helpers                                                                  */
 /* ------------------------------------------------------------------------ */
 
+/* ---- Ctrl-C during a solve (ck_poll_fn, cakernels.h) ----
+ * A solve polls from its calling thread.  On the main thread of the main
+ * interpreter the poll takes the GIL back at most every CK_POLL_SECONDS and
+ * runs the pending signal handlers (PyErr_CheckSignals): a handler that
+ * raises (KeyboardInterrupt for SIGINT) ends the solve, and the exception
+ * propagates.  Threads never get signals; their solves stop when
+ * cancel_solves() has been called since they started (the thread pools do
+ * so when the calling thread is interrupted), and raise KeyboardInterrupt. */
+#define CK_POLL_SECONDS 0.05
+static long ck_cancel_generation = 0; /* read and written atomically */
+static unsigned long ck_main_ident = 0; /* main thread of the main interpreter */
+
+static long ck_load_generation(void)
+{
+#if defined(__GNUC__) || defined(__clang__)
+    return __atomic_load_n(&ck_cancel_generation, __ATOMIC_SEQ_CST);
+#else
+    return *(volatile long *)&ck_cancel_generation;
+#endif
+}
+
+typedef struct {
+    PyThreadState *tstate; /* saved while the GIL is released */
+    long generation;       /* ck_cancel_generation when the solve started */
+    int main_thread;
+    double next;           /* ck_wtime() of the next signal check */
+} ck_py_poll;
+
+static int ck_py_poll_fn(void *ctx)
+{
+    ck_py_poll *p = (ck_py_poll *)ctx;
+    double now;
+    int stop;
+    if (ck_load_generation() != p->generation)
+        return 1;
+    if (!p->main_thread)
+        return 0;
+    now = ck_wtime();
+    if (now < p->next)
+        return 0;
+    p->next = now + CK_POLL_SECONDS;
+    PyEval_RestoreThread(p->tstate);
+    stop = PyErr_CheckSignals() < 0; /* the handler's exception stays set */
+    p->tstate = PyEval_SaveThread();
+    return stop;
+}
+
+/* Release the GIL for a solve with the poll (GIL held on entry). */
+static void ck_poll_begin(ck_py_poll *p)
+{
+    p->generation = ck_load_generation();
+    p->main_thread = ck_main_ident != 0 &&
+                     PyThread_get_thread_ident() == ck_main_ident;
+    p->next = 0.0;
+    p->tstate = PyEval_SaveThread();
+}
+
+/* Take the GIL back; for CK_ERR_INTERRUPTED make sure an exception is set
+ * (a signal handler's, else KeyboardInterrupt for a cancelled solve). */
+static void ck_poll_end(ck_py_poll *p, ck_status status)
+{
+    PyEval_RestoreThread(p->tstate);
+    if (status == CK_ERR_INTERRUPTED && !PyErr_Occurred())
+        PyErr_SetString(PyExc_KeyboardInterrupt,
+                        "the solve was cancelled: another thread of this "
+                        "fit was interrupted");
+}
+
 /* Raise the Python exception matching a non-OK status. */
 static PyObject *ck_raise_status(ck_status status, const char *where)
 {
@@ -904,6 +972,7 @@ static PyObject *py_smo_solve(PyObject *module, PyObject *args,
     int kind, n_threads = 1, return_stats = 0;
     long long min_work = 0, collapse_at = 0, page_doubles = 0;
     ck_smo_opts opts;
+    ck_py_poll poll;
     double gamma, coef0, degree, tol, cache_mb, rho = 0.0, objective = 0.0;
     long long max_iter;
     ck_problem_arg pa;
@@ -950,15 +1019,19 @@ static PyObject *py_smo_solve(PyObject *module, PyObject *args,
     if (ck_check_cache(cache_mb, n, 2) < 0)
         goto fail;
 
-    Py_BEGIN_ALLOW_THREADS
+    opts.poll = ck_py_poll_fn;
+    opts.poll_ctx = &poll;
+    ck_poll_begin(&poll);
     status = ck_smo_solve_ex(&pa.x.m, (const double *)pa.y.buf,
                              (const double *)pa.u.buf, kind, gamma, coef0,
                              degree, tol, (int64_t)max_iter,
                              cache_mb * 1048576.0, n_threads,
                              (double *)av.buf, &rho, &objective, &n_iter,
                              &converged, &opts);
-    Py_END_ALLOW_THREADS
+    ck_poll_end(&poll, status);
 
+    if (status == CK_ERR_INTERRUPTED)
+        goto fail;
     if (status == CK_ERR_ARG) {
         PyErr_SetString(PyExc_ValueError,
                         "smo_solve: infeasible warm start alpha (outside "
@@ -1069,6 +1142,7 @@ static PyObject *py_asygcd_solve(PyObject *module, PyObject *args,
     int return_stats = 0;
     double shift = 0.0;
     ck_agcd_opts opts;
+    ck_py_poll poll;
     unsigned long long seed;
     double gamma, coef0, degree, tol, cache_mb, objective = 0.0;
     long long max_iter;
@@ -1185,18 +1259,21 @@ static PyObject *py_asygcd_solve(PyObject *module, PyObject *args,
     opts.max_delay = (int64_t)max_delay;
     opts.collapse_at = collapse_at > 0 ? (int64_t)collapse_at : 0;
     opts.page_doubles = (int64_t)page_doubles;
-    Py_BEGIN_ALLOW_THREADS
+    opts.poll = ck_py_poll_fn;
+    opts.poll_ctx = &poll;
+    ck_poll_begin(&poll);
     status = ck_asygcd_solve_ex(
         &pa.x.m, (const double *)pa.y.buf, up, kind, gamma,
         coef0, degree, shift, bp, n_threads, greedy, shrinking,
         (uint64_t)seed, tol,
         (int64_t)max_iter, cache_mb * 1048576.0, (double *)av.buf,
         (double *)gv.buf, &objective, &n_updates, &converged, &opts);
-    Py_END_ALLOW_THREADS
+    ck_poll_end(&poll, status);
     PyBuffer_Release(&gv);
 
     if (status != CK_OK) {
-        ck_raise_status(status, "asygcd_solve");
+        if (status != CK_ERR_INTERRUPTED)
+            ck_raise_status(status, "asygcd_solve");
         goto fail;
     }
     PyBuffer_Release(&av);
@@ -1248,6 +1325,27 @@ fail:
     return NULL;
 }
 
+PyDoc_STRVAR(cancel_solves_doc,
+             "cancel_solves()\n--\n\n"
+             "Stop every smo_solve and asygcd_solve running in this process\n"
+             "(they raise KeyboardInterrupt within milliseconds); solves that\n"
+             "start later run normally.  The thread pools call it when their\n"
+             "calling thread is interrupted (Ctrl-C), so that the workers'\n"
+             "solves end too.  Solves on the main thread also stop at Ctrl-C\n"
+             "by themselves.");
+
+static PyObject *py_cancel_solves(PyObject *module, PyObject *unused)
+{
+    (void)module;
+    (void)unused;
+#if defined(__GNUC__) || defined(__clang__)
+    __atomic_add_fetch(&ck_cancel_generation, 1, __ATOMIC_SEQ_CST);
+#else
+    ++*(volatile long *)&ck_cancel_generation;
+#endif
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef ck_methods[] = {
     {"cholesky_task", (PyCFunction)py_cholesky_task, METH_VARARGS,
      cholesky_task_doc},
@@ -1265,6 +1363,8 @@ static PyMethodDef ck_methods[] = {
      METH_VARARGS | METH_KEYWORDS, smo_solve_doc},
     {"asygcd_solve", (PyCFunction)(void (*)(void))py_asygcd_solve,
      METH_VARARGS | METH_KEYWORDS, asygcd_solve_doc},
+    {"cancel_solves", (PyCFunction)py_cancel_solves, METH_NOARGS,
+     cancel_solves_doc},
     {NULL, NULL, 0, NULL}};
 
 #ifndef CK_SOURCE_HASH
@@ -1275,6 +1375,24 @@ static int ck_exec(PyObject *module)
 {
     /* a forked child must not wait for the parent's OpenMP threads */
     ck_fork_guard();
+    /* the thread whose solves check for signals (Ctrl-C) */
+    if (PyInterpreterState_Get() == PyInterpreterState_Main()) {
+        PyObject *threading = PyImport_ImportModule("threading"), *main, *ident;
+        if (threading == NULL)
+            return -1;
+        main = PyObject_CallMethod(threading, "main_thread", NULL);
+        Py_DECREF(threading);
+        if (main == NULL)
+            return -1;
+        ident = PyObject_GetAttrString(main, "ident");
+        Py_DECREF(main);
+        if (ident == NULL)
+            return -1;
+        ck_main_ident = PyLong_AsUnsignedLong(ident);
+        Py_DECREF(ident);
+        if (PyErr_Occurred())
+            return -1;
+    }
     /* sha256 of the C sources this module was built from (setup.py) */
     if (PyModule_AddStringConstant(module, "SOURCE_HASH", CK_SOURCE_HASH) < 0)
         return -1;

@@ -38,12 +38,24 @@ typedef enum {
     CK_ERR_ARG = 1,            /* invalid argument (NULL, size, non-finite)  */
     CK_ERR_NOMEM = 2,          /* memory allocation failed                   */
     CK_ERR_UNKNOWN_KERNEL = 3, /* kernel kind outside ck_kernel_kind         */
-    CK_ERR_INTERNAL = 4        /* broken invariant inside the core (a bug)   */
-    /* reserved for the solvers: e.g. CK_ERR_NOT_CONVERGED = 5 */
+    CK_ERR_INTERNAL = 4,       /* broken invariant inside the core (a bug)   */
+    CK_ERR_INTERRUPTED = 5     /* the caller's poll asked the solver to stop */
 } ck_status;
 
 /* Static, human-readable description of a status code (never NULL). */
 const char *ck_status_string(ck_status status);
+
+/*
+ * Cancellation.  A solver given a poll function calls poll(ctx) now and
+ * then from its calling thread only (never from its OpenMP team): about
+ * every 64 steps of the SMO, every 256 passes of Asy-GCD's thread 0, so
+ * that a solve stops within milliseconds; a nonzero return ends the solve
+ * with CK_ERR_INTERRUPTED (all memory freed, alpha and the outputs
+ * unspecified).  The poll must be cheap (it may throttle itself on a
+ * clock); the CPython binding uses it to deliver Ctrl-C during a solve.
+ * The plain entry points below never poll (they run to the end).
+ */
+typedef int (*ck_poll_fn)(void *ctx);
 
 /* ------------------------------------------------------------------------
  * Runtime information.

@@ -598,6 +598,8 @@ typedef struct {
     int64_t collapse_at;  /* tests: collapse after this many steps      */
     int collapse_reason;  /* CK_AGCD_COLLAPSE_*, 0 while the team runs   */
     double t0;            /* start of the asynchronous phase            */
+    ck_poll_fn poll;      /* the caller's poll (thread 0 only), or NULL */
+    void *poll_ctx;
 } ck_agcd_shared;
 
 static int ck_agcd_load_stop(ck_agcd_shared *sh)
@@ -886,6 +888,7 @@ static void ck_agcd_run(ck_agcd_shared *sh, ck_agcd_worker *w,
     int64_t seen_head = -1; /* the log head when the rule held us */
     int64_t last_min = -1;  /* the team's smallest cursor, last seen */
     int64_t last_beats = -1; /* the team's rebuild heartbeats, last seen */
+    unsigned passes = 0;     /* thread 0: passes since the last poll      */
 
     w->beat = &sh->slots[tid].beat;
     ck_agcd_share_test(sh, w, 1);
@@ -894,6 +897,13 @@ static void ck_agcd_run(ck_agcd_shared *sh, ck_agcd_worker *w,
         int64_t got, j;
         if (stop == CK_AGCD_ERROR || stop == CK_AGCD_DONE)
             return;
+        /* the caller's poll (Ctrl-C), from the calling thread: ends the
+         * team as an error does */
+        if (tid == 0 && sh->poll != NULL && (passes++ & 255) == 0 &&
+            ck_poll_stop(sh->poll, sh->poll_ctx)) {
+            ck_agcd_fail(sh, CK_ERR_INTERRUPTED);
+            return;
+        }
         /* the steps published so far, not those that appear meanwhile:
          * draining "until the log is empty" let a thread that applies the
          * others' steps no faster than they take them drain forever and
@@ -1397,6 +1407,8 @@ ck_status ck_asygcd_solve_ex(const ck_matrix *X, const double *y,
     sh.nt = team;
     sh.t0 = ck_wtime();
     sh.collapse_at = team > 1 && opts != NULL ? opts->collapse_at : 0;
+    sh.poll = opts != NULL ? opts->poll : NULL;
+    sh.poll_ctx = opts != NULL ? opts->poll_ctx : NULL;
 
 #ifdef _OPENMP
     ck_note_team(team);

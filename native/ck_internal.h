@@ -24,6 +24,13 @@ static inline double ck_wtime(void)
 #endif
 }
 
+/* Nonzero when the caller's poll (ck_poll_fn, may be NULL) asks the
+ * solve to stop; call from the solver's calling thread only. */
+static inline int ck_poll_stop(ck_poll_fn poll, void *ctx)
+{
+    return poll != NULL && poll(ctx) != 0;
+}
+
 /* Threads a team asked for n_threads may use (n_threads <= 0: every
  * thread OpenMP offers); 1 in a child clamped by ck_fork_guard(). */
 int ck_team_threads(int n_threads);
@@ -218,7 +225,11 @@ void ck_fmajor_swap(ck_fmajor *f, int64_t a, int64_t b);
  *                       threads than cores) or CK_AGCD_COLLAPSE_ON_DEMAND
  *                       (collapse_at);
  *   collapse_at    in:  tests: > 0 collapses a team of several threads
- *                       after that many steps, whatever the timing.
+ *                       after that many steps, whatever the timing;
+ *   poll, poll_ctx in:  the cancellation poll (cakernels.h; NULL: none),
+ *                       called by thread 0 (the calling thread) every 256
+ *                       passes of its loop: nonzero ends the solve with
+ *                       CK_ERR_INTERRUPTED.
  */
 #define CK_AGCD_LOG_CAPACITY 4096
 #define CK_AGCD_COLLAPSE_WAITS 1
@@ -238,6 +249,8 @@ typedef struct {
     int64_t forced_steps;
     int collapsed;
     int64_t collapse_at;
+    ck_poll_fn poll;
+    void *poll_ctx;
 } ck_agcd_opts;
 
 ck_status ck_asygcd_solve_ex(const ck_matrix *X, const double *y,
@@ -287,7 +300,11 @@ ck_status ck_asygcd_solve_ex(const ck_matrix *X, const double *y,
  *   active_sum   out: active variables summed over the steps (the
  *                     length of the selection and update passes);
  *   feature_major out: bytes per element of the feature-major copy
- *                     (4 float, 8 double), 0 when none was built.
+ *                     (4 float, 8 double), 0 when none was built;
+ *   poll, poll_ctx in: the cancellation poll (cakernels.h; NULL: none),
+ *                     called every 64 steps (and every 64 columns of a
+ *                     warm start's gradient): nonzero ends the solve
+ *                     with CK_ERR_INTERRUPTED.
  */
 typedef struct {
     int64_t min_work;
@@ -305,6 +322,8 @@ typedef struct {
     double column_seconds;
     double active_sum;
     int feature_major;
+    ck_poll_fn poll;
+    void *poll_ctx;
 } ck_smo_opts;
 
 ck_status ck_smo_solve_ex(const ck_matrix *X, const double *y,

@@ -60,6 +60,8 @@ const char *ck_status_string(ck_status status)
         return "unknown kernel kind";
     case CK_ERR_INTERNAL:
         return "internal error";
+    case CK_ERR_INTERRUPTED:
+        return "interrupted";
     }
     return "unknown status code";
 }

@@ -834,7 +834,7 @@ ck_status ck_smo_solve_ex(const ck_matrix *X, const double *y,
     ck_smo_state S;
     ck_smo_state *s = &S;
     ck_status st = CK_OK;
-    int64_t i, n, capacity, budget, iter = 0, counter;
+    int64_t i, n, capacity, budget, iter = 0, counter, warm = 0;
     ck_kparams kp;
     int done = 0, unshrunk = 0, fm_want = 0;
     double active_sum = 0.0; /* active variables summed over the steps */
@@ -954,6 +954,11 @@ ck_status ck_smo_solve_ex(const ck_matrix *X, const double *y,
     for (i = 0; i < n; ++i) {
         if (!ck_is_lower(s, i)) {
             ck_col Qi;
+            if ((++warm & 63) == 0 && opts != NULL &&
+                ck_poll_stop(opts->poll, opts->poll_ctx)) {
+                st = CK_ERR_INTERRUPTED;
+                goto cleanup;
+            }
             st = ck_qcache_get(&s->cache, i, n, &Qi);
             if (st != CK_OK)
                 goto cleanup;
@@ -972,6 +977,12 @@ ck_status ck_smo_solve_ex(const ck_matrix *X, const double *y,
         ck_col Qi, Qj;
         double Qij; /* Q[ii, jj] */
 
+        /* the caller's poll (Ctrl-C), from this calling thread */
+        if ((iter & 63) == 0 && opts != NULL &&
+            ck_poll_stop(opts->poll, opts->poll_ctx)) {
+            st = CK_ERR_INTERRUPTED;
+            goto cleanup;
+        }
         if (--counter == 0) {
             counter = n < 1000 ? n : 1000;
             st = ck_smo_shrink(s, &unshrunk);

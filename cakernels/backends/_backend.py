@@ -27,6 +27,7 @@ import numpy as np
 
 from ._budget import blas_limits, cpu_count, reserve_threads
 from ._comm import Communicator, SelfCommunicator
+from ._pool import cancel_solves
 
 BACKEND_NAMES = ("serial", "threads", "mpi")
 
@@ -370,7 +371,13 @@ class Session:
         if workers <= 1:
             return [func(t) for t in _progress(tasks, len(tasks), self.verbose, desc)]
         with ThreadPoolExecutor(max_workers=workers) as pool:
-            return list(_progress(pool.map(func, tasks), len(tasks), self.verbose, desc))
+            try:
+                return list(_progress(pool.map(func, tasks), len(tasks), self.verbose,
+                                      desc))
+            except KeyboardInterrupt:
+                # Ctrl-C: the running solves stop (the pool's exit waits for them)
+                cancel_solves()
+                raise
 
     def comm_report(self):
         """Every rank's communication summary (collective under MPI)."""

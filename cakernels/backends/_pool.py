@@ -30,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from ._budget import blas_limits
 
-__all__ = ["run_blocks", "row_blocks", "run_graph"]
+__all__ = ["run_blocks", "row_blocks", "run_graph", "cancel_solves"]
 
 _LOCK = threading.Lock()
 _POOL = {"pool": None, "size": 0, "pid": None}
@@ -68,6 +68,20 @@ def _submit(fn, count):
     with _LOCK:
         pool = _pool(count)
         return [pool.submit(fn) for _ in range(count)]
+
+
+def cancel_solves():
+    """Stop the native solves running on this process's threads.
+
+    Called when the calling thread is interrupted (Ctrl-C) while workers run
+    native SMO or Asy-GCD solves: without it, the interrupt would wait for
+    them to finish. The solves end within milliseconds with
+    ``KeyboardInterrupt``; solves started later run normally. The solves of
+    every thread stop (Ctrl-C is meant for the whole process).
+    """
+    from .. import _native
+
+    _native.cancel_solves()
 
 
 def row_blocks(n_rows, block_rows):
@@ -124,6 +138,8 @@ def run_blocks(func, blocks, n_threads):
             worker()  # the calling thread takes blocks too
         except BaseException as exc:  # noqa: BLE001 - re-raised below, after the others
             error = exc
+            if isinstance(exc, KeyboardInterrupt):
+                cancel_solves()  # the workers' solves stop too
         for fut in futures:
             # a worker that has not started would find no block left: never wait
             # for it (the pool may be busy, or this call may run on the pool)
@@ -131,6 +147,11 @@ def run_blocks(func, blocks, n_threads):
                 continue
             try:
                 fut.result()
+            except KeyboardInterrupt as exc:  # Ctrl-C while waiting, or a cancelled solve
+                cancel_solves()
+                with lock:
+                    state["failed"] = True
+                error = error or exc
             except BaseException as exc:  # noqa: BLE001
                 error = error or exc
         if error is not None:

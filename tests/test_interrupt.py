@@ -1,0 +1,155 @@
+"""Ctrl-C stops a native solve (SMO, Asy-GCD) instead of waiting for its end.
+
+Every test runs a child process whose solve cannot end by itself (tol=1e-300 and
+max_iter=10**15: the solvers would step for days), sends it SIGINT once the solve
+runs, and expects ``KeyboardInterrupt`` from the solve. Without the solvers' poll the
+child never ends, and the test fails at its timeout (the child's process group is
+killed then).
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+from pathlib import Path
+
+import pytest
+
+import cakernels
+
+# imported and set up before "start"; the bodies then solve within milliseconds
+PROBLEM = """
+import signal, sys, threading, time, traceback
+import numpy as np
+from cakernels import _native, AsyGCDSVC, CASVC
+from cakernels._solvers.smo import smo_fit
+from cakernels.backends._pool import run_blocks
+rng = np.random.default_rng(0)
+X = rng.standard_normal((1500, 5))
+y = np.where(X[:, 0] * X[:, 1] + 0.5 * rng.standard_normal(1500) > 0, 1, -1)
+X_before = X.copy()
+def report(exc):
+    # the innermost frame outside a signal handler: where the exception arrived
+    frame = [f for f in traceback.extract_tb(exc.__traceback__) if f.name != "handler"][-1]
+    print("interrupted", type(exc).__name__, "|", frame.line, flush=True)
+print("start", flush=True)
+"""
+
+
+def _interrupt(tmp_path, body, *, delay=1.0, timeout=120):
+    """Run PROBLEM + body in a child, SIGINT it ``delay`` s after it prints "start";
+    return its stdout (the test fails if it does not end within ``timeout`` s)."""
+    script = tmp_path / "child.py"
+    script.write_text(PROBLEM + textwrap.dedent(body))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(Path(cakernels.__file__).resolve().parent.parent)] + [p for p in [env.get("PYTHONPATH")] if p])
+    proc = subprocess.Popen([sys.executable, str(script)], env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    try:
+        first = proc.stdout.readline()
+        assert first.strip() == "start", first + proc.stderr.read()
+        try:
+            proc.wait(timeout=delay)  # (it should not end by itself)
+        except subprocess.TimeoutExpired:
+            pass
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        pytest.fail(f"the child did not stop within {timeout} s of SIGINT\n{out}\n{err}")
+    assert proc.returncode == 0, out + err
+    return out
+
+
+def test_sigint_stops_smo_on_the_main_thread(tmp_path):
+    out = _interrupt(tmp_path, """
+        try:
+            smo_fit(X, y.astype(float), 1.0, gamma=0.5, tol=1e-300, max_iter=10**15)
+        except KeyboardInterrupt as exc:
+            report(exc)
+        assert np.array_equal(X, X_before)
+        # the next solve runs normally (and the same as in a fresh process)
+        res = smo_fit(X, y.astype(float), 1.0, gamma=0.5, tol=1e-3)
+        print("after", res["n_iter"] > 0, flush=True)
+    """)
+    # raised by the native solve itself, not once it returned
+    assert "interrupted KeyboardInterrupt | " in out and "smo_solve(" in out, out
+    assert "after True" in out
+
+
+def test_sigint_stops_asygcd_team(tmp_path):
+    out = _interrupt(tmp_path, """
+        try:
+            AsyGCDSVC(tol=1e-300, max_iter=10**15, n_threads=2).fit(X, y)
+        except KeyboardInterrupt as exc:
+            report(exc)
+    """)
+    assert "interrupted KeyboardInterrupt | " in out and "asygcd_solve(" in out, out
+
+
+def test_sigint_handler_exception_propagates(tmp_path):
+    # a user's SIGINT handler that raises its own exception ends the solve with it
+    out = _interrupt(tmp_path, """
+        class Stop(Exception):
+            pass
+        def handler(signum, frame):
+            raise Stop("stopped by the user's handler")
+        signal.signal(signal.SIGINT, handler)
+        try:
+            CASVC(n_partitions=1, tol=1e-300, max_iter=10**15).fit(X, y)
+        except Stop as exc:
+            report(exc)
+    """)
+    assert "interrupted Stop | " in out and "smo_solve(" in out, out
+
+
+@pytest.mark.parametrize("how", ["backend", "blocks"])
+def test_sigint_stops_the_workers_solves(tmp_path, how):
+    # threads backend: the main thread waits for the pool (the workers never see
+    # the signal); run_blocks: the main thread solves a block, a worker another
+    out = _interrupt(tmp_path, f"""
+        try:
+            if {how!r} == "backend":
+                CASVC(n_partitions=2, tol=1e-300, max_iter=10**15, backend="threads",
+                      n_jobs=2).fit(X, y)
+            else:
+                def solve(start, stop):
+                    smo_fit(X[start:stop], y[start:stop].astype(float), 1.0, gamma=0.5,
+                            tol=1e-300, max_iter=10**15)
+                run_blocks(solve, [(0, 750), (750, 1500)], 2)
+        except KeyboardInterrupt as exc:
+            report(exc)
+    """)
+    assert "interrupted KeyboardInterrupt" in out, out
+    # (the process also ended: a worker's solve still running would hold its exit)
+
+
+def test_cancel_solves_stops_a_thread_and_spares_later_solves(tmp_path):
+    out = _interrupt(tmp_path, """
+        before = smo_fit(X, y.astype(float), 1.0, gamma=0.5, tol=1e-3)
+        caught = []
+        def work():
+            try:
+                smo_fit(X, y.astype(float), 1.0, gamma=0.5, tol=1e-300, max_iter=10**15)
+            except KeyboardInterrupt as exc:
+                caught.append(str(exc))
+        t = threading.Thread(target=work)
+        t.start()
+        t.join(0.5)
+        _native.cancel_solves()
+        t.join(60)
+        print("worker", t.is_alive(), caught, flush=True)
+        after = smo_fit(X, y.astype(float), 1.0, gamma=0.5, tol=1e-3)
+        print("same", np.array_equal(before["alpha"], after["alpha"]), flush=True)
+        try:
+            time.sleep(60)  # the parent's SIGINT ends this
+        except KeyboardInterrupt:
+            pass
+    """, delay=3.0)
+    assert "worker False ['the solve was cancelled" in out, out
+    assert "same True" in out, out
