@@ -355,6 +355,9 @@ def test_dkrr_equals_kernel_ridge_under_mpi(mpirun, n):
     assert len(singular["ranks"]) == n
     for rconds, error in singular["ranks"]:
         assert rconds == [] and "numerically singular" in error and "Increase lam" in error
+    # root mode: every rank has the DataFrame's names, then none after an array refit
+    names = [f"f{j}" for j in range(6)]
+    assert lines["feature-names"]["ranks"] == [[names, None]] * n, lines["feature-names"]
 
 
 def test_backend_mpi_without_mpi4py_names_the_extra(spawn):

@@ -334,6 +334,8 @@ class DKRR(RegressorMixin, BaseEstimator):
                 self.n_features_in_ = d
                 if names is not None:
                     self.feature_names_in_ = names
+                elif hasattr(self, "feature_names_in_"):  # a refit on an array
+                    del self.feature_names_in_
             if comm.rank == 0:
                 X, y, _ = result
                 packed = _pack_rows(X, np.arange(X.shape[0]))

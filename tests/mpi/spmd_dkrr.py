@@ -130,3 +130,18 @@ for lam_c in (1e-9, 1e-13, 1e-16):
     if rank == 0:
         print(json.dumps({"check": f"rcond-{lam_c:g}", "serial": serial,
                           "ranks": everyone}), flush=True)
+
+
+# feature names: a DataFrame fit sets them on every rank, a refit on an array removes
+# them on every rank (rank 0's validation did; the other ranks kept the old names)
+import pandas as pd  # noqa: E402
+
+names_model = DKRR(sigma, lam, backend="mpi", block_size=64)
+states = []
+for data in (pd.DataFrame(X[:200], columns=[f"f{j}" for j in range(X.shape[1])]), X[:200]):
+    names_model.fit(data if rank == 0 else None, y[:200] if rank == 0 else None)
+    names = getattr(names_model, "feature_names_in_", None)
+    states.append(None if names is None else list(names))
+everyone = comm.gather(states, root=0)
+if rank == 0:
+    print(json.dumps({"check": "feature-names", "ranks": everyone}), flush=True)
