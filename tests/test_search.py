@@ -408,6 +408,25 @@ def test_loo_on_a_singular_system_scores_nan_with_a_warning():
     np.testing.assert_allclose(scores[1], refits[1], rtol=1e-8)
 
 
+@pytest.mark.parametrize("cv, solver", [(3, "eigh"), ("loo", "auto")])
+def test_eigh_routes_warn_on_ill_conditioned_candidates(cv, solver):
+    # the Cholesky route and every refit warned (LinAlgWarning) on these candidates;
+    # the eigendecomposition routes scored them silently, up to 6e-4 off the refits
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(150, 3))
+    y = X[:, 0] + np.sin(X[:, 1]) + 0.1 * rng.normal(size=150)
+    kw = dict(n_partitions=1, sigmas=[10.0], cv=cv, solver=solver, refit=False)
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        BKRR2CV(lams=[1e-13, 1e-4], **kw).fit(X, y)
+    messages = [str(r.message) for r in rec if issubclass(r.category, linalg.LinAlgWarning)]
+    assert messages and all(re.search(r"ill-conditioned for lam in \[1e-13\] \(reciprocal "
+                                      r"condition number down to", m) for m in messages)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", linalg.LinAlgWarning)  # well-conditioned: silent
+        BKRR2CV(lams=[1e-4, 1e-2], **kw).fit(X, y)
+
+
 def test_cv_results_have_grid_search_format_and_order():
     X, y = _data()
     grid = {"sigma": [0.5, 1.0, 2.0], "lam": [1e-4, 1e-2]}

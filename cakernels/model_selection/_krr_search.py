@@ -51,7 +51,7 @@ from .._kernels import (
 )
 from .._params import Count
 from .._solvers.eigh import eigh_in_place
-from .._solvers.krr import check_ridge_shift, solve_krr
+from .._solvers.krr import RCOND_WARN, check_ridge_shift, solve_krr
 from ..backends._pool import run_graph
 from ..kernel_ridge import BKRR, BKRR2, DCKRR, KKRR, KKRR2, PartitionedKernelRidge
 from ._results import check_grid
@@ -496,7 +496,7 @@ class _SearchJob:
             return out.reshape(m, L * k), 1 * L
         t = time.perf_counter()
         w, Q = eigh_in_place(KT)
-        inv = _shifted_inverse(w, shifts)
+        inv = _shifted_inverse(w, shifts, lams=self.lams)
         Qty = Q.T @ yT
         alpha = Q @ (inv[:, :, None] * Qty[:, None, :]).reshape(m, L * k)
         times_fit += (time.perf_counter() - t) / L
@@ -629,7 +629,7 @@ class _SearchJob:
         t = time.perf_counter()
         w, Q = eigh_in_place(K)
         inv, singular = _shifted_inverse(w, self.lams * (m - 1), return_singular=True,
-                                         warn=False)
+                                         warn=False, lams=self.lams)
         Qty = Q.T @ yj
         alpha = (Q @ (inv[:, :, None] * Qty[:, None, :]).reshape(m, L * k)).reshape(m, L, k)
         diag = (Q * Q) @ inv  # (A^-1)_ii for every lambda
@@ -773,21 +773,42 @@ def _stats(y, pred, shift, w=None):
     return out
 
 
-def _shifted_inverse(w, shifts, return_singular=False, warn=True):
+def _shifted_inverse(w, shifts, return_singular=False, warn=True, lams=None):
     """``1 / (w_i + s)`` for every eigenvalue and shift, ``(m, n_shifts)``;
     terms whose magnitude is below the least-squares cutoff (``eps * m`` times
     the largest) count as zero with a :class:`~scipy.linalg.LinAlgWarning`, as
     the Cholesky route's fallback (minimum-norm least squares) does. A negative
     term of an indefinite kernel (sigmoid) is kept: it is no singular value
     below the cutoff. ``return_singular``: also the shifts ``(n_shifts,)``
-    with a term counted as zero; ``warn=False``: the caller warns."""
+    with a term counted as zero; ``warn=False``: the caller warns.
+
+    ``lams`` (the lambdas of ``shifts``, for the message): also warn, as the
+    Cholesky route and a refit do (:data:`~cakernels._solvers.krr.RCOND_WARN`),
+    for the shifts whose matrix is ill-conditioned but not singular: its
+    reciprocal condition number is ``min |w_i + s| / max |w_i + s|``, exactly
+    (Cholesky's is LAPACK's estimate of it), and the scores of those
+    candidates may differ from refits' beyond 1e-8."""
     denom = w[:, None] + np.asarray(shifts, dtype=np.float64)[None, :]
-    cutoff = np.finfo(np.float64).eps * w.size * np.max(np.abs(denom), axis=0)
-    bad = np.abs(denom) <= cutoff[None, :]
+    mag = np.abs(denom)
+    cutoff = np.finfo(np.float64).eps * w.size * np.max(mag, axis=0)
+    bad = mag <= cutoff[None, :]
     if warn and np.any(bad):
         warnings.warn("kernel matrix + lam*m*I is singular for some lambda; using the "
                       "least-squares (pseudo-inverse) solution. Increase lam or check the "
                       "kernel.", linalg.LinAlgWarning, stacklevel=4)
+    if lams is not None:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rcond = np.min(mag, axis=0) / np.max(mag, axis=0)
+        ill = (rcond < RCOND_WARN) & ~bad.any(axis=0)
+        if np.any(ill):
+            worst = float(np.min(rcond[ill]))
+            warnings.warn(
+                f"kernel matrix + lam*m*I is ill-conditioned for lam in "
+                f"{[float(v) for v in np.asarray(lams)[ill]]} (reciprocal condition number "
+                f"down to {worst:.2g}): their scores may carry relative errors up to "
+                f"{np.finfo(np.float64).eps / worst:.1g}, and differ from refits' (which "
+                "warn too). Increase lam for a trustworthy answer.",
+                linalg.LinAlgWarning, stacklevel=4)
     with np.errstate(divide="ignore"):
         inv = np.where(bad, 0.0, 1.0 / np.where(bad, 1.0, denom))
     return (inv, bad.any(axis=0)) if return_singular else inv
