@@ -120,8 +120,20 @@ def variance_from_moments(moments, centered):
 
 def scale_gamma(n_features, var):
     """``gamma='scale'`` from the variance: ``1 / (n_features * var)``, 1 for a
-    variance of 0 (as :class:`sklearn.svm.SVC`)."""
-    return 1.0 / (n_features * var) if var != 0 else 1.0
+    variance of 0 (as :class:`sklearn.svm.SVC`). ``ValueError`` when the variance
+    overflows float64 (features near 1e153 and beyond) or ``gamma`` would: the
+    kernel would be constant (``gamma`` 0) or NaN (``gamma`` inf), and the model
+    would predict one class without an error."""
+    if var == 0:
+        return 1.0
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        gamma = 1.0 / (n_features * var)
+    if not (np.isfinite(var) and 0.0 < gamma < np.inf):
+        raise ValueError(
+            f"gamma='scale' is 1 / (n_features * X.var()), and X.var() = {float(var):.3g} "
+            f"gives gamma = {float(gamma):.3g}: the features are too large or too small for "
+            "float64; scale them (e.g. StandardScaler) or give gamma as a number")
+    return gamma
 
 
 def resolve_gamma(gamma, X):
@@ -135,13 +147,15 @@ def resolve_gamma(gamma, X):
     """
     if isinstance(gamma, str):
         if gamma == "scale":
-            if sp.issparse(X):
-                ex2 = X.multiply(X).mean()
-                X_var = ex2 - X.mean() ** 2
-                if not X_var > SCALE_CANCEL * ex2:
-                    X_var = centered_sq_sum(X, X.mean()) / (X.shape[0] * X.shape[1])
-            else:
-                X_var = X.var()
+            # (an overflowing variance is scale_gamma's clear error, not NumPy's warning)
+            with np.errstate(over="ignore", invalid="ignore"):
+                if sp.issparse(X):
+                    ex2 = X.multiply(X).mean()
+                    X_var = ex2 - X.mean() ** 2
+                    if not X_var > SCALE_CANCEL * ex2:
+                        X_var = centered_sq_sum(X, X.mean()) / (X.shape[0] * X.shape[1])
+                else:
+                    X_var = X.var()
             return scale_gamma(X.shape[1], X_var)
         if gamma == "auto":
             return 1.0 / X.shape[1]
@@ -197,12 +211,19 @@ def check_csr_pointers(X):
     return X
 
 
-def check_magnitude(X, sq_norms=None):
-    """Raise ``ValueError`` when a row's squared norm overflows float64.
+#: the largest squared row norm accepted: ``||x||^2 + ||c||^2 - 2 x.c`` (distances
+#: to centres, RBF kernels) stays finite for two such rows (the sum and
+#: ``2 |x.c| <= 2 ||x|| ||c||`` are each at most half of float64's largest value)
+MAX_SQ_NORM = float(np.finfo(np.float64).max) / 4
 
-    Distances to centres and every kernel need ``||x||^2``; with features near
-    1e154 or beyond it is inf, distances become NaN and a solver would return a
-    meaningless model without an error.
+
+def check_magnitude(X, sq_norms=None):
+    """Raise ``ValueError`` when a row's squared norm passes :data:`MAX_SQ_NORM`.
+
+    Distances to centres and every kernel need ``||x||^2 + ||c||^2 - 2 x.c``;
+    with features near 7e153 or beyond it overflows (``inf - inf``), distances
+    become NaN and a solver would return a meaningless model, or a prediction
+    NaN, without an error.
 
     Parameters
     ----------
@@ -222,14 +243,15 @@ def check_magnitude(X, sq_norms=None):
     if sq_norms is None:
         with np.errstate(over="ignore", invalid="ignore"):
             sq_norms = row_sq_norms(X)
-    bad = ~np.isfinite(sq_norms)
+    bad = ~(sq_norms <= MAX_SQ_NORM)
     if np.any(bad):
         data = X.data if sp.issparse(X) else X
         big = float(np.max(np.abs(data))) if data.size else 0.0
         raise ValueError(
             f"feature values too large: the squared norm of {int(bad.sum())} of "
-            f"{bad.size} rows overflows float64 (largest |value| {big:.3g}); distances and "
-            "kernels need ||x||^2 < 1.8e308: scale the features (e.g. StandardScaler)")
+            f"{bad.size} rows passes {MAX_SQ_NORM:.2g} (largest |value| {big:.3g}); "
+            "distances and kernels need ||x||^2 + ||c||^2 to stay within float64 "
+            "(1.8e308): scale the features (e.g. StandardScaler)")
     return sq_norms
 
 

@@ -221,13 +221,23 @@ def test_predict_and_partitioners_refuse_rows_whose_norm_overflows():
     X, y = make_classification(200, 5, random_state=0)
     big = X.copy()
     big[3] = 1e200
+    # a finite squared norm (1.69e308) whose distances to centres overflowed: NaN
+    # predictions (KRR), NaN decisions predicted as the first class (SVMs)
+    near = X[:2].copy()
+    near[1] = [1.3e154, 0, 0, 0, 0]
+    ok = X[:2].copy()
+    ok[1] = [6e153, 0, 0, 0, 0]  # 3.6e307: within the limit, finite predictions
     for est in (CASVC(n_partitions=4, random_state=0).fit(X, y),
                 DCSVC(n_partitions=4, random_state=0).fit(X, y), AsyGCDSVC().fit(X, y),
                 BKRR2(n_partitions=4, random_state=0).fit(X, y.astype(float)),
                 DKRR().fit(X, y.astype(float))):
-        with pytest.raises(ValueError, match="feature values too large"):
-            est.predict(big)
+        for rows in (big, near):
+            with pytest.raises(ValueError, match="feature values too large"):
+                est.predict(rows)
         est.predict(X)  # fine rows still predict
+        values = (est.decision_function(ok) if hasattr(est, "decision_function")
+                  else est.predict(ok))
+        assert np.all(np.isfinite(values))
     for cls in (KBalancePartitioner, BKMPartitioner):
         with pytest.raises(ValueError, match="feature values too large"):
             cls(n_partitions=4, random_state=0).fit(X * 1e160)
@@ -285,3 +295,25 @@ def test_csr_matrices_with_invalid_structure_are_refused(bad):
         fitted = est.fit(A, target)
         with pytest.raises(ValueError, match=match):
             fitted.predict(B)
+
+
+def test_fit_refuses_rows_near_the_overflow_and_an_overflowing_scale_gamma():
+    """Rows whose squared norms were finite but whose sums overflowed (0.8e154-0.9e154:
+    a LAPACK 'illegal value' message and a misleading least-squares error for BKRR2);
+    and gamma='scale' on features whose variance overflows (gamma 0: a constant
+    kernel, one class predicted, only NumPy's RuntimeWarning)."""
+    from cakernels import BKRR2, CASVC
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(0.8e154, 0.9e154, size=(60, 1))
+    y = np.where(np.arange(60) % 2 == 0, 1, -1)
+    for est, target in ((BKRR2(n_partitions=2, random_state=0), y.astype(float)),
+                        (CASVC(n_partitions=2, random_state=0), y)):
+        with pytest.raises(ValueError, match="feature values too large"):
+            est.fit(X, target)
+    Xv = rng.standard_normal((200, 4)) * 1e153  # rows within the limit, X.var() overflows
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no overflow RuntimeWarning on the way
+        with pytest.raises(ValueError, match=r"gamma='scale'.*too large or too small"):
+            CASVC(n_partitions=2, random_state=0).fit(Xv, np.where(Xv[:, 0] > 0, 1, -1))
+    CASVC(n_partitions=2, gamma=1e-306, random_state=0).fit(Xv, np.where(Xv[:, 0] > 0, 1, -1))
