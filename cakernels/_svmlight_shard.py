@@ -62,6 +62,13 @@ def read_shard(path, comm, *, n_features=None, zero_based="auto", index_0="error
 
     zero_based = _check_zero_based(zero_based)
     path = Path(os.fspath(path)).expanduser()
+    # the reading below takes other collective steps for other arguments: compared first
+    compressed = path.suffix.lower() in _COMPRESSED
+    comm.agree(None, same=(zero_based, None if n_features is None else int(n_features),
+                           index_0, compressed),
+               mismatch="were given other arguments than rank 0 (zero_based, n_features, "
+                        "or a compressed file where rank 0's is not, or the reverse): every "
+                        "rank must call load_svmlight_shard with the same arguments")
     # as load_svmlight: FileNotFoundError / IsADirectoryError, the same on every rank
     kind = "dir" if path.is_dir() else (None if path.is_file() else "missing")
     kinds = comm.allgather(kind) if comm.size > 1 else [kind]
@@ -71,7 +78,7 @@ def read_shard(path, comm, *, n_features=None, zero_based="auto", index_0="error
         ranks = [r for r, k in enumerate(kinds) if k == "missing"]
         where = "" if len(ranks) == len(kinds) else f" (on rank{'s' * (len(ranks) > 1)} {ranks})"
         raise FileNotFoundError(f"no such file: {path}{where}")
-    if path.suffix.lower() in _COMPRESSED:
+    if compressed:
         # a compressed stream cannot be split: rank 0 reads it and scatters rows
         parts, info, error = None, None, None
         if comm.rank == 0:
@@ -149,8 +156,37 @@ def _read_plain(path, comm, n_features, zero_based, index_0):
     X = _with_columns(X, max(width, 1))
     if comm.allreduce(int(X.shape[0])) == 0:
         comm.agree(f"{path}: the file is empty (no samples)")
+    X, y = _fill_empty_ranks(comm, X, y)
     return X, y, {"index_base": base, "rows_with_index_0": rows_0, "dropped_index_0": dropped,
                   "truncated": truncated}
+
+
+def _fill_empty_ranks(comm, X, y):
+    """Equal contiguous blocks of rows, in file order, when some rank read none
+    (a line longer than its byte range) but the file has a row for every rank: a
+    sharded fit needs a row on every rank. One all-to-all of the moved rows;
+    nothing moves otherwise."""
+    counts = np.array(comm.allgather(int(X.shape[0])), dtype=np.int64)
+    if comm.size == 1 or counts.min() > 0 or counts.sum() < comm.size:
+        return X, y
+    bounds = np.linspace(0, counts.sum(), comm.size + 1).astype(np.int64)
+    first = int(counts[:comm.rank].sum())  # global index of this rank's first row
+    rows = first + np.arange(X.shape[0])
+    dest = np.searchsorted(bounds, rows, side="right") - 1
+    cut = np.searchsorted(dest, np.arange(comm.size + 1))  # rows are in rank order
+    nnz = np.diff(X.indptr).astype(np.int64)
+    blocks = [(cut[r], cut[r + 1]) for r in range(comm.size)]
+    got_nnz = comm.Alltoallv([nnz[a:b] for a, b in blocks])
+    got_y = comm.Alltoallv([np.asarray(y[a:b], dtype=np.float64) for a, b in blocks])
+    got_ix = comm.Alltoallv([X.indices[X.indptr[a]:X.indptr[b]].astype(np.int64)
+                             for a, b in blocks])
+    got_data = comm.Alltoallv([X.data[X.indptr[a]:X.indptr[b]].astype(np.float64)
+                               for a, b in blocks])
+    nnz = np.concatenate(got_nnz)
+    indptr = np.concatenate([[0], np.cumsum(nnz)]).astype(np.int64)
+    X = sp.csr_matrix((np.concatenate(got_data), np.concatenate(got_ix), indptr),
+                      shape=(nnz.size, X.shape[1]))
+    return X, np.concatenate(got_y)
 
 
 def _scatter_rows(comm, parts):

@@ -564,14 +564,19 @@ def load_svmlight_shard(path, comm=None, *, n_features=None, zero_based="auto"):
     Every rank reads and parses only its own part of an uncompressed file: the
     file is split into equal byte ranges moved to line boundaries, so the
     shards hold contiguous blocks of rows, in file order by rank, of about
-    equal size. The ranks then agree on the number of features and the index
+    equal size (where a line longer than a range left a rank without rows,
+    and the file has a row for every rank, rows move so that every rank
+    holds equal contiguous blocks: a sharded fit needs a row on every rank).
+    The ranks then agree on the number of features and the index
     base (two small reductions), so every shard has the same columns and the
     result equals the rows of :func:`load_svmlight` of the whole file. A
     compressed file (``.gz``, ``.bz2``, ``.xz``) cannot be split without
     decompressing it: rank 0 reads it and scatters the blocks. This is the
     input of ``MPIBackend(sharded=True)``.
 
-    Collective: every rank of ``comm`` calls it with the same arguments.
+    Collective: every rank of ``comm`` calls it with the same arguments (other
+    ``n_features`` or ``zero_based``, or a compressed file on some ranks only,
+    are a :class:`~cakernels.backends.CollectiveError` on every rank).
 
     Parameters
     ----------
@@ -618,9 +623,6 @@ def load_svmlight_shard(path, comm=None, *, n_features=None, zero_based="auto"):
     from ._svmlight_shard import read_shard
     from .backends import Communicator, SelfCommunicator
 
-    zero_based = _check_zero_based(zero_based)
-    if n_features is not None:
-        _check_n_features(n_features)
     if comm is None:
         try:
             from mpi4py import MPI
@@ -630,6 +632,14 @@ def load_svmlight_shard(path, comm=None, *, n_features=None, zero_based="auto"):
             wrapped = Communicator(MPI.COMM_WORLD)
     else:
         wrapped = comm if hasattr(comm, "agree") else Communicator(comm)
+    error = None
+    try:  # a bad argument on one rank: the same error on every rank, not a hang
+        zero_based = _check_zero_based(zero_based)
+        if n_features is not None:
+            _check_n_features(n_features)
+    except ValueError as exc:
+        error = str(exc)
+    wrapped.agree(error)
     X, y, _ = read_shard(path, wrapped, n_features=n_features, zero_based=zero_based)
     return X, y
 

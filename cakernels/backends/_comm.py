@@ -122,23 +122,38 @@ class _BaseCommunicator:
             self.counter.record(op, nbytes, messages)
 
     # ------------------------------------------------------------- agreement
-    def agree(self, error):
+    def agree(self, error, same=None, mismatch=None):
         """Collective error check: ``error`` is this rank's message or None.
 
         When any rank has an error, every rank raises the same ``CollectiveError``
-        (a ``ValueError``: the lowest failing rank's message, naming the rank),
-        so that an SPMD job ends cleanly on every rank. One process raises a
-        plain ``ValueError``, as scikit-learn's estimators do.
+        (a ``ValueError``: the lowest failing rank's message, naming the rank
+        unless every rank has that same message), so that an SPMD job ends
+        cleanly on every rank. One process raises a plain ``ValueError``, as
+        scikit-learn's estimators do.
+
+        ``same`` (optional, in the same message): a value that must be equal on
+        every rank; where it differs from rank 0's every rank raises
+        ``CollectiveError("ranks [...] " + mismatch)``.
         """
         if self.size == 1:  # one process: the plain ValueError scikit-learn raises
             if error is not None:
                 raise ValueError(" ".join(str(error).split()))
             return
-        errors = self.allgather(error)
+        if same is None:
+            errors = self.allgather(error)
+        else:
+            pairs = self.allgather((error, same))
+            errors = [e for e, _ in pairs]
+            others = [r for r, (_, v) in enumerate(pairs) if v != pairs[0][1]]
+            if others:
+                raise CollectiveError(f"ranks {others} " + " ".join(str(mismatch).split()))
         bad = [(r, e) for r, e in enumerate(errors) if e is not None]
         if bad:
             rank, msg = bad[0]
-            raise CollectiveError(f"rank {rank}: " + " ".join(str(msg).split()))  # one line
+            msg = " ".join(str(msg).split())  # one line
+            if len(bad) == self.size and all(" ".join(str(e).split()) == msg for _, e in bad):
+                raise CollectiveError(msg)  # every rank's own, the same: no rank to name
+            raise CollectiveError(f"rank {rank}: " + msg)
 
     def run_collectively(self, func, *args, **kwargs):
         """Call ``func`` on this rank; if it raises on any rank, every rank raises.

@@ -12,6 +12,24 @@ from mpi4py import MPI
 from cakernels.datasets import load_svmlight, load_svmlight_shard
 
 comm = MPI.COMM_WORLD
+if sys.argv[1] == "--arguments":
+    # arguments that differ between ranks (or are invalid on one): the same error on
+    # every rank (each took other collective steps: a hang), and errors about the
+    # whole file name no rank
+    path, last = sys.argv[2], comm.rank == comm.size - 1
+    cases = {"zero_based": {"zero_based": last}, "n_features": {"n_features": 100 + last},
+             "invalid": {"n_features": -1 if last else 100},
+             "whole-file": {"zero_based": False}}
+    for name, kw in cases.items():
+        try:
+            load_svmlight_shard(path, **kw)
+            got = None
+        except ValueError as exc:
+            got = f"{type(exc).__name__}: {exc}"
+        errors = comm.gather(got, root=0)
+        if comm.rank == 0:
+            print(json.dumps({"case": name, "errors": errors}), flush=True)
+    sys.exit(0)
 for path in sys.argv[1:]:
     try:
         X, y = load_svmlight_shard(path)
