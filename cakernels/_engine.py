@@ -946,8 +946,27 @@ class PartitionedEstimator(OwnInitName, BaseEstimator):
                 error = str(exc)
         session = self._sharded_session(comm)
         with session, session.comm.phase("prediction"):
-            session.comm.agree(error)
+            session.comm.agree(error, same=self._model_digest(), mismatch=(
+                "hold another model than rank 0: predict_sharded needs the same fitted "
+                "model on every rank (fit it collectively with backend='mpi', or with the "
+                "same parameters and an int random_state on every rank)"))
         return self._predict(X, session=session)
+
+    def _model_digest(self):
+        """A short string equal on two ranks when they hold the same fitted model (as
+        far as routing and prediction can tell cheaply): the class, the parameters,
+        the centres, partition sizes, classes, the number of local models and a full
+        model's support set."""
+        parts = [type(self).__qualname__, _fingerprint(self.get_params(deep=False))]
+        for name in ("n_features_in_", "classes_", "centers_", "partition_sizes_",
+                     "support_"):
+            value = getattr(self, name, None)
+            if value is not None:
+                parts.append(f"{name}={_fingerprint(np.asarray(value))}")
+        models = getattr(self, "estimators_", None)
+        if models is not None:
+            parts.append(f"{len(models)} models")
+        return hashlib.sha256("|".join(parts).encode()).hexdigest()
 
     def score_sharded(self, X, y, sample_weight=None, comm=None):
         """The score of a test set sharded over MPI ranks, on every rank.

@@ -130,7 +130,11 @@ BAD_INPUT = {
     "predict-features": "rank 3: X has 4 features, but DCSVC is expecting 5 features",
     "score-short-y": "rank 3: X has 100 rows but y has 99",
     # prediction parameters set after fit are checked on every rank, with rows or not
-    "predict-voters": "rank 0: The 'n_voters' parameter of CASVC must be an int",
+    # every rank's own error (set on every rank): no rank named
+    "predict-voters": "The 'n_voters' parameter of CASVC must be an int",
+    # each rank's own fitted model: rows routed by other centres, or a hang
+    "predict-other-model": "ranks [3] hold another model than rank 0: predict_sharded needs "
+                           "the same fitted model on every rank",
     # score_sharded scored them: a NaN target (R^2 0.0), text labels against numbers
     "score-nan-y": "rank 3: Input y contains NaN or infinity",
     "score-labels": "rank 3: Mix of label input types (string and number)",
@@ -235,7 +239,13 @@ def test_sharded_libsvm_reading_equals_the_whole_file(mpirun, n, tmp_path, data_
     # a missing file and a directory: load_svmlight's exceptions (it was a ValueError
     # "no such file" for both)
     missing, folder = tmp_path / "missing.svm", tmp_path
-    files = [one, zero, gz, cut, data_home / "a9a" / "a9a", huge, missing, folder]
+    # one line longer than a rank's byte range: that rank read no row, and a sharded
+    # fit of the file refused its empty shard; now rows move to it
+    long = tmp_path / "long_line.svm"
+    rows = [f"{1 if i % 2 else -1} 1:{i / 40:.3f} 2:{i / 80:.3f}" for i in range(40)]
+    rows[20] = "1 " + " ".join(f"{j}:1" for j in range(1, 300))
+    long.write_text("\n".join(rows) + "\n")
+    files = [one, zero, gz, cut, data_home / "a9a" / "a9a", huge, missing, folder, long]
     lines = _lines(mpirun(n, "spmd_shard.py", *files))
     assert len(lines) == len(files)
     errors = {line["path"]: line.pop("errors") for line in lines if "errors" in line}
@@ -249,7 +259,24 @@ def test_sharded_libsvm_reading_equals_the_whole_file(mpirun, n, tmp_path, data_
         assert line["equal"], line
         assert len(line["rows"]) == n
     # uncompressed files are split into blocks of about equal size
-    assert max(lines[-1]["rows"]) - min(lines[-1]["rows"]) < 0.01 * sum(lines[-1]["rows"])
+    a9a = next(line for line in lines if line["path"].endswith("a9a"))
+    assert max(a9a["rows"]) - min(a9a["rows"]) < 0.01 * sum(a9a["rows"])
+    # the long line's file: with 4 ranks, ranks 1 and 2 read none (their byte ranges
+    # lie inside the long line): equal blocks now; with 2 ranks nothing moves
+    assert lines[-1]["path"] == str(long)
+    assert lines[-1]["rows"] == ([10] * 4 if n == 4 else [21, 19]), lines[-1]
+    # arguments: one error on every rank (they hung), no rank named for the file's own
+    cases = {line["case"]: line["errors"] for line in _lines(
+        mpirun(n, "spmd_shard.py", "--arguments", zero))}
+    mismatch = (f"CollectiveError: ranks [{n - 1}] were given other arguments than rank 0 "
+                "(zero_based, n_features")
+    expected = {"zero_based": mismatch, "n_features": mismatch,
+                "invalid": f"CollectiveError: rank {n - 1}: n_features must be a positive int",
+                "whole-file": f"CollectiveError: {zero}: feature index 0 occurs in"}
+    for case, start in expected.items():
+        errors = cases[case]
+        assert len(errors) == n and len(set(errors)) == 1, (case, errors)
+        assert errors[0].startswith(start), (case, errors)
 
 @pytest.mark.parametrize("n", [2, 4])
 def test_collective_prediction_and_score_equal_serial(mpirun, n):

@@ -88,7 +88,7 @@ def run():
     elif case == "predict-features":        # collective prediction: bad test rows on one rank
         from cakernels import DCSVC
 
-        for est in (CASVC(4, backend=sharded).fit(Xs, ys), DCSVC(4).fit(X, y)):
+        for est in (CASVC(4, backend=sharded).fit(Xs, ys), DCSVC(4, random_state=0).fit(X, y)):
             try:
                 est.predict_sharded(Xs[:, :4] if rank == bad else Xs)
             except ValueError as exc:
@@ -101,6 +101,23 @@ def run():
 
         est = BKRR2(4, backend=sharded).fit(Xs, ys.astype(float))
         est.score_sharded(Xs, ys[:-1] if rank == bad else ys)
+    elif case == "predict-other-model":     # collective prediction with another model
+        from cakernels import DisSMOSVC, FCFSSVC
+
+        # a serial fit per rank, partitions drawn from another seed on one rank (rows
+        # were routed by each rank's centres: silently other predictions), another
+        # partition count (an IndexError on one rank, the others hung), another C for a
+        # full model (each rank predicted with its own)
+        for est in (FCFSSVC(4, random_state=1 if rank == bad else 0).fit(X, y),
+                    FCFSSVC(3 if rank == bad else 4, random_state=0).fit(X, y),
+                    DisSMOSVC(C=2.0 if rank == bad else 1.0).fit(X, y)):
+            try:
+                est.predict_sharded(Xs)
+            except ValueError as exc:
+                last = exc
+            else:
+                raise AssertionError("no error")
+        raise last
     elif case == "predict-voters":          # n_voters set after fit; one rank without rows
         est = CASVC(4, backend=sharded).fit(Xs, ys).set_params(routing="vote", n_voters=3.0)
         est.predict_sharded(Xs[:0] if rank == bad else Xs)  # it hung the rank without rows
