@@ -255,6 +255,13 @@ def check_magnitude(X, sq_norms=None):
     return sq_norms
 
 
+#: the error of a solve whose kernel values (not only the diagonal) overflow
+KERNEL_OVERFLOW = (
+    "kernel values overflow float64 (K(x, x') is inf or NaN for some pair of rows, though "
+    "K(x, x) is finite: a polynomial kernel with a negative coef0, or a large gamma or "
+    "degree, on these features); scale the features or lower gamma or degree")
+
+
 def check_kernel_diagonal(sq_norms, kernel, gamma, degree, coef0, dtype=np.float64):
     """Raise ``FloatingPointError`` when ``K(x, x)`` is not finite in ``dtype``
     for some row (a polynomial or linear kernel overflowing for large gamma,

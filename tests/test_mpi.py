@@ -382,6 +382,11 @@ def test_dkrr_equals_kernel_ridge_under_mpi(mpirun, n):
     assert len(singular["ranks"]) == n
     for rconds, error in singular["ranks"]:
         assert rconds == [] and "numerically singular" in error and "Increase lam" in error
+    # kernel values that overflow: one FloatingPointError on every rank
+    overflow = lines["kernel-overflow"]["ranks"]
+    assert len(overflow) == n and all(
+        e and e.startswith("FloatingPointError: kernel values overflow float64")
+        for e in overflow), overflow
     # root mode: every rank has the DataFrame's names, then none after an array refit
     names = [f"f{j}" for j in range(6)]
     assert lines["feature-names"]["ranks"] == [[names, None]] * n, lines["feature-names"]

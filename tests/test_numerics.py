@@ -5,6 +5,7 @@ import warnings
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from sklearn.base import clone
 
 from cakernels import (BKRR2, CASVC, DCKRR, DCSVC, AsyGCDSVC, CascadeSVC, DCFilterSVC,
                        DisSMOSVC, PartitionedKernelRidge)
@@ -317,3 +318,59 @@ def test_fit_refuses_rows_near_the_overflow_and_an_overflowing_scale_gamma():
         with pytest.raises(ValueError, match=r"gamma='scale'.*too large or too small"):
             CASVC(n_partitions=2, random_state=0).fit(Xv, np.where(Xv[:, 0] > 0, 1, -1))
     CASVC(n_partitions=2, gamma=1e-306, random_state=0).fit(Xv, np.where(Xv[:, 0] > 0, 1, -1))
+
+
+def _offdiagonal_overflow():
+    """Unit rows and their negatives under a polynomial kernel with K(x, x) = 1 but
+    K(x, -x) = (-199)^140 = inf."""
+    rng = np.random.RandomState(0)
+    Z = rng.randn(60, 3)
+    Z /= np.linalg.norm(Z, axis=1, keepdims=True)
+    X = np.vstack([Z, -Z])
+    return X, np.r_[np.zeros(60), np.ones(60)], dict(kernel="poly", gamma=100.0, coef0=-99.0,
+                                                     degree=140)
+
+
+@pytest.mark.parametrize("make", [
+    lambda kw: CASVC(n_partitions=1, **kw), lambda kw: CASVC(n_partitions=1, solver="asygcd",
+                                                             **kw),
+    lambda kw: CascadeSVC(n_partitions=2, random_state=0, **kw),
+    lambda kw: DCSVC(n_partitions=2, random_state=0, **kw),
+    lambda kw: __import__("cakernels").DisSMOSVC(**kw), lambda kw: AsyGCDSVC(**kw),
+    lambda kw: BKRR2(n_partitions=1, lam=1e-3, **{k: v for k, v in kw.items() if k != "gamma"},
+                     sigma=0.0707),
+    lambda kw: __import__("cakernels").BKRR2CV(
+        n_partitions=1, sigmas=[0.0707], lams=[1e-3], solver="eigh", cv=2, random_state=0,
+        **{k: v for k, v in kw.items() if k != "gamma"}),
+    lambda kw: __import__("cakernels").DKRR(
+        sigma=0.0707, lam=1e-3, **{k: v for k, v in kw.items() if k != "gamma"})],
+    ids=["smo", "asygcd-solver", "cascade", "dcsvc", "dissmo", "AsyGCDSVC", "bkrr2",
+         "bkrr2cv-eigh", "dkrr"])
+def test_kernel_values_that_overflow_off_the_diagonal_are_an_error(make):
+    """The diagonal check passed (K(x, x) = 1): the native SMO reported convergence on a
+    NaN gradient, Dis-SMO and Asy-GCD returned NaN/inf decision values (only
+    RuntimeWarnings), and kernel ridge failed in LAPACK ('SVD did not converge')."""
+    X, y, kw = _offdiagonal_overflow()
+    est = make(kw)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (NumPy's overflow, Asy-GCD's ConvergenceWarning)
+        with pytest.raises(FloatingPointError, match="kernel values overflow float64"):
+            est.fit(X, y)
+
+
+def test_parameters_beyond_the_solvers_integers_and_floats():
+    """max_iter >= 2**63 (no limit, as -1) raised OverflowError in the native solvers'
+    int64 and LIBSVM's int; degree >= 2**31 with solver='libsvm' too; Asy-GCD's
+    intercept_scaling**2 overflowed a Python float (OverflowError)."""
+    X, y = _data()
+    for est in (CASVC(n_partitions=1, max_iter=2**63), CASVC(n_partitions=1, solver="libsvm",
+                                                             max_iter=2**63),
+                CascadeSVC(n_partitions=2, max_iter=2**70, random_state=0),
+                AsyGCDSVC(max_iter=2**63, n_threads=1, random_state=0)):
+        est.fit(X, y)
+        ref = clone(est).set_params(max_iter=-1).fit(X, y)  # (both converge)
+        np.testing.assert_array_equal(est.decision_function(X), ref.decision_function(X))
+    with pytest.raises(ValueError, match=r"solver='libsvm' takes degree <= 2\*\*31 - 1"):
+        CASVC(n_partitions=1, solver="libsvm", kernel="poly", degree=2**31, gamma=1e-3).fit(X, y)
+    with pytest.raises(ValueError, match=r"intercept_scaling\*\*2 overflows float64"):
+        AsyGCDSVC(fit_intercept=True, intercept_scaling=1e155).fit(X, y)

@@ -326,7 +326,12 @@ def asygcd_fit(X, y, C, *, sample_weight=None, kernel="rbf", gamma="scale",
     if not (intercept_scaling > 0.0 and np.isfinite(intercept_scaling)):
         raise ValueError(
             f"intercept_scaling must be positive and finite, got {intercept_scaling}")
-    shift = intercept_scaling ** 2 if fit_intercept else 0.0
+    with np.errstate(over="ignore"):
+        shift = float(np.float64(intercept_scaling) ** 2) if fit_intercept else 0.0
+    if not np.isfinite(shift):  # (a Python float's square raised OverflowError)
+        raise ValueError(f"intercept_scaling**2 overflows float64: intercept_scaling="
+                         f"{intercept_scaling:g} is too large (the constant feature's kernel "
+                         "term); scale it down")
     if n_threads is None:
         n_threads = threads_available()
     n_threads = int(n_threads)
@@ -334,7 +339,9 @@ def asygcd_fit(X, y, C, *, sample_weight=None, kernel="rbf", gamma="scale",
         raise ValueError(f"n_threads must be >= 1, got {n_threads}")
     n_threads = team_size(int(np.count_nonzero(keep)), n_threads, min_rows_per_thread)
 
-    budget = int(max_iter) if max_iter > 0 else default_max_updates(np.count_nonzero(keep))
+    # (a limit beyond int64 is no limit: the C solver counts in int64)
+    budget = (min(int(max_iter), 2**63 - 1) if max_iter > 0
+              else default_max_updates(np.count_nonzero(keep)))
     if n_threads == 1 and isinstance(random_state, numbers.Integral):
         # one block, drawn from nothing: the solve's seed is the seed's first
         # draw (seeding a RandomState costs 0.1 ms: a multiclass fit's pairs share it)

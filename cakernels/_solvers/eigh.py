@@ -47,6 +47,8 @@ def eigh_in_place(A):
     ------
     numpy.linalg.LinAlgError
         When an eigenvalue fails to converge (as ``scipy.linalg.eigh``).
+    FloatingPointError
+        When ``A`` holds inf or NaN (kernel values that overflow).
     """
     shape = tuple(getattr(A, "shape", ()))
     n = int(shape[0]) if len(shape) == 2 else 0
@@ -61,6 +63,10 @@ def eigh_in_place(A):
     w = np.empty(n)
     if n == 0:
         return w, A.T
+    if not np.isfinite(_native.norm1(A)):  # dsyevd would fail with a misleading message
+        from .._kernels import KERNEL_OVERFLOW
+
+        raise FloatingPointError(KERNEL_OVERFLOW)
     info = _native.eigh_inplace(A, w, _SYEVD)
     if info:
         raise linalg.LinAlgError(f"the eigendecomposition failed to converge: {info} "

@@ -14,7 +14,7 @@ from scipy import linalg
 from scipy.linalg import cython_lapack
 
 from .. import _native
-from .._kernels import kernel_dot, row_sq_norms
+from .._kernels import KERNEL_OVERFLOW, kernel_dot, row_sq_norms
 from ..backends import blas_limits
 from .cholesky import cholesky_in_place
 
@@ -73,6 +73,8 @@ def solve_krr(K, y, reg, rebuild=None, n_threads=1):
     backup = K.copy() if rebuild is None else None
     K.flat[:: m + 1] += reg
     anorm = _native.norm1(K)  # dlange('1') of the symmetric K, without the GIL
+    if not np.isfinite(anorm):  # LAPACK would fail with a misleading message
+        raise FloatingPointError(KERNEL_OVERFLOW)
     failure = None
     try:
         alpha, rcond = _cholesky_solve(K, y, anorm, n_threads)

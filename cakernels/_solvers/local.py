@@ -69,6 +69,17 @@ class LocalSolution:
                 f"objective={self.objective:.6g}, n_iter={self.n_iter})")
 
 
+
+def libsvm_max_iter(max_iter, kernel, degree):
+    """scikit-learn's ``SVC(max_iter=...)`` for this package's ``max_iter``: 0 (and
+    -1) is "no limit" for every solver here, the native ones' rule (``SVC`` would
+    run no iteration at 0), and so is a limit beyond LIBSVM's C int. ``ValueError``
+    for a polynomial ``degree`` beyond that int (``SVC`` raised ``OverflowError``)."""
+    if kernel == "poly" and degree > 2**31 - 1:
+        raise ValueError(f"solver='libsvm' takes degree <= 2**31 - 1 (LIBSVM stores it in a "
+                         f"C int), got {degree}; solver='smo' takes any degree")
+    return -1 if max_iter <= 0 or max_iter > 2**31 - 1 else int(max_iter)
+
 def _libsvm_objective(X, y_pm, alpha, kernel_params):
     """``0.5 a^T Q a - sum(a)`` over the support (LIBSVM does not report it)."""
     sv = np.flatnonzero(alpha)
@@ -174,9 +185,7 @@ def _solve_binary_svm(X, y_pm, C, kp, solver, sample_weight, tol, max_iter, cach
                                          cache_size, 1, random_state, index, None, None)
         svc = SVC(C=C, kernel=kp["kernel"], gamma=kp["gamma"], degree=kp["degree"],
                   coef0=kp["coef0"], tol=tol, cache_size=cache_size,
-                  # 0 is "no limit" for every solver here (the native ones' rule);
-                  # scikit-learn's SVC would run no iteration at all
-                  max_iter=-1 if max_iter <= 0 else max_iter)
+                  max_iter=libsvm_max_iter(max_iter, kp["kernel"], kp["degree"]))
         Xs = _int32_indices(X, canonical=True) if sp.issparse(X) else X
         if rows is None:
             svc.fit(Xs, y_pm, sample_weight=sample_weight)
@@ -261,7 +270,14 @@ def _check_numerics_before(X, kp, dtype=np.float64):
 
 
 def _check_solution(sol, what, cause):
-    """A solution with NaN or inf coefficients is an error, not a model."""
+    """A solution with NaN or inf coefficients is an error, not a model; so is an
+    SVM whose dual objective is not finite (kernel values that overflow: the
+    coefficients may stay finite, the decision values not)."""
+    from .._kernels import KERNEL_OVERFLOW
+
+    if sol.y is not None and not np.isfinite(sol.objective):
+        raise FloatingPointError(f"{what} reached a non-finite dual objective: "
+                                 f"{KERNEL_OVERFLOW}")
     alpha = np.asarray(sol.alpha)
     if not (np.all(np.isfinite(alpha)) and np.isfinite(sol.intercept)):
         n_bad = int(np.sum(~np.isfinite(alpha)))

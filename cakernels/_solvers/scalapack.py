@@ -204,6 +204,10 @@ def cholesky_solve(grid, A_local, B_local, n, nrhs, nb):
     work = np.zeros(A_local.shape[1] + nb)  # LWORK >= local columns for the 1-norm
     anorm = float(sl.pdlange_(b"1", _ref(n), _ref(n), a_ptr, _ref(1), _ref(1), desca,
                               work.ctypes.data_as(ctypes.c_void_p), ctypes.c_size_t(1)))
+    if not np.isfinite(anorm):  # the same on every process: every rank raises
+        from .._kernels import KERNEL_OVERFLOW
+
+        raise FloatingPointError(KERNEL_OVERFLOW)
     sl.pdpotrf_(b"L", _ref(n), a_ptr, _ref(1), _ref(1), desca, ctypes.byref(info),
                 ctypes.c_size_t(1))
     if info.value != 0:

@@ -23,6 +23,10 @@ from .._kernels import _KIND, check_csr_pointers, resolve_gamma  # noqa: F401 (r
 __all__ = ["smo_fit", "check_dual_problem", "native_matrix"]
 
 
+
+#: the largest iteration limit the native solvers take (int64)
+_MAX_INT64 = 2**63 - 1
+
 def native_matrix(X):
     """``X`` in the form the native solvers take.
 
@@ -235,7 +239,8 @@ def smo_fit(X, y, C, *, sample_weight=None, class_weight_vector=None,
     g = resolve_gamma(gamma, X)
     Xk = native_matrix(X if keep.all() else X[keep])
     ak = np.ascontiguousarray(alpha[keep])
-    budget = int(max_iter) if max_iter > 0 else default_max_iter(ak.size)
+    # (a limit beyond int64 is no limit: the C solver counts in int64)
+    budget = min(int(max_iter), _MAX_INT64) if max_iter > 0 else default_max_iter(ak.size)
     with kernel_errors_named(X, keep, kernel, g, degree, coef0):
         rho, objective, n_iter, converged, stats = _native.smo_solve(
             Xk, np.ascontiguousarray(y[keep]), np.ascontiguousarray(upper[keep]),

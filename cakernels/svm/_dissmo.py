@@ -46,7 +46,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import StrOptions
 
 from .._engine import PartitionedEstimator, _group_by, validate_params_for
-from .._kernels import check_kernel_diagonal, kernel_block, row_sq_norms
+from .._kernels import KERNEL_OVERFLOW, check_kernel_diagonal, kernel_block, row_sq_norms
 from .._solvers.native_svc import NativeKernelSVC
 from .._solvers.smo import LIBSVM_ITER_PER_VARIABLE, default_max_iter
 from ..backends._backend import BACKEND_NAMES, Backend
@@ -667,6 +667,10 @@ class DisSMOSVC(_FullModelSVC):
                             row_width=width, pool=pool,
                             second_order=self.working_set == "second-order",
                             log=_logger(name) if s.verbose else None, failure=failure)
+                        if not (np.isfinite(obj) and np.isfinite(rho)):  # (every rank's)
+                            raise FloatingPointError(
+                                f"Dis-SMO (C={self.C:.3g}) reached a non-finite dual "
+                                f"objective: {KERNEL_OVERFLOW}")
                         if not conv:
                             warnings.warn(self._not_converged(budget), ConvergenceWarning,
                                           stacklevel=2)

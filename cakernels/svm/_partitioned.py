@@ -27,7 +27,7 @@ from .._engine import (
 from .._kernels import KERNELS, check_magnitude, kernel_dot
 from .._params import Count
 from ..partition import _int32_indices
-from .._solvers.local import _check_numerics_before
+from .._solvers.local import _check_numerics_before, libsvm_max_iter
 from .._solvers.native_svc import NATIVE_SOLVERS, NativeKernelSVC, ovr_from_ovo
 
 SOLVERS = ("libsvm",) + NATIVE_SOLVERS
@@ -409,8 +409,7 @@ class PartitionedSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
         svc = SVC(C=self.C, kernel=self.kernel, degree=self.degree, gamma=self.gamma_,
                   coef0=self.coef0, tol=self.tol, cache_size=self.cache_size,
                   class_weight=cw, break_ties=False,
-                  # 0: no limit, as the native solvers (SVC would run no iteration)
-                  max_iter=-1 if self.max_iter <= 0 else self.max_iter,
+                  max_iter=libsvm_max_iter(self.max_iter, self.kernel, self.degree),
                   decision_function_shape="ovo")
         svc.fit(_int32_indices(Xp, purpose=_LIBSVM, canonical=True), yp, sample_weight=wp)
         return svc, int(np.sum(svc.n_iter_)), int(svc.support_.size)

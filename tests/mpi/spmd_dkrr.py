@@ -145,3 +145,21 @@ for data in (pd.DataFrame(X[:200], columns=[f"f{j}" for j in range(X.shape[1])])
 everyone = comm.gather(states, root=0)
 if rank == 0:
     print(json.dumps({"check": "feature-names", "ranks": everyone}), flush=True)
+
+# kernel values that overflow off the diagonal (K(x, x) = 1, K(x, -x) = inf): the same
+# FloatingPointError on every rank (ScaLAPACK's factorization had run on inf)
+rng_o = np.random.RandomState(0)
+Zo = rng_o.randn(60, 3)
+Zo /= np.linalg.norm(Zo, axis=1, keepdims=True)
+Xo, yo = np.vstack([Zo, -Zo]), np.r_[np.zeros(60), np.ones(60)]
+try:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        DKRR(0.0707, 1e-3, kernel="poly", coef0=-99.0, degree=140, backend="mpi",
+             block_size=16).fit(Xo if rank == 0 else None, yo if rank == 0 else None)
+    overflow = None
+except FloatingPointError as exc:
+    overflow = f"{type(exc).__name__}: {exc}"
+everyone = comm.gather(overflow, root=0)
+if rank == 0:
+    print(json.dumps({"check": "kernel-overflow", "ranks": everyone}), flush=True)
