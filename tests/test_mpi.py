@@ -211,6 +211,36 @@ def test_uncaught_exception_on_one_rank_aborts_the_job_with_mpi4py(mpirun, tmp_p
     assert "user code failed on one rank" in out.stderr
 
 
+def test_ctrl_c_ends_the_job_during_the_solves(mpirun):
+    # SIGINT to mpiexec reaches every rank; each rank's native solve stops (it ran
+    # to its end before, here: never) and python -m mpi4py aborts the job
+    import signal
+    import subprocess
+    import time
+
+    import cakernels
+
+    # the package under test first (as the mpirun fixture's children import it)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(Path(cakernels.__file__).resolve().parent.parent)]
+        + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    proc = subprocess.Popen([MPIEXEC, "-n", "2", sys.executable, "-m", "mpi4py",
+                             HERE / "spmd_interrupt.py"], env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    try:
+        assert proc.stdout.readline().strip() == "start", proc.stderr.read()
+        time.sleep(1.0)  # the solves run
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        pytest.fail("the job did not end within 120 s of SIGINT")
+    assert proc.returncode != 0 and "finished without error" not in out
+    assert "KeyboardInterrupt" in err and "smo_solve(" in err, err[-2000:]
+
+
 def test_a_rank_that_dies_mid_fit_ends_the_job(mpirun, tmp_path):
     out = mpirun(4, "spmd_errors.py", "dies", tmp_path, mpi4py=True, timeout=120)
     assert out.returncode != 0
