@@ -824,12 +824,16 @@ class PartitionedEstimator(OwnInitName, BaseEstimator):
         halo_sizes = np.asarray(getattr(part, "halo_sizes_", np.zeros_like(sizes)),
                                 dtype=np.int64)
         owners = self._place_partitions(s, part, y, labels, sizes + halo_sizes)
+        # the solves this process runs at once (a memory check's factor)
+        mine = (sizes + halo_sizes)[owners == comm.rank]
+        ctx["concurrent"] = max(1, min(int(s.n_workers), mine.size))
+        check = getattr(self, "_check_solve_memory", None)
+        if check is not None:  # before any row moves (collective under MPI)
+            check(comm, mine, ctx["concurrent"])
         t0 = time.perf_counter()
         with comm.phase("redistribution"):
             tasks = self._distribute(s, X, y, w, index, labels, owners, part)
         t_move = time.perf_counter() - t0
-        # the solves this process runs at once (a memory check's factor)
-        ctx["concurrent"] = max(1, min(int(s.n_workers), len(tasks)))
 
         def solve(task):
             t = time.perf_counter()

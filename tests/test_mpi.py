@@ -412,6 +412,15 @@ def test_dkrr_equals_kernel_ridge_under_mpi(mpirun, n):
     assert len(singular["ranks"]) == n
     for rconds, error in singular["ranks"]:
         assert rconds == [] and "numerically singular" in error and "Increase lam" in error
+    # partitioned KRR: the ranks of one node add up (each fits alone, not together)
+    node = lines["node-memory"]["ranks"]
+    assert len(node) == n and all(ok is None for _, ok in node), node
+    if n > 1:
+        assert len({e for e, _ in node}) == 1 and node[0][0] is not None, node
+        assert f"the {n} ranks of this node solve at the same time" in node[0][0], node
+        assert "fewer ranks per node" in node[0][0]
+    else:
+        assert node[0][0] is not None and "ranks of this node" not in node[0][0], node
     # kernel values that overflow: one FloatingPointError on every rank
     overflow = lines["kernel-overflow"]["ranks"]
     assert len(overflow) == n and all(

@@ -26,6 +26,32 @@ from .._solvers.local import solve_kernel_ridge
 PARTITION_COPIES = 2
 
 
+
+def _partition_memory_error(m, concurrent, node_need=None, ranks=1):
+    """The message refusing partitions of ``m`` rows (``concurrent`` solved at
+    once by this process, ``node_need`` bytes by the ``ranks`` of its node), or
+    None when they fit in ``MEMORY_FRACTION`` of the available memory."""
+    avail = _memory.available_bytes()
+    if avail is None:
+        return None
+    need = PARTITION_COPIES * 8.0 * m * m * concurrent
+    total = need if node_need is None else max(need, float(node_need))
+    share = _memory.MEMORY_FRACTION * avail
+    if total <= share:
+        return None
+    whose = f"{_memory.MEMORY_FRACTION:.0%} of the {_memory.fmt_bytes(avail)} available"
+    on_node = total > need and ranks > 1
+    return (f"a partition of {m:,} rows needs about {_memory.fmt_bytes(need)} "
+            f"({PARTITION_COPIES} copies of its {m:,} x {m:,} kernel matrix, 8 m^2 bytes"
+            + (f", for each of {concurrent} partitions solved at once"
+               if concurrent > 1 else "")
+            + (f"; the {ranks} ranks of this node solve at the same time: "
+               f"{_memory.fmt_bytes(total)} together" if on_node else "")
+            + f"), more than {_memory.fmt_bytes(share)} ({whose}): use more "
+            "partitions (m = n / P), fewer samples"
+            + (", or fewer workers (n_jobs)" if concurrent > 1 else "")
+            + (", or fewer ranks per node" if on_node else ""))
+
 class PartitionedKernelRidge(RegressorMixin, PartitionedEstimator):
     """Partitioned kernel ridge regression with a choice of partitioner and combiner.
 
@@ -251,23 +277,32 @@ class PartitionedKernelRidge(RegressorMixin, PartitionedEstimator):
         """Refuse a partition of ``m`` rows whose kernel matrices, for the
         ``concurrent`` solves of this process, exceed ``MEMORY_FRACTION`` of the
         node's available memory, before anything is allocated (a kill
-        otherwise). Under MPI every rank checks its own solves (ranks sharing a
-        node are not added up: a rank without partitions needs nothing)."""
-        avail = _memory.available_bytes()
-        if avail is None:
-            return
+        otherwise). The fit checks every rank's largest solves first, the ranks
+        of a node added up (:meth:`_check_solve_memory`); this is the check of
+        one solve."""
+        error = _partition_memory_error(m, concurrent)
+        if error is not None:
+            raise ValueError(error)
+
+    def _check_solve_memory(self, comm, sizes, concurrent):
+        """Before the rows move (collective): refuse the fit when this rank's
+        ``concurrent`` largest partitions (``sizes``: this rank's, halo included),
+        added up over the ranks that share its node (they solve at the same
+        time, from the same memory), exceed ``MEMORY_FRACTION`` of the node's
+        available memory. Every rank raises the same error."""
+        m = int(np.max(sizes)) if np.size(sizes) else 0
         need = PARTITION_COPIES * 8.0 * m * m * concurrent
-        share = _memory.MEMORY_FRACTION * avail
-        if need > share:
-            whose = f"{_memory.MEMORY_FRACTION:.0%} of the {_memory.fmt_bytes(avail)} available"
-            raise ValueError(
-                f"a partition of {m:,} rows needs about {_memory.fmt_bytes(need)} "
-                f"({PARTITION_COPIES} copies of its {m:,} x {m:,} kernel matrix, 8 m^2 bytes"
-                + (f", for each of {concurrent} partitions solved at once"
-                   if concurrent > 1 else "")
-                + f"), more than {_memory.fmt_bytes(share)} ({whose}): use more "
-                "partitions (m = n / P), fewer samples"
-                + (", or fewer workers (n_jobs)" if concurrent > 1 else ""))
+        node_need, ranks = need, 1
+        mpi_comm = getattr(comm, "comm", None)
+        if comm.size > 1 and mpi_comm is not None:
+            from mpi4py import MPI
+
+            node = mpi_comm.Split_type(MPI.COMM_TYPE_SHARED)
+            try:
+                node_need, ranks = float(node.allreduce(need)), node.Get_size()
+            finally:
+                node.Free()
+        comm.agree(_partition_memory_error(m, concurrent, node_need, ranks) if m else None)
 
     # ------------------------------------------------------------------ predict
     def _check_X(self, X, allow_empty=False):

@@ -163,3 +163,29 @@ except FloatingPointError as exc:
 everyone = comm.gather(overflow, root=0)
 if rank == 0:
     print(json.dumps({"check": "kernel-overflow", "ranks": everyone}), flush=True)
+
+# partitioned KRR: the ranks of a node solve at the same time from the same memory.
+# Each rank's one partition fits alone, all of them together do not: refused on every
+# rank before any row moves (each rank had checked its own solves only)
+from cakernels.kernel_ridge import BKRR2  # noqa: E402
+
+m_part = len(X) // size
+per_rank = 2 * 8.0 * m_part**2
+memory_module.available_bytes = lambda: per_rank * size / 0.8 / 1.5  # node: 1.5x too small
+try:
+    BKRR2(n_partitions=size, sigma=sigma, lam=lam, backend="mpi", random_state=0).fit(
+        X if rank == 0 else None, y if rank == 0 else None)
+    node_error = None
+except ValueError as exc:
+    node_error = str(exc)
+memory_module.available_bytes = lambda: per_rank * size / 0.8 * 1.1  # room for all
+try:
+    BKRR2(n_partitions=size, sigma=sigma, lam=lam, backend="mpi", random_state=0).fit(
+        X if rank == 0 else None, y if rank == 0 else None)
+    node_ok = None
+except ValueError as exc:
+    node_ok = str(exc)
+memory_module.available_bytes = available_bytes
+everyone = comm.gather((node_error, node_ok), root=0)
+if rank == 0:
+    print(json.dumps({"check": "node-memory", "ranks": everyone}), flush=True)
