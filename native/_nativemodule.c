@@ -24,27 +24,17 @@
  * interpreter the poll takes the GIL back at most every CK_POLL_SECONDS and
  * runs the pending signal handlers (PyErr_CheckSignals): a handler that
  * raises (KeyboardInterrupt for SIGINT) ends the solve, and the exception
- * propagates.  Threads never get signals; their solves stop when
- * cancel_solves() has been called since they started (the thread pools do
- * so when the calling thread is interrupted), and raise KeyboardInterrupt. */
+ * propagates.  Threads never get signals: a solve given a `cancel` buffer
+ * (its pool's token, cakernels.backends._pool.CancelToken) stops as soon as
+ * the buffer's first byte is nonzero, and raises KeyboardInterrupt. */
 #define CK_POLL_SECONDS 0.05
-static long ck_cancel_generation = 0; /* read and written atomically */
 static unsigned long ck_main_ident = 0; /* main thread of the main interpreter */
 
-static long ck_load_generation(void)
-{
-#if defined(__GNUC__) || defined(__clang__)
-    return __atomic_load_n(&ck_cancel_generation, __ATOMIC_SEQ_CST);
-#else
-    return *(volatile long *)&ck_cancel_generation;
-#endif
-}
-
 typedef struct {
-    PyThreadState *tstate; /* saved while the GIL is released */
-    long generation;       /* ck_cancel_generation when the solve started */
+    PyThreadState *tstate;        /* saved while the GIL is released */
+    const unsigned char *cancel;  /* the token's byte, or NULL */
     int main_thread;
-    double next;           /* ck_wtime() of the next signal check */
+    double next;                  /* ck_wtime() of the next signal check */
 } ck_py_poll;
 
 static int ck_py_poll_fn(void *ctx)
@@ -52,8 +42,16 @@ static int ck_py_poll_fn(void *ctx)
     ck_py_poll *p = (ck_py_poll *)ctx;
     double now;
     int stop;
-    if (ck_load_generation() != p->generation)
-        return 1;
+    if (p->cancel != NULL) {
+        /* written by another thread (with the GIL), read here without it */
+#if defined(__GNUC__) || defined(__clang__)
+        if (__atomic_load_n(p->cancel, __ATOMIC_RELAXED))
+            return 1;
+#else
+        if (*(const volatile unsigned char *)p->cancel)
+            return 1;
+#endif
+    }
     if (!p->main_thread)
         return 0;
     now = ck_wtime();
@@ -66,10 +64,41 @@ static int ck_py_poll_fn(void *ctx)
     return stop;
 }
 
+static void ck_reraise_as_value_error(const char *msg);
+
+/* The cancel buffer (None or an object with a writable buffer of at least one
+ * byte, held in *view until ck_poll_release) for the poll; -1 with a
+ * ValueError on a bad object. */
+static int ck_poll_cancel(ck_py_poll *p, PyObject *cancel, Py_buffer *view)
+{
+    p->cancel = NULL;
+    view->obj = NULL;
+    if (cancel == NULL || cancel == Py_None)
+        return 0;
+    if (PyObject_GetBuffer(cancel, view, PyBUF_WRITABLE) < 0) {
+        ck_reraise_as_value_error("cancel must be a writable buffer (a bytearray)");
+        return -1;
+    }
+    if (view->len < 1) {
+        PyBuffer_Release(view);
+        view->obj = NULL;
+        PyErr_SetString(PyExc_ValueError, "cancel must hold at least one byte");
+        return -1;
+    }
+    p->cancel = (const unsigned char *)view->buf;
+    return 0;
+}
+
+static void ck_poll_release(Py_buffer *view)
+{
+    if (view->obj != NULL)
+        PyBuffer_Release(view);
+    view->obj = NULL;
+}
+
 /* Release the GIL for a solve with the poll (GIL held on entry). */
 static void ck_poll_begin(ck_py_poll *p)
 {
-    p->generation = ck_load_generation();
     p->main_thread = ck_main_ident != 0 &&
                      PyThread_get_thread_ident() == ck_main_ident;
     p->next = 0.0;
@@ -83,8 +112,9 @@ static void ck_poll_end(ck_py_poll *p, ck_status status)
     PyEval_RestoreThread(p->tstate);
     if (status == CK_ERR_INTERRUPTED && !PyErr_Occurred())
         PyErr_SetString(PyExc_KeyboardInterrupt,
-                        "the solve was cancelled: another thread of this "
-                        "fit was interrupted");
+                        "the solve was cancelled: its fit was stopped in "
+                        "another thread (Ctrl-C, or an error in another task "
+                        "of the same fit)");
 }
 
 /* Raise the Python exception matching a non-OK status. */
@@ -928,7 +958,7 @@ PyDoc_STRVAR(
     smo_solve_doc,
     "smo_solve(X, y, upper, alpha, kind, gamma, coef0, degree, tol, max_iter, "
     "cache_size_mb, n_threads=1, min_work=0, collapse_at=0, "
-    "return_stats=False, page_doubles=0)\n--\n\n"
+    "return_stats=False, page_doubles=0, cancel=None)\n--\n\n"
     "Solve the binary SVM dual with bias by SMO (LIBSVM's second-order\n"
     "working set and shrinking, always on, as cakernels' solver='smo'),\n"
     "GIL released:\n"
@@ -957,6 +987,11 @@ PyDoc_STRVAR(
     "computed), active_sum (active variables summed over the steps),\n"
     "feature_major (bytes per element of the copy, 0: none), page_doubles\n"
     "and pool_bytes (the cache's page size and its pool).\n"
+    "Interruption: on the main thread the solve runs Python's signal\n"
+    "handlers every 0.05 s (Ctrl-C raises KeyboardInterrupt from it);\n"
+    "cancel (a bytearray, or any writable buffer) stops it with\n"
+    "KeyboardInterrupt once its first byte is nonzero (set by another\n"
+    "thread).\n"
     "Raises ValueError on any invalid argument, MemoryError when out of\n"
     "memory.");
 
@@ -967,8 +1002,9 @@ static PyObject *py_smo_solve(PyObject *module, PyObject *args,
                              "kind",  "gamma",  "coef0",   "degree",
                              "tol",   "max_iter", "cache_size_mb",
                              "n_threads", "min_work", "collapse_at",
-                             "return_stats", "page_doubles", NULL};
-    PyObject *x_obj, *y_obj, *u_obj, *a_obj;
+                             "return_stats", "page_doubles", "cancel", NULL};
+    PyObject *x_obj, *y_obj, *u_obj, *a_obj, *cancel_obj = NULL;
+    Py_buffer cancel_view;
     int kind, n_threads = 1, return_stats = 0;
     long long min_work = 0, collapse_at = 0, page_doubles = 0;
     ck_smo_opts opts;
@@ -983,12 +1019,12 @@ static PyObject *py_smo_solve(PyObject *module, PyObject *args,
     ck_status status;
 
     (void)module;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOiddddLd|iLLpL:smo_solve",
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOiddddLd|iLLpLO:smo_solve",
                                      kwlist, &x_obj, &y_obj, &u_obj, &a_obj,
                                      &kind, &gamma, &coef0, &degree, &tol,
                                      &max_iter, &cache_mb, &n_threads,
                                      &min_work, &collapse_at, &return_stats,
-                                     &page_doubles))
+                                     &page_doubles, &cancel_obj))
         return NULL;
     if (n_threads < 1 || min_work < 0 || collapse_at < -1 ||
         page_doubles < 0 || page_doubles > (1LL << 30)) {
@@ -1018,6 +1054,8 @@ static PyObject *py_smo_solve(PyObject *module, PyObject *args,
     }
     if (ck_check_cache(cache_mb, n, 2) < 0)
         goto fail;
+    if (ck_poll_cancel(&poll, cancel_obj, &cancel_view) < 0)
+        goto fail;
 
     opts.poll = ck_py_poll_fn;
     opts.poll_ctx = &poll;
@@ -1029,6 +1067,7 @@ static PyObject *py_smo_solve(PyObject *module, PyObject *args,
                              (double *)av.buf, &rho, &objective, &n_iter,
                              &converged, &opts);
     ck_poll_end(&poll, status);
+    ck_poll_release(&cancel_view);
 
     if (status == CK_ERR_INTERRUPTED)
         goto fail;
@@ -1071,7 +1110,7 @@ PyDoc_STRVAR(
     "asygcd_solve(X, y, upper, block, alpha, kind, gamma, coef0, degree, "
     "n_threads, greedy, seed, tol, max_iter, cache_size_mb, shrinking=False, "
     "shift=0.0, max_delay=0, feature_major=True, return_stats=False, "
-    "collapse_at=0, page_doubles=0)"
+    "collapse_at=0, page_doubles=0, cancel=None)"
     "\n--\n\n"
     "Solve the binary SVM dual WITHOUT bias by asynchronous greedy\n"
     "coordinate descent (Asy-GCD), GIL released:\n"
@@ -1123,7 +1162,8 @@ PyDoc_STRVAR(
     "Returns (objective, n_updates, converged, grad) with grad = Q a - e\n"
     "(every step applied; a 1-D float64 memoryview).  Decision function\n"
     "f(x) = sum_i alpha_i y_i K(x_i, x).  With more than one thread the\n"
-    "results depend on timing.  Raises ValueError on\n"
+    "results depend on timing.  Interruption and cancel: as smo_solve's\n"
+    "(thread 0, the calling thread, polls).  Raises ValueError on\n"
     "any invalid argument, MemoryError when out of memory.");
 
 static PyObject *py_asygcd_solve(PyObject *module, PyObject *args,
@@ -1135,7 +1175,7 @@ static PyObject *py_asygcd_solve(PyObject *module, PyObject *args,
                              "tol",       "max_iter", "cache_size_mb",
                              "shrinking", "shift", "max_delay",
                              "feature_major", "return_stats", "collapse_at",
-                             "page_doubles", NULL};
+                             "page_doubles", "cancel", NULL};
     PyObject *x_obj, *y_obj, *u_obj, *b_obj, *a_obj, *grad_obj = NULL;
     int kind, n_threads, greedy, shrinking = 0, feature_major = 1;
     long long max_delay = 0, collapse_at = 0, page_doubles = 0;
@@ -1147,7 +1187,8 @@ static PyObject *py_asygcd_solve(PyObject *module, PyObject *args,
     double gamma, coef0, degree, tol, cache_mb, objective = 0.0;
     long long max_iter;
     ck_problem_arg pa;
-    Py_buffer bv, av, gv;
+    Py_buffer bv, av, gv, cancel_view;
+    PyObject *cancel_obj = NULL;
     int held = 0; /* views held after the problem, in the order b, a */
     Py_ssize_t n, i;
     int64_t n_updates = 0;
@@ -1158,11 +1199,11 @@ static PyObject *py_asygcd_solve(PyObject *module, PyObject *args,
 
     (void)module;
     if (!PyArg_ParseTupleAndKeywords(
-            args, kwargs, "OOOOOidddipKdLd|pdLppLL:asygcd_solve", kwlist, &x_obj,
+            args, kwargs, "OOOOOidddipKdLd|pdLppLLO:asygcd_solve", kwlist, &x_obj,
             &y_obj, &u_obj, &b_obj, &a_obj, &kind, &gamma, &coef0, &degree,
             &n_threads, &greedy, &seed, &tol, &max_iter, &cache_mb, &shrinking, &shift,
             &max_delay, &feature_major, &return_stats, &collapse_at,
-            &page_doubles))
+            &page_doubles, &cancel_obj))
         return NULL;
     if (page_doubles < 0 || page_doubles > ((long long)1 << 30))
         return PyErr_Format(PyExc_ValueError,
@@ -1259,6 +1300,10 @@ static PyObject *py_asygcd_solve(PyObject *module, PyObject *args,
     opts.max_delay = (int64_t)max_delay;
     opts.collapse_at = collapse_at > 0 ? (int64_t)collapse_at : 0;
     opts.page_doubles = (int64_t)page_doubles;
+    if (ck_poll_cancel(&poll, cancel_obj, &cancel_view) < 0) {
+        PyBuffer_Release(&gv);
+        goto fail;
+    }
     opts.poll = ck_py_poll_fn;
     opts.poll_ctx = &poll;
     ck_poll_begin(&poll);
@@ -1269,6 +1314,7 @@ static PyObject *py_asygcd_solve(PyObject *module, PyObject *args,
         (int64_t)max_iter, cache_mb * 1048576.0, (double *)av.buf,
         (double *)gv.buf, &objective, &n_updates, &converged, &opts);
     ck_poll_end(&poll, status);
+    ck_poll_release(&cancel_view);
     PyBuffer_Release(&gv);
 
     if (status != CK_OK) {
@@ -1325,27 +1371,6 @@ fail:
     return NULL;
 }
 
-PyDoc_STRVAR(cancel_solves_doc,
-             "cancel_solves()\n--\n\n"
-             "Stop every smo_solve and asygcd_solve running in this process\n"
-             "(they raise KeyboardInterrupt within milliseconds); solves that\n"
-             "start later run normally.  The thread pools call it when their\n"
-             "calling thread is interrupted (Ctrl-C), so that the workers'\n"
-             "solves end too.  Solves on the main thread also stop at Ctrl-C\n"
-             "by themselves.");
-
-static PyObject *py_cancel_solves(PyObject *module, PyObject *unused)
-{
-    (void)module;
-    (void)unused;
-#if defined(__GNUC__) || defined(__clang__)
-    __atomic_add_fetch(&ck_cancel_generation, 1, __ATOMIC_SEQ_CST);
-#else
-    ++*(volatile long *)&ck_cancel_generation;
-#endif
-    Py_RETURN_NONE;
-}
-
 static PyMethodDef ck_methods[] = {
     {"cholesky_task", (PyCFunction)py_cholesky_task, METH_VARARGS,
      cholesky_task_doc},
@@ -1363,8 +1388,6 @@ static PyMethodDef ck_methods[] = {
      METH_VARARGS | METH_KEYWORDS, smo_solve_doc},
     {"asygcd_solve", (PyCFunction)(void (*)(void))py_asygcd_solve,
      METH_VARARGS | METH_KEYWORDS, asygcd_solve_doc},
-    {"cancel_solves", (PyCFunction)py_cancel_solves, METH_NOARGS,
-     cancel_solves_doc},
     {NULL, NULL, 0, NULL}};
 
 #ifndef CK_SOURCE_HASH

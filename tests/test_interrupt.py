@@ -23,7 +23,7 @@ import cakernels
 PROBLEM = """
 import signal, sys, threading, time, traceback
 import numpy as np
-from cakernels import _native, AsyGCDSVC, CASVC
+from cakernels import AsyGCDSVC, CASVC
 from cakernels._solvers.smo import smo_fit
 from cakernels.backends._pool import run_blocks
 rng = np.random.default_rng(0)
@@ -129,27 +129,89 @@ def test_sigint_stops_the_workers_solves(tmp_path, how):
     # (the process also ended: a worker's solve still running would hold its exit)
 
 
-def test_cancel_solves_stops_a_thread_and_spares_later_solves(tmp_path):
+def test_a_cancelled_token_stops_its_solves_only(tmp_path):
+    # a pool's token: its running solve stops, a solve started under it later stops at
+    # once (the first design stopped only the solves running at the moment), and a
+    # solve of another fit in another thread runs on (the first design stopped every
+    # native solve of the process)
     out = _interrupt(tmp_path, """
+        from cakernels.backends._pool import CancelToken, running_under
         before = smo_fit(X, y.astype(float), 1.0, gamma=0.5, tol=1e-3)
-        caught = []
+        token, other = CancelToken(), CancelToken()
+        caught, finished = [], []
         def work():
-            try:
-                smo_fit(X, y.astype(float), 1.0, gamma=0.5, tol=1e-300, max_iter=10**15)
-            except KeyboardInterrupt as exc:
-                caught.append(str(exc))
+            with running_under(token):
+                try:
+                    smo_fit(X, y.astype(float), 1.0, gamma=0.5, tol=1e-300,
+                            max_iter=10**15)
+                except KeyboardInterrupt as exc:
+                    caught.append(str(exc))
+        def other_fit():
+            with running_under(other):  # another fit's pool
+                try:
+                    smo_fit(X, y.astype(float), 1.0, gamma=0.5, tol=1e-300,
+                            max_iter=10**15)
+                except KeyboardInterrupt:
+                    finished.append("stopped by its own token")
         t = threading.Thread(target=work)
-        t.start()
+        u = threading.Thread(target=other_fit)
+        t.start(); u.start()
         t.join(0.5)
-        _native.cancel_solves()
+        token.cancel()
         t.join(60)
+        time.sleep(0.5)
+        running = u.is_alive()  # the other fit's solve runs on
+        other.cancel()
+        u.join(60)
         print("worker", t.is_alive(), caught, flush=True)
+        print("other", running, u.is_alive(), finished, flush=True)
+        child = CancelToken(token)  # a pool started under a cancelled one
+        with running_under(child):
+            try:
+                smo_fit(X, y.astype(float), 1.0, gamma=0.5, tol=1e-3)
+                print("later solve ran", flush=True)
+            except KeyboardInterrupt:
+                print("later solve stopped", flush=True)
         after = smo_fit(X, y.astype(float), 1.0, gamma=0.5, tol=1e-3)
         print("same", np.array_equal(before["alpha"], after["alpha"]), flush=True)
         try:
             time.sleep(60)  # the parent's SIGINT ends this
         except KeyboardInterrupt:
             pass
-    """, delay=3.0)
-    assert "worker False ['the solve was cancelled" in out, out
-    assert "same True" in out, out
+    """, delay=6.0)
+    assert "worker False ['the solve was cancelled: its fit was stopped" in out, out
+    assert "other True False ['stopped by its own token']" in out, out
+    assert "later solve stopped" in out and "same True" in out, out
+
+
+def test_a_handlers_exception_stops_the_threads_backend(tmp_path):
+    # a SIGINT handler raising its own exception (a timeout pattern): the workers'
+    # solves ran on, and the pool's exit waited for them forever
+    out = _interrupt(tmp_path, """
+        class Stop(Exception):
+            pass
+        def handler(signum, frame):
+            raise Stop("stopped by the user's handler")
+        signal.signal(signal.SIGINT, handler)
+        try:
+            CASVC(n_partitions=2, tol=1e-300, max_iter=10**15, backend="threads",
+                  n_jobs=2).fit(X, y)
+        except Stop as exc:
+            report(exc)
+    """)
+    assert "interrupted Stop" in out, out
+
+
+def test_sigint_stops_a_search_whose_tasks_start_solves_later(tmp_path):
+    # the SVM search's tasks alternate solves and scoring: a task between two solves
+    # when Ctrl-C came started its next solve afterwards, which ran to its end
+    out = _interrupt(tmp_path, """
+        from cakernels import CASVCCV
+        try:
+            CASVCCV(n_partitions=2, Cs=[1.0, 2.0, 4.0], gammas=[0.5, 1.0], cv=2,
+                    tol=1e-300, max_iter=10**15, backend="threads", n_jobs=2,
+                    random_state=0).fit(X, y)
+        except KeyboardInterrupt as exc:
+            report(exc)
+    """)
+    assert "interrupted KeyboardInterrupt" in out, out

@@ -58,6 +58,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from .. import _memory, _native
 from ..backends import blas_limits, threads_available
+from ..backends._pool import solve_cancel_flag
 from .smo import check_dual_problem, kernel_errors_named, native_matrix
 from .._kernels import _KIND, resolve_gamma
 from ..partition import (
@@ -365,6 +366,7 @@ def asygcd_fit(X, y, C, *, sample_weight=None, kernel="rbf", gamma="scale",
             seed = int(rng.randint(np.iinfo(np.int32).max))
         ak = np.ascontiguousarray(alpha[keep])
         yk = np.ascontiguousarray(y[keep])
+        cancel = solve_cancel_flag()
         with kernel_errors_named(X, keep, kernel, g, degree, coef0):
             objective, n_updates, converged, grad_k, *stats = _native.asygcd_solve(
                 native_matrix(Xk), yk, np.ascontiguousarray(upper[keep]),
@@ -375,7 +377,7 @@ def asygcd_fit(X, y, C, *, sample_weight=None, kernel="rbf", gamma="scale",
                 shift=shift,
                 feature_major=bool(feature_major),
                 return_stats=bool(return_stats),
-                page_doubles=int(page_size or 0))
+                page_doubles=int(page_size or 0), cancel=cancel)
         intercept = float(shift * np.dot(ak, yk))
     alpha = np.zeros(X.shape[0])
     alpha[keep] = ak

@@ -27,7 +27,7 @@ import numpy as np
 
 from ._budget import blas_limits, cpu_count, reserve_threads
 from ._comm import Communicator, SelfCommunicator
-from ._pool import cancel_solves
+from ._pool import CancelToken, current_token, running_under
 
 BACKEND_NAMES = ("serial", "threads", "mpi")
 
@@ -370,13 +370,24 @@ class Session:
         workers = min(self.n_workers, max(len(tasks), 1))
         if workers <= 1:
             return [func(t) for t in _progress(tasks, len(tasks), self.verbose, desc)]
+        token = CancelToken(current_token())
+
+        def run(task):
+            with running_under(token):
+                return func(task)
+
         with ThreadPoolExecutor(max_workers=workers) as pool:
+            futures = [pool.submit(run, t) for t in tasks]
             try:
-                return list(_progress(pool.map(func, tasks), len(tasks), self.verbose,
-                                      desc))
-            except KeyboardInterrupt:
-                # Ctrl-C: the running solves stop (the pool's exit waits for them)
-                cancel_solves()
+                return list(_progress((f.result() for f in futures), len(tasks),
+                                      self.verbose, desc))
+            except BaseException:
+                # Ctrl-C (or a signal handler's exception) while waiting, or a task's
+                # error: the other tasks do not start, their running solves stop (the
+                # pool's exit waits for them), and this exception is raised
+                for f in futures:
+                    f.cancel()
+                token.cancel()
                 raise
 
     def comm_report(self):

@@ -23,14 +23,17 @@ The pool is created on first use and shared by the whole process; a process
 forked from one that used it gets a new pool.
 """
 
+import contextlib
 import heapq
 import os
 import threading
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 
 from ._budget import blas_limits
 
-__all__ = ["run_blocks", "row_blocks", "run_graph", "cancel_solves"]
+__all__ = ["run_blocks", "row_blocks", "run_graph", "CancelToken", "current_token",
+           "running_under", "solve_cancel_flag"]
 
 _LOCK = threading.Lock()
 _POOL = {"pool": None, "size": 0, "pid": None}
@@ -70,18 +73,76 @@ def _submit(fn, count):
         return [pool.submit(fn) for _ in range(count)]
 
 
-def cancel_solves():
-    """Stop the native solves running on this process's threads.
+#: the message of a native solve stopped by its pool's token
+CANCELLED = ("the solve was cancelled: its fit was stopped in another thread (Ctrl-C, or "
+             "an error in another task of the same fit)")
 
-    Called when the calling thread is interrupted (Ctrl-C) while workers run
-    native SMO or Asy-GCD solves: without it, the interrupt would wait for
-    them to finish. The solves end within milliseconds with
-    ``KeyboardInterrupt``; solves started later run normally. The solves of
-    every thread stop (Ctrl-C is meant for the whole process).
+_LOCAL = threading.local()
+
+
+class CancelToken:
+    """The cancellation of one pool's work (a fit's workers, nested pools included).
+
+    The native solvers (SMO, Asy-GCD) read ``flag`` (one byte) every few dozen
+    steps without the GIL and stop with ``KeyboardInterrupt`` once it is set;
+    :func:`~cakernels._solvers.smo.smo_fit` and ``asygcd_fit`` refuse to start
+    under a cancelled token. A pool cancels its token when its calling thread
+    meets an exception (Ctrl-C, a signal handler's exception, a task's error):
+    the workers' running and later solves end within milliseconds instead of
+    running to their end, and the pool returns at once. Tokens of pools
+    started from a worker are its children: cancelling a token cancels them,
+    and a child born under a cancelled token is cancelled. Other fits (other
+    threads, other pools) are not affected.
     """
-    from .. import _native
 
-    _native.cancel_solves()
+    def __init__(self, parent=None):
+        self.flag = bytearray(1)
+        self._children = weakref.WeakSet()
+        self._lock = threading.Lock()
+        if parent is not None:
+            with parent._lock:
+                parent._children.add(self)
+                if parent.cancelled:
+                    self.flag[0] = 1
+
+    @property
+    def cancelled(self):
+        return bool(self.flag[0])
+
+    def cancel(self):
+        with self._lock:
+            self.flag[0] = 1
+            children = list(self._children)
+        for child in children:
+            child.cancel()
+
+
+def current_token():
+    """The :class:`CancelToken` of the pool task this thread runs (None: none)."""
+    return getattr(_LOCAL, "token", None)
+
+
+def solve_cancel_flag():
+    """The ``cancel`` byte for a native solve on this thread (its pool token's;
+    None outside a pool); ``KeyboardInterrupt`` when the pool is cancelled
+    already: a solve started after its fit was stopped ends at once."""
+    token = current_token()
+    if token is None:
+        return None
+    if token.cancelled:
+        raise KeyboardInterrupt(CANCELLED)
+    return token.flag
+
+
+@contextlib.contextmanager
+def running_under(token):
+    """Run the block with ``token`` as this thread's :func:`current_token`."""
+    old = getattr(_LOCAL, "token", None)
+    _LOCAL.token = token
+    try:
+        yield token
+    finally:
+        _LOCAL.token = old
 
 
 def row_blocks(n_rows, block_rows):
@@ -116,20 +177,23 @@ def run_blocks(func, blocks, n_threads):
         return
     lock = threading.Lock()
     state = {"next": 0, "failed": False}
+    token = CancelToken(current_token())
 
     def worker():
-        while True:
-            with lock:
-                i = state["next"]
-                if state["failed"] or i >= len(blocks):
-                    return
-                state["next"] = i + 1
-            try:
-                func(*blocks[i])
-            except BaseException:
+        with running_under(token):
+            while True:
                 with lock:
-                    state["failed"] = True
-                raise
+                    i = state["next"]
+                    if state["failed"] or i >= len(blocks):
+                        return
+                    state["next"] = i + 1
+                try:
+                    func(*blocks[i])
+                except BaseException:
+                    with lock:
+                        state["failed"] = True
+                    token.cancel()  # the other workers' solves stop too
+                    raise
 
     with blas_limits(1):
         futures = _submit(worker, n_threads - 1)
@@ -138,8 +202,6 @@ def run_blocks(func, blocks, n_threads):
             worker()  # the calling thread takes blocks too
         except BaseException as exc:  # noqa: BLE001 - re-raised below, after the others
             error = exc
-            if isinstance(exc, KeyboardInterrupt):
-                cancel_solves()  # the workers' solves stop too
         for fut in futures:
             # a worker that has not started would find no block left: never wait
             # for it (the pool may be busy, or this call may run on the pool)
@@ -147,12 +209,10 @@ def run_blocks(func, blocks, n_threads):
                 continue
             try:
                 fut.result()
-            except KeyboardInterrupt as exc:  # Ctrl-C while waiting, or a cancelled solve
-                cancel_solves()
+            except BaseException as exc:  # noqa: BLE001 - Ctrl-C while waiting, too
                 with lock:
                     state["failed"] = True
-                error = error or exc
-            except BaseException as exc:  # noqa: BLE001
+                token.cancel()
                 error = error or exc
         if error is not None:
             raise error
