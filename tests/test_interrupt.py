@@ -215,3 +215,20 @@ def test_sigint_stops_a_search_whose_tasks_start_solves_later(tmp_path):
             report(exc)
     """)
     assert "interrupted KeyboardInterrupt" in out, out
+
+
+@pytest.mark.parametrize("backend", ["threads", "serial"])
+def test_sigint_stops_a_kernel_ridge_search(tmp_path, backend):
+    # no native solve to poll: the thread pools' loops stop at the token (the workers
+    # of backend='threads' ran their partitions' whole searches first: seconds to
+    # minutes). 20,000 sigmas take minutes here (2,000: 15 s).
+    out = _interrupt(tmp_path, f"""
+        from cakernels import BKRR2CV
+        try:
+            BKRR2CV(n_partitions=2, sigmas=np.logspace(-1, 1, 20000), lams=[1e-3], cv=2,
+                    backend={backend!r}, n_jobs=2 if {backend!r} == "threads" else None,
+                    random_state=0).fit(X, y.astype(float))
+        except KeyboardInterrupt as exc:
+            report(exc)
+    """)
+    assert "interrupted KeyboardInterrupt" in out, out

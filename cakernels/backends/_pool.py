@@ -171,8 +171,11 @@ def run_blocks(func, blocks, n_threads):
     """
     n_threads = max(1, min(int(n_threads), len(blocks)))
     if n_threads == 1:
+        token = current_token()  # an enclosing pool's: a stopped fit stops here too
         with blas_limits(1):
             for start, stop in blocks:
+                if token is not None and token.cancelled:
+                    raise KeyboardInterrupt(CANCELLED)
                 func(start, stop)
         return
     lock = threading.Lock()
@@ -187,6 +190,8 @@ def run_blocks(func, blocks, n_threads):
                     if state["failed"] or i >= len(blocks):
                         return
                     state["next"] = i + 1
+                if token.cancelled:  # its fit was stopped (an enclosing pool's too)
+                    raise KeyboardInterrupt(CANCELLED)
                 try:
                     func(*blocks[i])
                 except BaseException:
@@ -261,7 +266,10 @@ def run_graph(func, deps, priority, n_threads):
     def worker(_start, _stop):
         with cond:
             try:
+                token = current_token()  # (run_blocks's, below)
                 while state["left"] and state["result"] is None and not state["failed"]:
+                    if token is not None and token.cancelled:  # its fit was stopped
+                        raise KeyboardInterrupt(CANCELLED)
                     if not ready:
                         if not state["running"]:
                             raise ValueError("the task graph has a cycle: tasks are left "
