@@ -9,6 +9,8 @@ iterations. A solution's ``alpha`` can be passed back as the warm start
 (``alpha0``) of a larger problem that contains its rows (SMO and Asy-GCD).
 """
 
+import contextlib
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -68,6 +70,26 @@ class LocalSolution:
         return (f"LocalSolution(n_rows={self.index.size}, n_support={self.support.size}, "
                 f"objective={self.objective:.6g}, n_iter={self.n_iter})")
 
+
+
+@contextlib.contextmanager
+def libsvm_errors_named(C):
+    """scikit-learn's ``ValueError`` 'dual coefficients or intercepts are not
+    finite' of a LIBSVM solve as this package's ``FloatingPointError`` (the
+    native solvers' for the same cause): kernel values that overflow LIBSVM's
+    float32 cache off the diagonal (the diagonal is checked before), or a C
+    too large."""
+    try:
+        yield
+    except ValueError as exc:
+        if "not finite" not in str(exc):
+            raise
+        raise FloatingPointError(
+            f"the libsvm solver (C={C:.3g}) produced non-finite dual coefficients "
+            f"(scikit-learn: {exc}): kernel values overflow LIBSVM's float32 kernel cache "
+            "(3.4e38) off the diagonal (a polynomial kernel with a negative coef0, or a "
+            "large gamma or degree, on these features), or C is too large; scale the "
+            "features, lower gamma or degree, or use solver='smo' (float64)") from exc
 
 
 def libsvm_max_iter(max_iter, kernel, degree):
@@ -187,10 +209,11 @@ def _solve_binary_svm(X, y_pm, C, kp, solver, sample_weight, tol, max_iter, cach
                   coef0=kp["coef0"], tol=tol, cache_size=cache_size,
                   max_iter=libsvm_max_iter(max_iter, kp["kernel"], kp["degree"]))
         Xs = _int32_indices(X, canonical=True) if sp.issparse(X) else X
-        if rows is None:
-            svc.fit(Xs, y_pm, sample_weight=sample_weight)
-        else:
-            svc.fit(Xs[rows], y_pm[rows], sample_weight=np.asarray(sample_weight)[rows])
+        with libsvm_errors_named(C):
+            if rows is None:
+                svc.fit(Xs, y_pm, sample_weight=sample_weight)
+            else:
+                svc.fit(Xs[rows], y_pm[rows], sample_weight=np.asarray(sample_weight)[rows])
         alpha = np.zeros(y_pm.size)
         # dual_coef_ = alpha_i * y_i for SVC's classes_ [-1, 1] (positive for +1)
         # (a sparse matrix when SVC was fitted on sparse input)

@@ -27,7 +27,7 @@ from .._engine import (
 from .._kernels import KERNELS, check_magnitude, kernel_dot
 from .._params import Count
 from ..partition import _int32_indices
-from .._solvers.local import _check_numerics_before, libsvm_max_iter
+from .._solvers.local import _check_numerics_before, libsvm_errors_named, libsvm_max_iter
 from .._solvers.native_svc import NATIVE_SOLVERS, NativeKernelSVC, ovr_from_ovo
 
 SOLVERS = ("libsvm",) + NATIVE_SOLVERS
@@ -411,7 +411,8 @@ class PartitionedSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
                   class_weight=cw, break_ties=False,
                   max_iter=libsvm_max_iter(self.max_iter, self.kernel, self.degree),
                   decision_function_shape="ovo")
-        svc.fit(_int32_indices(Xp, purpose=_LIBSVM, canonical=True), yp, sample_weight=wp)
+        with libsvm_errors_named(self.C):
+            svc.fit(_int32_indices(Xp, purpose=_LIBSVM, canonical=True), yp, sample_weight=wp)
         return svc, int(np.sum(svc.n_iter_)), int(svc.support_.size)
 
     # -------------------------------------------------------------- predict
