@@ -15,6 +15,7 @@ import textwrap
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import cakernels
@@ -62,6 +63,28 @@ def _interrupt(tmp_path, body, *, delay=1.0, timeout=120):
         os.killpg(proc.pid, signal.SIGKILL)
         out, err = proc.communicate()
         pytest.fail(f"the child did not stop within {timeout} s of SIGINT\n{out}\n{err}")
+    assert proc.returncode == 0, out + err
+    return out
+
+
+def _child(tmp_path, body, timeout=120):
+    """Run PROBLEM + body in a child without a signal; its stdout (the test fails if
+    it does not end within ``timeout`` s)."""
+    script = tmp_path / "child.py"
+    script.write_text(PROBLEM + textwrap.dedent(body))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(Path(cakernels.__file__).resolve().parent.parent)] + [p for p
+                                                                  in [env.get("PYTHONPATH")] if p])
+    proc = subprocess.Popen([sys.executable, str(script)], env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        pytest.fail(f"the child did not end within {timeout} s\n{out}\n{err}")
     assert proc.returncode == 0, out + err
     return out
 
@@ -232,3 +255,38 @@ def test_sigint_stops_a_kernel_ridge_search(tmp_path, backend):
             report(exc)
     """)
     assert "interrupted KeyboardInterrupt" in out, out
+
+
+def test_a_tasks_error_is_raised_not_the_cancellation_it_caused(tmp_path):
+    # a failing worker cancels its pool's token: the calling thread's solve stops (it
+    # would never end here) and the worker's ValueError is raised, not the
+    # KeyboardInterrupt 'the solve was cancelled' of the solve it stopped
+    out = _child(tmp_path, """
+        main = threading.main_thread()
+        def func(start, stop):
+            if threading.current_thread() is main:
+                smo_fit(X, y.astype(float), 1.0, gamma=0.5, tol=1e-300, max_iter=10**15)
+            else:
+                time.sleep(0.3)
+                raise ValueError("bad block")
+        try:
+            run_blocks(func, [(0, 1), (1, 2)], 2)
+        except BaseException as exc:
+            print("raised", type(exc).__name__, exc, flush=True)
+    """)
+    assert "raised ValueError bad block" in out, out
+
+
+def test_a_search_raises_its_tasks_own_error():
+    # one gamma's tasks fail (the kernel diagonal overflows): the error came back as
+    # the cancellation of a sibling task's solve in 5 of 6 fits
+    from cakernels import CASVCCV
+
+    rng = np.random.RandomState(0)
+    X = rng.randn(2000, 10)
+    y = np.where(X[:, 0] + 0.7 * rng.randn(2000) > 0, 1, 0)
+    for _ in range(3):
+        with pytest.raises(FloatingPointError, match="kernel values overflow"):
+            CASVCCV(n_partitions=1, kernel="poly", degree=3, coef0=-1.0, Cs=(10.0, 100.0),
+                    gammas=(0.05, 1e103), cv=3, tol=1e-5, n_jobs=2,
+                    random_state=0).fit(X, y)

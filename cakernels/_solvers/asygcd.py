@@ -58,7 +58,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from .. import _memory, _native
 from ..backends import blas_limits, threads_available
-from ..backends._pool import solve_cancel_flag
+from ..backends._pool import cancellable, solve_cancel_flag
 from .smo import check_dual_problem, kernel_errors_named, native_matrix
 from .._kernels import _KIND, resolve_gamma
 from ..partition import (
@@ -367,7 +367,7 @@ def asygcd_fit(X, y, C, *, sample_weight=None, kernel="rbf", gamma="scale",
         ak = np.ascontiguousarray(alpha[keep])
         yk = np.ascontiguousarray(y[keep])
         cancel = solve_cancel_flag()
-        with kernel_errors_named(X, keep, kernel, g, degree, coef0):
+        with cancellable(cancel), kernel_errors_named(X, keep, kernel, g, degree, coef0):
             objective, n_updates, converged, grad_k, *stats = _native.asygcd_solve(
                 native_matrix(Xk), yk, np.ascontiguousarray(upper[keep]),
                 block, ak, _KIND[kernel], float(g), float(coef0), float(degree),

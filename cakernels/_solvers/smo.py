@@ -19,7 +19,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 from .. import _native
 from .._kernels import _KIND, check_csr_pointers, resolve_gamma  # noqa: F401 (re-export)
-from ..backends._pool import solve_cancel_flag
+from ..backends._pool import cancellable, solve_cancel_flag
 
 __all__ = ["smo_fit", "check_dual_problem", "native_matrix"]
 
@@ -243,7 +243,7 @@ def smo_fit(X, y, C, *, sample_weight=None, class_weight_vector=None,
     # (a limit beyond int64 is no limit: the C solver counts in int64)
     budget = min(int(max_iter), _MAX_INT64) if max_iter > 0 else default_max_iter(ak.size)
     cancel = solve_cancel_flag()
-    with kernel_errors_named(X, keep, kernel, g, degree, coef0):
+    with cancellable(cancel), kernel_errors_named(X, keep, kernel, g, degree, coef0):
         rho, objective, n_iter, converged, stats = _native.smo_solve(
             Xk, np.ascontiguousarray(y[keep]), np.ascontiguousarray(upper[keep]),
             ak, _KIND[kernel], float(g), float(coef0), float(degree), float(tol),

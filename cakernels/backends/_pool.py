@@ -32,8 +32,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 from ._budget import blas_limits
 
-__all__ = ["run_blocks", "row_blocks", "run_graph", "CancelToken", "current_token",
-           "running_under", "solve_cancel_flag"]
+__all__ = ["run_blocks", "row_blocks", "run_graph", "CancelToken", "Cancelled",
+           "cancellable", "current_token", "running_under", "solve_cancel_flag"]
 
 _LOCK = threading.Lock()
 _POOL = {"pool": None, "size": 0, "pid": None}
@@ -80,11 +80,27 @@ CANCELLED = ("the solve was cancelled: its fit was stopped in another thread (Ct
 _LOCAL = threading.local()
 
 
+class Cancelled(KeyboardInterrupt):
+    """A solve, block or task stopped because its pool's :class:`CancelToken` was
+    cancelled (Ctrl-C, or another task's error). A pool never raises it in
+    place of the exception that made it cancel: see :func:`_keep_first`."""
+
+
+def _keep_first(error, exc):
+    """The exception a pool raises, of the one it holds (``error``) and a new one:
+    the first, except that a :class:`Cancelled` gives way to the exception that
+    caused the cancellation (a task's ValueError came back as the 'solve was
+    cancelled' of a sibling read first)."""
+    if error is None or (isinstance(error, Cancelled) and not isinstance(exc, Cancelled)):
+        return exc
+    return error
+
+
 class CancelToken:
     """The cancellation of one pool's work (a fit's workers, nested pools included).
 
     The native solvers (SMO, Asy-GCD) read ``flag`` (one byte) every few dozen
-    steps without the GIL and stop with ``KeyboardInterrupt`` once it is set;
+    steps without the GIL and stop (:class:`Cancelled`) once it is set;
     :func:`~cakernels._solvers.smo.smo_fit` and ``asygcd_fit`` refuse to start
     under a cancelled token. A pool cancels its token when its calling thread
     meets an exception (Ctrl-C, a signal handler's exception, a task's error):
@@ -124,14 +140,26 @@ def current_token():
 
 def solve_cancel_flag():
     """The ``cancel`` byte for a native solve on this thread (its pool token's;
-    None outside a pool); ``KeyboardInterrupt`` when the pool is cancelled
+    None outside a pool); :class:`Cancelled` when the pool is cancelled
     already: a solve started after its fit was stopped ends at once."""
     token = current_token()
     if token is None:
         return None
     if token.cancelled:
-        raise KeyboardInterrupt(CANCELLED)
+        raise Cancelled(CANCELLED)
     return token.flag
+
+
+@contextlib.contextmanager
+def cancellable(flag):
+    """Around a native solve given ``cancel=flag``: its ``KeyboardInterrupt`` is
+    :class:`Cancelled` when the flag stopped it (not a signal)."""
+    try:
+        yield
+    except KeyboardInterrupt as exc:
+        if flag is not None and flag[0] and not isinstance(exc, Cancelled):
+            raise Cancelled(CANCELLED) from None
+        raise
 
 
 @contextlib.contextmanager
@@ -175,7 +203,7 @@ def run_blocks(func, blocks, n_threads):
         with blas_limits(1):
             for start, stop in blocks:
                 if token is not None and token.cancelled:
-                    raise KeyboardInterrupt(CANCELLED)
+                    raise Cancelled(CANCELLED)
                 func(start, stop)
         return
     lock = threading.Lock()
@@ -191,7 +219,7 @@ def run_blocks(func, blocks, n_threads):
                         return
                     state["next"] = i + 1
                 if token.cancelled:  # its fit was stopped (an enclosing pool's too)
-                    raise KeyboardInterrupt(CANCELLED)
+                    raise Cancelled(CANCELLED)
                 try:
                     func(*blocks[i])
                 except BaseException:
@@ -218,7 +246,7 @@ def run_blocks(func, blocks, n_threads):
                 with lock:
                     state["failed"] = True
                 token.cancel()
-                error = error or exc
+                error = _keep_first(error, exc)
         if error is not None:
             raise error
 
@@ -269,7 +297,7 @@ def run_graph(func, deps, priority, n_threads):
                 token = current_token()  # (run_blocks's, below)
                 while state["left"] and state["result"] is None and not state["failed"]:
                     if token is not None and token.cancelled:  # its fit was stopped
-                        raise KeyboardInterrupt(CANCELLED)
+                        raise Cancelled(CANCELLED)
                     if not ready:
                         if not state["running"]:
                             raise ValueError("the task graph has a cycle: tasks are left "
