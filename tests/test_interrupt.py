@@ -286,3 +286,45 @@ def test_a_search_raises_its_tasks_own_error():
             CASVCCV(n_partitions=1, kernel="poly", degree=3, coef0=-1.0, Cs=(10.0, 100.0),
                     gammas=(0.05, 1e103), cv=3, tol=1e-5, n_jobs=2,
                     random_state=0).fit(X, y)
+
+
+def test_a_partitions_error_stops_the_earlier_partitions_solves(tmp_path):
+    # backend='threads' read the partitions' results in task order: partition 1's
+    # error waited for partition 0's whole solve (here: forever)
+    out = _child(tmp_path, """
+        from cakernels.svm._partitioned import PartitionedSVC
+        original = PartitionedSVC._fit_partition
+        def fit_partition(self, p, ctx):
+            if p.j == 1:
+                raise ValueError("partition 1 failed")
+            return original(self, p, ctx)
+        PartitionedSVC._fit_partition = fit_partition
+        try:
+            CASVC(n_partitions=4, tol=1e-300, max_iter=10**15, backend="threads",
+                  n_jobs=2, random_state=0).fit(X, y)
+        except BaseException as exc:
+            print("raised", type(exc).__name__, exc, flush=True)
+    """)
+    assert "raised ValueError partition 1 failed" in out, out
+
+
+def test_sigint_during_a_pools_error_handling_waits_for_its_workers(tmp_path):
+    # Ctrl-C while run_blocks waited for a worker after another block's error: the
+    # call returned with the worker's block still running (writing its output)
+    out = _interrupt(tmp_path, """
+        main = threading.main_thread()
+        finished = []
+        def func(start, stop):
+            if threading.current_thread() is main:
+                raise ValueError("bad block")
+            A = np.random.default_rng(0).standard_normal((300, 300))
+            t = time.time()
+            while time.time() - t < 3.0:  # a block that never checks the token
+                A = np.tanh(A @ A.T / 300)
+            finished.append(True)
+        try:
+            run_blocks(func, [(0, 1), (1, 2)], 2)
+        except BaseException as exc:
+            print("raised", type(exc).__name__, exc, "| worker done:", finished, flush=True)
+    """, delay=0.5)
+    assert "raised ValueError bad block | worker done: [True]" in out, out

@@ -21,7 +21,7 @@ estimators, so it is cloned, compared and pickled with them). A fit opens a
 import contextlib
 import os
 import sys
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 
 import numpy as np
 
@@ -379,8 +379,11 @@ class Session:
         with ThreadPoolExecutor(max_workers=workers) as pool:
             futures = [pool.submit(run, t) for t in tasks]
             try:
-                return list(_progress((f.result() for f in futures), len(tasks),
-                                      self.verbose, desc))
+                # as they finish: a task's error stops the others at once (read in
+                # task order, it waited for every earlier task's whole solve)
+                for f in _progress(as_completed(futures), len(tasks), self.verbose, desc):
+                    f.result()
+                return [f.result() for f in futures]
             except BaseException:
                 # Ctrl-C (or a signal handler's exception) while waiting, or a task's
                 # error: the other tasks do not start, their running solves stop (the

@@ -235,18 +235,29 @@ def run_blocks(func, blocks, n_threads):
             worker()  # the calling thread takes blocks too
         except BaseException as exc:  # noqa: BLE001 - re-raised below, after the others
             error = exc
+        interrupts = 0
         for fut in futures:
             # a worker that has not started would find no block left: never wait
             # for it (the pool may be busy, or this call may run on the pool)
             if fut.cancel():
                 continue
-            try:
-                fut.result()
-            except BaseException as exc:  # noqa: BLE001 - Ctrl-C while waiting, too
-                with lock:
-                    state["failed"] = True
-                token.cancel()
-                error = _keep_first(error, exc)
+            while True:
+                try:
+                    fut.result()
+                except BaseException as exc:  # noqa: BLE001 - Ctrl-C while waiting, too
+                    with lock:
+                        state["failed"] = True
+                    token.cancel()
+                    error = _keep_first(error, exc)
+                    if not fut.done():
+                        # a signal interrupted the wait: the worker stops at its next
+                        # check; wait for it (its block must not outlive this call),
+                        # unless a second Ctrl-C says not to
+                        interrupts += 1
+                        if interrupts > 1:
+                            raise error from None
+                        continue
+                break
         if error is not None:
             raise error
 
