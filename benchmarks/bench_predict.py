@@ -309,8 +309,8 @@ def main(argv=None):
     rep.table("small predictions: the first rows of ijcnn1's test set, BKMSVC's model above, "
               "median of 50 (milliseconds)",
               ["setting", "rows", "ours ms", "before ms", "before / ours"], small_rows,
-              note="One row is not counted in the goal: it is all fixed costs (validation, "
-                   "routing, one session), printed for the record.")
+              note="The 1-row case (one per setting) is not counted in the goal: it is all "
+                   "fixed costs (validation, routing, one session), printed for the record.")
     rep.write(args.out)
 
 

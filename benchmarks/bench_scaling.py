@@ -299,7 +299,8 @@ def dkrr_time(P, n, d, t_factor1, n1, t_kernel1, net):
 
 # ===================================================================== driver
 def main():
-    ap = common.add_common_args(argparse.ArgumentParser(description=__doc__.split("\n")[0]))
+    summary = __doc__.split("\n\n")[0].replace("\n", " ")  # the first paragraph
+    ap = common.add_common_args(argparse.ArgumentParser(description=summary))
     ap.add_argument("--worker", choices=("pingpong", "weak"), help=argparse.SUPPRESS)
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--plot", default=None,

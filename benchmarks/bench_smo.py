@@ -339,6 +339,7 @@ def threads(args, tables, goals):
 
     # 3. small problems: the passes get short
     rows = []
+    fits = 3 if args.quick else 7
     kw = dict(data_home=home, return_X_y=True, download_if_missing=False)
     for name, C, gamma in [("ijcnn1", 32.0, 2.0), ("a9a", 1.0, 0.05)]:
         X, y = load_dataset(name, **kw)
@@ -347,25 +348,25 @@ def threads(args, tables, goals):
         for n in (3000, 6000, 12000):
             idx = rng.choice(X.shape[0], n, replace=False)
             Xs, ys = X[idx], y_pm[idx]
-            t, last = _median_fits(sides(Xs, ys, C, gamma, 200, sklearnex=False),
-                                   3 if args.quick else 7)
+            t, last = _median_fits(sides(Xs, ys, C, gamma, 200, sklearnex=False), fits)
             rows.append((name, n, f"{t['smo1']:.4f}", f"{t['smo2']:.4f}",
                          f"{t['smo1'] / t['smo2']:.2f}x", last["smo2"]["parallel_regions"],
                          last["smo2"]["n_iter"]))
             print(rows[-1], flush=True)
-    tables["SMO 2 threads on subsets (median of 7, alternating)"] = (
+    tables[f"SMO 2 threads on subsets (median of {fits}, alternating)"] = (
         ["dataset", "rows", "1 thr s", "2 thr s", "speed-up", "parallel regions",
          "iterations"], rows)
 
     # 4. partitioned fits, serial backend: the solves get the process's cores
     rows = []
+    part_rounds = 3 if args.quick else 5
     X, y = load_dataset("ijcnn1", n_samples=5000 if args.quick else None, random_state=0, **kw)
     cores = os.sched_getaffinity(0)
     for Est in (CASVC, CPSVC):
         for P in (16, 4):
             est = Est(n_partitions=P, C=32.0, gamma=2.0, random_state=0)
             times = {1: [], 2: []}
-            for _ in range(3 if args.quick else 5):
+            for _ in range(part_rounds):
                 for k in (1, 2):
                     os.sched_setaffinity(0, {min(cores)} if k == 1 else cores)
                     try:
@@ -375,7 +376,8 @@ def threads(args, tables, goals):
             t1, t2 = float(np.median(times[1])), float(np.median(times[2]))
             rows.append((Est.__name__, P, f"{t1:.3f}", f"{t2:.3f}", f"{t1 / t2:.2f}x"))
             print(rows[-1], flush=True)
-    tables["partitioned fits on ijcnn1, serial backend: one core against two (median of 5)"] = (
+    tables["partitioned fits on ijcnn1, serial backend: one core against two "
+           f"(median of {part_rounds})"] = (
         ["estimator", "partitions", "1 core s", "2 cores s", "speed-up"], rows)
 
 
