@@ -187,7 +187,13 @@ def run_blocks(func, blocks, n_threads):
     one block this is a plain loop in the calling thread; otherwise the
     calling thread and ``n_threads - 1`` workers of the shared pool take the
     blocks in order, and the first exception raised by ``func`` is re-raised
-    here (the other workers stop taking blocks).
+    here (the other workers stop taking blocks). The blocks run under this
+    call's :class:`CancelToken` (a child of the calling thread's): an
+    exception, or Ctrl-C while the calling thread waits, cancels it, so the
+    workers' native solves stop and no block starts after it; the call returns
+    once its workers have stopped (a second Ctrl-C while waiting returns at
+    once), raising the exception that stopped it, never the :class:`Cancelled`
+    of the blocks it stopped.
 
     Parameters
     ----------
