@@ -156,18 +156,21 @@ def _read_plain(path, comm, n_features, zero_based, index_0):
     X = _with_columns(X, max(width, 1))
     if comm.allreduce(int(X.shape[0])) == 0:
         comm.agree(f"{path}: the file is empty (no samples)")
-    X, y = _fill_empty_ranks(comm, X, y)
+    X, y = _rebalance_thin_ranks(comm, X, y)
     return X, y, {"index_base": base, "rows_with_index_0": rows_0, "dropped_index_0": dropped,
                   "truncated": truncated}
 
 
-def _fill_empty_ranks(comm, X, y):
-    """Equal contiguous blocks of rows, in file order, when some rank read none
-    (a line longer than its byte range) but the file has a row for every rank: a
-    sharded fit needs a row on every rank. One all-to-all of the moved rows;
-    nothing moves otherwise."""
+def _rebalance_thin_ranks(comm, X, y):
+    """Equal contiguous blocks of rows, in file order, when some rank read less
+    than half the rows of another (a line longer than its byte range: none, or
+    one row next to 300) and the file has a row for every rank: a sharded fit
+    needs rows on every rank (the random partitioner as many as the partitions
+    it owns). One all-to-all of the moved rows; nothing moves otherwise (byte
+    ranges give rows within a few percent of each other)."""
     counts = np.array(comm.allgather(int(X.shape[0])), dtype=np.int64)
-    if comm.size == 1 or counts.min() > 0 or counts.sum() < comm.size:
+    if (comm.size == 1 or 2 * counts.min() >= counts.max()
+            or counts.sum() < comm.size):
         return X, y
     bounds = np.linspace(0, counts.sum(), comm.size + 1).astype(np.int64)
     first = int(counts[:comm.rank].sum())  # global index of this rank's first row

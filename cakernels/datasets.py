@@ -564,9 +564,10 @@ def load_svmlight_shard(path, comm=None, *, n_features=None, zero_based="auto"):
     Every rank reads and parses only its own part of an uncompressed file: the
     file is split into equal byte ranges moved to line boundaries, so the
     shards hold contiguous blocks of rows, in file order by rank, of about
-    equal size (where a line longer than a range left a rank without rows,
-    and the file has a row for every rank, rows move so that every rank
-    holds equal contiguous blocks: a sharded fit needs a row on every rank).
+    equal size (where long lines left a rank with less than half the rows of
+    another, none for example, and the file has a row for every rank, rows
+    move so that every rank holds an equal contiguous block: a sharded fit
+    needs rows on every rank).
     The ranks then agree on the number of features and the index
     base (two small reductions), so every shard has the same columns and the
     result equals the rows of :func:`load_svmlight` of the whole file. A

@@ -275,7 +275,14 @@ def test_sharded_libsvm_reading_equals_the_whole_file(mpirun, n, tmp_path, data_
     rows = [f"{1 if i % 2 else -1} 1:{i / 40:.3f} 2:{i / 80:.3f}" for i in range(40)]
     rows[20] = "1 " + " ".join(f"{j}:1" for j in range(1, 300))
     long.write_text("\n".join(rows) + "\n")
-    files = [one, zero, gz, cut, data_home / "a9a" / "a9a", huge, missing, folder, long]
+    # a first line longer than half the file: rank 0 read 1 row, rank 1 300 (the
+    # random partitioner then left partitions empty); rows move to equal blocks
+    first = tmp_path / "long_first.svm"
+    first.write_text("1 " + " ".join(f"{j}:1" for j in range(1, 40001)) + "\n"
+                     + "".join(f"{1 if i % 2 else -1} 1:{i / 300:.3f} 2:{i / 600:.3f}\n"
+                               for i in range(300)))
+    files = [one, zero, gz, cut, data_home / "a9a" / "a9a", huge, missing, folder, long,
+             first]
     lines = _lines(mpirun(n, "spmd_shard.py", *files))
     assert len(lines) == len(files)
     errors = {line["path"]: line.pop("errors") for line in lines if "errors" in line}
@@ -293,8 +300,10 @@ def test_sharded_libsvm_reading_equals_the_whole_file(mpirun, n, tmp_path, data_
     assert max(a9a["rows"]) - min(a9a["rows"]) < 0.01 * sum(a9a["rows"])
     # the long line's file: with 4 ranks, ranks 1 and 2 read none (their byte ranges
     # lie inside the long line): equal blocks now; with 2 ranks nothing moves
-    assert lines[-1]["path"] == str(long)
-    assert lines[-1]["rows"] == ([10] * 4 if n == 4 else [21, 19]), lines[-1]
+    assert lines[-2]["path"] == str(long)
+    assert lines[-2]["rows"] == ([10] * 4 if n == 4 else [21, 19]), lines[-2]
+    assert lines[-1]["path"] == str(first)
+    assert lines[-1]["rows"] == ([75, 75, 75, 76] if n == 4 else [150, 151]), lines[-1]
     # arguments: one error on every rank (they hung), no rank named for the file's own
     cases = {line["case"]: line["errors"] for line in _lines(
         mpirun(n, "spmd_shard.py", "--arguments", zero))}
