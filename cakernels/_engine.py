@@ -440,11 +440,28 @@ def global_gamma(s, gamma, X):
         return comm.bcast_obj(resolve_gamma(gamma, X) if comm.rank == 0 else None)
     from ._kernels import centered_sq_sum, scale_gamma, variance_from_moments
 
-    sq = X.multiply(X).sum() if sp.issparse(X) else np.einsum("ij,ij->", X, X)
-    moments = comm.Allreduce(np.array([X.sum(), sq, X.shape[0] * X.shape[1]], dtype=float))
-    var = variance_from_moments(moments, lambda _, means: comm.Allreduce(
-        np.array([centered_sq_sum(X, means[0])])))[0]
-    return scale_gamma(X.shape[1], var)
+    def variance(Z):
+        with np.errstate(over="ignore", invalid="ignore"):  # (scale_gamma's error instead)
+            sq = Z.multiply(Z).sum() if sp.issparse(Z) else np.einsum("ij,ij->", Z, Z)
+            moments = comm.Allreduce(np.array([Z.sum(), sq, Z.shape[0] * Z.shape[1]],
+                                              dtype=float))
+            return variance_from_moments(moments, lambda _, means: comm.Allreduce(
+                np.array([centered_sq_sum(Z, means[0])])))[0]
+
+    var = variance(X)
+    if not np.isfinite(var):  # sums of squares overflowed (features near 1e153): on
+        # X / 2^k, which scales every operation exactly (the same on every rank)
+        data = X.data if sp.issparse(X) else X
+        big = comm.allreduce(float(np.max(np.abs(data))) if data.size else 0.0, "max")
+        if np.isfinite(big) and big > 0:
+            scale = 2.0 ** float(np.ceil(np.log2(big)))
+            var = float(variance(X / scale) * scale * scale)
+    try:
+        return scale_gamma(X.shape[1], var)
+    except ValueError as exc:  # from the same reduced moments on every rank
+        from .backends import CollectiveError
+
+        raise CollectiveError(str(exc)) from None
 
 
 def _check_score_targets(est, X, y, sample_weight, classifier):

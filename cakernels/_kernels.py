@@ -136,6 +136,21 @@ def scale_gamma(n_features, var):
     return gamma
 
 
+def _dense_var(X):
+    """``X.var()`` (scikit-learn's value, bit for bit), and where its sums of
+    squares overflow although the variance does not (features near 1e153), the
+    variance of ``X / 2^k`` times ``2^k`` twice: a power of two scales every
+    operation exactly."""
+    var = X.var()
+    if np.isfinite(var) or X.size == 0:
+        return var
+    big = float(np.max(np.abs(X)))
+    if not (np.isfinite(big) and big > 0):
+        return var
+    scale = 2.0 ** float(np.ceil(np.log2(big)))
+    return float((X / scale).var() * scale * scale)
+
+
 def resolve_gamma(gamma, X):
     """Resolve scikit-learn's ``gamma`` (``'scale'``, ``'auto'`` or a float) on ``X``.
 
@@ -155,7 +170,7 @@ def resolve_gamma(gamma, X):
                     if not X_var > SCALE_CANCEL * ex2:
                         X_var = centered_sq_sum(X, X.mean()) / (X.shape[0] * X.shape[1])
                 else:
-                    X_var = X.var()
+                    X_var = _dense_var(X)
             return scale_gamma(X.shape[1], X_var)
         if gamma == "auto":
             return 1.0 / X.shape[1]

@@ -301,8 +301,8 @@ def test_csr_matrices_with_invalid_structure_are_refused(bad):
 def test_fit_refuses_rows_near_the_overflow_and_an_overflowing_scale_gamma():
     """Rows whose squared norms were finite but whose sums overflowed (0.8e154-0.9e154:
     a LAPACK 'illegal value' message and a misleading least-squares error for BKRR2);
-    and gamma='scale' on features whose variance overflows (gamma 0: a constant
-    kernel, one class predicted, only NumPy's RuntimeWarning)."""
+    and gamma='scale' where 1 / (n_features * X.var()) is not finite (a NaN or
+    constant kernel, one class predicted, at most NumPy's RuntimeWarning)."""
     from cakernels import BKRR2, CASVC
 
     rng = np.random.default_rng(0)
@@ -312,12 +312,14 @@ def test_fit_refuses_rows_near_the_overflow_and_an_overflowing_scale_gamma():
                         (CASVC(n_partitions=2, random_state=0), y)):
         with pytest.raises(ValueError, match="feature values too large"):
             est.fit(X, target)
-    Xv = rng.standard_normal((200, 4)) * 1e153  # rows within the limit, X.var() overflows
+    # features so small that X.var() is subnormal: 1 / (n_features * var) is inf (a NaN
+    # kernel); an error naming gamma='scale', where a given gamma fits
+    Xv = rng.standard_normal((200, 4)) * 1e-160
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no overflow RuntimeWarning on the way
         with pytest.raises(ValueError, match=r"gamma='scale'.*too large or too small"):
             CASVC(n_partitions=2, random_state=0).fit(Xv, np.where(Xv[:, 0] > 0, 1, -1))
-    CASVC(n_partitions=2, gamma=1e-306, random_state=0).fit(Xv, np.where(Xv[:, 0] > 0, 1, -1))
+    CASVC(n_partitions=2, gamma=1.0, random_state=0).fit(Xv, np.where(Xv[:, 0] > 0, 1, -1))
 
 
 def _offdiagonal_overflow():
@@ -377,3 +379,23 @@ def test_parameters_beyond_the_solvers_integers_and_floats():
         CASVC(n_partitions=1, solver="libsvm", kernel="poly", degree=2**31, gamma=1e-3).fit(X, y)
     with pytest.raises(ValueError, match=r"intercept_scaling\*\*2 overflows float64"):
         AsyGCDSVC(fit_intercept=True, intercept_scaling=1e155).fit(X, y)
+
+
+def test_scale_gamma_on_features_whose_squares_overflow_in_the_sums():
+    """Features of +-6e153 (within the magnitude limit, variance 3.6e307): X.var()'s
+    sums overflowed (gamma 0: an error) where the variance is finite; the sparse path
+    gave the finite gamma. Exact on X / 2^k."""
+    from cakernels._kernels import resolve_gamma
+
+    rng = np.random.default_rng(0)
+    X = np.where(rng.random((300, 1)) > 0.5, 6e153, -6e153)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no overflow RuntimeWarning
+        dense = resolve_gamma("scale", X)
+        sparse = resolve_gamma("scale", sp.csr_matrix(X))
+    expected = 1.0 / ((X / 2.0**511).var() * 2.0**511 * 2.0**511)
+    assert dense == expected and abs(sparse - dense) <= 1e-15 * dense
+    CASVC(n_partitions=2, random_state=0).fit(X, np.where(X[:, 0] > 0, 1, -1))
+    # ordinary data: scikit-learn's value, bit for bit
+    Y = rng.standard_normal((200, 5))
+    assert resolve_gamma("scale", Y) == 1.0 / (5 * Y.var())

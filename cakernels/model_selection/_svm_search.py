@@ -33,6 +33,7 @@ from .._engine import (
 from .._kernels import centered_sq_sum, resolve_gamma, scale_gamma, variance_from_moments
 from .._solvers.local import solve_binary_svm
 from .._solvers.native_svc import NativeKernelSVC
+from ..backends import CollectiveError
 from ..backends._pool import run_graph
 from ..svm import BKMSVC, CASVC, CPSVC, FCFSSVC, PartitionedSVC
 from ..svm._partitioned import _SVM_CONSTRAINTS, SOLVERS, _ClassifierInput, _SingleClassModel
@@ -357,10 +358,13 @@ n_splits_
         counts = np.stack([np.bincount(y_idx[train[:, f]], minlength=k)
                            for f in range(n_splits)]).astype(np.float64)
         moments = np.zeros((n_splits, 3))
-        for f in range(n_splits):
+        sharded_scale = s.size > 1 and s.sharded and "scale" in self._grid()["gammas"]
+        for f in range(n_splits if sharded_scale else 0):  # (needed there only)
             Xf = X[train[:, f]]
-            sq = Xf.multiply(Xf).sum() if sp.issparse(Xf) else np.einsum("ij,ij->", Xf, Xf)
-            moments[f] = (Xf.sum(), sq, Xf.shape[0] * Xf.shape[1])
+            with np.errstate(over="ignore", invalid="ignore"):  # (scale_gamma's error)
+                sq = (Xf.multiply(Xf).sum() if sp.issparse(Xf)
+                      else np.einsum("ij,ij->", Xf, Xf))
+                moments[f] = (Xf.sum(), sq, Xf.shape[0] * Xf.shape[1])
         exact = None
         if s.size == 1 or not s.sharded:  # every row on rank 0: SVC's own formula
             exact = [[resolve_gamma(g, X[train[:, f]]) if s.rank == 0 else 0.0
@@ -371,14 +375,19 @@ n_splits_
                 exact = s.comm.bcast_obj(exact)
         gammas = np.zeros((len(self._grid()["gammas"]), n_splits))
         if exact is None and "scale" in self._grid()["gammas"]:  # sharded: from moments
-            var = variance_from_moments(moments, lambda splits, means: s.comm.Allreduce(
-                np.array([centered_sq_sum(X[train[:, f]], mu) for f, mu in zip(splits, means)])))
+            with np.errstate(over="ignore", invalid="ignore"):
+                var = variance_from_moments(moments, lambda splits, means: s.comm.Allreduce(
+                    np.array([centered_sq_sum(X[train[:, f]], mu)
+                              for f, mu in zip(splits, means)])))
         for a, g in enumerate(self._grid()["gammas"]):
             for f in range(n_splits):
                 if exact is not None:
                     gammas[a, f] = exact[a][f]
                 elif g == "scale":
-                    gammas[a, f] = scale_gamma(X.shape[1], var[f])
+                    try:
+                        gammas[a, f] = scale_gamma(X.shape[1], var[f])
+                    except ValueError as exc:  # the same reduced moments on every rank
+                        raise CollectiveError(str(exc)) from None
                 else:
                     gammas[a, f] = resolve_gamma(g, X[:1])
         class_weights = [self._class_weight(counts[f]) for f in range(n_splits)]
