@@ -71,7 +71,6 @@ class LocalSolution:
                 f"objective={self.objective:.6g}, n_iter={self.n_iter})")
 
 
-
 @contextlib.contextmanager
 def libsvm_errors_named(C):
     """scikit-learn's ``ValueError`` 'dual coefficients or intercepts are not
@@ -101,6 +100,7 @@ def libsvm_max_iter(max_iter, kernel, degree):
         raise ValueError(f"solver='libsvm' takes degree <= 2**31 - 1 (LIBSVM stores it in a "
                          f"C int), got {degree}; solver='smo' takes any degree")
     return -1 if max_iter <= 0 or max_iter > 2**31 - 1 else int(max_iter)
+
 
 def _libsvm_objective(X, y_pm, alpha, kernel_params):
     """``0.5 a^T Q a - sum(a)`` over the support (LIBSVM does not report it)."""
