@@ -89,8 +89,19 @@ def test_rare_distinct_rows_among_many_duplicates_are_found(cls, sparse):
     part = cls(n_partitions=4, random_state=0).fit(Xf)
     assert part.sizes_.tolist() == [1250] * 4
     assert not _duplicate_rows(part.centers_).any() and reachable(part)
-    with pytest.raises(ValueError, match="X has only 7 distinct samples"):
+    with pytest.raises(ValueError, match=r"X has fewer than 8 distinct samples .*found 7 "):
         cls(n_partitions=8, random_state=0).fit(Xf)
+
+
+@pytest.mark.parametrize("cls", [KBalancePartitioner, BKMPartitioner])
+def test_too_few_distinct_samples_error_counts_no_kmeans_mean_as_a_sample(cls):
+    # 3 distinct rows: the error said "X has only 4 distinct samples", counting a
+    # K-means mean that is no sample
+    rng = np.random.RandomState(0)
+    X = np.repeat(rng.randn(3, 2), [40, 30, 30], axis=0)
+    with pytest.raises(ValueError, match="X has fewer than 8 distinct samples") as err:
+        cls(n_partitions=8, random_state=0).fit(X)
+    assert "only" not in str(err.value)
 
 
 def test_the_pass_for_distinct_rows_keeps_wide_sparse_blocks_small():

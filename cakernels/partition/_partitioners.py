@@ -136,10 +136,14 @@ def _make_distinct(centers, fetch, n, rng, what, scan):
             return centers
     if take(scan(seen, len(todo))):
         return centers
+    # the pass found every sample equal to no centre kept so far: X has fewer
+    # distinct samples than centres (how many fewer is unknown when the kept
+    # centres are K-means means, not samples)
     raise ValueError(
-        f"{what} needs {centers.shape[0]} distinct centres but X has only "
-        f"{centers.shape[0] - len(todo)} distinct samples (to about 12 significant digits); "
-        "use fewer partitions or remove the duplicates")
+        f"{what} needs {centers.shape[0]} distinct centres but X has fewer than "
+        f"{centers.shape[0]} distinct samples (to about 12 significant digits; found "
+        f"{centers.shape[0] - len(todo)} distinct centres); use fewer partitions or remove "
+        "the duplicates")
 
 
 #: most rows per block of the pass over all rows for distinct centres (fewer for
