@@ -407,7 +407,7 @@ def _check_shard_weights(sample_weight):
                          "positive weight to this rank")
 
 
-def drop_zero_weight_rows(s, X, y, w, index):
+def drop_zero_weight_rows(s, X, y, w, index, n_partitions=None):
     """This rank's rows of positive ``sample_weight``: ``(X, y, w, compact,
     index)`` with ``compact`` their global numbering among the kept rows (what
     the partitioners take; contiguous per shard) and ``index`` their global
@@ -416,14 +416,28 @@ def drop_zero_weight_rows(s, X, y, w, index):
     A row of zero weight has the bound ``C_i = 0``, so ``alpha_i = 0`` in every
     solve (LIBSVM drops it too); left in, it shaped the partitions and could
     leave a partition without a row to train on (a ``BaggingClassifier``'s
-    bootstrap passes zero weights)."""
+    bootstrap passes zero weights). With ``n_partitions``: a ``ValueError``
+    on every rank when fewer rows than partitions are left (the partitioners'
+    own message would count only the rows they see)."""
     keep = np.asarray(w) > 0
+    n_given = int(keep.size)
     X, y, w, index = X[keep], y[keep], w[keep], index[keep]
+    counts = [(int(X.shape[0]), n_given)]
+    if s.size > 1 and s.sharded:
+        # (never empty: the validation refuses a shard whose weights are all 0)
+        counts = s.comm.allgather(counts[0])
+    elif s.size > 1 and n_partitions is not None:  # root mode: rank 0 holds every row
+        counts = [s.comm.bcast_obj(counts[0] if s.comm.rank == 0 else None)]
+    if n_partitions is not None:
+        kept, given = (sum(c[i] for c in counts) for i in (0, 1))
+        if n_partitions > kept:
+            raise ValueError(
+                f"n_partitions={n_partitions} is larger than the number of samples of "
+                f"positive sample_weight ({kept} of {given}); every partition needs at "
+                "least one of them (rows of weight 0 take no part)")
     if s.size == 1 or not s.sharded:
         return X, y, w, np.arange(X.shape[0], dtype=np.int64), index
-    # (never empty: the validation refuses a shard whose weights are all 0)
-    counts = s.comm.allgather(int(X.shape[0]))
-    offset = int(sum(counts[:s.comm.rank]))
+    offset = int(sum(c[0] for c in counts[:s.comm.rank]))
     return X, y, w, np.arange(offset, offset + X.shape[0], dtype=np.int64), index
 
 

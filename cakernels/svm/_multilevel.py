@@ -197,7 +197,8 @@ class _MultiLevelSVC(_FullModelSVC):
         t0 = time.perf_counter()
         compact = index
         if self._n_zero_weight:  # rows of zero weight take no part (as in LIBSVM)
-            X, y, w, compact, index = drop_zero_weight_rows(s, X, y, w, index)
+            X, y, w, compact, index = drop_zero_weight_rows(s, X, y, w, index,
+                                                                self.n_partitions)
         with comm.phase("partitioning"):
             part, labels = self._partition_rows(s, X, compact)
         t_part = time.perf_counter() - t0
