@@ -958,7 +958,8 @@ PyDoc_STRVAR(
     smo_solve_doc,
     "smo_solve(X, y, upper, alpha, kind, gamma, coef0, degree, tol, max_iter, "
     "cache_size_mb, n_threads=1, min_work=0, collapse_at=0, "
-    "return_stats=False, page_doubles=0, cancel=None)\n--\n\n"
+    "return_stats=False, page_doubles=0, cancel=None, grad=None,\n"
+    "grad_in=False)\n--\n\n"
     "Solve the binary SVM dual with bias by SMO (LIBSVM's second-order\n"
     "working set and shrinking, always on, as cakernels' solver='smo'),\n"
     "GIL released:\n"
@@ -979,7 +980,13 @@ PyDoc_STRVAR(
     "(0: the default); collapse_at (tests): > 0 collapses the team after\n"
     "that many parallel regions, -1 never (0: when its threads wait);\n"
     "page_doubles (tests): the cache's page size (rounded up to a power\n"
-    "of two; 0: the default).\n\n"
+    "of two; 0: the default).\n"
+    "grad: None, or a writable (n,) float64 array (sharing no memory with\n"
+    "the others) that receives the gradient Q alpha - e at the solution;\n"
+    "with grad_in=True its values on input are the gradient of the warm\n"
+    "start alpha (the grad of a solve on the same X, y and kernel: it does\n"
+    "not depend on upper), used instead of computing it from alpha's kernel\n"
+    "columns (ignored when the warm start's repair moved alpha).\n\n"
     "Returns (rho, objective, n_iter, converged); decision function\n"
     "f(x) = sum_i alpha_i y_i K(x_i, x) - rho; return_stats=True appends a\n"
     "dict: threads_used, regions, region_seconds, wait_seconds, collapses,\n"
@@ -1002,10 +1009,12 @@ static PyObject *py_smo_solve(PyObject *module, PyObject *args,
                              "kind",  "gamma",  "coef0",   "degree",
                              "tol",   "max_iter", "cache_size_mb",
                              "n_threads", "min_work", "collapse_at",
-                             "return_stats", "page_doubles", "cancel", NULL};
+                             "return_stats", "page_doubles", "cancel", "grad",
+                             "grad_in", NULL};
     PyObject *x_obj, *y_obj, *u_obj, *a_obj, *cancel_obj = NULL;
-    Py_buffer cancel_view;
-    int kind, n_threads = 1, return_stats = 0;
+    PyObject *g_obj = Py_None;
+    Py_buffer cancel_view, gv;
+    int kind, n_threads = 1, return_stats = 0, grad_in = 0, have_grad = 0;
     long long min_work = 0, collapse_at = 0, page_doubles = 0;
     ck_smo_opts opts;
     ck_py_poll poll;
@@ -1019,13 +1028,20 @@ static PyObject *py_smo_solve(PyObject *module, PyObject *args,
     ck_status status;
 
     (void)module;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOiddddLd|iLLpLO:smo_solve",
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOiddddLd|iLLpLOOp:smo_solve",
                                      kwlist, &x_obj, &y_obj, &u_obj, &a_obj,
                                      &kind, &gamma, &coef0, &degree, &tol,
                                      &max_iter, &cache_mb, &n_threads,
                                      &min_work, &collapse_at, &return_stats,
-                                     &page_doubles, &cancel_obj))
+                                     &page_doubles, &cancel_obj, &g_obj,
+                                     &grad_in))
         return NULL;
+    if (grad_in && g_obj == Py_None) {
+        PyErr_SetString(PyExc_ValueError,
+                        "smo_solve: grad_in=True needs grad (the gradient of "
+                        "alpha)");
+        return NULL;
+    }
     if (n_threads < 1 || min_work < 0 || collapse_at < -1 ||
         page_doubles < 0 || page_doubles > (1LL << 30)) {
         PyErr_SetString(PyExc_ValueError,
@@ -1051,6 +1067,21 @@ static PyObject *py_smo_solve(PyObject *module, PyObject *args,
         PyErr_SetString(PyExc_ValueError,
                         "alpha must not share memory with X, y or upper");
         goto fail;
+    }
+    if (g_obj != Py_None) {
+        if (ck_get_vector(g_obj, &gv, n, 1, "grad") < 0)
+            goto fail;
+        have_grad = 1;
+        if (ck_problem_overlaps(&pa, &gv) ||
+            ck_ranges_overlap(gv.buf, gv.len, av.buf, av.len)) {
+            PyErr_SetString(PyExc_ValueError,
+                            "grad must not share memory with X, y, upper or "
+                            "alpha");
+            goto fail;
+        }
+        opts.grad_out = (double *)gv.buf;
+        if (grad_in)
+            opts.grad_in = (const double *)gv.buf;
     }
     if (ck_check_cache(cache_mb, n, 2) < 0)
         goto fail;
@@ -1081,6 +1112,8 @@ static PyObject *py_smo_solve(PyObject *module, PyObject *args,
         ck_raise_status(status, "smo_solve");
         goto fail;
     }
+    if (have_grad)
+        PyBuffer_Release(&gv);
     PyBuffer_Release(&av);
     ck_problem_release(&pa);
     if (return_stats)
@@ -1100,6 +1133,8 @@ static PyObject *py_smo_solve(PyObject *module, PyObject *args,
                          converged ? Py_True : Py_False);
 
 fail:
+    if (have_grad)
+        PyBuffer_Release(&gv);
     PyBuffer_Release(&av);
     ck_problem_release(&pa);
     return NULL;

@@ -304,7 +304,15 @@ ck_status ck_asygcd_solve_ex(const ck_matrix *X, const double *y,
  *   poll, poll_ctx in: the cancellation poll (cakernels.h; NULL: none),
  *                     called every 64 steps (and every 64 columns of a
  *                     warm start's gradient): nonzero ends the solve
- *                     with CK_ERR_INTERRUPTED.
+ *                     with CK_ERR_INTERRUPTED;
+ *   grad_in      in:  NULL, or n values: the gradient Q alpha - e of the
+ *                     warm start alpha (the grad_out of a solve on the same
+ *                     X, y and kernel: the gradient does not depend on the
+ *                     bounds), used instead of computing it from alpha's
+ *                     kernel columns (a path over C); ignored when the
+ *                     warm start's repair changed alpha; non-finite values
+ *                     are CK_ERR_ARG;
+ *   grad_out     out: NULL, or n values: the gradient at the solution.
  */
 typedef struct {
     int64_t min_work;
@@ -324,6 +332,8 @@ typedef struct {
     int feature_major;
     ck_poll_fn poll;
     void *poll_ctx;
+    const double *grad_in;
+    double *grad_out;
 } ck_smo_opts;
 
 ck_status ck_smo_solve_ex(const ck_matrix *X, const double *y,

@@ -836,7 +836,7 @@ ck_status ck_smo_solve_ex(const ck_matrix *X, const double *y,
     ck_status st = CK_OK;
     int64_t i, n, capacity, budget, iter = 0, counter, warm = 0;
     ck_kparams kp;
-    int done = 0, unshrunk = 0, fm_want = 0;
+    int done = 0, unshrunk = 0, fm_want = 0, given_grad = 0;
     double active_sum = 0.0; /* active variables summed over the steps */
 
     /* ---- validation ---- */
@@ -946,13 +946,26 @@ ck_status ck_smo_solve_ex(const ck_matrix *X, const double *y,
     if (st != CK_OK)
         goto cleanup;
 
-    /* ---- gradient G = Q alpha - e and G_bar = sum_{alpha_i = C_i} C_i Q_i */
+    /* ---- gradient G = Q alpha - e and G_bar = sum_{alpha_i = C_i} C_i Q_i:
+     * the caller's G when given for this alpha (the permutation is still the
+     * identity), then only the columns of the variables at their upper bound */
+    if (opts != NULL && opts->grad_in != NULL) {
+        for (i = 0; i < n; ++i)
+            if (!isfinite(opts->grad_in[i])) {
+                st = CK_ERR_ARG;
+                goto cleanup;
+            }
+        if (memcmp(s->alpha, alpha, (size_t)n * sizeof(double)) != 0)
+            given_grad = 0; /* the repair moved alpha: G is computed */
+        else
+            given_grad = 1;
+    }
     for (i = 0; i < n; ++i) {
-        s->G[i] = -1.0;
+        s->G[i] = given_grad ? opts->grad_in[i] : -1.0;
         s->G_bar[i] = 0.0;
     }
     for (i = 0; i < n; ++i) {
-        if (!ck_is_lower(s, i)) {
+        if (given_grad ? ck_is_upper(s, i) : !ck_is_lower(s, i)) {
             ck_col Qi;
             if ((++warm & 63) == 0 && opts != NULL &&
                 ck_poll_stop(opts->poll, opts->poll_ctx)) {
@@ -962,7 +975,8 @@ ck_status ck_smo_solve_ex(const ck_matrix *X, const double *y,
             st = ck_qcache_get(&s->cache, i, n, &Qi);
             if (st != CK_OK)
                 goto cleanup;
-            ck_team_axpy(s, 0, n, s->alpha[i], Qi, s->G);
+            if (!given_grad)
+                ck_team_axpy(s, 0, n, s->alpha[i], Qi, s->G);
             if (ck_is_upper(s, i))
                 ck_team_axpy(s, 0, n, s->upper[i], Qi, s->G_bar);
         }
@@ -1181,6 +1195,9 @@ cleanup:
         *n_iter = iter;
         for (i = 0; i < n; ++i)
             alpha[s->perm[i]] = s->alpha[i];
+        if (opts != NULL && opts->grad_out != NULL)
+            for (i = 0; i < n; ++i)
+                opts->grad_out[s->perm[i]] = s->G[i];
     }
     if (opts != NULL) {
         opts->threads_used = s->team.used;

@@ -525,7 +525,9 @@ def test_other_bad_settings_are_clear_errors():
     assert BKRR2CV(cv=3)._fold_hint() == "; use fewer partitions or folds"
     from sklearn.model_selection import KFold
 
-    assert BKRR2CV(cv=None)._fold_hint().endswith("or shuffled folds")  # KFold(5) unshuffled
+    # None is 5 shuffled folds, as an int
+    assert BKRR2CV(cv=None)._fold_hint() == "; use fewer partitions or folds"
+    assert BKRR2CV(cv=KFold(5))._fold_hint().endswith("or shuffled folds")
     assert BKRR2CV(cv=KFold(3, shuffle=True))._fold_hint() == "; use fewer partitions or folds"
     Xs = np.sort(X, axis=0)  # sorted rows: unshuffled folds cut the partitions
     with pytest.raises(ValueError, match="no training row.*or shuffled folds"):
@@ -593,6 +595,7 @@ from sklearn.datasets import make_classification  # noqa: E402
 from sklearn.model_selection import StratifiedKFold  # noqa: E402
 from sklearn.base import BaseEstimator, ClassifierMixin  # noqa: E402
 from sklearn.metrics import get_scorer  # noqa: E402
+from sklearn.exceptions import ConvergenceWarning  # noqa: E402
 from sklearn.svm import SVC  # noqa: E402
 
 from cakernels import BKMSVCCV, CASVC, CASVCCV, CPSVCCV, FCFSSVCCV, PartitionedSVCCV  # noqa: E402
@@ -972,3 +975,34 @@ def test_a_randomstate_instance_refits_on_the_partitions_it_scored(cls):
     assert not np.array_equal(first.partitioner_.labels_, second.partitioner_.labels_)
     np.testing.assert_array_equal(second.partitioner_.labels_,
                                   second.best_estimator_.partitioner_.labels_)
+
+
+@pytest.mark.parametrize("make", [lambda cv: BKRR2CV(n_partitions=3, cv=cv, random_state=0),
+                                  lambda cv: CASVCCV(n_partitions=3, Cs=[1.0, 10.0], cv=cv,
+                                                     random_state=0)])
+def test_cv_none_is_five_shuffled_folds_as_an_int(make):
+    # cv=None was an unshuffled 5-fold split (check_cv's): on rows stored in
+    # feature order every fold extrapolated; GridSearchCV's None is 5
+    rng = np.random.RandomState(0)
+    X = np.sort(rng.uniform(-3, 3, (200, 1)), axis=0)
+    y = np.sin(X[:, 0]) if "KRR" in type(make(5)).__name__ else (X[:, 0] > 0).astype(int)
+    none, five = make(None).fit(X, y), make(5).fit(X, y)
+    assert none.n_splits_ == 5
+    np.testing.assert_array_equal(none.cv_results_["mean_test_score"],
+                                  five.cv_results_["mean_test_score"])
+
+
+def test_an_iteration_limit_turns_the_warm_start_off():
+    # a warm-started C ran max_iter iterations of its own on top of the earlier
+    # Cs': scored as converged further than its refit, it changed the selection
+    X, y = make_classification(n_samples=300, n_features=8, n_informative=5, flip_y=0.1,
+                               random_state=0)
+    kw = dict(n_partitions=2, Cs=[1.0, 100.0], gammas=[0.5], cv=3, max_iter=20,
+              random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        limited = CASVCCV(**kw).fit(X, y)
+        cold = CASVCCV(warm_start=False, **kw).fit(X, y)
+    assert not limited.fit_stats_["warm_start"]
+    np.testing.assert_array_equal(limited.cv_results_["mean_test_score"],
+                                  cold.cv_results_["mean_test_score"])

@@ -237,6 +237,59 @@ def test_warm_start_projection_and_rejection():
         _native.smo_solve(Xc, yc, upper, bad, 1, 0.5, 0.0, 3.0, 1e-3, -1, 100.0)
 
 
+def test_the_gradient_out_and_in_of_a_path_over_C():
+    """``grad`` is Q alpha - 1 at the solution (NaN at rows of weight 0); given
+    back with its alpha as the next C's warm start it replaces the gradient's
+    kernel columns and reaches the same optimum; a repaired warm start (the
+    repair moves alpha) computes the gradient instead of trusting it."""
+    X, y = dataset("classification")
+    n = len(y)
+    w = np.ones(n)
+    w[:7] = 0.0
+    a = smo_fit(X, y, 1.0, gamma=0.3, sample_weight=w, tol=1e-6)
+    Q = y[:, None] * y[None, :] * pairwise_kernels(X, metric="rbf", gamma=0.3)
+    assert np.all(np.isnan(a["grad"][:7]))
+    np.testing.assert_allclose(a["grad"][7:], (Q @ a["alpha"] - 1.0)[7:], rtol=0, atol=1e-12)
+    kw = dict(gamma=0.3, sample_weight=w, tol=1e-6)
+    plain = smo_fit(X, y, 10.0, alpha0=a["alpha"], **kw)
+    given = smo_fit(X, y, 10.0, alpha0=a["alpha"], grad0=a["grad"], **kw)
+    cold = smo_fit(X, y, 10.0, **kw)
+    for res in (given, plain):
+        assert res["converged"]
+        assert res["objective"] == pytest.approx(cold["objective"], rel=1e-8)
+        np.testing.assert_allclose(res["alpha"], cold["alpha"], atol=1e-3)
+    # a gradient that is not alpha's gives another objective (it is used) ...
+    wrong = smo_fit(X, y, 10.0, alpha0=a["alpha"], grad0=a["grad"] + 0.5, **kw)
+    assert wrong["objective"] != pytest.approx(cold["objective"], rel=1e-6)
+    # ... unless the repair of the warm start moved alpha: then it is computed
+    i = np.flatnonzero((y > 0) & (a["alpha"] > 0) & (a["alpha"] < 1.0) & (w > 0))[0]
+    moved = a["alpha"].copy()
+    moved[i] += 1e-9  # y^T alpha off by more than rounding: repaired
+    repaired = smo_fit(X, y, 10.0, alpha0=moved, grad0=a["grad"] + 0.5, **kw)
+    assert repaired["objective"] == pytest.approx(cold["objective"], rel=1e-8)
+    # bad gradients
+    with pytest.raises(ValueError, match="pass both"):
+        smo_fit(X, y, 10.0, grad0=a["grad"], **kw)
+    with pytest.raises(ValueError, match="shape"):
+        smo_fit(X, y, 10.0, alpha0=a["alpha"], grad0=a["grad"][1:], **kw)
+    bad = a["grad"].copy()
+    bad[10] = np.inf
+    with pytest.raises(ValueError, match="non-finite"):
+        smo_fit(X, y, 10.0, alpha0=a["alpha"], grad0=bad, **kw)
+    Xc, yc, upper = np.ascontiguousarray(X), np.ascontiguousarray(y), np.full(n, 1.0)
+    alpha = np.zeros(n)
+    with pytest.raises(ValueError, match="grad_in=True needs grad"):
+        _native.smo_solve(Xc, yc, upper, alpha, 1, 0.3, 0.0, 3.0, 1e-3, -1, 100.0,
+                          grad_in=True)
+    with pytest.raises(ValueError, match="grad must not share memory"):
+        _native.smo_solve(Xc, yc, upper, alpha, 1, 0.3, 0.0, 3.0, 1e-3, -1, 100.0,
+                          grad=alpha)
+    g = np.full(n, np.nan)
+    with pytest.raises(ValueError, match="invalid argument"):
+        _native.smo_solve(Xc, yc, upper, alpha, 1, 0.3, 0.0, 3.0, 1e-3, -1, 100.0,
+                          grad=g, grad_in=True)
+
+
 def test_minimal_cache_same_result():
     X, y = dataset("blobs")
     n = len(y)

@@ -13,7 +13,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.svm import SVC
 
-from cakernels import BKMSVC, CASVC, CPSVC, CascadeSVC, FCFSSVC, PartitionedSVC
+from cakernels import BKMSVC, BKRR2, CASVC, CASVCCV, CPSVC, CascadeSVC, FCFSSVC, PartitionedSVC
 from cakernels._kernels import kernel_dot
 from cakernels._solvers.smo import smo_fit
 from cakernels.partition import KBalancePartitioner
@@ -110,6 +110,30 @@ def test_gamma_scale_is_resolved_globally(binary):
     clf = CASVC(n_partitions=4, solver="libsvm", random_state=0).fit(X, y)
     assert clf.gamma_ == pytest.approx(1.0 / (X.shape[1] * X.var()))
     assert all(est.gamma == clf.gamma_ for est in clf.estimators_)
+
+
+@pytest.mark.parametrize("solver", ["smo", "libsvm"])
+def test_kernel_set_after_fit_keeps_the_fitted_kernel(solver):
+    # every local model predicts with the kernel it was fitted with: binary local
+    # models read the estimator's current kernel, multiclass ones kept theirs, and
+    # LIBSVM's cached view took the parameters of its first prediction
+    rng = np.random.RandomState(0)
+    centres = np.array([[0, 0], [20, 0], [0, 20], [20, 20]])
+    X = np.vstack([c + rng.randn(60, 2) for c in centres])
+    # partitions of 1, 2, 3 and 2 classes
+    y = np.r_[np.zeros(60, int), rng.choice([0, 1], 60), rng.choice([1, 2], 60),
+              rng.choice([0, 1, 2], 60)]
+    Xt = np.vstack([c + rng.randn(20, 2) for c in centres])
+    a = CPSVC(n_partitions=4, solver=solver, random_state=0).fit(X, y)
+    assert sorted(len(m.classes_) for m in a.estimators_) == [1, 2, 2, 3]
+    b = pickle.loads(pickle.dumps(a))  # never predicted before the change
+    dec, pred = a.decision_function(Xt), a.predict(Xt)
+    for est in (a, b):
+        est.set_params(kernel="poly", degree=2, coef0=1.0, gamma=0.5)
+        np.testing.assert_array_equal(est.decision_function(Xt), dec)
+        np.testing.assert_array_equal(est.predict(Xt), pred)
+    # the next fit takes the new kernel
+    assert not np.allclose(a.fit(X, y).decision_function(Xt), dec)
 
 
 def test_single_class_partition_predicts_its_class():
@@ -268,6 +292,20 @@ def test_bad_input(cls, binary):
     Xn[0, 0] = np.nan
     with pytest.raises(ValueError, match="NaN"):
         clf.predict(Xn)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: CASVC(n_partitions=4), lambda: CascadeSVC(n_partitions=4),
+    lambda: BKRR2(n_partitions=4), lambda: CASVCCV(n_partitions=4, Cs=[1.0], cv=2)])
+def test_too_few_rows_of_positive_weight_for_the_partitions(make):
+    # 100 rows, 3 of positive weight: the error said "larger than the number of
+    # samples (3)" about data of 100 rows, without a word of the weights
+    rng = np.random.RandomState(0)
+    X, y = rng.randn(100, 2), np.arange(100) % 2
+    w = np.zeros(100)
+    w[[0, 1, 2]] = 1.0
+    with pytest.raises(ValueError, match=r"positive sample_weight \(3 of 100\)"):
+        make().fit(X, y, sample_weight=w)
 
 
 def test_rows_of_zero_weight_take_no_part():

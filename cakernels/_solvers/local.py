@@ -41,6 +41,7 @@ class LocalSolution:
     """
 
     def __init__(self, index, alpha, y, intercept, objective, n_iter, converged=True):
+        self.grad = None  # the SMO's gradient at the solution (a warm start's)
         self.index = np.asarray(index, dtype=np.int64)
         self.alpha = alpha
         self.y = y
@@ -115,7 +116,7 @@ def _libsvm_objective(X, y_pm, alpha, kernel_params):
 
 def solve_binary_svm(X, y_pm, C, *, kernel_params, solver="smo", sample_weight=None, tol=1e-3,
                      max_iter=-1, cache_size=200, n_threads=1, random_state=None, index=None,
-                     alpha0=None, asygcd_options=None, check_numerics=True):
+                     alpha0=None, grad0=None, asygcd_options=None, check_numerics=True):
     """Solve one binary SVM dual on ``X`` (dense or CSR).
 
     Parameters
@@ -141,6 +142,10 @@ def solve_binary_svm(X, y_pm, C, *, kernel_params, solver="smo", sample_weight=N
         Global indices of the rows (default ``0..n_rows-1``).
     alpha0 : ndarray of shape (n_rows,), default=None
         Feasible warm start (SMO, Asy-GCD, PSCD; not LIBSVM).
+    grad0 : ndarray of shape (n_rows,), default=None
+        SMO only, with ``alpha0``: its gradient, the ``grad`` of the solution
+        that gave ``alpha0`` on the same rows, kernel and weights (a path over
+        C: see :func:`~cakernels._solvers.smo.smo_fit`).
     asygcd_options : dict, default=None
         ``shrinking``, ``fit_intercept``, ``intercept_scaling`` of Asy-GCD.
     check_numerics : bool, default=True
@@ -151,21 +156,25 @@ def solve_binary_svm(X, y_pm, C, *, kernel_params, solver="smo", sample_weight=N
     Returns
     -------
     solution : LocalSolution
+        With ``grad`` (SMO: ``Q alpha - 1``, NaN at rows of weight 0; other
+        solvers: None).
     """
+    if grad0 is not None and solver != "smo":
+        raise ValueError(f"grad0 is a warm start of solver='smo', not {solver!r}")
     y_pm = np.asarray(y_pm, dtype=np.float64)
     index = np.arange(y_pm.size) if index is None else index
     kp = kernel_params
     if check_numerics:
         _check_numerics_before(X, kp, np.float32 if solver == "libsvm" else np.float64)
     sol = _solve_binary_svm(X, y_pm, C, kp, solver, sample_weight, tol, max_iter, cache_size,
-                            n_threads, random_state, index, alpha0, asygcd_options)
+                            n_threads, random_state, index, alpha0, asygcd_options, grad0)
     _check_solution(sol, f"the {solver} solver (C={C:.3g})",
                     "C may be too large for float64 (try a smaller C) or the features extreme")
     return sol
 
 
 def _solve_binary_svm(X, y_pm, C, kp, solver, sample_weight, tol, max_iter, cache_size,
-                      n_threads, random_state, index, alpha0, asygcd_options):
+                      n_threads, random_state, index, alpha0, asygcd_options, grad0=None):
     # a cache too small for two kernel columns is rounded up to them, as LIBSVM's
     # (svm.cpp's Cache); the low-level smo_fit/asygcd_fit refuse it instead
     cache_size = max(float(cache_size), min_cache_mb(y_pm.size))
@@ -175,9 +184,11 @@ def _solve_binary_svm(X, y_pm, C, kp, solver, sample_weight, tol, max_iter, cach
     if solver == "smo":
         from .smo import smo_fit
 
-        res = smo_fit(X, y_pm, C, alpha0=alpha0, n_threads=n_threads, **common)
-        return LocalSolution(index, res["alpha"], y_pm, res["intercept"], res["objective"],
-                             res["n_iter"], res["converged"])
+        res = smo_fit(X, y_pm, C, alpha0=alpha0, grad0=grad0, n_threads=n_threads, **common)
+        sol = LocalSolution(index, res["alpha"], y_pm, res["intercept"], res["objective"],
+                            res["n_iter"], res["converged"])
+        sol.grad = res["grad"]
+        return sol
     if solver in ("asygcd", "pscd"):
         from .asygcd import asygcd_fit
 

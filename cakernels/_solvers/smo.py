@@ -147,8 +147,8 @@ def default_max_iter(n_variables, at_least=10**7):
 
 def smo_fit(X, y, C, *, sample_weight=None, class_weight_vector=None,
             kernel="rbf", gamma="scale", degree=3, coef0=0.0, tol=1e-3,
-            max_iter=-1, cache_size=200, alpha0=None, n_threads=1, min_parallel_work=None,
-            collapse_at=None, page_size=None):
+            max_iter=-1, cache_size=200, alpha0=None, grad0=None, n_threads=1,
+            min_parallel_work=None, collapse_at=None, page_size=None):
     """Train a binary kernel SVM (dual with bias) by native SMO.
 
     Parameters
@@ -182,6 +182,12 @@ def smo_fit(X, y, C, *, sample_weight=None, class_weight_vector=None,
         unlimited.
     alpha0 : array-like of shape (n_samples,), optional
         Feasible warm start (``0 <= alpha0 <= C_i``, ``y @ alpha0 == 0``).
+    grad0 : array-like of shape (n_samples,), optional
+        With ``alpha0``: its gradient ``Q alpha0 - 1``, the ``grad`` of the
+        fit that returned ``alpha0`` on the same X, y, kernel and samples of
+        positive weight (the gradient does not depend on C, so a path over C
+        passes it on), used instead of computing it from ``alpha0``'s kernel
+        columns; its entries at samples of weight 0 are ignored.
     n_threads : int, default=1
         OpenMP threads of one solve: the kernel columns, the two passes of
         the working-set selection and the gradient update are split over
@@ -206,7 +212,9 @@ def smo_fit(X, y, C, *, sample_weight=None, class_weight_vector=None,
 
     Returns
     -------
-    dict with keys ``alpha`` (n_samples,), ``intercept`` (decision function
+    dict with keys ``alpha`` (n_samples,), ``grad`` (n_samples,: ``Q alpha -
+    1`` at the solution; NaN at samples of weight 0, which are no variables),
+    ``intercept`` (decision function
     ``sum_i alpha_i y_i K(x_i, x) + intercept``), ``n_iter``, ``objective``
     (dual value ``0.5 a^T Q a - sum(a)``), ``converged``, ``support``
     (indices with ``alpha > 0``), ``threads_used`` (the largest team a pass
@@ -240,6 +248,16 @@ def smo_fit(X, y, C, *, sample_weight=None, class_weight_vector=None,
     g = resolve_gamma(gamma, X)
     Xk = native_matrix(X if keep.all() else X[keep])
     ak = np.ascontiguousarray(alpha[keep])
+    gk = np.empty(ak.size)
+    if grad0 is not None:
+        if alpha0 is None:
+            raise ValueError("grad0 is the gradient of alpha0: pass both")
+        grad0 = np.asarray(grad0, dtype=np.float64)
+        if grad0.shape != (X.shape[0],):
+            raise ValueError(f"grad0 has shape {grad0.shape}, expected ({X.shape[0]},)")
+        gk[:] = grad0[keep]
+        if not np.all(np.isfinite(gk)):
+            raise ValueError("grad0 has non-finite entries (at samples of positive weight)")
     # (a limit beyond int64 is no limit: the C solver counts in int64)
     budget = min(int(max_iter), _MAX_INT64) if max_iter > 0 else default_max_iter(ak.size)
     cancel = solve_cancel_flag()
@@ -249,9 +267,12 @@ def smo_fit(X, y, C, *, sample_weight=None, class_weight_vector=None,
             ak, _KIND[kernel], float(g), float(coef0), float(degree), float(tol),
             budget, float(cache_size), n_threads=n_threads, min_work=min_work,
             collapse_at=int(collapse_at or 0), return_stats=True,
-            page_doubles=int(page_size or 0), cancel=cancel)
+            page_doubles=int(page_size or 0), cancel=cancel, grad=gk,
+            grad_in=grad0 is not None)
     alpha = np.zeros(X.shape[0])
     alpha[keep] = ak
+    grad = np.full(X.shape[0], np.nan)
+    grad[keep] = gk
     if not converged:
         limit = (f"max_iter={max_iter} iterations" if max_iter > 0 else
                  f"{budget:,} iterations (max_iter=-1: LIBSVM's limit, 100 per sample, "
@@ -260,6 +281,7 @@ def smo_fit(X, y, C, *, sample_weight=None, class_weight_vector=None,
                       "raising max_iter or tol", ConvergenceWarning, stacklevel=2)
     return {
         "alpha": alpha,
+        "grad": grad,
         "intercept": -rho,
         "n_iter": int(n_iter),
         "objective": objective,

@@ -100,12 +100,14 @@ class PartitionedKernelRidgeCV(RegressorMixin, _PartitionedSearchCV):
     lams : array-like of float, default=(1e-8, 1e-6, 1e-4, 1e-2)
         Ridge parameters to try (>= 0); each partition of ``m`` training rows
         adds ``lam * m`` to its kernel diagonal.
-    cv : int, cross-validation splitter, iterable or 'loo', default=5
-        Validation splits, as ``GridSearchCV``'s ``cv``, except that an int is
-        ``KFold(cv, shuffle=True, random_state=random_state)``: the partitions
-        depend on the data order (K-balance fills its last partition with the
-        last rows), so unshuffled folds could leave a partition without a
-        training row (pass ``KFold(cv)`` for those). A held-out
+    cv : int, cross-validation splitter, iterable, 'loo' or None, default=5
+        Validation splits, as ``GridSearchCV``'s ``cv`` (None: 5), except that
+        an int is a *shuffled* ``KFold(cv, shuffle=True)`` whose seed is drawn
+        from ``random_state`` (not ``random_state`` itself: the random
+        partitioner draws from it too, and would make every partition one
+        fold): the partitions depend on the data order (K-balance fills its
+        last partition with the last rows), so unshuffled folds could leave a
+        partition without a training row (pass ``KFold(cv)`` for those). A held-out
         validation set is ``ShuffleSplit(n_splits=1, test_size=0.2)`` or a
         :class:`~sklearn.model_selection.PredefinedSplit`. ``'loo'`` is the
         closed-form leave-one-out error of every local model (one split

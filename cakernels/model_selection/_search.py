@@ -90,7 +90,8 @@ class _PartitionedSearchCV(PartitionedEstimator):
             # those of positive weight; every row is still validated
             Xt, rows_t, compact, place_y = Xl, rows, index, facts.get("placement_y")
             if facts.get("n_zero_weight"):
-                Xt, rows_t, _, compact, _ = drop_zero_weight_rows(s, Xl, rows, wl, index)
+                Xt, rows_t, _, compact, _ = drop_zero_weight_rows(s, Xl, rows, wl, index,
+                                                                 self.n_partitions)
                 if place_y is not None:
                     place_y = place_y[np.asarray(wl) > 0]
             t0 = time.perf_counter()
@@ -277,7 +278,8 @@ class _PartitionedSearchCV(PartitionedEstimator):
         """Why a partition may lie inside one validation fold, for the error."""
         if self._shares_seed() is not None:
             return "; " + self._same_seed_message()
-        if (isinstance(self.cv, numbers.Integral) or getattr(self.cv, "shuffle", False)
+        if (self.cv is None or isinstance(self.cv, numbers.Integral)
+                or getattr(self.cv, "shuffle", False)
                 or getattr(self.cv, "random_state", None) is not None):
             return "; use fewer partitions or folds"  # the folds already shuffle
         return "; use fewer partitions or folds, or shuffled folds"
@@ -424,7 +426,9 @@ def _masks_from_cv(cv, X, y, classifier=False, random_state=None, groups=None,
     partition without training rows in some split. ``groups`` goes to the
     splitter, as ``GridSearchCV`` passes it. ``min_validation``: the fewest
     validation rows a split may have and the reason (a scoring undefined on
-    fewer)."""
+    fewer). None is 5, as in ``GridSearchCV`` (shuffled too)."""
+    if cv is None:
+        cv = 5
     if isinstance(cv, numbers.Integral):
         cls = StratifiedKFold if classifier and y is not None else KFold
         # a seed of its own: with random_state itself, a random partitioner's

@@ -145,10 +145,11 @@ class PartitionedSVCCV(ClassifierMixin, _ClassifierInput, _PartitionedSearchCV):
         Values of gamma to try (numbers > 0: a gamma of 0 is a constant kernel,
         which no search should select); ``'scale'`` and ``'auto'`` are resolved on each
         split's training rows, as a refit on them would.
-    cv : int, cross-validation splitter or iterable, default=5
-        Validation splits, as ``GridSearchCV``'s ``cv``, except that an int is
-        a *shuffled* :class:`~sklearn.model_selection.StratifiedKFold` (seeded
-        by ``random_state``; see :class:`PartitionedKernelRidgeCV`).
+    cv : int, cross-validation splitter, iterable or None, default=5
+        Validation splits, as ``GridSearchCV``'s ``cv`` (None: 5), except that
+        an int is a *shuffled* :class:`~sklearn.model_selection.StratifiedKFold`
+        (its seed drawn from ``random_state``; see
+        :class:`PartitionedKernelRidgeCV`).
     scoring : str or None, default=None
         Score of all validation rows of a split (weighted by their
         ``sample_weight`` when ``fit`` gets one, as ``GridSearchCV`` does
@@ -162,7 +163,9 @@ class PartitionedSVCCV(ClassifierMixin, _ClassifierInput, _PartitionedSearchCV):
         one reduction of label counts; use ``GridSearchCV`` over the estimator.
     warm_start : bool, default=True
         Start every C from the previous C's solution (native solvers; not the
-        indefinite sigmoid kernel: see Notes).
+        indefinite sigmoid kernel, and not with a positive ``max_iter``, which
+        would stop each C after its own iterations on top of the earlier Cs':
+        see Notes).
     refit : bool, default=True
         Refit the best (C, gamma) on all rows as ``best_estimator_``.
     kernel, degree, coef0, tol, cache_size, class_weight, max_iter
@@ -204,8 +207,8 @@ n_splits_
 
     Notes
     -----
-    With ``warm_start=False`` (or ``solver='libsvm'``, or
-    ``kernel='sigmoid'``) every score equals a refit of the estimator on the
+    With ``warm_start=False`` (or ``solver='libsvm'``, ``kernel='sigmoid'``,
+    or a positive ``max_iter``) every score equals a refit of the estimator on the
     split's training rows with the same partitions. A warm start converges to
     the same optimum within ``tol``, so the validation predictions of the two
     may differ on a few samples near a decision boundary. The sigmoid kernel
@@ -435,8 +438,11 @@ class _SVMSearchJob:
         self.n_counts = 2 if self.scoring == "accuracy" else 2 * search.classes_.size ** 2
         # the sigmoid kernel is indefinite: its dual has several stationary points,
         # and a warm start from the previous C may settle in another than a refit's
+        # an iteration limit stops every C after max_iter iterations of its own,
+        # on top of the earlier Cs' when warm-started: the scores would describe
+        # solutions a refit with that limit never reaches
         self.warm = (bool(search.warm_start) and search.solver in WARM_SOLVERS
-                     and search.kernel != "sigmoid")
+                     and search.kernel != "sigmoid" and search.max_iter <= 0)
         self.seed = check_random_state(search.random_state).randint(np.iinfo(np.int32).max)
         # GridSearchCV's order: ParameterGrid sorts the keys, 'C' outer, 'gamma' inner
         self.order = [(a, c) for c in range(self.Cs.size) for a in range(len(self.gamma_values))]
@@ -504,6 +510,7 @@ class _SVMSearchJob:
         est = self.search._make_estimator(self.Cs[c], self.gammas[a, f])
         est.classes_ = self.search.classes_
         est.gamma_ = float(self.gammas[a, f])
+        est._fit_kernel = est._kernel_params()
         return est
 
     def _path(self, p, T, y_idx, w, a, f, order):
@@ -535,18 +542,21 @@ class _SVMSearchJob:
         for i, j in pairs:  # SVC's one-vs-one order; +1 for the pair's second class
             members = T[(y_idx[T] == i) | (y_idx[T] == j)]
             y_pm = np.where(y_idx[members] == j, 1.0, -1.0)
-            problems.append((members, y_pm, w[members] * cw[y_idx[members]], None))
+            problems.append((members, y_pm, w[members] * cw[y_idx[members]], None, None))
         for c in order:
             t = time.perf_counter()
             models, its, objs, support = [], 0, [], set()
-            for n, (members, y_pm, weight, alpha0) in enumerate(problems):
+            for n, (members, y_pm, weight, alpha0, grad0) in enumerate(problems):
                 Xm = p.X[members]
+                # the SMO starts from the previous C's alpha and its gradient (the
+                # gradient Q alpha - 1 does not depend on C: computing it again
+                # from alpha's kernel columns cost what the warm start saved)
                 sol = solve_binary_svm(Xm, y_pm, float(self.Cs[c]), kernel_params=kp,
                                        solver=s.solver, sample_weight=weight, tol=s.tol,
                                        max_iter=s.max_iter, cache_size=s.cache_size,
                                        n_threads=1, random_state=self.seed,
-                                       alpha0=alpha0)
-                problems[n] = (members, y_pm, weight, sol.alpha)
+                                       alpha0=alpha0, grad0=grad0)
+                problems[n] = (members, y_pm, weight, sol.alpha, sol.grad)
                 sv = sol.support
                 sv_X = Xm[sv] if sp.issparse(Xm) else np.ascontiguousarray(Xm[sv])
                 models.append((sv_X, sol.dual_coef[None, :], np.array([sol.intercept])))

@@ -368,13 +368,18 @@ class PartitionedSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
             self.classes_ = global_classes(s, y)
             y_idx = np.searchsorted(self.classes_, y).astype(np.int64)
             self.gamma_ = global_gamma(s, self.gamma, X)
+            # the kernel every local model is fitted with, and predicts with:
+            # kernel, degree or coef0 set after fit do not change the fitted
+            # model (as gamma_, and the KRR estimators' local models)
+            self._fit_kernel = self._kernel_params()
             ctx = {"class_weight": global_class_weight(s, self.class_weight, self.classes_,
                                                        y_idx),
                    "n_threads": s.threads,
                    "seed": draw_seed(s.comm, self.random_state)}
             if check_weighted_classes(s, self.classes_, y_idx, w, ctx["class_weight"],
                                       C=self.C):
-                X, y_idx, w, index, _ = drop_zero_weight_rows(s, X, y_idx, w, index)
+                X, y_idx, w, index, _ = drop_zero_weight_rows(s, X, y_idx, w, index,
+                                                             self.n_partitions)
             self._fit_partitioned(s, X, y_idx, w, index, ctx)
         self.n_iter_ = np.asarray(self.fit_stats_["n_iter"])
         return self
@@ -398,13 +403,13 @@ class PartitionedSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
             w = wp if class_weight is None else wp * np.array(
                 [class_weight[c] for c in yp.tolist()])
             model = NativeKernelSVC(
-                self.solver, self._kernel_params(), self.C, self.tol, self.max_iter,
+                self.solver, self._fit_kernel, self.C, self.tol, self.max_iter,
                 self.cache_size, n_threads=ctx["n_threads"], random_state=ctx["seed"])
             model.fit(Xp, yp, w)
             return model, int(model.n_iter_.sum()), int(model.support_.size)
         # LIBSVM: the native solvers' numerical checks first (clear errors instead of
         # SVC's "dual coefficients are not finite")
-        _check_numerics_before(Xp, self._kernel_params(), np.float32)  # LIBSVM's Qfloat
+        _check_numerics_before(Xp, self._fit_kernel, np.float32)  # LIBSVM's Qfloat
         cw = None if class_weight is None else {c: class_weight[c] for c in labels.tolist()}
         svc = SVC(C=self.C, kernel=self.kernel, degree=self.degree, gamma=self.gamma_,
                   coef0=self.coef0, tol=self.tol, cache_size=self.cache_size,
@@ -437,14 +442,14 @@ class PartitionedSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
         coef = model.dual_coef_
         coef = coef.toarray() if sp.issparse(coef) else np.asarray(coef)
         dec = kernel_dot(Xg, model.support_vectors_, coef[0], n_threads=n_threads,
-                         **self._kernel_params())
+                         **self._fit_kernel)
         return dec + model.intercept_[0]
 
     def _local_predict(self, model, Xg, n_threads):
         if model.classes_.size == 2 and hasattr(model, "dual_coef_"):
             # a decision of exactly 0 is classes_[1]'s, as in SVC.predict
             return model.classes_[(self._binary_decision(model, Xg, n_threads) >= 0).astype(int)]
-        return _native_view(model, self._kernel_params()).predict(Xg, n_threads)
+        return _native_view(model, self._fit_kernel).predict(Xg, n_threads)
 
     def _local_decision(self, model, Xg, n_threads):
         """Decision values of one local model, in the global class layout."""
@@ -466,7 +471,7 @@ class PartitionedSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
             # values are positive for the first class of the pair
             ovr = ovr_from_ovo(-dec.reshape(n, -1), k)
         else:  # in blocks of rows (see NativeKernelSVC.ovr_decision)
-            ovr = _native_view(model, self._kernel_params()).ovr_decision(Xg, n_threads)
+            ovr = _native_view(model, self._fit_kernel).ovr_decision(Xg, n_threads)
         out = np.full((n, n_classes), -1.0)
         out[:, cls] = ovr
         return out
