@@ -131,8 +131,10 @@ class PartitionedSVCCV(ClassifierMixin, _ClassifierInput, _PartitionedSearchCV):
     set and predicts the split's validation rows routed by nearest centre.
     For every partition, gamma and split, the Cs are solved in increasing
     order, each from the dual variables of the previous one (a feasible start:
-    ``0 <= alpha_i <= C_prev w_i <= C w_i`` and ``y^T alpha = 0`` hold), which
-    saves most of the iterations of the larger, slower Cs.
+    ``0 <= alpha_i <= C_prev w_i <= C w_i`` and ``y^T alpha = 0`` hold) and,
+    for the SMO, its gradient: up to 20% fewer iterations and about the time
+    of cold starts on ijcnn1 and a9a with Cs tenfold apart
+    (``benchmarks/bench_svm_search.py``).
 
     Parameters
     ----------
