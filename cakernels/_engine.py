@@ -630,6 +630,13 @@ class PartitionedEstimator(OwnInitName, BaseEstimator):
         every partition's model)."""
         return True
 
+    def _partition_count(self):
+        """The partitions the partitioner is asked for (an instance's own
+        ``n_partitions``, not the estimator's), or None when it has no such
+        number (a custom partitioner object)."""
+        n = getattr(self._get_partitioner(), "n_partitions", None)
+        return int(n) if isinstance(n, numbers.Integral) else None
+
     def _backend(self):
         return get_backend(self.backend, self.n_jobs)
 

@@ -1006,3 +1006,18 @@ def test_an_iteration_limit_turns_the_warm_start_off():
     assert not limited.fit_stats_["warm_start"]
     np.testing.assert_array_equal(limited.cv_results_["mean_test_score"],
                                   cold.cv_results_["mean_test_score"])
+
+
+def test_warm_path_with_a_weight_whose_bound_underflows_at_the_smaller_C():
+    # C * 5e-324 is 0 at C = 0.1 (no variable: NaN in its gradient) and positive
+    # at C = 1: the warm path refused the NaN gradient the cold path never needs
+    rng = np.random.RandomState(0)
+    X, y = rng.randn(200, 2), (rng.randn(200) > 0).astype(int)
+    w = np.ones(200)
+    w[:5] = 5e-324
+    kw = dict(n_partitions=2, Cs=[0.1, 1.0], gammas=[0.5], cv=2, random_state=0)
+    warm = CASVCCV(**kw).fit(X, y, sample_weight=w)
+    cold = CASVCCV(warm_start=False, **kw).fit(X, y, sample_weight=w)
+    assert warm.fit_stats_["warm_start"]
+    np.testing.assert_allclose(warm.cv_results_["mean_test_score"],
+                               cold.cv_results_["mean_test_score"], atol=0.02)

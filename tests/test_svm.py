@@ -294,6 +294,32 @@ def test_bad_input(cls, binary):
         clf.predict(Xn)
 
 
+def test_models_pickled_before_the_fitted_kernel_existed_still_predict():
+    X, y = make_blobs(n_samples=120, centers=3, random_state=0)
+    clf = CPSVC(n_partitions=2, random_state=0).fit(X, y)
+    dec = clf.decision_function(X)
+    state = clf.__getstate__()
+    del state["_fit_kernel"]  # the state of a model pickled before 2026-11-27
+    old = CPSVC.__new__(CPSVC)
+    old.__setstate__(state)
+    np.testing.assert_array_equal(old.decision_function(X), dec)
+
+
+def test_a_failed_refit_keeps_the_fitted_kernel():
+    # gamma_ and the fitted kernel were set before the refit failed: the old
+    # local models then predicted with the new kernel
+    X, y = make_blobs(n_samples=120, centers=2, random_state=0)
+    clf = CASVC(n_partitions=2, random_state=0).fit(X, y)
+    dec, gamma = clf.decision_function(X), clf.gamma_
+    w = np.zeros(120)
+    w[:3] = 1.0
+    clf.set_params(kernel="poly", degree=5, gamma=3.0, n_partitions=4)
+    with pytest.raises(ValueError, match="positive sample_weight"):
+        clf.fit(X, y, sample_weight=w)
+    assert clf.gamma_ == gamma
+    np.testing.assert_array_equal(clf.decision_function(X), dec)
+
+
 @pytest.mark.parametrize("make", [
     lambda: CASVC(n_partitions=4), lambda: CascadeSVC(n_partitions=4),
     lambda: BKRR2(n_partitions=4), lambda: CASVCCV(n_partitions=4, Cs=[1.0], cv=2)])
@@ -306,6 +332,28 @@ def test_too_few_rows_of_positive_weight_for_the_partitions(make):
     w[[0, 1, 2]] = 1.0
     with pytest.raises(ValueError, match=r"positive sample_weight \(3 of 100\)"):
         make().fit(X, y, sample_weight=w)
+
+
+def test_the_positive_weight_count_is_checked_against_the_partitioners_own_count():
+    # a partitioner instance keeps its n_partitions (the estimator's is ignored):
+    # the check used the estimator's 8 and refused a fit of 2 partitions
+    from cakernels import PartitionedKernelRidge, PartitionedSVCCV
+    from cakernels.partition import RandomPartitioner
+
+    rng = np.random.RandomState(0)
+    X, y = rng.randn(40, 2), np.arange(40) % 2
+    w = np.zeros(40)
+    w[:6] = 1.0
+    part = RandomPartitioner(n_partitions=2, random_state=0)
+    clf = PartitionedSVC(partitioner=part, n_partitions=8).fit(X, y, sample_weight=w)
+    assert clf.partition_sizes_.tolist() == [3, 3]
+    PartitionedKernelRidge(partitioner=part, n_partitions=8).fit(X, y, sample_weight=w)
+    w20 = np.r_[np.ones(20), np.zeros(20)]
+    PartitionedSVCCV(partitioner=part, n_partitions=30, Cs=[1.0], cv=2,
+                     random_state=1).fit(X, y, sample_weight=w20)
+    with pytest.raises(ValueError, match=r"positive sample_weight \(6 of 40\)"):
+        PartitionedSVC(partitioner=RandomPartitioner(n_partitions=8),
+                       n_partitions=2).fit(X, y, sample_weight=w)
 
 
 def test_rows_of_zero_weight_take_no_part():

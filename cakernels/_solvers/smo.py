@@ -187,7 +187,9 @@ def smo_fit(X, y, C, *, sample_weight=None, class_weight_vector=None,
         fit that returned ``alpha0`` on the same X, y, kernel and samples of
         positive weight (the gradient does not depend on C, so a path over C
         passes it on), used instead of computing it from ``alpha0``'s kernel
-        columns; its entries at samples of weight 0 are ignored.
+        columns; its entries at samples of weight 0 are ignored, and a
+        non-finite entry elsewhere (a sample that was no variable of the
+        previous fit) makes the gradient computed from ``alpha0``.
     n_threads : int, default=1
         OpenMP threads of one solve: the kernel columns, the two passes of
         the working-set selection and the gradient update are split over
@@ -257,7 +259,10 @@ def smo_fit(X, y, C, *, sample_weight=None, class_weight_vector=None,
             raise ValueError(f"grad0 has shape {grad0.shape}, expected ({X.shape[0]},)")
         gk[:] = grad0[keep]
         if not np.all(np.isfinite(gk)):
-            raise ValueError("grad0 has non-finite entries (at samples of positive weight)")
+            # a sample without a variable in the previous solve (NaN there: its
+            # C * weight was 0, as at a smaller C with a subnormal weight): the
+            # gradient is computed from alpha0
+            grad0 = None
     # (a limit beyond int64 is no limit: the C solver counts in int64)
     budget = min(int(max_iter), _MAX_INT64) if max_iter > 0 else default_max_iter(ak.size)
     cancel = solve_cancel_flag()

@@ -239,7 +239,7 @@ class PartitionedKernelRidge(RegressorMixin, PartitionedEstimator):
             X, y, w, index = self._collect(s, X, y, sample_weight)
             if w is not None and count_zero_weights(s, w):
                 X, y, w, index, _ = drop_zero_weight_rows(s, X, y, w, index,
-                                                         self.n_partitions)
+                                                         self._partition_count())
             ctx = {"params": self._kernel_params(n_threads=s.threads)}
             self._fit_partitioned(s, X, y, w, index, ctx)
         return self

@@ -91,7 +91,7 @@ class _PartitionedSearchCV(PartitionedEstimator):
             Xt, rows_t, compact, place_y = Xl, rows, index, facts.get("placement_y")
             if facts.get("n_zero_weight"):
                 Xt, rows_t, _, compact, _ = drop_zero_weight_rows(s, Xl, rows, wl, index,
-                                                                 self.n_partitions)
+                                                                 self._partition_count())
                 if place_y is not None:
                     place_y = place_y[np.asarray(wl) > 0]
             t0 = time.perf_counter()

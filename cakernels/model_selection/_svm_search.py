@@ -525,7 +525,7 @@ class _SVMSearchJob:
                 est = self._estimator(a, f, c)
                 ctx = {"class_weight": None if self.search.class_weight is None
                        else dict(zip(classes.tolist(), cw.tolist())),
-                       "n_threads": 1, "seed": self.seed}
+                       "n_threads": 1, "seed": self.seed, "kernel": est._fit_kernel}
                 t = time.perf_counter()
                 model, it, _ = est._fit_partition(
                     Partition(p.j, p.X[T], y_idx[T], w[T], p.index[T]), ctx)

@@ -198,7 +198,7 @@ class _MultiLevelSVC(_FullModelSVC):
         compact = index
         if self._n_zero_weight:  # rows of zero weight take no part (as in LIBSVM)
             X, y, w, compact, index = drop_zero_weight_rows(s, X, y, w, index,
-                                                                self.n_partitions)
+                                                                self._partition_count())
         with comm.phase("partitioning"):
             part, labels = self._partition_rows(s, X, compact)
         t_part = time.perf_counter() - t0

@@ -367,22 +367,36 @@ class PartitionedSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
             X, y, w, index = self._collect(s, X, y, sample_weight)
             self.classes_ = global_classes(s, y)
             y_idx = np.searchsorted(self.classes_, y).astype(np.int64)
-            self.gamma_ = global_gamma(s, self.gamma, X)
+            gamma = global_gamma(s, self.gamma, X)
             # the kernel every local model is fitted with, and predicts with:
             # kernel, degree or coef0 set after fit do not change the fitted
-            # model (as gamma_, and the KRR estimators' local models)
-            self._fit_kernel = self._kernel_params()
+            # model (as the KRR estimators' local models); set with gamma_ once
+            # the fit succeeded, so that a failed refit leaves both as they were
+            kernel = {"kernel": self.kernel, "gamma": gamma, "degree": self.degree,
+                      "coef0": self.coef0}
             ctx = {"class_weight": global_class_weight(s, self.class_weight, self.classes_,
                                                        y_idx),
                    "n_threads": s.threads,
-                   "seed": draw_seed(s.comm, self.random_state)}
+                   "seed": draw_seed(s.comm, self.random_state),
+                   "kernel": kernel}
             if check_weighted_classes(s, self.classes_, y_idx, w, ctx["class_weight"],
                                       C=self.C):
                 X, y_idx, w, index, _ = drop_zero_weight_rows(s, X, y_idx, w, index,
-                                                             self.n_partitions)
+                                                             self._partition_count())
             self._fit_partitioned(s, X, y_idx, w, index, ctx)
+            self.gamma_, self._fit_kernel = gamma, kernel
         self.n_iter_ = np.asarray(self.fit_stats_["n_iter"])
         return self
+
+    def __setstate__(self, state):
+        # models pickled before _fit_kernel existed (2026-11-27) were fitted with
+        # the kernel parameters they hold
+        if "gamma_" in state and "_fit_kernel" not in state:
+            state["_fit_kernel"] = {"kernel": state.get("kernel", "rbf"),
+                                    "gamma": state["gamma_"],
+                                    "degree": state.get("degree", 3),
+                                    "coef0": state.get("coef0", 0.0)}
+        super().__setstate__(state)
 
     def _fit_partition(self, p, ctx):
         """The local model of one partition: ``(model, n_iter, n_support)``."""
@@ -398,23 +412,23 @@ class PartitionedSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
         labels = np.unique(yp)
         if labels.size == 1:
             return _SingleClassModel(labels[0]), 0, 0
-        class_weight = ctx["class_weight"]
+        class_weight, kp = ctx["class_weight"], ctx["kernel"]
         if self.solver in NATIVE_SOLVERS:
             w = wp if class_weight is None else wp * np.array(
                 [class_weight[c] for c in yp.tolist()])
             model = NativeKernelSVC(
-                self.solver, self._fit_kernel, self.C, self.tol, self.max_iter,
+                self.solver, kp, self.C, self.tol, self.max_iter,
                 self.cache_size, n_threads=ctx["n_threads"], random_state=ctx["seed"])
             model.fit(Xp, yp, w)
             return model, int(model.n_iter_.sum()), int(model.support_.size)
         # LIBSVM: the native solvers' numerical checks first (clear errors instead of
         # SVC's "dual coefficients are not finite")
-        _check_numerics_before(Xp, self._fit_kernel, np.float32)  # LIBSVM's Qfloat
+        _check_numerics_before(Xp, kp, np.float32)  # LIBSVM's Qfloat
         cw = None if class_weight is None else {c: class_weight[c] for c in labels.tolist()}
-        svc = SVC(C=self.C, kernel=self.kernel, degree=self.degree, gamma=self.gamma_,
-                  coef0=self.coef0, tol=self.tol, cache_size=self.cache_size,
+        svc = SVC(C=self.C, kernel=kp["kernel"], degree=kp["degree"], gamma=kp["gamma"],
+                  coef0=kp["coef0"], tol=self.tol, cache_size=self.cache_size,
                   class_weight=cw, break_ties=False,
-                  max_iter=libsvm_max_iter(self.max_iter, self.kernel, self.degree),
+                  max_iter=libsvm_max_iter(self.max_iter, kp["kernel"], kp["degree"]),
                   decision_function_shape="ovo")
         with libsvm_errors_named(self.C):
             svc.fit(_int32_indices(Xp, purpose=_LIBSVM, canonical=True), yp, sample_weight=wp)
