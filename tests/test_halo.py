@@ -115,6 +115,23 @@ def test_outside_samples_in_the_partitions_cell_come_first_in_key_order():
         np.testing.assert_array_equal(halo[1], np.sort(expect))
 
 
+def test_partitions_with_the_same_centre_are_in_each_others_halos():
+    # random partitions whose means coincide (distinct_means=False, DC-KRR's):
+    # their rows had margin 0/0 for each other and were no candidates, so the
+    # halo fell short of round(h m / P) (DCKRR(halo=0.5) trained without one)
+    from cakernels import DCKRR
+
+    X = np.r_[np.zeros((20, 1)), np.ones((20, 1))]  # one binary feature
+    seeds = [s for s in range(50) if np.all(RandomPartitioner(
+        2, distinct_means=False, random_state=s).fit(X).centers_ == 0.5)]
+    part = RandomPartitioner(2, distinct_means=False, halo=0.5, random_state=seeds[0]).fit(X)
+    assert part.halo_sizes_.tolist() == [10, 10]
+    for j in range(2):
+        assert set(part.halo_indices_[j]) <= set(np.flatnonzero(part.labels_ != j))
+    est = DCKRR(n_partitions=2, halo=0.5, random_state=seeds[0]).fit(X, X[:, 0])
+    assert est.fit_stats_["halo_sizes"] == [10, 10]
+
+
 def test_row_keys_depend_on_the_values_only():
     rng = np.random.RandomState(0)
     X = rng.randn(300, 6)

@@ -65,6 +65,26 @@ def test_duplicate_heavy_data_gives_distinct_reachable_centres(cls, seed):
         assert part.sizes_.max() - part.sizes_.min() <= 1
 
 
+def test_kmeans_keeps_one_of_centres_equal_to_twelve_digits():
+    # 81 * 0.1 * 3 and 81 * 3 / 10 differ in the last bit: K-means separates them,
+    # their centres count as one point, and the partitioner raised its internal
+    # "produced two identical centres" RuntimeError (KKRR, CPSVC, DCSVC too)
+    from cakernels import KKRR
+
+    a, b = 81 * 0.1 * 3, 81 * 3 / 10
+    assert a != b
+    X = np.array([[a]] * 5 + [[b]] * 5)
+    part = KMeansPartitioner(n_partitions=2, random_state=0).fit(X)
+    assert part.n_partitions_ == 1 and reachable(part)
+    np.testing.assert_array_equal(part.assign(X), part.labels_)
+    KKRR(n_partitions=2, random_state=0).fit(X, np.arange(10.0))
+    rng = np.random.RandomState(0)
+    X = np.r_[rng.randn(30, 2), [[a, 1.0]] * 3, [[b, 1.0]] * 3]
+    part = KMeansPartitioner(n_partitions=32, random_state=0).fit(X)
+    assert not _duplicate_rows(part.centers_).any() and reachable(part)
+    np.testing.assert_array_equal(part.assign(X), part.labels_)
+
+
 @pytest.mark.parametrize("cls", [FCFSPartitioner, KBalancePartitioner, BKMPartitioner])
 def test_too_few_distinct_samples_is_a_clear_error(cls):
     X = np.repeat(np.array([[0.0, 1.0], [2.0, 3.0]]), 10, axis=0)  # 2 distinct rows

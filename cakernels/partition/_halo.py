@@ -100,13 +100,24 @@ def _row_keys(X):
     return (_mix(acc) >> np.uint64(11)).astype(np.float64) / 2.0 ** 53
 
 
-def _keys_where_needed(X, D, labels):
+def _shared_centres(centers):
+    """Whether each centre equals another one (random partitions whose means
+    coincide, ``distinct_means=False``)."""
+    P = centers.shape[0]
+    same = np.all(centers[:, None, :] == centers[None, :, :], axis=2)
+    return same.sum(axis=1) > 1 if P else np.zeros(0, dtype=bool)
+
+
+def _keys_where_needed(X, D, labels, centers):
     """:func:`_row_keys` of the rows that lie on another centre's side of their
-    owner's border (nearer another centre than their owner), 0 elsewhere: only
-    those rows' keys are used (none for nearest-centre owners)."""
+    owner's border (nearer another centre than their owner), or whose owner's
+    centre is another partition's too, 0 elsewhere: only those rows' keys are
+    used (none for nearest-centre owners)."""
     keys = np.zeros(X.shape[0])
+    if not D.shape[0]:
+        return keys
     own = D[np.arange(D.shape[0]), labels]
-    needs = np.flatnonzero(own > D.min(axis=1)) if D.shape[0] else np.zeros(0, np.intp)
+    needs = np.flatnonzero((own > D.min(axis=1)) | _shared_centres(centers)[labels])
     if needs.size:
         keys[needs] = _row_keys(X[needs])
     return keys
@@ -116,15 +127,18 @@ def _margins(D, labels, centers, j, keys):
     """Signed distance of every row to the border of partition ``j`` (``inf``
     for its own rows), from the squared distances ``D`` to every centre; rows
     on ``j``'s side of it (negative) get ``-2 + keys`` instead: first, in the
-    order of their keys (:func:`_row_keys`)."""
+    order of their keys (:func:`_row_keys`). So do the rows of a partition
+    whose centre is ``j``'s too (no border between them: every such row is as
+    near ``j`` as its owner; their margin was 0/0, and they were no
+    candidates)."""
     diff = centers[j][None, :] - centers
-    gap = 2.0 * np.sqrt(np.einsum("ij,ij->i", diff, diff))  # 2 |c_j - c_o|, > 0 for o != j
+    gap = 2.0 * np.sqrt(np.einsum("ij,ij->i", diff, diff))  # 2 |c_j - c_o|
     own = D[np.arange(D.shape[0]), labels]
     with np.errstate(divide="ignore", invalid="ignore"):
         m = (D[:, j] - own) / gap[labels]
-    m[labels == j] = np.inf
-    inside = m < 0.0
+    inside = (m < 0.0) | (gap[labels] == 0.0)
     m[inside] = keys[inside] - 2.0
+    m[labels == j] = np.inf
     return m
 
 
@@ -169,7 +183,7 @@ def halo_indices(X, labels, centers, sizes, halo, balanced):
         return [np.zeros(0, dtype=np.int64) for _ in range(P)]
     labels = np.asarray(labels, dtype=np.int64)
     D = squared_distances(X, centers)
-    keys = _keys_where_needed(X, D, labels)
+    keys = _keys_where_needed(X, D, labels, centers)
     index = np.arange(X.shape[0], dtype=np.int64)
     return [_smallest(_margins(D, labels, centers, j, keys), index, int(k[j])).astype(np.int64)
             for j in range(P)]
@@ -193,7 +207,7 @@ def halo_indices_sharded(comm, X, labels, offset, centers, sizes, halo, balanced
     parts, margins, indices = [], [], []
     if X.shape[0]:
         D = squared_distances(X, centers)
-        keys = _keys_where_needed(X, D, labels)
+        keys = _keys_where_needed(X, D, labels, centers)
         for j in range(P):
             m = _margins(D, labels, centers, j, keys)
             sel = _smallest(m, index, int(k[j]))

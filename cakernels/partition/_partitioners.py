@@ -721,7 +721,9 @@ n_features_in_, feature_names_in_
         As in :class:`RandomPartitioner`. ``n_partitions_`` can be smaller
         than ``n_partitions`` when K-means leaves clusters empty (for example
         with fewer distinct points than clusters): empty clusters are dropped
-        so they never reach a solver.
+        so they never reach a solver, and so is a centre equal to another to
+        about 12 significant digits (values that differ in their last bits),
+        whose rows go to the nearest centre left.
     n_iter_ : int
         K-means iterations run.
     inertia_ : float
@@ -829,8 +831,17 @@ n_features_in_, feature_names_in_
         self.inertia_ = float(best[2])
         return best[0]
 
+    @staticmethod
+    def _one_of_equal(centers):
+        """The centres without those equal to an earlier one to about 12
+        significant digits (:func:`_duplicate_rows`): scikit-learn's K-means
+        separates values that differ in the last bits (24.299999999999997
+        and 24.3), whose clusters count as one point; their rows then go to
+        the nearest centre left, as every other row."""
+        return centers[~_duplicate_rows(centers)]
+
     def _partition_sharded(self, comm, X, rng, n, offset):
-        centers = self._kmeans_sharded(comm, X, rng)
+        centers = self._one_of_equal(self._kmeans_sharded(comm, X, rng))
         D = squared_distances(X, centers)
         labels = np.argmin(D, axis=1).astype(np.intp)
         counts = comm.Allreduce(np.bincount(labels, minlength=centers.shape[0]))
@@ -847,16 +858,10 @@ n_features_in_, feature_names_in_
         return labels, centers
 
     def _partition(self, X, rng):
-        centers = self._kmeans(X, rng)
+        centers = self._one_of_equal(self._kmeans(X, rng))
         labels = nearest_center(X, centers)
-        counts = np.bincount(labels, minlength=centers.shape[0])
-        keep = np.flatnonzero(counts)
-        if keep.size < centers.shape[0]:
-            remap = np.full(centers.shape[0], -1, dtype=np.intp)
-            remap[keep] = np.arange(keep.size)
-            labels = remap[labels]
-            centers = centers[keep]
-        return labels, centers
+        return self._drop_empty(labels, centers,
+                                np.bincount(labels, minlength=centers.shape[0]))
 
 
 class _KMeansBasedBalanced(KMeansPartitioner):
