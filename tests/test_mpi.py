@@ -435,6 +435,14 @@ def test_dkrr_equals_kernel_ridge_under_mpi(mpirun, n):
     assert len(overflow) == n and all(
         e and e.startswith("FloatingPointError: kernel values overflow float64")
         for e in overflow), overflow
+    # the one-process fit's diagnoses, on every rank; a block larger than n is one block
+    for diagonal, coefficients, big_block in lines["one-process-diagnoses"]["ranks"]:
+        assert diagonal.startswith("FloatingPointError: kernel values overflow float64: "
+                                   "K(x, x) is not finite for 40 of 40 rows"), diagonal
+        assert coefficients.startswith("FloatingPointError: kernel ridge (lam=0.001) "
+                                       "produced non-finite coefficients"), coefficients
+        assert big_block <= 1e-8
+    assert len(lines["one-process-diagnoses"]["ranks"]) == n
     # root mode: every rank has the DataFrame's names, then none after an array refit
     names = [f"f{j}" for j in range(6)]
     assert lines["feature-names"]["ranks"] == [[names, None]] * n, lines["feature-names"]

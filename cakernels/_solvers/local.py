@@ -279,8 +279,7 @@ def solve_kernel_ridge(X, y, lam, *, kernel_params, index=None, sample_weight=No
         alpha *= col
     index = np.arange(m) if index is None else index
     sol = LocalSolution(index, alpha, None, 0.0, np.nan, 1)
-    _check_solution(sol, f"kernel ridge (lam={lam:.3g})",
-                    "lam may be too small for float64, or the targets or features extreme")
+    _check_solution(sol, f"kernel ridge (lam={lam:.3g})", KRR_NONFINITE_CAUSE)
     return sol
 
 
@@ -288,6 +287,10 @@ def min_cache_mb(n):
     """The smallest kernel cache (MiB) of the native solvers on ``n`` rows: two
     float64 columns (with a little room over the rounding of the MiB)."""
     return 2.0 * 8.0 * n / 1048576.0 * (1.0 + 1e-9) + 1e-9
+
+
+#: the likely cause named by a kernel ridge solve's non-finite coefficients
+KRR_NONFINITE_CAUSE = "lam may be too small for float64, or the targets or features extreme"
 
 
 def _check_numerics_before(X, kp, dtype=np.float64):

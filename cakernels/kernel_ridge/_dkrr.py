@@ -350,13 +350,25 @@ class DKRR(RegressorMixin, BaseEstimator):
 
     def _fit_scalapack(self, s, X, y, w=None):
         from .._solvers.krr import RCOND_WARN, check_ridge_shift
+        from .._solvers.local import (
+            KRR_NONFINITE_CAUSE,
+            LocalSolution,
+            _check_numerics_before,
+            _check_solution,
+        )
         from .._solvers.scalapack import Grid, cholesky_solve, grid_shape
 
         comm = s.comm
         n = X.shape[0]
         self.n_samples_ = n
         check_ridge_shift(self.lam, n if w is None else np.sum(w))  # the same on every rank
-        nb = int(self.block_size)
+        # every rank holds every row: the one-process fit's checks, the same on
+        # every rank (a polynomial diagonal that overflows was reported as an
+        # overflow "though K(x, x) is finite" by the norm check of the factorisation)
+        _check_numerics_before(X, self._kernel_params(1))
+        # a block larger than n is one block (np.arange(block_size) and the
+        # norm's work array grew with it: 74.5 GiB for block_size=10**10)
+        nb = max(1, min(int(self.block_size), n))
         nprow, npcol = grid_shape(comm.size)
         rows_max = -(-n // (nb * nprow)) * nb
         cols_max = -(-n // (nb * npcol)) * nb
@@ -424,6 +436,9 @@ class DKRR(RegressorMixin, BaseEstimator):
             alpha = comm.Allreduce(alpha)
         if sw is not None:
             alpha *= sw[:, None]
+        # the same alpha on every rank: every rank raises the one-process error
+        _check_solution(LocalSolution(np.arange(n), alpha, None, 0.0, 0.0, 1),
+                        f"kernel ridge (lam={self.lam:.3g})", KRR_NONFINITE_CAUSE)
         self.X_fit_ = X
         self.dual_coef_ = alpha if y.ndim > 1 else alpha[:, 0]
         self.grid_ = (grid.nprow, grid.npcol)

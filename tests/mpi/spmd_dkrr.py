@@ -164,6 +164,29 @@ everyone = comm.gather(overflow, root=0)
 if rank == 0:
     print(json.dumps({"check": "kernel-overflow", "ranks": everyone}), flush=True)
 
+# the one-process fit's diagnoses on every rank: a polynomial diagonal that overflows
+# (was: "... though K(x, x) is finite"), coefficients that overflow (was: a NaN
+# model); and a block larger than n is one block (was: np.arange(block_size))
+rng_d = np.random.RandomState(1)
+Xd, yd = rng_d.randn(40, 3) * 20, rng_d.randn(40)
+outcomes = []
+for kw, target in ((dict(kernel="poly", degree=300, sigma=0.5), yd),
+                   (dict(sigma=4.0, lam=1e-3), np.where(yd > 0, 1e308, -1e308)),
+                   (dict(sigma=4.0, block_size=10**10), yd)):
+    kw = {"lam": 1e-3, **kw}
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            est = DKRR(backend="mpi", **kw).fit(Xd if rank == 0 else None,
+                                                target if rank == 0 else None)
+    except FloatingPointError as exc:  # (the fit under MPI's, not the reference's)
+        outcomes.append(f"{type(exc).__name__}: {exc}")
+        continue
+    outcomes.append(rel(est.predict(Xd), DKRR(**kw).fit(Xd, target).predict(Xd)))
+everyone = comm.gather(outcomes, root=0)
+if rank == 0:
+    print(json.dumps({"check": "one-process-diagnoses", "ranks": everyone}), flush=True)
+
 # partitioned KRR: the ranks of a node solve at the same time from the same memory.
 # Each rank's one partition fits alone, all of them together do not: refused on every
 # rank before any row moves (each rank had checked its own solves only)
