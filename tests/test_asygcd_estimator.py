@@ -134,6 +134,20 @@ def test_fit_intercept(binary):
     assert AsyGCDSVC(n_threads=1, random_state=0).fit(X, y).intercept_[0] == 0.0
 
 
+@pytest.mark.parametrize("multi_class", ["ovo", "ovr"])
+def test_intercepts_have_the_sign_of_their_decision_values(multiclass, multi_class):
+    # one-vs-one intercepts were stored positive for a pair's second class: the
+    # opposite sign of the estimator's own (and SVC's) one-vs-one decision values
+    X, y, _, _ = multiclass
+    clf = AsyGCDSVC(kernel="linear", fit_intercept=True, intercept_scaling=3.0,
+                    multi_class=multi_class, n_threads=1, random_state=0).fit(X, y)
+    at_zero = clf.model_.decision_function(np.zeros((1, X.shape[1])))[0]
+    np.testing.assert_allclose(clf.intercept_, at_zero, rtol=1e-12, atol=1e-12)
+    if multi_class == "ovo":  # SVC's convention, on the same kind of problem
+        svc = SVC(kernel="linear", decision_function_shape="ovo").fit(X, y)
+        assert np.all(np.sign(clf.intercept_) == np.sign(svc.intercept_))
+
+
 def test_a_cache_too_small_is_rounded_up_through_the_estimator(binary):
     """As LIBSVM (SVC(cache_size=1e-4) fits), the estimators round a cache too
     small for two kernel columns up to them: the same model as a large cache

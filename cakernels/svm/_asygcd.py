@@ -115,7 +115,10 @@ class AsyGCDSVC(ClassifierMixin, BaseEstimator):
     n_iter_ : ndarray of shape (n_problems,)
         Coordinate updates of every binary problem.
     intercept_ : ndarray of shape (n_problems,)
-        Intercept of every binary problem (zeros unless ``fit_intercept``).
+        Intercept of every binary problem (zeros unless ``fit_intercept``), in
+        the sign of its decision values, as :class:`~sklearn.svm.SVC`'s: positive
+        for ``classes_[1]`` when binary, for the first class of a one-vs-one pair
+        and for the class of a one-vs-rest problem.
     objective_ : ndarray of shape (n_problems,)
         Dual objective ``0.5 a^T Q a - sum(a)`` reached by every binary
         problem.
@@ -231,7 +234,11 @@ class AsyGCDSVC(ClassifierMixin, BaseEstimator):
         ).fit(X[keep], y[keep], weight[keep])
         self.support_ = np.flatnonzero(keep)[self.model_.support_]
         self.n_iter_ = self.model_.n_iter_
-        self.intercept_ = np.array([m[2][0] for m in self.model_.models_])
+        intercepts = np.array([m[2][0] for m in self.model_.models_])
+        # the one-vs-one problems are stored positive for a pair's second class;
+        # their decision values (and SVC's intercept_) are positive for its first
+        pairs = self.classes_.size > 2 and self.model_.problems_[0][1] is not None
+        self.intercept_ = -intercepts if pairs else intercepts
         self.objective_ = self.model_.objective_
 
     def __sklearn_tags__(self):
