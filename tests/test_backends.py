@@ -142,3 +142,85 @@ def test_mpi_backend_validates_sharded(sharded):
     with pytest.raises(InvalidParameterError, match="sharded"):
         MPIBackend(sharded=sharded)
     assert MPIBackend(sharded=np.True_).sharded
+
+
+def test_an_interrupted_blas_limit_is_undone(monkeypatch):
+    # the request stayed on the stack when the change raised (a Ctrl-C during
+    # the libraries' scan or set_num_threads): BLAS kept one thread for good
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    from cakernels.backends import blas_limits
+
+    def blas():
+        return [lib["num_threads"] for lib in threadpoolctl.threadpool_info()
+                if lib["user_api"] == "blas"]
+
+    before = blas()
+    cls = type(blas_limits)
+    original = cls._set
+
+    def interrupted(self, want):
+        monkeypatch.setattr(cls, "_set", original)
+        original(self, want)  # the limit is applied, then the Ctrl-C
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cls, "_set", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        with blas_limits(1):
+            pass
+    assert blas_limits._requests == [] and blas() == before
+
+
+def test_a_session_interrupted_on_entry_returns_its_threads(monkeypatch):
+    # the reservation stayed held while a kept traceback (a REPL's) kept the
+    # session's stack alive: every later fit got fewer threads
+    from cakernels.backends import ThreadsBackend, blas_limits, threads_available
+
+    free = threads_available()
+    cls = type(blas_limits)
+    original = cls._control
+
+    def interrupted(self):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cls, "_control", interrupted)
+    monkeypatch.setattr(blas_limits, "_applied", None)
+    session = ThreadsBackend(n_jobs=2).session()
+    with pytest.raises(KeyboardInterrupt) as info:
+        session.__enter__()
+    monkeypatch.setattr(cls, "_control", original)
+    kept = info.value.__traceback__  # noqa: F841 (what a REPL keeps)
+    assert threads_available() == free
+
+
+def test_mpi_ranks_share_a_cgroup_quota_and_the_launchers_node(monkeypatch):
+    # a quota is no binding: every rank took all of it; sub-communicators of one
+    # job fitting side by side each counted only their own ranks on the node
+    import os
+
+    import cakernels.backends._backend as backend
+
+    monkeypatch.setattr(backend, "cpu_count", lambda: 8)  # the quota: 8 of 64 cores
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(64)))
+    monkeypatch.setattr(os, "cpu_count", lambda: 64)
+    monkeypatch.setattr(backend, "ranks_on_node", lambda comm: 2)
+    monkeypatch.delenv("MPI_LOCALNRANKS", raising=False)
+    monkeypatch.delenv("OMPI_COMM_WORLD_LOCAL_SIZE", raising=False)
+    assert backend._cores_of_rank(None) == 4
+    monkeypatch.setattr(backend, "ranks_on_node", lambda comm: 1)  # a sub-communicator
+    monkeypatch.setenv("MPI_LOCALNRANKS", "4")  # ... of a job of 4 ranks on the node
+    assert backend._cores_of_rank(None) == 2
+    # a rank bound to fewer cores than the node has keeps its own
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2})
+    monkeypatch.setattr(backend, "cpu_count", lambda: 3)
+    assert backend._cores_of_rank(None) == 3
+
+
+def test_a_copy_of_an_mpi_backend_keeps_its_communicator():
+    import copy
+
+    from cakernels.backends import MPIBackend
+
+    comm = object()
+    backend = MPIBackend(comm=comm, sharded=True)
+    for other in (copy.copy(backend), copy.deepcopy(backend)):
+        assert other.comm is comm and other.sharded and other == backend

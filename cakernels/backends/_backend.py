@@ -237,6 +237,9 @@ class MPIBackend(Backend):
         # a communicator is a handle to shared MPI state: never copied
         return MPIBackend(comm=self.comm, sharded=self.sharded)
 
+    def __copy__(self):  # (__getstate__ below drops the communicator: for pickles only)
+        return MPIBackend(comm=self.comm, sharded=self.sharded)
+
     def __getstate__(self):
         return {"comm": None, "sharded": self.sharded}
 
@@ -267,13 +270,32 @@ def ranks_on_node(mpi_comm):
         node.Free()
 
 
+def _launcher_local_ranks():
+    """The job's processes on this node, as the launcher says (MPICH's Hydra:
+    ``MPI_LOCALNRANKS``; Open MPI: ``OMPI_COMM_WORLD_LOCAL_SIZE``), or 1."""
+    for name in ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE"):
+        try:
+            return max(1, int(os.environ[name]))
+        except (KeyError, ValueError):
+            continue
+    return 1
+
+
 def _cores_of_rank(mpi_comm):
     """Cores of this rank: the process's cores shared among the ranks of its node,
     unless a CPU binding already gives it fewer than the node has (collective:
-    every rank takes part in the node count, whatever its binding)."""
+    every rank takes part in the node count, whatever its binding). A cgroup
+    quota is no binding: every process of the container shares it. The ranks
+    counted are the communicator's on the node, or the launcher's count of the
+    job's processes there when larger (sub-communicators of one job fit side
+    by side)."""
     n = cpu_count()
-    sharing = ranks_on_node(mpi_comm)
-    if n < (os.cpu_count() or n):  # bound by affinity or a quota: its own cores
+    sharing = max(ranks_on_node(mpi_comm), _launcher_local_ranks())
+    try:
+        bound = len(os.sched_getaffinity(0)) < (os.cpu_count() or 1)
+    except (AttributeError, OSError):  # pragma: no cover - non-Linux
+        bound = False
+    if bound:  # bound to fewer cores than the node has: its own cores
         return n
     return max(1, n // sharing)
 
@@ -341,19 +363,25 @@ class Session:
         return bool(getattr(self.backend, "sharded", False))
 
     def __enter__(self):
-        self._stack = contextlib.ExitStack()
-        # the process's budget: sessions open in other threads (a threads
-        # backend nested in another, concurrent fits) hold part of it
-        granted = self._stack.enter_context(
-            reserve_threads(self.n_workers * self.threads))
-        if self._auto_workers:
-            self.n_workers = granted
-        # an explicit worker count is kept (the user's choice), each worker
-        # then gets its share of the threads granted
-        self.threads = max(1, min(self.threads, granted // self.n_workers))
-        if self._limit_blas:
-            # once, around the whole parallel region: workers never change it
-            self._stack.enter_context(blas_limits(self.threads))
+        stack = contextlib.ExitStack()
+        try:
+            # the process's budget: sessions open in other threads (a threads
+            # backend nested in another, concurrent fits) hold part of it
+            granted = stack.enter_context(reserve_threads(self.n_workers * self.threads))
+            if self._auto_workers:
+                self.n_workers = granted
+            # an explicit worker count is kept (the user's choice), each worker
+            # then gets its share of the threads granted
+            self.threads = max(1, min(self.threads, granted // self.n_workers))
+            if self._limit_blas:
+                # once, around the whole parallel region: workers never change it
+                stack.enter_context(blas_limits(self.threads))
+        except BaseException:
+            # (a Ctrl-C while BLAS is limited): the reservation goes back now, not
+            # when a kept traceback lets the stack be collected
+            stack.close()
+            raise
+        self._stack = stack
         return self
 
     def __exit__(self, *exc):

@@ -142,6 +142,10 @@ def reserve_threads(wanted):
 
 
 # -------------------------------------------------------------- BLAS limits
+#: the BLAS setting after a change that did not complete (re-applied next time)
+_UNKNOWN = object()
+
+
 class _BlasLimits:
     """The process-wide stack of BLAS limits (see the module docstring)."""
 
@@ -173,6 +177,7 @@ class _BlasLimits:
         # others; this stack is the process's single policy and runs under its
         # own lock, so it takes control for the change and hands it back
         _release_openblas_control()
+        self._applied = _UNKNOWN  # until the change is complete (an interrupted one)
         try:
             self._set(want)
         finally:
@@ -198,17 +203,26 @@ class _BlasLimits:
         for lib in blas:
             if lib.filepath not in self._original:  # not limited yet: its own setting
                 self._original[lib.filepath] = lib.get_num_threads()
-        # never above a library's own setting (the user's limit stays in force)
+        # never above a library's own setting (the user's limit stays in force);
+        # recorded first, so that an interrupted change can still be undone
+        self._limited = blas
         for lib in blas:
             lib.set_num_threads(max(1, min(want, self._original[lib.filepath])))
-        self._limited = blas
 
     @contextlib.contextmanager
     def __call__(self, n_threads):
         n_threads = max(1, int(n_threads))
         with self._lock:
             self._requests.append(n_threads)
-            self._apply()
+            try:
+                self._apply()
+            except BaseException:
+                # (a Ctrl-C during the libraries' scan): the request goes, or
+                # BLAS stayed on its threads for the rest of the process
+                self._requests.remove(n_threads)
+                with contextlib.suppress(Exception):
+                    self._apply()
+                raise
         try:
             yield
         finally:
