@@ -29,6 +29,7 @@ predicts, and the results return to their rows.
 """
 
 import contextlib
+import functools
 import hashlib
 import numbers
 import pickle
@@ -575,6 +576,50 @@ def vote_weights(sq_dist):
 # --------------------------------------------------------------------------- the estimator base
 
 
+def keeps_state_on_failure(fit):
+    """Decorate an estimator's ``fit``: when it raises, the estimator is left as
+    it was before the call (its parameters and, after an earlier fit, every
+    fitted attribute: a refit that failed halfway had set the new data's
+    ``classes_`` and ``n_features_in_`` next to the old models; a first fit
+    that failed left attributes that made it look fitted)."""
+    @functools.wraps(fit)
+    def wrapper(self, *args, **kwargs):
+        before = dict(self.__dict__)
+        try:
+            return fit(self, *args, **kwargs)
+        except BaseException:
+            self.__dict__.clear()
+            self.__dict__.update(before)
+            raise
+    return wrapper
+
+
+def _assign_rows(part, X):
+    """The partition of every (checked) row: the package's partitioners skip a
+    second validation; any other object with ``assign(X)`` (``make_partitioner``
+    takes one) is asked through it."""
+    checked = getattr(part, "_assign_checked", None)
+    if checked is not None:
+        return checked(X)
+    return np.asarray(part.assign(X), dtype=np.intp)
+
+
+def _nearest_rows(part, X, k):
+    """``(order, sq_dist)`` of the ``k`` nearest centres of every row (soft
+    routing): the package's partitioners', else from a custom partitioner's
+    ``centers_``."""
+    checked = getattr(part, "_nearest_partitions_checked", None)
+    if checked is not None:
+        return checked(X, k)
+    centers = getattr(part, "centers_", None)
+    if centers is None:
+        raise ValueError(f"routing='vote' needs the partitions' centres: "
+                         f"{type(part).__name__} has no centers_")
+    from .partition._storage import nearest_centers
+
+    return nearest_centers(X, np.asarray(centers, dtype=np.float64), k)
+
+
 class PartitionedEstimator(OwnInitName, BaseEstimator):
     """Shared fit/predict driver of the partitioned estimators.
 
@@ -939,7 +984,7 @@ class PartitionedEstimator(OwnInitName, BaseEstimator):
     def _route(self, X):
         """Nearest-centre partition of every row of ``X`` and the groups per partition."""
         # X was checked by predict (_check_X): routed without a second validation
-        groups = _group_by(self.partitioner_._assign_checked(X), len(self.estimators_))
+        groups = _group_by(_assign_rows(self.partitioner_, X), len(self.estimators_))
         return [(j, idx) for j, idx in enumerate(groups) if idx.size]
 
     def predict_sharded(self, X, comm=None):
@@ -1123,7 +1168,7 @@ class PartitionedEstimator(OwnInitName, BaseEstimator):
             return self._apply_voted(X, make_local, out, session, k)
         if session is not None and session.size > 1:
             with session, blas_limits(1):
-                labels = (self.partitioner_._assign_checked(X) if X.shape[0]
+                labels = (_assign_rows(self.partitioner_, X) if X.shape[0]
                           else np.zeros(0, np.intp))
                 vals = self._apply_routed_sharded(session, X, np.arange(X.shape[0]), labels,
                                                   make_local(session.threads),
@@ -1145,7 +1190,7 @@ class PartitionedEstimator(OwnInitName, BaseEstimator):
         the centres (a row on a centre takes that model alone)."""
         n = X.shape[0]
         if n:
-            order, sq = self.partitioner_._nearest_partitions_checked(X, k)
+            order, sq = _nearest_rows(self.partitioner_, X, k)
         else:
             order, sq = np.zeros((0, 1), np.intp), np.zeros((0, 1))
         k = order.shape[1]

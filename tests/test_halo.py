@@ -364,3 +364,11 @@ def test_svm_search_with_halo():
     assert min(cv.partitioner_.halo_sizes_) > 0
     assert cv.best_estimator_.halo == 0.3
     assert cv.best_estimator_.fit_stats_["halo_sizes"] == cv.partitioner_.halo_sizes_.tolist()
+
+
+def test_shared_centres_by_value():
+    from cakernels.partition._halo import _shared_centres
+
+    c = np.array([[1.0, 2.0], [3.0, 4.0], [1.0, 2.0], [0.0, 0.0], [-0.0, 0.0], [5.0, 5.0]])
+    assert _shared_centres(c).tolist() == [True, False, True, True, True, False]
+    assert _shared_centres(np.zeros((0, 3))).size == 0

@@ -13,7 +13,19 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.svm import SVC
 
-from cakernels import BKMSVC, BKRR2, CASVC, CASVCCV, CPSVC, CascadeSVC, FCFSSVC, PartitionedSVC
+from cakernels import (
+    BKMSVC,
+    BKRR2,
+    BKRR2CV,
+    CASVC,
+    CASVCCV,
+    CPSVC,
+    AsyGCDSVC,
+    CascadeSVC,
+    DisSMOSVC,
+    FCFSSVC,
+    PartitionedSVC,
+)
 from cakernels._kernels import kernel_dot
 from cakernels._solvers.smo import smo_fit
 from cakernels.partition import KBalancePartitioner
@@ -230,6 +242,47 @@ def test_partitioner_instance(binary):
     clf = PartitionedSVC(partitioner=part).fit(X, y)
     assert clf.partition_sizes_.tolist() == [80] * 5
     assert part.__dict__.get("labels_") is None  # the given instance is not fitted
+
+
+class _Halves:
+    """A partitioner of this package's protocol only: fit(X) and assign(X)."""
+
+    def get_params(self, deep=True):
+        return {}
+
+    def set_params(self, **params):
+        return self
+
+    def fit(self, X, y=None):
+        X = np.asarray(X)
+        self.labels_ = (X[:, 0] > 0).astype(np.intp)
+        self.centers_ = np.array([X[self.labels_ == j].mean(0) for j in range(2)])
+        self.sizes_ = np.bincount(self.labels_, minlength=2)
+        self.n_partitions_ = 2
+        return self
+
+    def assign(self, X):
+        X = np.asarray(X)
+        return ((X[:, None, :] - self.centers_[None]) ** 2).sum(-1).argmin(1)
+
+
+@pytest.mark.parametrize("routing", ["nearest", "vote"])
+def test_a_custom_partitioner_object_routes_predictions(binary, routing):
+    # fit took an object with fit and assign (make_partitioner's protocol), and
+    # predict called the package partitioners' private routing on it
+    from cakernels import PartitionedKernelRidge
+
+    X, y, Xt, _ = binary
+    clf = PartitionedSVC(partitioner=_Halves(), routing=routing, n_voters=2).fit(X, y)
+    part = clf.partitioner_
+    local = [np.flatnonzero(part.assign(Xt) == j) for j in range(2)]
+    if routing == "nearest":  # each row by the model of its partition
+        for j, rows in enumerate(local):
+            np.testing.assert_array_equal(clf.decision_function(Xt[rows]),
+                                          clf.estimators_[j].decision_function(Xt[rows]))
+    assert clf.predict(Xt).shape == (Xt.shape[0],)
+    reg = PartitionedKernelRidge(partitioner=_Halves(), combine=routing, n_voters=2)
+    assert reg.fit(X, y.astype(float)).predict(Xt).shape == (Xt.shape[0],)
 
 
 def test_inputs_are_not_modified_and_dtypes(binary):
@@ -509,3 +562,61 @@ def test_max_iter_zero_means_no_limit_for_every_solver(cls, binary):
     assert np.mean(lib.predict(Xt) == smo.predict(Xt)) > 0.98
     np.testing.assert_allclose(lib.decision_function(Xt), smo.decision_function(Xt),
                                atol=2e-2)
+
+
+def _failing_refit_data(kind):
+    """5 features, other labels, and a failure after the input checks: fewer rows
+    of positive weight than partitions, or kernel values that overflow."""
+    rng = np.random.RandomState(1)
+    X = rng.randn(40, 5) * (1.0 if kind == "partitions" else 50.0)
+    y = np.where(np.arange(40) % 2, "b", "a")
+    w = np.zeros(40)
+    w[:3] = 1.0
+    return X, y, (w if kind == "partitions" else None)
+
+
+@pytest.mark.parametrize("make, kind", [
+    (lambda: CASVC(n_partitions=4, random_state=0), "partitions"),
+    (lambda: CascadeSVC(n_partitions=4, random_state=0), "partitions"),
+    (lambda: CASVCCV(n_partitions=4, Cs=[1.0], cv=2, random_state=0), "partitions"),
+    (lambda: DisSMOSVC(kernel="poly", degree=300, gamma=1.0), "overflow"),
+    (lambda: AsyGCDSVC(kernel="poly", degree=300, gamma=1.0, n_threads=1), "overflow"),
+])
+def test_a_failed_fit_leaves_the_estimator_as_it_was(make, kind):
+    # a refit that failed halfway had set the new data's classes_ and
+    # n_features_in_ next to the old models (predict answered with the old
+    # models' labels as strings, or refused the old data's width); a failed first
+    # fit left attributes that made it look fitted
+    from sklearn.exceptions import NotFittedError
+
+    X, y = make_blobs(n_samples=80, centers=2, n_features=2, random_state=0)
+    Xf, yf, wf = _failing_refit_data(kind)
+    first = make()
+    with pytest.raises((ValueError, FloatingPointError)):
+        first.fit(Xf, yf, sample_weight=wf)
+    with pytest.raises(NotFittedError):
+        first.predict(X)
+    est = make().set_params(**({"kernel": "rbf"} if kind == "overflow" else {}))
+    est.fit(X, y)
+    before, pred = dict(est.__dict__), est.predict(X)
+    est.set_params(**({"kernel": "poly"} if kind == "overflow" else {}))
+    with pytest.raises((ValueError, FloatingPointError)):
+        est.fit(Xf, yf, sample_weight=wf)
+    assert est.n_features_in_ == 2 and est.classes_.tolist() == [0, 1]
+    assert sorted(est.__dict__) == sorted(before)
+    est.set_params(kernel="rbf") if kind == "overflow" else None
+    np.testing.assert_array_equal(est.predict(X), pred)
+
+
+@pytest.mark.parametrize("make", [lambda: BKRR2(n_partitions=4, random_state=0),
+                                  lambda: BKRR2CV(n_partitions=4, cv=2, random_state=0)])
+def test_a_failed_krr_refit_leaves_the_estimator_as_it_was(make):
+    rng = np.random.RandomState(0)
+    X, y = rng.randn(60, 2), rng.randn(60)
+    est = make().fit(X, y)
+    before, pred = dict(est.__dict__), est.predict(X)
+    Xf, _, wf = _failing_refit_data("partitions")
+    with pytest.raises(ValueError, match="positive sample_weight"):
+        est.fit(Xf, rng.randn(40), sample_weight=wf)
+    assert sorted(est.__dict__) == sorted(before) and est.n_features_in_ == 2
+    np.testing.assert_array_equal(est.predict(X), pred)

@@ -13,7 +13,13 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
-from .._engine import _pack_rows, _unpack_rows, check_same_params, validate_params_for
+from .._engine import (
+    _pack_rows,
+    _unpack_rows,
+    check_same_params,
+    keeps_state_on_failure,
+    validate_params_for,
+)
 from .._kernels import KERNELS, check_magnitude, kernel_block, kernel_dot, row_sq_norms
 from .._params import N_JOBS, Count
 from ._partitioned import PartitionedKernelRidge
@@ -195,6 +201,7 @@ class DKRR(RegressorMixin, BaseEstimator):
                                      ensure_non_negative=True)
         return X, np.asarray(y, dtype=np.float64), w
 
+    @keeps_state_on_failure
     def fit(self, X, y, sample_weight=None):
         """Solve the exact kernel ridge problem.
 

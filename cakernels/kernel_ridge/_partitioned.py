@@ -14,6 +14,7 @@ from .._engine import (
     check_predict_params,
     count_zero_weights,
     drop_zero_weight_rows,
+    keeps_state_on_failure,
     validate_params_for,
 )
 from .._kernels import KERNELS, check_magnitude, sigma_to_gamma
@@ -211,6 +212,7 @@ class PartitionedKernelRidge(RegressorMixin, PartitionedEstimator):
             return 1
         return min(self.n_voters, len(self.estimators_))
 
+    @keeps_state_on_failure
     def fit(self, X, y, sample_weight=None):
         """Partition the training set and solve one kernel ridge problem per partition.
 

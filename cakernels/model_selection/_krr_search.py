@@ -39,7 +39,7 @@ from sklearn.metrics import get_scorer
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from .. import _native
-from .._engine import PartitionedEstimator, count_zero_weights
+from .._engine import PartitionedEstimator, count_zero_weights, keeps_state_on_failure
 from .._kernels import (
     _KIND,
     KERNELS,
@@ -322,6 +322,7 @@ class PartitionedKernelRidgeCV(RegressorMixin, _PartitionedSearchCV):
         return self._estimator_class(sigma=float(sigma), lam=float(lam), **params)
 
     # ------------------------------------------------------------------ fit
+    @keeps_state_on_failure
     def fit(self, X, y, sample_weight=None, *, groups=None):
         """Search the (sigma, lambda) grid, then refit the best on all rows.
 

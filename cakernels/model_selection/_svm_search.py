@@ -29,6 +29,7 @@ from .._engine import (
     check_weighted_classes,
     global_class_weight,
     global_classes,
+    keeps_state_on_failure,
 )
 from .._kernels import centered_sq_sum, resolve_gamma, scale_gamma, variance_from_moments
 from .._solvers.local import solve_binary_svm
@@ -291,6 +292,7 @@ n_splits_
             params["partitioner"] = self.partitioner
         return self._estimator_class(C=float(C), gamma=gamma, **params)
 
+    @keeps_state_on_failure
     def fit(self, X, y, sample_weight=None, *, groups=None):
         """Search the (C, gamma) grid, then refit the best on all rows.
 

@@ -9,7 +9,12 @@ from sklearn.utils import check_random_state
 from sklearn.utils.class_weight import compute_class_weight
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
-from .._engine import check_class_weights, check_weight_counts, weight_counts
+from .._engine import (
+    check_class_weights,
+    check_weight_counts,
+    keeps_state_on_failure,
+    weight_counts,
+)
 from .._params import Count
 from ..backends import blas_limits, reserve_threads, threads_available
 from .._kernels import check_magnitude, resolve_gamma
@@ -182,6 +187,7 @@ class AsyGCDSVC(ClassifierMixin, BaseEstimator):
         self.intercept_scaling = intercept_scaling
         self.random_state = random_state
 
+    @keeps_state_on_failure
     def fit(self, X, y, sample_weight=None):
         """Fit the SVM.
 

@@ -45,7 +45,12 @@ import scipy.sparse as sp
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import StrOptions
 
-from .._engine import PartitionedEstimator, _group_by, validate_params_for
+from .._engine import (
+    PartitionedEstimator,
+    _group_by,
+    keeps_state_on_failure,
+    validate_params_for,
+)
 from .._kernels import KERNEL_OVERFLOW, check_kernel_diagonal, kernel_block, row_sq_norms
 from .._solvers.native_svc import NativeKernelSVC
 from .._solvers.smo import LIBSVM_ITER_PER_VARIABLE, default_max_iter
@@ -603,6 +608,7 @@ class DisSMOSVC(_FullModelSVC):
         self.n_jobs = n_jobs
         self.verbose = verbose
 
+    @keeps_state_on_failure
     def fit(self, X, y, sample_weight=None):
         """Train the SVM with the rows split over the backend's workers.
 

@@ -35,6 +35,7 @@ from .._engine import (
     PartitionedEstimator,
     draw_seed,
     drop_zero_weight_rows,
+    keeps_state_on_failure,
     validate_params_for,
 )
 from .._params import Count
@@ -164,6 +165,7 @@ class _MultiLevelSVC(_FullModelSVC):
     _pass = "sv"
 
     # ------------------------------------------------------------------ fit
+    @keeps_state_on_failure
     def fit(self, X, y, sample_weight=None):
         """Partition, solve the layers of the reduction tree, keep the final SVM.
 

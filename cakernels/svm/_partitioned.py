@@ -22,6 +22,7 @@ from .._engine import (
     global_class_weight,
     global_classes,
     global_gamma,
+    keeps_state_on_failure,
     validate_params_for,
 )
 from .._kernels import KERNELS, check_magnitude, kernel_dot
@@ -338,6 +339,7 @@ class PartitionedSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
         self.verbose = verbose
 
     # ------------------------------------------------------------------ fit
+    @keeps_state_on_failure
     def fit(self, X, y, sample_weight=None):
         """Partition the training set and fit one SVM per partition.
 
