@@ -143,6 +143,12 @@ def test_libsvm_multiclass_models_predict_as_libsvm(blobs, sparse):
         np.testing.assert_allclose(-_per_problem(view, Xd), svc.decision_function(Xt[rows]),
                                    rtol=1e-11, atol=1e-11)
         assert len(view.models_) == len(view.problems_) == len(list(view.models_))
+        # a negative index as a list's (the intercept was lost: b[-1:0] is empty)
+        last = view.models_[-1]
+        assert last[2].shape == (1,)
+        np.testing.assert_array_equal(last[2], view.models_[len(view.models_) - 1][2])
+        with pytest.raises(IndexError):
+            view.models_[len(view.models_)]
     # the view is built once per model and not stored on the estimator or the model
     before = set(est.__dict__)
     est.predict(Xt)

@@ -73,6 +73,7 @@ class _PairModels:
     def __getitem__(self, p):
         if isinstance(p, slice):
             return [self[q] for q in range(*p.indices(len(self)))]
+        p = range(len(self))[p]  # a negative index as a list's (IndexError beyond)
         col = self._coef[:, [p]]
         col = col.toarray().ravel() if sp.issparse(col) else np.asarray(col).ravel()
         rows = np.flatnonzero(col)
