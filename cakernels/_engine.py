@@ -62,6 +62,7 @@ from .backends._comm import (
     raise_if_any_failed,
 )
 from .partition import make_partitioner
+from .partition._partitioners import _BasePartitioner
 
 
 
@@ -585,13 +586,59 @@ def keeps_state_on_failure(fit):
     @functools.wraps(fit)
     def wrapper(self, *args, **kwargs):
         before = dict(self.__dict__)
+        # a RandomState given as random_state is drawn from in place
+        generators = {k: v.get_state() for k, v in before.items()
+                      if isinstance(v, np.random.RandomState)}
         try:
             return fit(self, *args, **kwargs)
         except BaseException:
             self.__dict__.clear()
             self.__dict__.update(before)
+            for k, state in generators.items():
+                before[k].set_state(state)
             raise
     return wrapper
+
+
+def _custom_labels(part, labels, n_rows, n_parts, what):
+    """``labels`` of a partitioner object of the user's (not one of the package's,
+    which are right by construction) as partition indices, or a ``ValueError``:
+    a label outside ``[0, n_parts)`` was dropped from every partition (a row
+    trained on by none, or predicted by none: its output was uninitialised
+    memory)."""
+    name = type(part).__name__
+    labels = np.asarray(labels)
+    if labels.shape != (n_rows,) or (labels.size and labels.dtype.kind not in "iu"):
+        raise ValueError(f"{name}.{what} must give one integer partition index per row "
+                         f"({n_rows} rows), got an array of shape {labels.shape} and dtype "
+                         f"{labels.dtype}")
+    if labels.size and (labels.min() < 0 or labels.max() >= n_parts):
+        raise ValueError(f"{name}.{what} must give partition indices in [0, {n_parts}), got "
+                         f"values from {labels.min()} to {labels.max()}")
+    return labels.astype(np.intp, copy=False)
+
+
+def _fit_custom_checked(part, X):
+    """Fit a partitioner; a user's object must then hold ``labels_`` (one index
+    per row), ``sizes_`` (their counts) and ``centers_`` (one row of X's width
+    per partition) that agree."""
+    part = part.fit(X)
+    if isinstance(part, _BasePartitioner):
+        return part
+    name = type(part).__name__
+    missing = [a for a in ("labels_", "sizes_", "centers_") if not hasattr(part, a)]
+    if missing:
+        raise ValueError(f"{name}.fit must set labels_, sizes_ and centers_ (a partitioner "
+                         f"object's protocol); {', '.join(missing)} missing")
+    sizes = np.asarray(part.sizes_)
+    labels = _custom_labels(part, part.labels_, X.shape[0], sizes.size, "fit's labels_")
+    if not np.array_equal(np.bincount(labels, minlength=sizes.size), sizes):
+        raise ValueError(f"{name}.sizes_ {sizes.tolist()} are not the counts of its labels_ "
+                         f"{np.bincount(labels, minlength=sizes.size).tolist()}")
+    if np.shape(part.centers_) != (sizes.size, X.shape[1]):
+        raise ValueError(f"{name}.centers_ must have shape ({sizes.size}, {X.shape[1]}), got "
+                         f"{np.shape(part.centers_)}")
+    return part
 
 
 def _assign_rows(part, X):
@@ -601,7 +648,8 @@ def _assign_rows(part, X):
     checked = getattr(part, "_assign_checked", None)
     if checked is not None:
         return checked(X)
-    return np.asarray(part.assign(X), dtype=np.intp)
+    return _custom_labels(part, part.assign(X), X.shape[0], np.asarray(part.sizes_).size,
+                          "assign(X)")
 
 
 def _nearest_rows(part, X, k):
@@ -797,11 +845,12 @@ class PartitionedEstimator(OwnInitName, BaseEstimator):
         """Fit the partitioner (collectively) and return it with this rank's labels."""
         comm = s.comm
         if s.size == 1:
-            part = self._get_partitioner().fit(X)
+            part = _fit_custom_checked(self._get_partitioner(), X)
             return part, np.asarray(part.labels_)
         if not s.sharded:
             part = comm.run_collectively(
-                lambda: self._get_partitioner().fit(X) if comm.rank == 0 else None)
+                lambda: _fit_custom_checked(self._get_partitioner(), X) if comm.rank == 0
+                else None)
             part = comm.bcast_obj(part)
             labels = np.asarray(part.labels_) if comm.rank == 0 else np.zeros(0, np.intp)
             return part, labels

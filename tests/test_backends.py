@@ -192,27 +192,51 @@ def test_a_session_interrupted_on_entry_returns_its_threads(monkeypatch):
     assert threads_available() == free
 
 
-def test_mpi_ranks_share_a_cgroup_quota_and_the_launchers_node(monkeypatch):
-    # a quota is no binding: every rank took all of it; sub-communicators of one
-    # job fitting side by side each counted only their own ranks on the node
+class _FakeNodeComm:
+    """A communicator whose node-local split allgathers the given CPU sets."""
+
+    def __init__(self, sets):
+        self.sets = sets
+
+    def Split_type(self, kind):
+        return self
+
+    def allgather(self, mine):
+        return self.sets
+
+    def Free(self):
+        pass
+
+
+def test_mpi_ranks_share_the_cores_they_share(monkeypatch):
+    # a cgroup quota is no binding (every rank took all of it); ranks confined
+    # together to one CPU set share it (each took all of it); sub-communicators
+    # of one job fitting side by side each counted only their own ranks
     import os
 
+    pytest.importorskip("mpi4py")
     import cakernels.backends._backend as backend
 
-    monkeypatch.setattr(backend, "cpu_count", lambda: 8)  # the quota: 8 of 64 cores
-    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(64)))
+    everything = frozenset(range(64))
     monkeypatch.setattr(os, "cpu_count", lambda: 64)
-    monkeypatch.setattr(backend, "ranks_on_node", lambda comm: 2)
     monkeypatch.delenv("MPI_LOCALNRANKS", raising=False)
     monkeypatch.delenv("OMPI_COMM_WORLD_LOCAL_SIZE", raising=False)
-    assert backend._cores_of_rank(None) == 4
-    monkeypatch.setattr(backend, "ranks_on_node", lambda comm: 1)  # a sub-communicator
-    monkeypatch.setenv("MPI_LOCALNRANKS", "4")  # ... of a job of 4 ranks on the node
-    assert backend._cores_of_rank(None) == 2
-    # a rank bound to fewer cores than the node has keeps its own
-    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2})
+    # a quota of 8 cores, 2 ranks on the node, no CPU binding
+    monkeypatch.setattr(backend, "cpu_count", lambda: 8)
+    monkeypatch.setattr(backend, "_affinity", lambda: everything)
+    assert backend._cores_of_rank(_FakeNodeComm([everything] * 2)) == 4
+    # a sub-communicator (1 rank on the node) of a job of 4 ranks there
+    monkeypatch.setenv("MPI_LOCALNRANKS", "4")
+    assert backend._cores_of_rank(_FakeNodeComm([everything])) == 2
+    # two ranks confined together to cores {0, 1} of the 64
+    monkeypatch.setattr(backend, "cpu_count", lambda: 2)
+    monkeypatch.setattr(backend, "_affinity", lambda: frozenset({0, 1}))
+    assert backend._cores_of_rank(_FakeNodeComm([frozenset({0, 1})] * 2)) == 1
+    # each rank bound to cores of its own keeps them
     monkeypatch.setattr(backend, "cpu_count", lambda: 3)
-    assert backend._cores_of_rank(None) == 3
+    monkeypatch.setattr(backend, "_affinity", lambda: frozenset({0, 1, 2}))
+    assert backend._cores_of_rank(_FakeNodeComm([frozenset({0, 1, 2}),
+                                                 frozenset({3, 4, 5})])) == 3
 
 
 def test_a_copy_of_an_mpi_backend_keeps_its_communicator():
@@ -224,3 +248,28 @@ def test_a_copy_of_an_mpi_backend_keeps_its_communicator():
     backend = MPIBackend(comm=comm, sharded=True)
     for other in (copy.copy(backend), copy.deepcopy(backend)):
         assert other.comm is comm and other.sharded and other == backend
+
+
+def test_an_interrupted_blas_restore_is_completed():
+    # a Ctrl-C while leaving the block left BLAS limited for good, and current
+    # returned an internal sentinel
+    from cakernels.backends import blas_limits
+
+    def threads():
+        return [lib.get_num_threads() for lib in blas_limits.controller().lib_controllers
+                if lib.user_api == "blas"]
+
+    before = threads()
+    with pytest.raises(KeyboardInterrupt):
+        with blas_limits(1):
+            if not blas_limits._limited:
+                pytest.skip("no BLAS library to limit")
+            lib = blas_limits._limited[0]
+            real = lib.set_num_threads
+
+            def interrupted(n):
+                lib.set_num_threads = real  # once
+                raise KeyboardInterrupt
+
+            lib.set_num_threads = interrupted
+    assert threads() == before and blas_limits.current is None

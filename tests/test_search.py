@@ -1021,3 +1021,22 @@ def test_warm_path_with_a_weight_whose_bound_underflows_at_the_smaller_C():
     assert warm.fit_stats_["warm_start"]
     np.testing.assert_allclose(warm.cv_results_["mean_test_score"],
                                cold.cv_results_["mean_test_score"], atol=0.02)
+
+
+@pytest.mark.parametrize("make", [
+    lambda rs: CASVCCV(n_partitions=2, Cs=[1.0], cv=2, random_state=rs),
+    lambda rs: BKRR2CV(n_partitions=2, cv=2, random_state=rs)])
+def test_a_failed_fit_does_not_draw_from_a_given_random_state(make):
+    # the search drew its seed from the RandomState before the input check
+    # failed: the retry on fixed data gave other scores than a fresh search
+    X, y = make_classification(n_samples=120, n_features=5, random_state=0)
+    bad = X.copy()
+    bad[0, 0] = np.nan
+    rs = np.random.RandomState(0)
+    retried = make(rs)
+    with pytest.raises(ValueError):
+        retried.fit(bad, y)
+    retried.fit(X, y)
+    fresh = make(np.random.RandomState(0)).fit(X, y)
+    np.testing.assert_array_equal(retried.cv_results_["mean_test_score"],
+                                  fresh.cv_results_["mean_test_score"])

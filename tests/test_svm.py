@@ -620,3 +620,48 @@ def test_a_failed_krr_refit_leaves_the_estimator_as_it_was(make):
         est.fit(Xf, rng.randn(40), sample_weight=wf)
     assert sorted(est.__dict__) == sorted(before) and est.n_features_in_ == 2
     np.testing.assert_array_equal(est.predict(X), pred)
+
+
+class _BadHalves(_Halves):
+    """A partitioner object whose labels or routing break its own partitions."""
+
+    def __init__(self, fault):
+        self.fault = fault
+
+    def get_params(self, deep=True):
+        return {"fault": self.fault}
+
+    def fit(self, X, y=None):
+        super().fit(X)
+        if self.fault == "labels":  # noise rows (DBSCAN's -1)
+            self.labels_ = self.labels_.copy()
+            self.labels_[:5] = -1
+        if self.fault == "centers":
+            del self.centers_
+        return self
+
+    def assign(self, X):
+        out = super().assign(X)
+        return out + 2 if self.fault == "assign" else out
+
+
+@pytest.mark.parametrize("fault, match", [
+    ("labels", r"labels_ must give partition indices in \[0, 2\), got values from -1"),
+    ("centers", "must set labels_, sizes_ and centers_.*centers_ missing"),
+    ("assign", r"assign\(X\) must give partition indices in \[0, 2\)")])
+def test_a_custom_partitioner_that_breaks_its_partitions_is_refused(binary, fault, match):
+    # labels outside [0, P) dropped training rows silently, and predictions of rows
+    # routed outside were uninitialised memory (values not even in classes_)
+    from cakernels import PartitionedKernelRidge
+
+    X, y, Xt, _ = binary
+    for est in (PartitionedSVC(partitioner=_BadHalves(fault)),
+                PartitionedKernelRidge(partitioner=_BadHalves(fault))):
+        target = y if isinstance(est, PartitionedSVC) else y.astype(float)
+        if fault == "assign":
+            est.fit(X, target)
+            with pytest.raises(ValueError, match=match):
+                est.predict(Xt)
+        else:
+            with pytest.raises(ValueError, match=match):
+                est.fit(X, target)

@@ -235,10 +235,10 @@ class MPIBackend(Backend):
 
     def __deepcopy__(self, memo):
         # a communicator is a handle to shared MPI state: never copied
-        return MPIBackend(comm=self.comm, sharded=self.sharded)
+        return type(self)(comm=self.comm, sharded=self.sharded)
 
     def __copy__(self):  # (__getstate__ below drops the communicator: for pickles only)
-        return MPIBackend(comm=self.comm, sharded=self.sharded)
+        return type(self)(comm=self.comm, sharded=self.sharded)
 
     def __getstate__(self):
         return {"comm": None, "sharded": self.sharded}
@@ -281,22 +281,39 @@ def _launcher_local_ranks():
     return 1
 
 
-def _cores_of_rank(mpi_comm):
-    """Cores of this rank: the process's cores shared among the ranks of its node,
-    unless a CPU binding already gives it fewer than the node has (collective:
-    every rank takes part in the node count, whatever its binding). A cgroup
-    quota is no binding: every process of the container shares it. The ranks
-    counted are the communicator's on the node, or the launcher's count of the
-    job's processes there when larger (sub-communicators of one job fit side
-    by side)."""
-    n = cpu_count()
-    sharing = max(ranks_on_node(mpi_comm), _launcher_local_ranks())
+def _affinity():
+    """This process's CPU set, or None where the platform has none."""
     try:
-        bound = len(os.sched_getaffinity(0)) < (os.cpu_count() or 1)
+        return frozenset(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # pragma: no cover - non-Linux
-        bound = False
-    if bound:  # bound to fewer cores than the node has: its own cores
-        return n
+        return None
+
+
+def _cores_of_rank(mpi_comm):
+    """Cores of this rank: its usable cores (:func:`cpu_count`: its CPU set, a
+    cgroup quota, OpenMP limits) divided among the ranks of its node whose CPU
+    sets overlap its own (collective: the node's ranks exchange their sets).
+    A rank bound to cores of its own keeps them; ranks confined together to
+    one CPU set, or to none, share it, as they share a container's quota. A
+    rank whose set is the whole machine also counts the launcher's processes
+    on the node when that is more (``MPI_LOCALNRANKS``,
+    ``OMPI_COMM_WORLD_LOCAL_SIZE``: sub-communicators of one job fit side by
+    side)."""
+    from mpi4py import MPI
+
+    n = cpu_count()
+    mine = _affinity()
+    node = mpi_comm.Split_type(MPI.COMM_TYPE_SHARED)
+    try:
+        sets = node.allgather(mine)
+    finally:
+        node.Free()
+    if mine is None:
+        sharing = len(sets)
+    else:
+        sharing = sum(1 for other in sets if other is None or other & mine)
+    if mine is None or len(mine) >= (os.cpu_count() or 1):
+        sharing = max(sharing, _launcher_local_ranks())
     return max(1, n // sharing)
 
 

@@ -228,7 +228,14 @@ class _BlasLimits:
         finally:
             with self._lock:
                 self._requests.remove(n_threads)
-                self._apply()
+                try:
+                    self._apply()
+                except BaseException:
+                    # (a Ctrl-C during the restore): once more, or BLAS kept the
+                    # limit for the rest of the process
+                    with contextlib.suppress(Exception):
+                        self._apply()
+                    raise
 
     def controller(self):
         """The cached ``threadpoolctl.ThreadpoolController`` (refreshed when
@@ -238,7 +245,10 @@ class _BlasLimits:
 
     @property
     def current(self):
-        """The limit in force (None: BLAS's own setting)."""
+        """The limit in force (None: BLAS's own setting; the smallest open
+        request while a change is incomplete)."""
+        if self._applied is _UNKNOWN:
+            return min(self._requests) if self._requests else None
         return self._applied
 
 

@@ -33,6 +33,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._engine import (
     PartitionedEstimator,
+    _assign_rows,
     drop_zero_weight_rows,
     _group_by,
     _LazyPartition,
@@ -365,8 +366,7 @@ class _PartitionedSearchCV(PartitionedEstimator):
                 order = np.argsort(cat["index"], kind="stable")
                 every = (Xa[order], cat["y"][order], cat["index"][order])
             return lambda j: every
-        route = part.assign(X) if X.shape[0] else np.zeros(0, dtype=np.intp)
-        route = np.asarray(route)
+        route = _assign_rows(part, X) if X.shape[0] else np.zeros(0, dtype=np.intp)
         P = owners.size
         if s.size == 1:
             groups = _group_by(route, P)
