@@ -166,6 +166,20 @@ def test_not_positive_definite_falls_back_with_warning():
     np.testing.assert_allclose(model.predict(X), y, atol=1e-6)
 
 
+def test_solve_krr_refuses_a_matrix_it_cannot_overwrite_before_writing_to_it():
+    # the shift went into the caller's matrix, then the native check refused it
+    rng = np.random.RandomState(1)
+    A = rng.randn(6, 6)
+    for K in (np.asfortranarray(A @ A.T + np.eye(6) * 0.1 + np.tril(A) * 1e-3),
+              (A @ A.T).astype(np.float32)):
+        before = K.copy()
+        with pytest.raises(ValueError, match="K must be a writable C-contiguous square"):
+            solve_krr(K, rng.randn(6), 10.0)
+        np.testing.assert_array_equal(K, before)
+    assert solve_krr(np.zeros((0, 0)), np.zeros(0), 1.0).shape == (0,)
+    assert solve_krr(np.zeros((0, 0)), np.zeros((0, 2)), 1.0).shape == (0, 2)
+
+
 def test_solve_krr_positive_definite_is_silent():
     rng = np.random.RandomState(1)
     A = rng.randn(30, 30)

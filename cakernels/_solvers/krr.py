@@ -68,8 +68,17 @@ def solve_krr(K, y, reg, rebuild=None, n_threads=1):
     -------
     alpha : ndarray of the shape of ``y``
     """
+    if not (isinstance(K, np.ndarray) and K.dtype == np.float64 and K.ndim == 2
+            and K.shape[0] == K.shape[1] and K.flags.c_contiguous and K.flags.writeable):
+        # before anything is written to it (the shift went in, then the native
+        # check refused the matrix as "A")
+        raise ValueError(f"K must be a writable C-contiguous square float64 array (it is "
+                         f"overwritten), got {type(K).__name__} of shape "
+                         f"{getattr(K, 'shape', None)} and dtype {getattr(K, 'dtype', None)}")
     m = K.shape[0]
     check_ridge_shift(reg)
+    if m == 0:  # no row: no coefficient
+        return np.zeros(np.shape(y), dtype=np.float64)
     backup = K.copy() if rebuild is None else None
     K.flat[:: m + 1] += reg
     anorm = _native.norm1(K)  # dlange('1') of the symmetric K, without the GIL
