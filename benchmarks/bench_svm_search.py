@@ -19,8 +19,8 @@ whether both select the same (C, gamma).
 
 Usage::
 
-    python benchmarks/bench_svm_search.py            # ~6 min (2-core AMD EPYC)
-    python benchmarks/bench_svm_search.py --quick    # smaller subsets, ~1 min
+    python benchmarks/bench_svm_search.py            # ~7 min (2-core AMD EPYC)
+    python benchmarks/bench_svm_search.py --quick    # 3,000-row subsets, ~20 s
 """
 
 import argparse

@@ -618,26 +618,37 @@ def _custom_labels(part, labels, n_rows, n_parts, what):
     return labels.astype(np.intp, copy=False)
 
 
-def _fit_custom_checked(part, X):
-    """Fit a partitioner; a user's object must then hold ``labels_`` (one index
-    per row), ``sizes_`` (their counts) and ``centers_`` (one row of X's width
-    per partition) that agree."""
-    part = part.fit(X)
-    if isinstance(part, _BasePartitioner):
-        return part
+def _own_method(part, name):
+    """Whether ``part``'s method ``name`` is the package partitioners' own (not
+    an object of the user's, nor a subclass that overrides it)."""
+    return (isinstance(part, _BasePartitioner)
+            and getattr(type(part), name, None) is getattr(_BasePartitioner, name))
+
+
+def _check_custom_partition(part, n_rows, n_features):
+    """A user's partitioner (or a subclass overriding ``fit``) must hold
+    ``labels_`` (one index per row), ``sizes_`` (their counts) and ``centers_``
+    (one row of X's width per partition) that agree."""
     name = type(part).__name__
     missing = [a for a in ("labels_", "sizes_", "centers_") if not hasattr(part, a)]
     if missing:
         raise ValueError(f"{name}.fit must set labels_, sizes_ and centers_ (a partitioner "
                          f"object's protocol); {', '.join(missing)} missing")
     sizes = np.asarray(part.sizes_)
-    labels = _custom_labels(part, part.labels_, X.shape[0], sizes.size, "fit's labels_")
+    labels = _custom_labels(part, part.labels_, n_rows, sizes.size, "fit's labels_")
     if not np.array_equal(np.bincount(labels, minlength=sizes.size), sizes):
         raise ValueError(f"{name}.sizes_ {sizes.tolist()} are not the counts of its labels_ "
                          f"{np.bincount(labels, minlength=sizes.size).tolist()}")
-    if np.shape(part.centers_) != (sizes.size, X.shape[1]):
-        raise ValueError(f"{name}.centers_ must have shape ({sizes.size}, {X.shape[1]}), got "
+    if np.shape(part.centers_) != (sizes.size, n_features):
+        raise ValueError(f"{name}.centers_ must have shape ({sizes.size}, {n_features}), got "
                          f"{np.shape(part.centers_)}")
+
+
+def _fit_custom_checked(part, X):
+    """Fit a partitioner, checking a user's (:func:`_check_custom_partition`)."""
+    part = part.fit(X)
+    if not _own_method(part, "fit"):
+        _check_custom_partition(part, X.shape[0], X.shape[1])
     return part
 
 
@@ -645,9 +656,8 @@ def _assign_rows(part, X):
     """The partition of every (checked) row: the package's partitioners skip a
     second validation; any other object with ``assign(X)`` (``make_partitioner``
     takes one) is asked through it."""
-    checked = getattr(part, "_assign_checked", None)
-    if checked is not None:
-        return checked(X)
+    if _own_method(part, "assign"):
+        return part._assign_checked(X)
     return _custom_labels(part, part.assign(X), X.shape[0], np.asarray(part.sizes_).size,
                           "assign(X)")
 
@@ -656,9 +666,8 @@ def _nearest_rows(part, X, k):
     """``(order, sq_dist)`` of the ``k`` nearest centres of every row (soft
     routing): the package's partitioners', else from a custom partitioner's
     ``centers_``."""
-    checked = getattr(part, "_nearest_partitions_checked", None)
-    if checked is not None:
-        return checked(X, k)
+    if _own_method(part, "assign") and _own_method(part, "nearest_partitions"):
+        return part._nearest_partitions_checked(X, k)
     centers = getattr(part, "centers_", None)
     if centers is None:
         raise ValueError(f"routing='vote' needs the partitions' centres: "
@@ -859,6 +868,14 @@ class PartitionedEstimator(OwnInitName, BaseEstimator):
             comm.agree(f"{type(partitioner).__name__} cannot partition sharded data (it has "
                        "no fit_sharded); use root mode (MPIBackend(sharded=False))")
         part = comm.run_collectively(partitioner.fit_sharded, comm, X)
+        if not _own_method(part, "fit_sharded"):  # a user's: checked on every rank alike
+            error = None
+            try:
+                n_rows = int(comm.Allreduce(np.array([X.shape[0]], dtype=np.int64))[0])
+                _check_custom_partition(part, n_rows, X.shape[1])
+            except ValueError as exc:
+                error = str(exc)
+            comm.agree(error)
         start = int(index[0]) if index.size else 0
         return part, np.asarray(part.labels_[start:start + X.shape[0]])
 

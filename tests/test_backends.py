@@ -222,6 +222,7 @@ def test_mpi_ranks_share_the_cores_they_share(monkeypatch):
     monkeypatch.delenv("MPI_LOCALNRANKS", raising=False)
     monkeypatch.delenv("OMPI_COMM_WORLD_LOCAL_SIZE", raising=False)
     # a quota of 8 cores, 2 ranks on the node, no CPU binding
+    monkeypatch.setattr(backend, "_bound_by_launcher", lambda mine: False)
     monkeypatch.setattr(backend, "cpu_count", lambda: 8)
     monkeypatch.setattr(backend, "_affinity", lambda: everything)
     assert backend._cores_of_rank(_FakeNodeComm([everything] * 2)) == 4
@@ -232,7 +233,10 @@ def test_mpi_ranks_share_the_cores_they_share(monkeypatch):
     monkeypatch.setattr(backend, "cpu_count", lambda: 2)
     monkeypatch.setattr(backend, "_affinity", lambda: frozenset({0, 1}))
     assert backend._cores_of_rank(_FakeNodeComm([frozenset({0, 1})] * 2)) == 1
+    # ... and with sub-communicators side by side, the launcher's ranks on the node
+    assert backend._cores_of_rank(_FakeNodeComm([frozenset({0, 1})])) == 1
     # each rank bound to cores of its own keeps them
+    monkeypatch.setattr(backend, "_bound_by_launcher", lambda mine: True)
     monkeypatch.setattr(backend, "cpu_count", lambda: 3)
     monkeypatch.setattr(backend, "_affinity", lambda: frozenset({0, 1, 2}))
     assert backend._cores_of_rank(_FakeNodeComm([frozenset({0, 1, 2}),
@@ -273,3 +277,16 @@ def test_an_interrupted_blas_restore_is_completed():
 
             lib.set_num_threads = interrupted
     assert threads() == before and blas_limits.current is None
+
+
+
+def test_a_rank_is_bound_when_its_cpu_set_is_a_strict_part_of_its_parents(monkeypatch):
+    import os
+
+    import cakernels.backends._backend as backend
+
+    monkeypatch.setattr(os, "sched_getaffinity",
+                        lambda pid: {0, 1} if pid == os.getppid() else {0, 1, 2, 3})
+    monkeypatch.setattr(os, "cpu_count", lambda: 4)
+    assert backend._bound_by_launcher(frozenset({0}))          # bound by the launcher
+    assert not backend._bound_by_launcher(frozenset({0, 1}))   # the job's set, inherited

@@ -355,6 +355,9 @@ def test_communicator_arguments(mpirun, n):
     if n > 1:
         assert got["intercomm"].startswith("ValueError: comm is an intercommunicator"), got
     assert got["unwrapped"] == got["fit-sharded-raw-comm"] == got["empty-dense-shard"] == "ok"
+    for mode in ("sharded", "root"):  # a custom partitioner's labels outside its partitions
+        assert "_Bad.fit's labels_ must give partition indices in [0, 2)" in \
+            got[f"custom-labels-{mode}"], got
 
 
 @pytest.mark.parametrize("n", [2, 4])

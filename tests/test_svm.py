@@ -245,13 +245,8 @@ def test_partitioner_instance(binary):
 
 
 class _Halves:
-    """A partitioner of this package's protocol only: fit(X) and assign(X)."""
-
-    def get_params(self, deep=True):
-        return {}
-
-    def set_params(self, **params):
-        return self
+    """A partitioner of this package's protocol only: fit(X) and assign(X) (no
+    get_params: it is deep-copied where a scikit-learn estimator is cloned)."""
 
     def fit(self, X, y=None):
         X = np.asarray(X)
@@ -628,9 +623,6 @@ class _BadHalves(_Halves):
     def __init__(self, fault):
         self.fault = fault
 
-    def get_params(self, deep=True):
-        return {"fault": self.fault}
-
     def fit(self, X, y=None):
         super().fit(X)
         if self.fault == "labels":  # noise rows (DBSCAN's -1)
@@ -665,3 +657,27 @@ def test_a_custom_partitioner_that_breaks_its_partitions_is_refused(binary, faul
         else:
             with pytest.raises(ValueError, match=match):
                 est.fit(X, target)
+
+
+def test_a_subclass_of_a_package_partitioner_is_asked_as_a_custom_one(binary):
+    # an overridden assign was ignored by predict (the base class's private routing
+    # ran), and an overridden fit's labels were not checked (rows dropped silently)
+    from cakernels.partition import KMeansPartitioner
+
+    class AllToZero(KMeansPartitioner):
+        def assign(self, X):
+            return np.zeros(np.asarray(X).shape[0], dtype=int)
+
+    class BadFit(KMeansPartitioner):
+        def fit(self, X, y=None):
+            super().fit(X)
+            self.labels_ = self.labels_.copy()
+            self.labels_[:5] = 7
+            return self
+
+    X, y, Xt, _ = binary
+    clf = PartitionedSVC(partitioner=AllToZero(n_partitions=3, random_state=0)).fit(X, y)
+    np.testing.assert_array_equal(clf.decision_function(Xt),
+                                  clf.estimators_[0].decision_function(Xt))
+    with pytest.raises(ValueError, match=r"BadFit.fit's labels_ must give partition indices"):
+        PartitionedSVC(partitioner=BadFit(n_partitions=3, random_state=0)).fit(X, y)

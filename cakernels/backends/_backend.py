@@ -295,10 +295,10 @@ def _cores_of_rank(mpi_comm):
     sets overlap its own (collective: the node's ranks exchange their sets).
     A rank bound to cores of its own keeps them; ranks confined together to
     one CPU set, or to none, share it, as they share a container's quota. A
-    rank whose set is the whole machine also counts the launcher's processes
-    on the node when that is more (``MPI_LOCALNRANKS``,
-    ``OMPI_COMM_WORLD_LOCAL_SIZE``: sub-communicators of one job fit side by
-    side)."""
+    rank the launcher did not bind (:func:`_bound_by_launcher`) also counts
+    the launcher's processes on the node when that is more
+    (``MPI_LOCALNRANKS``, ``OMPI_COMM_WORLD_LOCAL_SIZE``: sub-communicators
+    of one job fit side by side)."""
     from mpi4py import MPI
 
     n = cpu_count()
@@ -312,9 +312,23 @@ def _cores_of_rank(mpi_comm):
         sharing = len(sets)
     else:
         sharing = sum(1 for other in sets if other is None or other & mine)
-    if mine is None or len(mine) >= (os.cpu_count() or 1):
+    if mine is None or not _bound_by_launcher(mine):
         sharing = max(sharing, _launcher_local_ranks())
     return max(1, n // sharing)
+
+
+def _bound_by_launcher(mine):
+    """Whether this rank was given a CPU set of its own: a strict part of its
+    parent's (the launcher's proxy; an unbound rank inherits the parent's set,
+    which may be a job's cpuset smaller than the machine), or, where the
+    parent's set is unknown, less than the machine."""
+    try:
+        parent = frozenset(os.sched_getaffinity(os.getppid()))
+    except (AttributeError, OSError):
+        parent = None
+    if parent:
+        return mine < parent
+    return len(mine) < (os.cpu_count() or 1)
 
 
 def get_backend(backend, n_jobs=None):

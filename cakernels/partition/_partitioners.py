@@ -1234,8 +1234,9 @@ def make_partitioner(partitioner, n_partitions, random_state, halo=0.0):
     """Resolve a partitioner given by name or instance (cloned, never modified).
 
     A name gets ``n_partitions``, ``random_state`` and ``halo``; an instance
-    is cloned and keeps its own settings, except that a ``halo`` > 0 (the
-    estimator's) replaces the instance's.
+    is cloned (deep-copied when it has no ``get_params``) and keeps its own
+    settings, except that a ``halo`` > 0 (the estimator's) replaces the
+    instance's.
     """
     if isinstance(partitioner, str):
         if partitioner not in PARTITIONERS:
@@ -1250,9 +1251,12 @@ def make_partitioner(partitioner, n_partitions, random_state, halo=0.0):
             "partitioner must be a name or an object with fit(X) and assign(X), "
             f"got {partitioner!r}"
         )
-    part = clone(partitioner)
+    # (an object without get_params is deep-copied, as scikit-learn's clone of a
+    # parameter that is no estimator: fit and assign are all the protocol asks)
+    part = clone(partitioner, safe=False)
     if halo:
-        if "halo" not in part.get_params(deep=False):
+        params = part.get_params(deep=False) if hasattr(part, "get_params") else {}
+        if "halo" not in params:
             raise ValueError(f"halo={halo} needs a partitioner with a halo parameter; "
                              f"{type(part).__name__} has none")
         part.set_params(halo=halo)

@@ -11,7 +11,7 @@ import numpy as np
 from mpi4py import MPI
 from sklearn.datasets import make_classification
 
-from cakernels import CASVC
+from cakernels import CASVC, PartitionedSVC
 from cakernels.backends import Communicator, MPIBackend
 from cakernels.partition import FCFSPartitioner, KBalancePartitioner
 
@@ -74,6 +74,43 @@ part = FCFSPartitioner(4, random_state=0).fit_sharded(world, local)
 ref = FCFSPartitioner(4, random_state=0).fit(np.vstack(world.allgather(rows)))
 out.append({"check": "empty-dense-shard", "got": "ok",
             "same": bool(np.array_equal(part.labels_, ref.labels_))})
+
+
+# a partitioner object of the user's with fit_sharded whose labels leave its
+# partitions: the one-process check on every rank (was a truncated Allreduce
+# that aborted the job, or rows dropped silently)
+class _Bad:
+    def get_params(self, deep=True):
+        return {}
+
+    def set_params(self, **params):
+        return self
+
+    def _set(self, n):
+        labels = np.arange(n) % 2
+        labels[:5] = 5
+        self.labels_, self.centers_ = labels, np.zeros((2, 5))
+        self.sizes_ = np.bincount(labels[labels < 2], minlength=2)
+        return self
+
+    def fit(self, X):
+        return self._set(X.shape[0])
+
+    def fit_sharded(self, comm, X):
+        return self._set(200)
+
+    def assign(self, X):
+        return np.zeros(X.shape[0], int)
+
+
+for sharded in (True, False):
+    got = outcome(lambda: PartitionedSVC(
+        partitioner=_Bad(), backend=MPIBackend(sharded=sharded)).fit(
+        X[lo:hi] if sharded else X, y[lo:hi] if sharded else y))
+    out.append({"check": f"custom-labels-{'sharded' if sharded else 'root'}", "got": got,
+                # (root mode: rank 0 raises its own ValueError, the others name it)
+                "same": all("labels_ must give partition indices in [0, 2)" in g
+                            for g in world.allgather(got))})
 if rank == 0:
     for line in out:
         print(json.dumps(line), flush=True)
