@@ -867,15 +867,20 @@ class PartitionedEstimator(OwnInitName, BaseEstimator):
         if not hasattr(partitioner, "fit_sharded"):
             comm.agree(f"{type(partitioner).__name__} cannot partition sharded data (it has "
                        "no fit_sharded); use root mode (MPIBackend(sharded=False))")
+        if not _own_method(partitioner, "fit") and _own_method(partitioner, "fit_sharded"):
+            comm.agree(f"{type(partitioner).__name__} overrides fit but not fit_sharded: "
+                       "sharded mode would partition with the base class's algorithm; "
+                       "use root mode (MPIBackend(sharded=False)) or override fit_sharded")
         part = comm.run_collectively(partitioner.fit_sharded, comm, X)
         if not _own_method(part, "fit_sharded"):  # a user's: checked on every rank alike
             error = None
             try:
-                n_rows = int(comm.Allreduce(np.array([X.shape[0]], dtype=np.int64))[0])
+                # (a check, not the algorithm's traffic: uncounted)
+                n_rows = int(sum(comm._allgather_uncounted(int(X.shape[0]))))
                 _check_custom_partition(part, n_rows, X.shape[1])
             except ValueError as exc:
                 error = str(exc)
-            comm.agree(error)
+            comm.agree(error, counted=False)
         start = int(index[0]) if index.size else 0
         return part, np.asarray(part.labels_[start:start + X.shape[0]])
 

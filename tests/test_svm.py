@@ -681,3 +681,21 @@ def test_a_subclass_of_a_package_partitioner_is_asked_as_a_custom_one(binary):
                                   clf.estimators_[0].decision_function(Xt))
     with pytest.raises(ValueError, match=r"BadFit.fit's labels_ must give partition indices"):
         PartitionedSVC(partitioner=BadFit(n_partitions=3, random_state=0)).fit(X, y)
+
+
+def test_a_partitioner_class_or_an_uncopyable_object_is_a_clear_error(binary):
+    import threading
+
+    from cakernels.partition import KMeansPartitioner
+
+    X, y, _, _ = binary
+    with pytest.raises(TypeError, match="got the class KMeansPartitioner; pass"):
+        PartitionedSVC(partitioner=KMeansPartitioner).fit(X, y)
+
+    class Locked(_Halves):
+        def __init__(self):
+            self.lock = threading.Lock()
+
+    with pytest.raises(TypeError, match="partitioner Locked has no get_params and cannot be "
+                                        "deep-copied"):
+        PartitionedSVC(partitioner=Locked()).fit(X, y)

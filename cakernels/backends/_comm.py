@@ -122,7 +122,7 @@ class _BaseCommunicator:
             self.counter.record(op, nbytes, messages)
 
     # ------------------------------------------------------------- agreement
-    def agree(self, error, same=None, mismatch=None):
+    def agree(self, error, same=None, mismatch=None, counted=True):
         """Collective error check: ``error`` is this rank's message or None.
 
         When any rank has an error, every rank raises the same ``CollectiveError``
@@ -133,16 +133,18 @@ class _BaseCommunicator:
 
         ``same`` (optional, in the same message): a value that must be equal on
         every rank; where it differs from rank 0's every rank raises
-        ``CollectiveError("ranks [...] " + mismatch)``.
+        ``CollectiveError("ranks [...] " + mismatch)``. ``counted=False``: a
+        check outside the algorithm's traffic, not in the counters.
         """
         if self.size == 1:  # one process: the plain ValueError scikit-learn raises
             if error is not None:
                 raise ValueError(" ".join(str(error).split()))
             return
+        gather = self.allgather if counted else self._allgather_uncounted
         if same is None:
-            errors = self.allgather(error)
+            errors = gather(error)
         else:
-            pairs = self.allgather((error, same))
+            pairs = gather((error, same))
             errors = [e for e, _ in pairs]
             others = [r for r, (_, v) in enumerate(pairs) if v != pairs[0][1]]
             if others:

@@ -1,6 +1,7 @@
 """The five partitioners and :func:`make_partitioner`."""
 
 import contextlib
+import copy
 import numbers
 import time
 
@@ -1251,9 +1252,18 @@ def make_partitioner(partitioner, n_partitions, random_state, halo=0.0):
             "partitioner must be a name or an object with fit(X) and assign(X), "
             f"got {partitioner!r}"
         )
+    if isinstance(partitioner, type):
+        raise TypeError(f"partitioner must be a name or an instance, got the class "
+                        f"{partitioner.__name__}; pass {partitioner.__name__}(...)")
     # (an object without get_params is deep-copied, as scikit-learn's clone of a
     # parameter that is no estimator: fit and assign are all the protocol asks)
-    part = clone(partitioner, safe=False)
+    try:
+        part = clone(partitioner, safe=False)
+    except (TypeError, copy.Error) as exc:
+        raise TypeError(f"partitioner {type(partitioner).__name__} has no get_params and "
+                        f"cannot be deep-copied ({exc}); every fit works on a copy of it: "
+                        "give it get_params (a scikit-learn BaseEstimator) or copyable "
+                        "state") from exc
     if halo:
         params = part.get_params(deep=False) if hasattr(part, "get_params") else {}
         if "halo" not in params:

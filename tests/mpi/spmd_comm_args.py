@@ -111,6 +111,26 @@ for sharded in (True, False):
                 # (root mode: rank 0 raises its own ValueError, the others name it)
                 "same": all("labels_ must give partition indices in [0, 2)" in g
                             for g in world.allgather(got))})
+
+
+# a subclass overriding fit but not fit_sharded: sharded mode would have run the
+# base class's K-means silently
+from cakernels.partition import KMeansPartitioner  # noqa: E402
+
+
+class _Dealt(KMeansPartitioner):
+    def fit(self, X, y=None):
+        super().fit(X)
+        self.labels_ = np.arange(X.shape[0]) % self.n_partitions_
+        self.sizes_ = np.bincount(self.labels_, minlength=self.n_partitions_)
+        return self
+
+
+got = outcome(lambda: PartitionedSVC(
+    partitioner=_Dealt(n_partitions=2, random_state=0),
+    backend=MPIBackend(sharded=True)).fit(X[lo:hi], y[lo:hi]))
+out.append({"check": "fit-override-sharded", "got": got,
+            "same": len(set(world.allgather(got))) == 1})
 if rank == 0:
     for line in out:
         print(json.dumps(line), flush=True)
