@@ -147,14 +147,18 @@ def test_mpi_backend_validates_sharded(sharded):
 def test_an_interrupted_blas_limit_is_undone(monkeypatch):
     # the request stayed on the stack when the change raised (a Ctrl-C during
     # the libraries' scan or set_num_threads): BLAS kept one thread for good
-    threadpoolctl = pytest.importorskip("threadpoolctl")
+    import threadpoolctl
+
     from cakernels.backends import blas_limits
 
     def blas():
         return [lib["num_threads"] for lib in threadpoolctl.threadpool_info()
                 if lib["user_api"] == "blas"]
 
+    # two BLAS threads before (on a 1-core runner the limit to 1 would be invisible)
+    outer = threadpoolctl.threadpool_limits(2, user_api="blas")
     before = blas()
+    assert all(n == 2 for n in before) and before
     cls = type(blas_limits)
     original = cls._set
 
@@ -164,10 +168,13 @@ def test_an_interrupted_blas_limit_is_undone(monkeypatch):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(cls, "_set", interrupted)
-    with pytest.raises(KeyboardInterrupt):
-        with blas_limits(1):
-            pass
-    assert blas_limits._requests == [] and blas() == before
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with blas_limits(1):
+                pass
+        assert blas_limits._requests == [] and blas() == before
+    finally:
+        outer.restore_original_limits()
 
 
 def test_a_session_interrupted_on_entry_returns_its_threads(monkeypatch):
@@ -214,7 +221,6 @@ def test_mpi_ranks_share_the_cores_they_share(monkeypatch):
     # of one job fitting side by side each counted only their own ranks
     import os
 
-    pytest.importorskip("mpi4py")
     import cakernels.backends._backend as backend
 
     everything = frozenset(range(64))
@@ -229,18 +235,21 @@ def test_mpi_ranks_share_the_cores_they_share(monkeypatch):
     # a sub-communicator (1 rank on the node) of a job of 4 ranks there
     monkeypatch.setenv("MPI_LOCALNRANKS", "4")
     assert backend._cores_of_rank(_FakeNodeComm([everything])) == 2
-    # two ranks confined together to cores {0, 1} of the 64
-    monkeypatch.setattr(backend, "cpu_count", lambda: 2)
-    monkeypatch.setattr(backend, "_affinity", lambda: frozenset({0, 1}))
-    assert backend._cores_of_rank(_FakeNodeComm([frozenset({0, 1})] * 2)) == 1
+    # two ranks confined together to cores {0, 1, 2, 3} of the 64 (the overlap alone)
+    monkeypatch.delenv("MPI_LOCALNRANKS")
+    monkeypatch.setattr(backend, "cpu_count", lambda: 4)
+    monkeypatch.setattr(backend, "_affinity", lambda: frozenset(range(4)))
+    assert backend._cores_of_rank(_FakeNodeComm([frozenset(range(4))] * 2)) == 2
     # ... and with sub-communicators side by side, the launcher's ranks on the node
-    assert backend._cores_of_rank(_FakeNodeComm([frozenset({0, 1})])) == 1
-    # each rank bound to cores of its own keeps them
+    monkeypatch.setenv("MPI_LOCALNRANKS", "4")
+    assert backend._cores_of_rank(_FakeNodeComm([frozenset(range(4))])) == 1
+    # each rank bound to cores of its own keeps them; two bound to the same set share it
     monkeypatch.setattr(backend, "_bound_by_launcher", lambda mine: True)
     monkeypatch.setattr(backend, "cpu_count", lambda: 3)
     monkeypatch.setattr(backend, "_affinity", lambda: frozenset({0, 1, 2}))
     assert backend._cores_of_rank(_FakeNodeComm([frozenset({0, 1, 2}),
                                                  frozenset({3, 4, 5})])) == 3
+    assert backend._cores_of_rank(_FakeNodeComm([frozenset({0, 1, 2})] * 2)) == 1
 
 
 def test_a_copy_of_an_mpi_backend_keeps_its_communicator():
@@ -248,26 +257,32 @@ def test_a_copy_of_an_mpi_backend_keeps_its_communicator():
 
     from cakernels.backends import MPIBackend
 
+    class Mine(MPIBackend):
+        pass
+
     comm = object()
-    backend = MPIBackend(comm=comm, sharded=True)
-    for other in (copy.copy(backend), copy.deepcopy(backend)):
-        assert other.comm is comm and other.sharded and other == backend
+    for backend in (MPIBackend(comm=comm, sharded=True), Mine(comm=comm, sharded=True)):
+        for other in (copy.copy(backend), copy.deepcopy(backend)):
+            assert type(other) is type(backend)
+            assert other.comm is comm and other.sharded and other == backend
 
 
 def test_an_interrupted_blas_restore_is_completed():
     # a Ctrl-C while leaving the block left BLAS limited for good, and current
     # returned an internal sentinel
+    import threadpoolctl
+
     from cakernels.backends import blas_limits
 
     def threads():
         return [lib.get_num_threads() for lib in blas_limits.controller().lib_controllers
                 if lib.user_api == "blas"]
 
+    outer = threadpoolctl.threadpool_limits(2, user_api="blas")
     before = threads()
+    assert all(n == 2 for n in before) and before  # the limit to 1 is observable
     with pytest.raises(KeyboardInterrupt):
         with blas_limits(1):
-            if not blas_limits._limited:
-                pytest.skip("no BLAS library to limit")
             lib = blas_limits._limited[0]
             real = lib.set_num_threads
 
@@ -276,7 +291,10 @@ def test_an_interrupted_blas_restore_is_completed():
                 raise KeyboardInterrupt
 
             lib.set_num_threads = interrupted
-    assert threads() == before and blas_limits.current is None
+    try:
+        assert threads() == before and blas_limits.current is None
+    finally:
+        outer.restore_original_limits()
 
 
 
@@ -286,7 +304,8 @@ def test_a_rank_is_bound_when_its_cpu_set_is_a_strict_part_of_its_parents(monkey
     import cakernels.backends._backend as backend
 
     monkeypatch.setattr(os, "sched_getaffinity",
-                        lambda pid: {0, 1} if pid == os.getppid() else {0, 1, 2, 3})
+                        lambda pid: {0, 1} if pid == os.getppid() else {0, 1, 2, 3},
+                        raising=False)
     monkeypatch.setattr(os, "cpu_count", lambda: 4)
     assert backend._bound_by_launcher(frozenset({0}))          # bound by the launcher
     assert not backend._bound_by_launcher(frozenset({0, 1}))   # the job's set, inherited

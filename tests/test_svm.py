@@ -269,15 +269,23 @@ def test_a_custom_partitioner_object_routes_predictions(binary, routing):
 
     X, y, Xt, _ = binary
     clf = PartitionedSVC(partitioner=_Halves(), routing=routing, n_voters=2).fit(X, y)
+    reg = PartitionedKernelRidge(partitioner=_Halves(), combine=routing, n_voters=2).fit(
+        X, y.astype(float))
     part = clf.partitioner_
-    local = [np.flatnonzero(part.assign(Xt) == j) for j in range(2)]
-    if routing == "nearest":  # each row by the model of its partition
-        for j, rows in enumerate(local):
-            np.testing.assert_array_equal(clf.decision_function(Xt[rows]),
-                                          clf.estimators_[j].decision_function(Xt[rows]))
-    assert clf.predict(Xt).shape == (Xt.shape[0],)
-    reg = PartitionedKernelRidge(partitioner=_Halves(), combine=routing, n_voters=2)
-    assert reg.fit(X, y.astype(float)).predict(Xt).shape == (Xt.shape[0],)
+    dec = np.column_stack([m.decision_function(Xt) for m in clf.estimators_])
+    pred = np.column_stack([m.predict(Xt) for m in reg.estimators_])
+    if routing == "nearest":  # each row by the model of its partition (assign's)
+        weights = np.eye(2)[part.assign(Xt)]
+    else:  # inverse squared distances to the object's centres_
+        sq = ((Xt[:, None, :] - part.centers_[None]) ** 2).sum(-1)
+        weights = (1.0 / sq) / (1.0 / sq).sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(clf.decision_function(Xt), (weights * dec).sum(1),
+                               rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(reg.predict(Xt), (weights * pred).sum(1), rtol=1e-9, atol=1e-12)
+    if routing == "vote":  # one voter is nearest-centre routing
+        one = clf.set_params(n_voters=1).decision_function(Xt)
+        nearest = np.eye(2)[np.argmin(((Xt[:, None, :] - part.centers_[None]) ** 2).sum(-1), 1)]
+        np.testing.assert_allclose(one, (nearest * dec).sum(1), rtol=1e-9, atol=1e-12)
 
 
 def test_inputs_are_not_modified_and_dtypes(binary):
@@ -587,7 +595,8 @@ def test_a_failed_fit_leaves_the_estimator_as_it_was(make, kind):
     X, y = make_blobs(n_samples=80, centers=2, n_features=2, random_state=0)
     Xf, yf, wf = _failing_refit_data(kind)
     first = make()
-    with pytest.raises((ValueError, FloatingPointError)):
+    match = "positive sample_weight" if kind == "partitions" else "overflow float64"
+    with pytest.raises((ValueError, FloatingPointError), match=match):
         first.fit(Xf, yf, sample_weight=wf)
     with pytest.raises(NotFittedError):
         first.predict(X)
@@ -595,7 +604,7 @@ def test_a_failed_fit_leaves_the_estimator_as_it_was(make, kind):
     est.fit(X, y)
     before, pred = dict(est.__dict__), est.predict(X)
     est.set_params(**({"kernel": "poly"} if kind == "overflow" else {}))
-    with pytest.raises((ValueError, FloatingPointError)):
+    with pytest.raises((ValueError, FloatingPointError), match=match):
         est.fit(Xf, yf, sample_weight=wf)
     assert est.n_features_in_ == 2 and est.classes_.tolist() == [0, 1]
     assert sorted(est.__dict__) == sorted(before)
