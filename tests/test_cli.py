@@ -399,6 +399,40 @@ def test_registry_style_names_for_the_demo(capsys, tmp_path):
     assert code == 0 and float(out.split("accuracy:")[1].split()[0]) > 0.9
 
 
+def test_a_model_standardized_on_dense_data_predicts_a_libsvm_file(capsys, tmp_path):
+    # the scaler centres (fitted on the dense demo table) and refused the sparse
+    # rows of a LIBSVM file: "Cannot center sparse matrices"
+    from sklearn.datasets import load_breast_cancer
+
+    X, y = load_breast_cancer(return_X_y=True)
+    path = tmp_path / "bc.svm"
+    y = 2 * y - 1  # the demo's classes: -1, +1
+    dump_svmlight_file(X[:100], y[:100], str(path), zero_based=False)
+    model = tmp_path / "demo.skops"
+    assert run(capsys, "fit", "demo", "-o", model, "--method", "cpsvc", "-p", "2",
+               "--standardize")[0] == 0
+    code, out, err = run(capsys, "evaluate", model, path)
+    assert code == 0, err
+    on_file = float(out.split("accuracy:")[1].split()[0])
+    code, out, err = run(capsys, "predict", model, path)
+    assert code == 0, err
+    pred = np.array(out.split(), dtype=float)
+    expected = read_model(model)["estimator"].predict(X[:100])
+    np.testing.assert_array_equal(pred, expected)
+    assert on_file == pytest.approx(np.mean(expected == y[:100]), abs=1e-4)
+
+
+@pytest.mark.parametrize("flag", [["--n-jobs", "2"], ["--backend", "threads"], ["-v"]])
+@pytest.mark.parametrize("method", ["svc", "krr"])
+def test_options_a_baseline_ignores_are_refused(capsys, tmp_path, clf_files, reg_files,
+                                                method, flag):
+    files = clf_files if method == "svc" else reg_files
+    code, _, err = run(capsys, "fit", files / "train.svm", "-o", tmp_path / "m.skops",
+                       "--method", method, *flag)
+    assert_one_line_error(code, err, "does not apply to --method " + method,
+                          "scikit-learn's baseline")
+
+
 def test_bench_on_a_libsvm_file(capsys, clf_files):
     code, out, err = run(capsys, "bench", clf_files / "train.svm", "--methods", "casvc", "svc",
                          "-p", "2")

@@ -551,6 +551,17 @@ def test_cli_fit_root_mode_equals_serial(mpi_cli, cakernels_cli, tmp_path):
     assert preds[0] == preds[1] and preds[0]
 
 
+def test_cli_fit_root_mode_gives_the_kernel_width_note(mpi_cli, cakernels_cli, tmp_path):
+    # the one-process fit's note that the RBF kernel is nearly the identity, once
+    # (rank 0 holds every row in root mode); fit --backend mpi printed none
+    args = ("fit", "demo_regression", "--sigma", "0.01")
+    serial = cakernels_cli(*args, "-o", tmp_path / "serial.pkl")
+    out = mpi_cli(2, *args, "-o", tmp_path / "mpi.pkl", "--backend", "mpi")
+    assert serial.returncode == 0 and out.returncode == 0, out.stderr
+    notes = [line for line in out.stderr.splitlines() if "nearly the identity" in line]
+    assert len(notes) == 1 and notes[0] in serial.stderr, out.stderr
+
+
 def test_cli_errors_under_mpiexec_are_one_line(mpi_cli, clf_split, tmp_path):
     train, _ = clf_split
     out = mpi_cli(4, "fit", tmp_path / "missing.svm", "-o", tmp_path / "m.pkl",

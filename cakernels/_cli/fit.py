@@ -72,6 +72,14 @@ def _check_fit_options(args, params):
     if args.backend == "mpi" and method is not None and REGISTRY[method].kind == "baseline":
         raise CLIError(f"--method {method} (scikit-learn's baseline) runs in one process; "
                        "--backend mpi applies to the partitioned methods, dissmosvc and dkrr")
+    if method is not None and REGISTRY[method].kind == "baseline":
+        ignored = [flag for flag, given in (("--backend threads", args.backend == "threads"),
+                                            ("--n-jobs", args.n_jobs is not None),
+                                            ("--verbose", bool(args.verbose))) if given]
+        if ignored:
+            raise CLIError(f"{'/'.join(ignored)} {'does' if len(ignored) == 1 else 'do'} not "
+                           f"apply to --method {method} (scikit-learn's baseline: one model, "
+                           "no partitions to run on threads or to show progress over)")
     _check_mpi_launch(args, "train the same model")
     return method
 
@@ -188,6 +196,10 @@ def _fit_mpi(args, params, method):
         _index_base_note(summary, n, summary.rows_with_index_0)
     params = dict(params, backend=backend)
     est = _collective(comm, _make_estimator, method, params, n)
+    width = _rbf_width(est, method, params)
+    # the one-process fit's note, in root mode (rank 0 holds every row), as search's
+    _collective(comm, lambda: _kernel_width_note(X, *width)
+                if width is not None and comm.rank == 0 and not backend.sharded else None)
     t0 = time.perf_counter()
     est.fit(X, y)  # collective: bad input anywhere is the same error on every rank
     fit_seconds = time.perf_counter() - t0

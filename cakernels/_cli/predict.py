@@ -51,7 +51,27 @@ def _predict_data(args):
               "dropped (if this file is zero-based, every feature is shifted by one for this "
               "model)")
     X = _match_features(data, n_features, base)
+    X = _dense_for_centring(X, meta, data.label)
     return model, meta, data, X
+
+
+def _dense_for_centring(X, meta, label):
+    """A sparse DATA (a LIBSVM file) for a model standardized with centring
+    (fitted on dense data: a table, a demo): made dense, as the scaler needs
+    (it refused sparse input), when that fits in memory."""
+    import scipy.sparse as sp
+
+    from .. import _memory
+
+    if not (sp.issparse(X) and (meta.get("standardization") or {}).get("with_mean")):
+        return X
+    need = 8.0 * X.shape[0] * X.shape[1]
+    if need > 0.5 * _memory.available_bytes():
+        raise CLIError(f"{label}: the model standardizes by centring (it was fitted on dense "
+                       f"data), so this sparse file must be made dense first: "
+                       f"{need / 2**30:.1f} GiB, more than half of the available memory; "
+                       "predict smaller pieces of it")
+    return X.toarray()
 
 
 def _label_desc(values):

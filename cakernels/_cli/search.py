@@ -62,8 +62,8 @@ def add_search_parser(sub, add_common, positive_int, gamma_type):
     p.add_argument("--n-partitions", "-p", type=positive_int, default=8, metavar="P",
                    help="number of partitions (default 8)")
     p.add_argument("--standardize", action="store_true",
-                   help="fit a StandardScaler first (with_mean=False for sparse input); saved "
-                        "with the model")
+                   help="fit a StandardScaler first, on all rows before the folds "
+                        "(with_mean=False for sparse input); saved with the model")
     p.add_argument("--n-features", type=positive_int, metavar="N",
                    help="a LIBSVM file's number of features (default: its largest feature index); "
                         "give the test data's when it uses indices the training file does not")
