@@ -705,6 +705,18 @@ def test_a_partitioner_class_or_an_uncopyable_object_is_a_clear_error(binary):
         def __init__(self):
             self.lock = threading.Lock()
 
-    with pytest.raises(TypeError, match="partitioner Locked has no get_params and cannot be "
-                                        "deep-copied"):
+    with pytest.raises(TypeError, match="partitioner Locked cannot be cloned: it has no "
+                                        "get_params and cannot be deep-copied"):
         PartitionedSVC(partitioner=Locked()).fit(X, y)
+
+    from sklearn.base import BaseEstimator
+
+    class LockedParam(BaseEstimator):  # get_params, but a parameter clone cannot copy
+        def __init__(self, lock=None):
+            self.lock = lock
+
+        fit, assign = _Halves.fit, _Halves.assign
+
+    with pytest.raises(TypeError, match="LockedParam cannot be cloned: one of its parameters "
+                                        "cannot be deep-copied"):
+        PartitionedSVC(partitioner=LockedParam(threading.Lock())).fit(X, y)

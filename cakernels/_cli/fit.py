@@ -198,7 +198,7 @@ def _fit_mpi(args, params, method):
     est = _collective(comm, _make_estimator, method, params, n)
     width = _rbf_width(est, method, params)
     # the one-process fit's note, in root mode (rank 0 holds every row), as search's
-    _collective(comm, lambda: _kernel_width_note(X, *width)
+    _collective(comm, lambda: _kernel_width_note(X, *width, mpi=True)
                 if width is not None and comm.rank == 0 and not backend.sharded else None)
     t0 = time.perf_counter()
     est.fit(X, y)  # collective: bad input anywhere is the same error on every rank

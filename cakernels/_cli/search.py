@@ -155,7 +155,7 @@ def _search_mpi(args, cv):
     search = _collective(comm, _make_search, args, method, task, cv, backend)
     # the kernel-width note needs all rows: rank 0 has them in root mode (a shard's
     # nearest neighbours lie further apart than the data's)
-    _collective(comm, lambda: _grid_width_note(search, task, X, False)
+    _collective(comm, lambda: _grid_width_note(search, task, X, False, mpi=True)
                 if comm.rank == 0 and not backend.sharded else None)
     t0 = time.perf_counter()
     search.fit(X, y)  # collective: bad input anywhere is the same error on every rank
@@ -230,7 +230,7 @@ def _report(args, search, method, data, shape, sparse, seconds, scaler, n_ranks=
     _save(args, model, best, method, chosen, data, shape, sparse, seconds, n_ranks=n_ranks)
 
 
-def _grid_width_note(search, task, X, standardize):
+def _grid_width_note(search, task, X, standardize, mpi=False):
     """The kernel-width note of ``fit`` (:func:`._kernel_width_note`) for a grid: when
     the RBF kernel is nearly the identity for every width of the grid."""
     import numbers
@@ -241,7 +241,7 @@ def _grid_width_note(search, task, X, standardize):
     widths = list(getattr(search, name + "s"))
     if widths and all(isinstance(w, numbers.Real) and not isinstance(w, bool)
                       for w in widths):  # not 'scale': derived from the data
-        _kernel_width_note(X, name, widths, standardize=standardize)
+        _kernel_width_note(X, name, widths, standardize=standardize, mpi=mpi)
 
 
 def _tie_note(search, standardized):

@@ -1260,10 +1260,12 @@ def make_partitioner(partitioner, n_partitions, random_state, halo=0.0):
     try:
         part = clone(partitioner, safe=False)
     except (TypeError, copy.Error) as exc:
-        raise TypeError(f"partitioner {type(partitioner).__name__} has no get_params and "
-                        f"cannot be deep-copied ({exc}); every fit works on a copy of it: "
-                        "give it get_params (a scikit-learn BaseEstimator) or copyable "
-                        "state") from exc
+        what = ("one of its parameters cannot be deep-copied" if hasattr(partitioner,
+                                                                          "get_params")
+                else "it has no get_params and cannot be deep-copied")
+        raise TypeError(f"partitioner {type(partitioner).__name__} cannot be cloned: {what} "
+                        f"({exc}); every fit works on a copy of it: give it copyable "
+                        "parameters (or, without get_params, copyable state)") from exc
     if halo:
         params = part.get_params(deep=False) if hasattr(part, "get_params") else {}
         if "halo" not in params:
