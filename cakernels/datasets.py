@@ -170,6 +170,10 @@ def get_data_home(data_home=None) -> Path:
     """
     if data_home is None:
         data_home = os.environ.get(ENV_VAR) or _DEFAULT_HOME
+    elif not os.fspath(data_home):  # (it meant the current directory, unlike an empty
+        # CAKERNELS_DATA, which is unset)
+        raise ValueError("data_home must not be empty: give a folder, or None for "
+                         f"${ENV_VAR} or {_DEFAULT_HOME}")
     return Path(os.fspath(data_home)).expanduser().absolute()
 
 
@@ -867,8 +871,8 @@ def load_dataset(
     file with ``pooch`` into ``<data_home>/<name>/``.
 
     A local file whose sha256 is known (from the registry, or recorded when this module
-    downloaded it) is verified; hashes are computed in chunks and cached per (path, size,
-    mtime) for the life of the process.  Official downloads are not verified: the LIBSVM
+    downloaded it) is verified; hashes are computed in chunks and cached per (path, inode,
+    size, mtime, ctime) for the life of the process.  Official downloads are not verified: the LIBSVM
     site publishes no checksums.
 
     Parameters
@@ -951,7 +955,8 @@ def load_dataset(
         )
     if dense is not None and not isinstance(dense, (bool, np.bool_)):
         raise ValueError(f"dense must be None, True or False, got {dense!r}")
-    for name, value in (("download_if_missing", download_if_missing), ("verify", verify)):
+    for name, value in (("download_if_missing", download_if_missing), ("verify", verify),
+                        ("return_X_y", return_X_y)):
         # (the string 'False' is true: it started a download)
         if not isinstance(value, (bool, np.bool_)):
             raise ValueError(f"{name} must be True or False, got {value!r}")
@@ -1096,6 +1101,8 @@ def load_demo_regression(*, return_X_y=False, n_samples=None, random_state=None)
 
 
 def _demo_bunch(raw, X, y, name, task, return_X_y, n_samples, random_state, note):
+    if not isinstance(return_X_y, (bool, np.bool_)):  # ('False' is true)
+        raise ValueError(f"return_X_y must be True or False, got {return_X_y!r}")
     n_samples = _check_n_samples(n_samples)
     X, y = _subsample(X, y, n_samples, random_state, name)
     if return_X_y:

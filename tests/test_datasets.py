@@ -558,7 +558,7 @@ def test_svmlight_huge_index_and_byte_order_mark_are_clear_errors(tmp_path):
         cds.load_svmlight(bom)
 
 
-@pytest.mark.parametrize("name", ["download_if_missing", "verify"])
+@pytest.mark.parametrize("name", ["download_if_missing", "verify", "return_X_y"])
 @pytest.mark.parametrize("bad", ["False", 0, None])
 def test_download_and_verify_flags_must_be_booleans(tmp_path, name, bad):
     # the string 'False' is true: it started a download
@@ -566,3 +566,23 @@ def test_download_and_verify_flags_must_be_booleans(tmp_path, name, bad):
 
     with pytest.raises(ValueError, match=f"{name} must be True or False"):
         load_dataset("a9a", data_home=tmp_path, **{name: bad})
+
+
+@pytest.mark.parametrize("loader", ["load_demo", "load_demo_regression"])
+def test_the_demos_return_x_y_must_be_a_boolean(loader):
+    # return_X_y='False' returned a tuple
+    with pytest.raises(ValueError, match="return_X_y must be True or False"):
+        getattr(cds, loader)(return_X_y="False")
+    X, y = getattr(cds, loader)(return_X_y=True)
+    assert X.shape[0] == y.shape[0]
+
+
+def test_an_empty_data_home_is_refused(tmp_path, monkeypatch):
+    # "" was the current directory (where a download would go), while an empty
+    # CAKERNELS_DATA counts as unset
+    with pytest.raises(ValueError, match="data_home must not be empty"):
+        cds.get_data_home("")
+    with pytest.raises(ValueError, match="data_home must not be empty"):
+        cds.load_dataset("a9a", data_home="", download_if_missing=False)
+    monkeypatch.setenv("CAKERNELS_DATA", "")
+    assert cds.get_data_home() == cds.get_data_home("~/cakernels_data")
