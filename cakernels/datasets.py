@@ -957,9 +957,7 @@ def load_dataset(
         raise ValueError(f"dense must be None, True or False, got {dense!r}")
     for name, value in (("download_if_missing", download_if_missing), ("verify", verify),
                         ("return_X_y", return_X_y)):
-        # (the string 'False' is true: it started a download)
-        if not isinstance(value, (bool, np.bool_)):
-            raise ValueError(f"{name} must be True or False, got {value!r}")
+        _check_flag(name, value)
     n_samples = _check_n_samples(n_samples)
     home = get_data_home(data_home)
     splits = ["train", "test"] if (subset == "all" and has_test) else ["train" if subset == "all" else subset]
@@ -1100,9 +1098,15 @@ def load_demo_regression(*, return_X_y=False, n_samples=None, random_state=None)
                        random_state, "")
 
 
+def _check_flag(name, value):
+    """A True/False argument (the string 'False' is true: it started a download,
+    and returned a tuple for return_X_y)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be True or False, got {value!r}")
+
+
 def _demo_bunch(raw, X, y, name, task, return_X_y, n_samples, random_state, note):
-    if not isinstance(return_X_y, (bool, np.bool_)):  # ('False' is true)
-        raise ValueError(f"return_X_y must be True or False, got {return_X_y!r}")
+    _check_flag("return_X_y", return_X_y)
     n_samples = _check_n_samples(n_samples)
     X, y = _subsample(X, y, n_samples, random_state, name)
     if return_X_y:

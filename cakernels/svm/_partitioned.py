@@ -369,24 +369,22 @@ class PartitionedSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
             X, y, w, index = self._collect(s, X, y, sample_weight)
             self.classes_ = global_classes(s, y)
             y_idx = np.searchsorted(self.classes_, y).astype(np.int64)
-            gamma = global_gamma(s, self.gamma, X)
+            self.gamma_ = global_gamma(s, self.gamma, X)
             # the kernel every local model is fitted with, and predicts with:
             # kernel, degree or coef0 set after fit do not change the fitted
-            # model (as the KRR estimators' local models); set with gamma_ once
-            # the fit succeeded, so that a failed refit leaves both as they were
-            kernel = {"kernel": self.kernel, "gamma": gamma, "degree": self.degree,
-                      "coef0": self.coef0}
+            # model (as the KRR estimators' local models; a failed refit leaves
+            # it as it was: keeps_state_on_failure)
+            self._fit_kernel = self._kernel_params()
             ctx = {"class_weight": global_class_weight(s, self.class_weight, self.classes_,
                                                        y_idx),
                    "n_threads": s.threads,
                    "seed": draw_seed(s.comm, self.random_state),
-                   "kernel": kernel}
+                   "kernel": self._fit_kernel}
             if check_weighted_classes(s, self.classes_, y_idx, w, ctx["class_weight"],
                                       C=self.C):
                 X, y_idx, w, index, _ = drop_zero_weight_rows(s, X, y_idx, w, index,
                                                              self._partition_count())
             self._fit_partitioned(s, X, y_idx, w, index, ctx)
-            self.gamma_, self._fit_kernel = gamma, kernel
         self.n_iter_ = np.asarray(self.fit_stats_["n_iter"])
         return self
 
