@@ -454,7 +454,7 @@ static void ck_agcd_swap(ck_agcd_worker *w, int64_t a, int64_t b)
         CK_SWAP(double, w->gbar[a], w->gbar[b]);
     CK_SWAP(double, w->s1[a], w->s1[b]);
     CK_SWAP(double, w->s2[a], w->s2[b]);
-    ck_fmajor_swap(&w->fm, a, b);
+    ck_fmajor_swap(&w->fm, a, b, w->rows[a], w->rows[b]);
     w->pairs[2 * w->n_pairs] = a;
     w->pairs[2 * w->n_pairs + 1] = b;
     ++w->n_pairs;

@@ -122,6 +122,7 @@ int ck_csr_scratch(const ck_matrix *X, int T);
  */
 typedef struct {
     int64_t m, d;
+    const ck_matrix *X; /* the matrix it copies (for sparse swaps)      */
     double *xt; /* the copy in double, or NULL                            */
     float *xf;  /* or in float, when every value of X is a float exactly  */
 } ck_fmajor;
@@ -184,8 +185,11 @@ ck_status ck_q_range_fmajor(const ck_matrix *X, const ck_fmajor *f,
                             const double *row_sq, int64_t start, int64_t end,
                             double *const *pages, int shift, int64_t base);
 
-/* Exchange the copy's rows a and b (the SMO's permutation). */
-void ck_fmajor_swap(ck_fmajor *f, int64_t a, int64_t b);
+/* Exchange the copy's positions a and b (the solvers' permutations):
+ * row_a and row_b are the rows of X that stand at a and b after the swap
+ * (for CSR only their nonzero features are touched). */
+void ck_fmajor_swap(ck_fmajor *f, int64_t a, int64_t b, int64_t row_a,
+                    int64_t row_b);
 
 /*
  * Private switches and counters of the Asy-GCD solver, for benchmarks and

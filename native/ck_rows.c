@@ -319,6 +319,7 @@ ck_status ck_fmajor_init(ck_fmajor *f, const ck_matrix *X,
     void *mem;
     f->m = m;
     f->d = d;
+    f->X = X;
     f->xt = NULL;
     f->xf = NULL;
     if (m <= 0 || d <= 0)
@@ -529,17 +530,36 @@ ck_status ck_q_range_fmajor(const ck_matrix *X, const ck_fmajor *f,
     return st;
 }
 
-void ck_fmajor_swap(ck_fmajor *f, int64_t a, int64_t b)
+void ck_fmajor_swap(ck_fmajor *f, int64_t a, int64_t b, int64_t row_a,
+                    int64_t row_b)
 {
     const int64_t m = f->m;
+    const ck_matrix *X = f->X;
     int64_t k;
-    if (f->xf != NULL) {
+    if (!ck_fmajor_built(f))
+        return;
+    if (X->dense == NULL) {
+        /* CSR: only the two rows' nonzero features hold anything, so the
+         * exchange touches nnz(row_a) + nnz(row_b) features, not all n_cols
+         * (a wide sparse X made every shrink's swaps O(n_cols) each).
+         * Position a held row_b and b held row_a: clear those entries,
+         * then write the rows where they now stand, as ck_fmajor_init
+         * does (the same values, bit for bit). */
+        for (k = X->indptr[row_b]; k < X->indptr[row_b + 1]; ++k)
+            ck_fmajor_set(f, X->indices[k] * m + a, 0.0);
+        for (k = X->indptr[row_a]; k < X->indptr[row_a + 1]; ++k)
+            ck_fmajor_set(f, X->indices[k] * m + b, 0.0);
+        for (k = X->indptr[row_a]; k < X->indptr[row_a + 1]; ++k)
+            ck_fmajor_set(f, X->indices[k] * m + a, X->values[k]);
+        for (k = X->indptr[row_b]; k < X->indptr[row_b + 1]; ++k)
+            ck_fmajor_set(f, X->indices[k] * m + b, X->values[k]);
+    } else if (f->xf != NULL) {
         for (k = 0; k < f->d; ++k) {
             const float t = f->xf[k * m + a];
             f->xf[k * m + a] = f->xf[k * m + b];
             f->xf[k * m + b] = t;
         }
-    } else if (f->xt != NULL) {
+    } else {
         for (k = 0; k < f->d; ++k) {
             const double t = f->xt[k * m + a];
             f->xt[k * m + a] = f->xt[k * m + b];

@@ -450,7 +450,7 @@ static void ck_smo_swap(ck_smo_state *s, int64_t a, int64_t b)
     CK_SWAP(double, s->QD[a], s->QD[b]);
     CK_SWAP(double, s->sq[a], s->sq[b]);
     CK_SWAP(int64_t, s->perm[a], s->perm[b]);
-    ck_fmajor_swap(&s->fm, a, b);
+    ck_fmajor_swap(&s->fm, a, b, s->perm[a], s->perm[b]);
     ck_qcache_swap_labels(&s->cache, a, b);
     s->pairs[2 * s->n_pairs] = a < b ? a : b;
     s->pairs[2 * s->n_pairs + 1] = a < b ? b : a;
