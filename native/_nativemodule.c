@@ -1080,8 +1080,21 @@ static PyObject *py_smo_solve(PyObject *module, PyObject *args,
             goto fail;
         }
         opts.grad_out = (double *)gv.buf;
-        if (grad_in)
-            opts.grad_in = (const double *)gv.buf;
+        if (grad_in) {
+            const double *g = (const double *)gv.buf;
+            Py_ssize_t i;
+            for (i = 0; i < n; ++i) {
+                if (!isfinite(g[i])) {
+                    char msg[160];
+                    PyOS_snprintf(msg, sizeof msg,
+                                  "smo_solve: grad must be finite with "
+                                  "grad_in=True (grad[%zd] = %g)", i, g[i]);
+                    PyErr_SetString(PyExc_ValueError, msg);
+                    goto fail;
+                }
+            }
+            opts.grad_in = g;
+        }
     }
     if (ck_check_cache(cache_mb, n, 2) < 0)
         goto fail;
