@@ -289,6 +289,12 @@ def test_dkrr_on_one_process_is_kernel_ridge():
             ref = KernelRidge(kernel="rbf", gamma=1 / (2 * 1.5**2), alpha=1e-4 * 250).fit(X, target)
             np.testing.assert_allclose(d.predict(X), ref.predict(X), rtol=1e-10, atol=1e-12)
             assert d.grid_ == (1, 1) and d.fit_stats_["comm_bytes"] == 0
+            # the kernel's time apart from the factorisation's, as under MPI
+            # (it was None on one process)
+            fs = d.fit_stats_
+            assert isinstance(fs["kernel_seconds"], float) and fs["kernel_seconds"] > 0
+            assert 0 <= fs["factor_seconds"] and (
+                fs["kernel_seconds"] + fs["factor_seconds"] <= fs["seconds"])
 
 
 def test_weighted_dkrr_on_one_process_is_weighted_kernel_ridge():

@@ -10,6 +10,7 @@ iterations. A solution's ``alpha`` can be passed back as the warm start
 """
 
 import contextlib
+import time
 
 import numpy as np
 import scipy.sparse as sp
@@ -237,7 +238,8 @@ def _solve_binary_svm(X, y_pm, C, kp, solver, sample_weight, tol, max_iter, cach
     raise ValueError(f"solver must be one of {SVM_SOLVERS}, got {solver!r}")
 
 
-def solve_kernel_ridge(X, y, lam, *, kernel_params, index=None, sample_weight=None):
+def solve_kernel_ridge(X, y, lam, *, kernel_params, index=None, sample_weight=None,
+                       timings=None):
     """Solve ``(K + lam m I) alpha = y`` for one partition of ``m`` rows.
 
     With ``sample_weight`` ``w`` (positive), the weighted problem
@@ -246,6 +248,10 @@ def solve_kernel_ridge(X, y, lam, *, kernel_params, index=None, sample_weight=No
     sum(w)``): ``alpha = S (S K S + lam sum(w) I)^-1 S y`` with ``S =
     diag(sqrt(w))``, so that weights of one give the unweighted solution bit
     for bit and an integer weight acts as that many copies of the row.
+
+    ``timings``, a dict when given, gets ``kernel_seconds``: the time spent
+    forming the kernel matrix (twice when the solve falls back to least
+    squares).
 
     Returns
     -------
@@ -257,24 +263,31 @@ def solve_kernel_ridge(X, y, lam, *, kernel_params, index=None, sample_weight=No
     params = {**kernel_params}
     m = X.shape[0]
     _check_numerics_before(X, params)
-    if sample_weight is None:
-        # no reference kept here: solve_krr frees the factor before its fallback
-        # rebuilds K
-        alpha = solve_krr(kernel_block(X, X, **params), y, lam * m,
-                          rebuild=lambda: kernel_block(X, X, **params),
-                          n_threads=params.get("n_threads", 1))
-    else:
-        sw = np.sqrt(np.asarray(sample_weight, dtype=np.float64))
-        col = sw.reshape((m,) + (1,) * (np.ndim(y) - 1))
+    if timings is not None:
+        timings["kernel_seconds"] = 0.0
+    sw = None if sample_weight is None else np.sqrt(np.asarray(sample_weight,
+                                                               dtype=np.float64))
 
-        def weighted_kernel():
-            K = kernel_block(X, X, **params)
+    def kernel():
+        t0 = time.perf_counter()
+        K = kernel_block(X, X, **params)
+        if sw is not None:
             K *= sw[:, None]
             K *= sw[None, :]
-            return K
+        if timings is not None:
+            timings["kernel_seconds"] += time.perf_counter() - t0
+        return K
 
-        alpha = solve_krr(weighted_kernel(), np.asarray(y, dtype=np.float64) * col,
-                          lam * float(np.sum(sample_weight)), rebuild=weighted_kernel,
+    if sw is None:
+        # no reference kept here: solve_krr frees the factor before its fallback
+        # rebuilds K
+        alpha = solve_krr(kernel(), y, lam * m, rebuild=kernel,
+                          n_threads=params.get("n_threads", 1))
+    else:
+        col = sw.reshape((m,) + (1,) * (np.ndim(y) - 1))
+
+        alpha = solve_krr(kernel(), np.asarray(y, dtype=np.float64) * col,
+                          lam * float(np.sum(sample_weight)), rebuild=kernel,
                           n_threads=params.get("n_threads", 1))
         alpha *= col
     index = np.arange(m) if index is None else index
