@@ -625,6 +625,24 @@ def _own_method(part, name):
             and getattr(type(part), name, None) is getattr(_BasePartitioner, name))
 
 
+def _set_partitions(est, part, sizes):
+    """``partitioner_``, ``centers_`` and ``partition_sizes_`` of a fitted
+    estimator or search.  The package's partitioners also get the
+    estimator's ``feature_names_in_`` (they were fitted on the validated
+    array), so that ``partitioner_.assign`` on a DataFrame checks its columns
+    as a partitioner fitted on the DataFrame does; a user's partitioner is left
+    as its own ``fit`` made it (its ``assign`` gets arrays from the package)."""
+    est.partitioner_ = part
+    est.centers_ = part.centers_
+    est.partition_sizes_ = sizes
+    if _own_method(part, "assign") and _own_method(part, "fit"):
+        names = getattr(est, "feature_names_in_", None)
+        if names is not None:
+            part.feature_names_in_ = np.array(names, dtype=object)
+        elif "feature_names_in_" in vars(part):
+            del part.feature_names_in_
+
+
 def _check_custom_partition(part, n_rows, n_features):
     """A user's partitioner (or a subclass overriding ``fit``) must hold
     ``labels_`` (one index per row), ``sizes_`` (their counts) and ``centers_``
@@ -1008,11 +1026,10 @@ class PartitionedEstimator(OwnInitName, BaseEstimator):
         t_gather = time.perf_counter() - t0
         # timings and counters of every rank in one collective (it is not counted)
         gathered = comm.allgather(((t_part, t_move, t_train, t_gather),
-                                   comm.counter.summary()))
+                                   comm.counter.summary(),
+                                   min(s.n_workers, len(tasks)) if len(tasks) else 0))
         timings = [g[0] for g in gathered]
-        self.partitioner_ = part
-        self.centers_ = part.centers_
-        self.partition_sizes_ = sizes
+        _set_partitions(self, part, sizes)
         self.estimators_ = [r[1] for r in results]
         report = comm_report([g[1] for g in gathered])
         self.fit_stats_ = {
@@ -1032,7 +1049,8 @@ class PartitionedEstimator(OwnInitName, BaseEstimator):
             "backend": s.backend.name,
             "sharded": s.sharded,
             "n_ranks": s.size,
-            "n_workers": min(s.n_workers, max(len(tasks), 1)),
+            # the workers that solved partitions, over all ranks (as DisSMOSVC's)
+            "n_workers": max(1, sum(int(g[2]) for g in gathered)),
             "threads_per_worker": s.threads,
         }
 

@@ -107,6 +107,9 @@ def test_communication_counters(mpirun, n):
     assert c["sharded_training"] == {"bytes": 0, "messages": 0}
     # one process: zeros
     assert c["serial_bytes"] == 0 and c["serial_messages"] == 0 and c["serial_ranks"] == 1
+    # n_workers counts the workers of all ranks (one per rank here), as DisSMOSVC's
+    # (it was each process's own count: 1 on any number of ranks)
+    assert c["workers"] == [n, n, 1], c
 
 
 BAD_INPUT = {

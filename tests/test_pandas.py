@@ -20,13 +20,17 @@ from cakernels import (
     BKMSVC,
     BKRR,
     BKRR2,
+    BKRR2CV,
     CASVC,
+    CASVCCV,
     CPSVC,
     DCKRR,
+    DCSVC,
     FCFSSVC,
     KKRR,
     KKRR2,
     AsyGCDSVC,
+    CascadeSVC,
     PartitionedKernelRidge,
     PartitionedSVC,
     oracle_score,
@@ -160,8 +164,19 @@ def test_dataframe_gives_the_model_of_the_array(est, data):
     if hasattr(from_df, "partitioner_"):
         np.testing.assert_array_equal(from_df.partitioner_.labels_,
                                       from_array.partitioner_.labels_)
-        # the inner partitioner saw the validated array, not the DataFrame
-        assert not hasattr(from_df.partitioner_, "feature_names_in_")
+        # the inner partitioner is fitted on the validated array, and named as
+        # the estimator: it routes the DataFrame as the estimator does (it had
+        # no names and warned on a DataFrame)
+        np.testing.assert_array_equal(from_df.partitioner_.feature_names_in_, COLUMNS)
+        assert not hasattr(from_array.partitioner_, "feature_names_in_")
+        part = from_df.partitioner_
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            np.testing.assert_array_equal(part.assign(tdf), from_array.partitioner_.assign(T))
+        with pytest.raises(ValueError, match="feature names should match"):
+            part.assign(tdf.rename(columns=str.upper))
+        # refitting on an array forgets them there too
+        assert not hasattr(clone(est).fit(df, y).fit(X, y).partitioner_, "feature_names_in_")
     if hasattr(from_df, "labels_"):
         np.testing.assert_array_equal(from_df.labels_, from_array.labels_)
         np.testing.assert_array_equal(from_df.fit_assign(df), from_array.labels_)
@@ -171,6 +186,27 @@ def test_dataframe_gives_the_model_of_the_array(est, data):
     if hasattr(from_df, "score"):
         assert from_df.score(tdf, pd.Series(_y(est, T @ np.ones(6)))) == \
             from_array.score(T, _y(est, T @ np.ones(6)))
+
+
+@pytest.mark.parametrize("make", [
+    lambda: CascadeSVC(n_partitions=3, random_state=0),
+    lambda: DCSVC(n_partitions=3, random_state=0),
+    lambda: BKRR2CV(n_partitions=3, sigmas=[3.0], lams=[1e-3], cv=2, random_state=0),
+    lambda: CASVCCV(n_partitions=3, Cs=[1.0], gammas=[0.2], cv=2, random_state=0),
+], ids=["CascadeSVC", "DCSVC", "BKRR2CV", "CASVCCV"])
+def test_multilevel_and_search_partitioners_get_the_names(make, data):
+    # the multi-level SVMs and the searches name their partitioner_ too
+    X, score, T = data
+    est = make()
+    y = _y(est, score)
+    df, tdf = pd.DataFrame(X, columns=COLUMNS), pd.DataFrame(T, columns=COLUMNS)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model = est.fit(df, y)
+        model.predict(tdf)
+        labels = model.partitioner_.assign(tdf)
+    np.testing.assert_array_equal(model.partitioner_.feature_names_in_, COLUMNS)
+    np.testing.assert_array_equal(labels, make().fit(X, y).partitioner_.assign(T))
 
 
 def test_oracle_score_takes_dataframes(data):

@@ -127,7 +127,8 @@ class PartitionedKernelRidge(RegressorMixin, PartitionedEstimator):
         ``partition_seconds``, per-partition ``solve_seconds``, ``n_iter``
         (1 per direct solve), ``n_support`` (the partition's training rows,
         its halo included: every one carries a coefficient), ``comm_bytes``,
-        ``comm_messages``...
+        ``comm_messages``, ``n_ranks``, ``n_workers`` and
+        ``threads_per_worker``, as :class:`~cakernels.svm.PartitionedSVC`'s.
     n_features_in_ : int
         Number of features seen during fit.
     feature_names_in_ : ndarray of shape (n_features_in_,)

@@ -38,6 +38,7 @@ from .._engine import (
     _group_by,
     _LazyPartition,
     _pack_block,
+    _set_partitions,
     _unpack_block,
     _unpack_rows,
     defer_param_error,
@@ -135,9 +136,7 @@ class _PartitionedSearchCV(PartitionedEstimator):
             gathered = comm.allgather(((t_part, t_move, t_search), comm.counter.summary()))
         self._set_results(job.params, scores, fit_t, score_t,
                           getattr(job, "empty_splits", ()))
-        self.partitioner_ = part
-        self.centers_ = part.centers_
-        self.partition_sizes_ = sizes
+        _set_partitions(self, part, sizes)
         self.n_splits_ = int(n_splits)
         report = comm_report([g[1] for g in gathered])
         self.fit_stats_ = {

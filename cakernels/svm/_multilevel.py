@@ -33,6 +33,7 @@ from sklearn.utils._param_validation import StrOptions
 
 from .._engine import (
     PartitionedEstimator,
+    _set_partitions,
     draw_seed,
     drop_zero_weight_rows,
     keeps_state_on_failure,
@@ -468,9 +469,7 @@ class _MultiLevelSVC(_FullModelSVC):
         return [g for part_ in gathered for g in sorted(part_.items())]
 
     def _set_model(self, models, early_models, part, sizes, owners):
-        self.partitioner_ = part
-        self.centers_ = part.centers_
-        self.partition_sizes_ = sizes
+        _set_partitions(self, part, sizes)
         if early_models is not None:
             early_models.sort(key=lambda item: item[0])
             self.layer_centers_ = np.array([m[1][0] for m in early_models])

@@ -261,7 +261,10 @@ class PartitionedSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
     fit_stats_ : dict
         ``partition_seconds``, per-partition ``solve_seconds``, ``n_iter``
         and ``n_support``, ``partition_sizes``, ``comm_bytes`` and
-        ``comm_messages`` (zero on one machine), ``backend``, ``n_workers``.
+        ``comm_messages`` (zero on one machine), ``backend``, ``n_ranks``,
+        ``n_workers`` (the workers that solved partitions, over all ranks:
+        threads on one process, ranks under MPI) and ``threads_per_worker``
+        (the BLAS/OpenMP threads of each); the README lists the rest.
     n_iter_ : ndarray of shape (partitioner_.n_partitions_,)
         Solver iterations of every partition (summed over the one-vs-one
         problems; 0 for a single-class partition).

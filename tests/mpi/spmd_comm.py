@@ -53,4 +53,6 @@ if rank == 0:
         "sharded_partitioning_bytes": s["partitioning"]["bytes"],
         "serial_bytes": serial["comm_bytes"], "serial_messages": serial["comm_messages"],
         "serial_ranks": serial["comm"]["n_ranks"],
+        "workers": [root.fit_stats_["n_workers"], sh.fit_stats_["n_workers"],
+                    serial["n_workers"]],
     }), flush=True)
