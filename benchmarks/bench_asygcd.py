@@ -38,7 +38,8 @@ printed and the figure is skipped with a message.
 
     python benchmarks/bench_asygcd.py [--quick] [--datasets ijcnn1 a9a] [--out FILE]
 
-Full run: about 30 minutes on 2 cores.
+Full run: about 15 minutes on 2 cores (13 in the run of 2026-11-26; 33 before
+Asy-GCD's shrinking).
 """
 
 import argparse
@@ -287,7 +288,10 @@ def main(argv=None):
         goals.append([f"{name}: PSCD / Asy-GCD time to 1e-3 rel. objective (2 thr)", ">= 2x",
                       f"{t_p / t_g:.2f}x ({t_p:.1f} s / {t_g:.1f} s)" if np.isfinite(t_p)
                       else f"PSCD not there within {last:.0f} s",
-                      common.pass_miss(t_p >= 2 * t_g)])
+                      # Asy-GCD must get there; PSCD not getting there passes only
+                      # when its curve ran at least twice Asy-GCD's time
+                      common.pass_miss(bool(np.isfinite(t_g)) and (
+                          t_p >= 2 * t_g if np.isfinite(t_p) else last >= 2 * t_g))])
         trows = []
         for label, fin in ref_final.items():
             target = fin["acc"] - 0.001

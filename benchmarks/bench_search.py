@@ -28,7 +28,7 @@ factorisations of 16,000 rows and more), so every side uses the same BLAS.
 
 Usage::
 
-    python benchmarks/bench_search.py                 # ~40 min (2-core AMD EPYC)
+    python benchmarks/bench_search.py                 # ~30 min (2-core AMD EPYC)
     python benchmarks/bench_search.py --quick         # 3,000 rows, 4 x 4 grid, ~1 min
     python benchmarks/bench_search.py --out search.md --plot benchmarks/search_surface.png
 """

@@ -38,7 +38,7 @@ core: the process limited to core 0 by ``sched_setaffinity``).
 
 Asy-GCD has its own script, ``bench_asygcd.py``.
 
-    python benchmarks/bench_smo.py [--quick] [--out FILE]   # ~8 min
+    python benchmarks/bench_smo.py [--quick] [--out FILE]   # every part: ~30 min
     python benchmarks/bench_smo.py --parts partitioned      # the partitioned fits only
     python benchmarks/bench_smo.py --parts intelex          # against scikit-learn-intelex only
     python benchmarks/bench_smo.py --parts threads          # 2 threads (~12 min)

@@ -1307,8 +1307,9 @@ ck_status ck_asygcd_solve_ex(const ck_matrix *X, const double *y,
             return CK_ERR_ARG;
     }
     /* Feature-major copies of the threads' rows (ck_fmajor: kernel slices
-     * as contiguous axpys: 2.2-2.9x faster than row-wise dot products on
-     * a9a, CSR, 1.3x on dense ijcnn1; benchmarks/bench_feature_major.py)
+     * as contiguous axpys: 3.1-3.5x faster per slice than row-wise dot
+     * products on a9a, CSR, 2.4-2.6x on dense ijcnn1, 1.3-2.1x per fit;
+     * benchmarks/bench_feature_major.py)
      * when they take at most a quarter of the budget; their bytes come out
      * of the budget, so the memory used stays within cache_bytes.  In
      * float when that is exact: half the bytes to stream per slice. */

@@ -243,9 +243,10 @@ def asygcd_fit(X, y, C, *, sample_weight=None, kernel="rbf", gamma="scale",
         copy of ``X`` (``8 * n_samples * n_features`` bytes, half that when
         every value is a float exactly) takes at most a quarter of it, the
         copy is made and taken out of the budget: kernel columns then cost
-        one vectorised pass per nonzero feature (2.2-2.9x less time per
-        column on a9a, CSR; 1.3x on dense ijcnn1:
-        ``benchmarks/bench_feature_major.py``), with bit-identical values.
+        one vectorised pass per nonzero feature (3.1-3.5x less time per
+        column on a9a, CSR, 2.1x per fit; 2.4-2.6x per column on dense
+        ijcnn1, 1.3-1.4x per fit: ``benchmarks/bench_feature_major.py``),
+        with bit-identical values.
     n_threads : int, optional
         Most threads (= blocks) to use; None: the threads this process may
         use that no open parallel region of it holds
