@@ -786,13 +786,15 @@ class PartitionedEstimator(OwnInitName, BaseEstimator):
         error = None
         check_same_params(comm, self)
         if not s.sharded:
-            result = None
+            result = failure = None
             if comm.rank == 0:
                 try:
                     result = self._validate_checked(X, y, sample_weight)
                 except (ValueError, TypeError) as exc:
                     error = str(exc)
-            comm.agree(error)
+                except Exception as exc:  # any other: every rank raises, not a hang
+                    failure = exc
+            comm.agree(error, failure=failure)
             meta = comm.bcast_obj(self._input_meta(*result) if comm.rank == 0 else None)
             if comm.rank == 0:
                 X, y, w = result
@@ -800,6 +802,7 @@ class PartitionedEstimator(OwnInitName, BaseEstimator):
             self._set_input_meta(meta)
             return self._empty_rows(meta)
         # sharded: every rank validates its own rows, then the ranks agree
+        failure = None
         try:
             if X is None or (hasattr(X, "shape") and X.shape[0] == 0):
                 raise ValueError("this rank's shard is empty: in sharded mode every rank "
@@ -808,7 +811,9 @@ class PartitionedEstimator(OwnInitName, BaseEstimator):
             result = self._validate_checked(X, y, sample_weight)
         except (ValueError, TypeError) as exc:
             error = str(exc)
-        comm.agree(error)
+        except Exception as exc:  # any other: every rank raises, not a hang
+            failure = exc
+        comm.agree(error, failure=failure)
         X, y, w = result
         meta = self._input_meta(X, y, w)
         # given or not (the classifiers fill in ones: their w is never None)
@@ -889,6 +894,8 @@ class PartitionedEstimator(OwnInitName, BaseEstimator):
             comm.agree(f"{type(partitioner).__name__} overrides fit but not fit_sharded: "
                        "sharded mode would partition with the base class's algorithm; "
                        "use root mode (MPIBackend(sharded=False)) or override fit_sharded")
+        # (a user's fit_sharded must fail on every rank before its collective calls,
+        # as the package's do: README, custom partitioners)
         part = comm.run_collectively(partitioner.fit_sharded, comm, X)
         if not _own_method(part, "fit_sharded"):  # a user's: checked on every rank alike
             error = None
@@ -1115,14 +1122,17 @@ class PartitionedEstimator(OwnInitName, BaseEstimator):
     def _predict_sharded(self, X, comm, error=None):
         """:meth:`predict_sharded`, with the check of ``X`` and this rank's other
         ``error`` (of ``score_sharded``'s ``y``) agreed in one collective."""
+        failure = None
         if error is None:
             try:  # bad rows on one rank: the same error on every rank, not a hang
                 self._check_X(X, allow_empty=True)
             except (ValueError, TypeError) as exc:
                 error = str(exc)
+            except Exception as exc:  # any other: every rank raises too
+                failure = exc
         session = self._sharded_session(comm)
         with session, session.comm.phase("prediction"):
-            session.comm.agree(error, same=self._model_digest(), mismatch=(
+            session.comm.agree(error, failure=failure, same=self._model_digest(), mismatch=(
                 "hold another model than rank 0: predict_sharded needs the same fitted "
                 "model on every rank (fit it collectively with backend='mpi', or with the "
                 "same parameters and an int random_state on every rank)"))

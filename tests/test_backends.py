@@ -37,6 +37,17 @@ def test_self_communicator_allgather_stacks_one_rank():
     assert a[0] == 0  # a copy, never the caller's array
 
 
+def test_agree_with_a_failure_on_one_process():
+    # agree(failure=...) (an unexpected exception, shared with the other ranks
+    # under MPI: tests/test_mpi.py) re-raises it on one process; a message wins
+    comm = SelfCommunicator()
+    comm.agree(None, failure=None)
+    with pytest.raises(KeyError, match="lost"):
+        comm.agree(None, failure=KeyError("lost"))
+    with pytest.raises(ValueError, match="bad rows"):
+        comm.agree("bad rows", failure=KeyError("lost"))
+
+
 def test_classifier_placement_costs_weigh_one_class_partitions_little():
     est = BKMSVC(n_partitions=3)
     est.classes_ = np.array(["a", "b", "c"])

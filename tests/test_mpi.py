@@ -208,6 +208,32 @@ def test_exception_inside_dis_smo_on_one_rank_ends_every_rank(mpirun, tmp_path):
                                   "CollectiveError: rank 3 failed"), (rank, fit)
 
 
+@pytest.mark.parametrize("case, own, message", [
+    # Cascade's check between passes (kernel values of the rank's leaves): the
+    # others took the failing rank's next message as the check's, then hung
+    ("violators-raises", "MemoryError", "injected failure in the check between passes"),
+    # a user's splits that do not fit the data: rank 0's IndexError left the others
+    # waiting (only ValueError and TypeError were shared)
+    ("cv-raises", "IndexError", "index 400 is out of bounds"),
+    ("cv-raises-sharded", "IndexError", "index 400 is out of bounds"),
+    # any other exception of rank 0's validation of the data (root mode)
+    ("validation-raises", "KeyError", "injected failure in the validation"),
+])
+def test_other_exceptions_on_one_rank_end_every_rank(mpirun, case, own, message, tmp_path):
+    out = mpirun(4, "spmd_errors.py", case, tmp_path, mpi4py=False, timeout=180)
+    assert out.returncode != 0
+    raised = _raised(tmp_path)
+    assert all(r is not None for r in raised), (raised, out.stderr)
+    failing = 0 if case in ("cv-raises", "cv-raises-sharded", "validation-raises") else 3
+    for rank, text in enumerate(raised):
+        text = text.removeprefix("RuntimeError: ")  # (the cv cases' summary)
+        assert message in text, (rank, text)
+        # the failing rank raises its own exception, the others name it
+        assert text.startswith(f"{own}:" if rank == failing else
+                               f"CollectiveError: rank {failing}"), (rank, text)
+    assert "finished without error" not in out.stdout
+
+
 def test_uncaught_exception_on_one_rank_aborts_the_job_with_mpi4py(mpirun, tmp_path):
     out = mpirun(4, "spmd_errors.py", "uncaught", tmp_path, mpi4py=True, timeout=120)
     assert out.returncode != 0

@@ -122,7 +122,7 @@ class _BaseCommunicator:
             self.counter.record(op, nbytes, messages)
 
     # ------------------------------------------------------------- agreement
-    def agree(self, error, same=None, mismatch=None, counted=True):
+    def agree(self, error, same=None, mismatch=None, counted=True, failure=None):
         """Collective error check: ``error`` is this rank's message or None.
 
         When any rank has an error, every rank raises the same ``CollectiveError``
@@ -135,11 +135,28 @@ class _BaseCommunicator:
         every rank; where it differs from rank 0's every rank raises
         ``CollectiveError("ranks [...] " + mismatch)``. ``counted=False``: a
         check outside the algorithm's traffic, not in the counters.
+        ``failure``: an unexpected exception of this rank (when ``error`` is
+        None): the others hear its type and message, and this rank re-raises it.
         """
+        if failure is not None and error is None:
+            if self.size == 1:
+                raise failure
+            error = failure_text(failure)
+        else:
+            failure = None
         if self.size == 1:  # one process: the plain ValueError scikit-learn raises
             if error is not None:
                 raise ValueError(" ".join(str(error).split()))
             return
+        try:
+            self._agree(error, same, mismatch, counted)
+        except CollectiveError:
+            if failure is not None:  # this rank's own exception, as run_collectively
+                failure.collective = True
+                raise failure from None
+            raise
+
+    def _agree(self, error, same, mismatch, counted):
         gather = self.allgather if counted else self._allgather_uncounted
         if same is None:
             errors = gather(error)

@@ -287,7 +287,7 @@ class DKRR(RegressorMixin, BaseEstimator):
         engine's."""
         comm = s.comm
         check_same_params(comm, self)
-        error, result = None, None
+        error = result = failure = None
         if s.sharded or comm.rank == 0:
             try:
                 if s.sharded and (X is None or getattr(X, "shape", (1,))[0] == 0):
@@ -310,7 +310,9 @@ class DKRR(RegressorMixin, BaseEstimator):
                     check_magnitude(result[0])
             except (ValueError, TypeError) as exc:
                 error = str(exc)
-        comm.agree(error)
+            except Exception as exc:  # any other: every rank raises, not a hang
+                failure = exc
+        comm.agree(error, failure=failure)
         with comm.phase("redistribution"):
             if s.sharded:
                 X, y, w = result

@@ -300,7 +300,7 @@ class _PartitionedSearchCV(PartitionedEstimator):
         if loo:
             return np.zeros((X.shape[0], 0), dtype=np.int8), 1
         classifier = is_classifier(self)
-        error, masks = None, None
+        error = masks = failure = None
         if self._shares_seed() is not None:  # (every rank: the same parameters)
             warnings.warn(self._same_seed_message(), UserWarning, stacklevel=3)
         if s.size == 1 or not s.sharded:
@@ -311,11 +311,15 @@ class _PartitionedSearchCV(PartitionedEstimator):
                                            self._min_validation_rows())
                 except (ValueError, TypeError) as exc:
                     error = str(exc)
+                except Exception as exc:  # a user's splitter: every rank raises
+                    failure = exc
             if s.size == 1:
+                if failure is not None:
+                    raise failure
                 if error is not None:
                     raise ValueError(error)
                 return masks, masks.shape[1] // 2
-            comm.agree(error)
+            comm.agree(error, failure=failure)
             n_splits = comm.bcast_obj(masks.shape[1] // 2 if comm.rank == 0 else None)
             if comm.rank:
                 masks = np.zeros((0, 2 * n_splits), dtype=np.int8)
@@ -341,7 +345,9 @@ class _PartitionedSearchCV(PartitionedEstimator):
                                        self.random_state, groups, self._min_validation_rows())
             except (ValueError, TypeError) as exc:
                 error = str(exc)
-        comm.agree(error)
+            except Exception as exc:  # a user's splitter: every rank raises
+                failure = exc
+        comm.agree(error, failure=failure)
         masks = comm.bcast_obj(masks)
         return masks[index], masks.shape[1] // 2
 

@@ -18,6 +18,7 @@ from .._kernels import check_magnitude
 from .._own_init import OwnInitName
 from .._params import Count
 from ..backends._budget import blas_limits, forked, openmp_limits
+from ..backends._comm import failure_text
 from . import _storage
 from ._greedy import _Capacity, greedy_capacity_assign
 from ._halo import halo_indices, halo_indices_sharded
@@ -506,6 +507,8 @@ class _BasePartitioner(OwnInitName, BaseEstimator):
             shape = (int(X.shape[1]), bool(sp.issparse(X)) if X.shape[0] else None)
         except (ValueError, TypeError) as exc:  # InvalidParameterError is both
             error = " ".join(str(exc).split())
+        except Exception as exc:  # any other: every rank raises, not a hang
+            error = " ".join(failure_text(exc).split())
         got = comm._allgather_uncounted((error, fingerprint, shape))
         bad = [(r, g[0]) for r, g in enumerate(got) if g[0] is not None]
         if bad:

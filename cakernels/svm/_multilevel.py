@@ -42,7 +42,7 @@ from .._engine import (
 from .._params import Count
 from .._solvers.local import _check_numerics_before, solve_binary_svm
 from .._solvers.native_svc import NativeKernelSVC
-from ..backends._comm import comm_report
+from ..backends._comm import comm_report, failure_text, raise_if_any_failed
 from ._full_model import _FullModelSVC
 from ._partitioned import _SVM_CONSTRAINTS
 
@@ -780,27 +780,35 @@ class CascadeSVC(_MultiLevelSVC):
         # LIBSVM's rho (y G = -F): the free rows' sums per leaf, added in leaf order
         # on every rank (rank by rank, the sum's rounding followed the leaves' placement)
         sums, n_free, ub, lb = [], 0, np.inf, -np.inf
-        for key, leaf in leaves.items():
-            a = np.array([alpha_of.get(i, 0.0) for i in leaf.index.tolist()])
-            upper = self.C * leaf.w
-            F = leaf.y - kernel_dot(leaf.X, back.X, coef, Y_sq_norms=sq, **kp)
-            at_up, at_lo, ub_mask, lb_mask = bound_masks(a, leaf.y, upper)
-            up = ((leaf.y > 0) & ~at_up) | ((leaf.y < 0) & ~at_lo)
-            low = ((leaf.y > 0) & ~at_lo) | ((leaf.y < 0) & ~at_up)
-            if up.any():
-                m = max(m, float(F[up].max()))
-            if low.any():
-                M = min(M, float(F[low].min()))
-            rows.append((leaf, F, up, low, a))
-            free = ~(at_up | at_lo)
-            sums.append((key, float(-F[free].sum())))
-            n_free += int(free.sum())
-            if ub_mask.any():
-                ub = min(ub, float(-F[ub_mask].max()))
-            if lb_mask.any():
-                lb = max(lb, float(-F[lb_mask].min()))
+        failure = None
+        try:  # this rank's leaves
+            for key, leaf in leaves.items():
+                a = np.array([alpha_of.get(i, 0.0) for i in leaf.index.tolist()])
+                upper = self.C * leaf.w
+                F = leaf.y - kernel_dot(leaf.X, back.X, coef, Y_sq_norms=sq, **kp)
+                at_up, at_lo, ub_mask, lb_mask = bound_masks(a, leaf.y, upper)
+                up = ((leaf.y > 0) & ~at_up) | ((leaf.y < 0) & ~at_lo)
+                low = ((leaf.y > 0) & ~at_lo) | ((leaf.y < 0) & ~at_up)
+                if up.any():
+                    m = max(m, float(F[up].max()))
+                if low.any():
+                    M = min(M, float(F[low].min()))
+                rows.append((leaf, F, up, low, a))
+                free = ~(at_up | at_lo)
+                sums.append((key, float(-F[free].sum())))
+                n_free += int(free.sum())
+                if ub_mask.any():
+                    ub = min(ub, float(-F[ub_mask].max()))
+                if lb_mask.any():
+                    lb = max(lb, float(-F[lb_mask].min()))
+        except Exception as exc:  # (a MemoryError...): every rank raises, not a hang
+            if comm.size == 1:
+                raise
+            failure = exc
         if comm.size > 1:
-            every = comm.allgather((m, M, sums, n_free, ub, lb))
+            # (the failure rides on the allgather the check needs anyway)
+            every = comm.allgather((m, M, sums, n_free, ub, lb, failure_text(failure)))
+            raise_if_any_failed(failure, [e[6] for e in every])
             m, M = max(e[0] for e in every), min(e[1] for e in every)
             sums, n_free = [x for e in every for x in e[2]], sum(e[3] for e in every)
             ub, lb = min(e[4] for e in every), max(e[5] for e in every)

@@ -219,6 +219,68 @@ def run():
         clean = DisSMOSVC(backend="mpi").fit(X if rank == 0 else None, y if rank == 0 else None)
         assert clean.score(X, y) > 0.8
         raise RuntimeError(" | ".join(errors))
+    elif case == "violators-raises":        # Cascade's check between passes fails on one rank
+        import cakernels._kernels as kernels
+        from cakernels import CascadeSVC
+
+        original = kernels.kernel_dot       # (used there only, in the tree)
+
+        def failing(*args, **kwargs):
+            if rank == bad:
+                raise MemoryError("injected failure in the check between passes")
+            return original(*args, **kwargs)
+
+        kernels.kernel_dot = failing
+        try:
+            CascadeSVC(2 * size, n_passes=3, backend="mpi").fit(X if rank == 0 else None,
+                                                                y if rank == 0 else None)
+        except Exception as exc:
+            kernels.kernel_dot = original
+            # the ranks are in step: a clean fit follows
+            clean = CascadeSVC(2 * size, n_passes=3, backend="mpi").fit(
+                X if rank == 0 else None, y if rank == 0 else None)
+            assert clean.score(X, y) > 0.8
+            raise exc
+        raise AssertionError("no error")
+    elif case in ("cv-raises", "cv-raises-sharded"):  # splits for other data: IndexError
+        from cakernels import BKRR2CV
+
+        cv = [(np.arange(200), np.arange(200, 450))]  # 400 rows: index 400 and on
+        search = BKRR2CV(n_partitions=2, sigmas=[1.0], lams=[1e-3], cv=cv, refit=False)
+        errors = []
+        for mode in (["root"] if case == "cv-raises" else ["sharded"]):
+            try:
+                if mode == "root":
+                    search.set_params(backend="mpi").fit(X if rank == 0 else None,
+                                                         y * 1.0 if rank == 0 else None)
+                else:
+                    search.set_params(backend=sharded).fit(Xs, ys * 1.0)
+            except Exception as exc:
+                errors.append(f"{type(exc).__name__}: {exc}")
+            else:
+                raise AssertionError("no error")
+        # the ranks are in step: a good search follows
+        search.set_params(cv=2, backend="mpi").fit(X if rank == 0 else None,
+                                                   y * 1.0 if rank == 0 else None)
+        raise RuntimeError(" | ".join(errors))
+    elif case == "validation-raises":       # root mode: validation fails with a KeyError
+        from cakernels.svm._partitioned import PartitionedSVC
+
+        original = PartitionedSVC._validate_checked
+
+        def failing(self, *args):
+            raise KeyError("injected failure in the validation")
+
+        PartitionedSVC._validate_checked = failing  # (only rank 0 validates)
+        try:
+            CASVC(4, backend="mpi").fit(X if rank == 0 else None, y if rank == 0 else None)
+        except Exception as exc:
+            PartitionedSVC._validate_checked = original
+            clean = CASVC(4, backend="mpi").fit(X if rank == 0 else None,
+                                                y if rank == 0 else None)
+            assert clean.score(X, y) > 0.8
+            raise exc
+        raise AssertionError("no error")
     elif case == "uncaught":                # an error outside any collective (needs -m mpi4py)
         if rank == bad:
             raise KeyError("user code failed on one rank")
@@ -231,8 +293,9 @@ try:
     run()
 except Exception as exc:
     # one file per rank (mpiexec may interleave the ranks' output), then the traceback
-    assert isinstance(exc, ValueError) or case in ("solver-raises", "dies", "uncaught",
-                                                   "tree-solve-raises", "dissmo-raises")
+    assert isinstance(exc, ValueError) or case in (
+        "solver-raises", "dies", "uncaught", "tree-solve-raises", "dissmo-raises",
+        "violators-raises", "cv-raises", "cv-raises-sharded", "validation-raises")
     with open(os.path.join(outdir, f"rank{rank}.txt"), "w") as fh:
         fh.write(f"{type(exc).__name__}: {exc}")
     raise
