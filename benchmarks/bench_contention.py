@@ -92,8 +92,13 @@ def measure(X, y, params, cache, busy, repeat):
     t1, t2, pair, teams, collapsed, objs, why = [], [], [], set(), 0, [], set()
     with Busy(busy):
         for r in range(repeat + 1):  # the first round warms up, not timed
-            a, _, o1 = one_fit(X, y, 1, cache, params)
-            b, st, o2 = one_fit(X, y, 2, cache, params)
+            # the two sides alternate their order round by round
+            if r % 2:
+                b, st, o2 = one_fit(X, y, 2, cache, params)
+                a, _, o1 = one_fit(X, y, 1, cache, params)
+            else:
+                a, _, o1 = one_fit(X, y, 1, cache, params)
+                b, st, o2 = one_fit(X, y, 2, cache, params)
             if r == 0:
                 continue
             t1.append(a)
