@@ -407,7 +407,7 @@ class DCKRR(PartitionedKernelRidge):
     Attributes
     ----------
     partitioner_, centers_, partition_sizes_, estimators_, fit_stats_, n_features_in_, \
-    feature_names_in_
+feature_names_in_
         See :class:`PartitionedKernelRidge`.
 
     See Also
@@ -450,7 +450,7 @@ class KKRR(DCKRR):
     Attributes
     ----------
     partitioner_, centers_, partition_sizes_, estimators_, fit_stats_, n_features_in_, \
-    feature_names_in_
+feature_names_in_
         See :class:`PartitionedKernelRidge`.
 
     Examples
@@ -482,7 +482,7 @@ class KKRR2(DCKRR):
     Attributes
     ----------
     partitioner_, centers_, partition_sizes_, estimators_, fit_stats_, n_features_in_, \
-    feature_names_in_
+feature_names_in_
         See :class:`PartitionedKernelRidge`.
 
     Examples
@@ -511,7 +511,7 @@ class BKRR(DCKRR):
     Attributes
     ----------
     partitioner_, centers_, partition_sizes_, estimators_, fit_stats_, n_features_in_, \
-    feature_names_in_
+feature_names_in_
         See :class:`PartitionedKernelRidge`.
 
     Examples
@@ -543,7 +543,7 @@ class BKRR2(DCKRR):
     Attributes
     ----------
     partitioner_, centers_, partition_sizes_, estimators_, fit_stats_, n_features_in_, \
-    feature_names_in_
+feature_names_in_
         See :class:`PartitionedKernelRidge`.
 
     Notes

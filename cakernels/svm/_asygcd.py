@@ -253,8 +253,20 @@ class AsyGCDSVC(ClassifierMixin, BaseEstimator):
         return tags
 
     def decision_function(self, X):
-        """Decision values: (n_samples,) for two classes (positive means
-        ``classes_[1]``), else (n_samples, n_classes) one-vs-rest scores."""
+        """Decision values of the samples in ``X``.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        dec : ndarray of shape (n_samples,) or (n_samples, n_classes)
+            For two classes one value per sample (positive means
+            ``classes_[1]``); else one score per class whose argmax is the
+            prediction (with ``multi_class='ovo'`` the one-vs-one votes turned
+            into one-vs-rest scores, as ``SVC``'s ``decision_function_shape='ovr'``).
+        """
         check_is_fitted(self)
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, order="C",
                           reset=False)
@@ -268,7 +280,17 @@ class AsyGCDSVC(ClassifierMixin, BaseEstimator):
             return self.model_.ovr_decision(X, granted)
 
     def predict(self, X):
-        """Class labels (the argmax of :meth:`decision_function`)."""
+        """Class labels of the samples in ``X``.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        y : ndarray of shape (n_samples,)
+            The argmax of :meth:`decision_function` (its sign for two classes).
+        """
         dec = self.decision_function(X)
         if dec.ndim == 1:
             return self.classes_[(dec >= 0).astype(int)]  # 0: classes_[1], as SVC

@@ -603,7 +603,7 @@ class CASVC(PartitionedSVC):
     Attributes
     ----------
     classes_, partitioner_, centers_, partition_sizes_, estimators_, gamma_, fit_stats_, \
-    n_iter_, n_support_total_, n_features_in_, feature_names_in_
+n_iter_, n_support_total_, n_features_in_, feature_names_in_
         See :class:`PartitionedSVC`.
 
     See Also
@@ -677,7 +677,7 @@ class FCFSSVC(CASVC):
     Attributes
     ----------
     classes_, partitioner_, centers_, partition_sizes_, estimators_, gamma_, fit_stats_, \
-    n_iter_, n_support_total_, n_features_in_, feature_names_in_
+n_iter_, n_support_total_, n_features_in_, feature_names_in_
         See :class:`PartitionedSVC`.
 
     See Also
@@ -715,7 +715,7 @@ class BKMSVC(CASVC):
     Attributes
     ----------
     classes_, partitioner_, centers_, partition_sizes_, estimators_, gamma_, fit_stats_, \
-    n_iter_, n_support_total_, n_features_in_, feature_names_in_
+n_iter_, n_support_total_, n_features_in_, feature_names_in_
         See :class:`PartitionedSVC`.
 
     See Also
@@ -754,7 +754,7 @@ class CPSVC(CASVC):
     Attributes
     ----------
     classes_, partitioner_, centers_, partition_sizes_, estimators_, gamma_, fit_stats_, \
-    n_iter_, n_support_total_, n_features_in_, feature_names_in_
+n_iter_, n_support_total_, n_features_in_, feature_names_in_
         See :class:`PartitionedSVC`.
 
     See Also
