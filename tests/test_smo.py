@@ -438,6 +438,37 @@ def test_feature_major_columns_and_budget_bit_identical(fmt):
         assert got["objective"] == ref["objective"]
 
 
+@pytest.mark.parametrize("cache", [np.inf, 1e5])
+def test_no_feature_major_copy_larger_than_the_matrix_it_serves(cache):
+    """The copy is dense (n x n_features): with a budget past the whole kernel
+    matrix (+inf, or 100 GB) it was built for wide sparse data at any width,
+    tens of times the matrix's size for no gain. It needs a quarter of the
+    budget the cache can use (at most the matrix) now, in both solvers."""
+    import scipy.sparse as sp
+
+    from cakernels._solvers.asygcd import asygcd_fit
+
+    rng = np.random.RandomState(0)
+    n = 200
+    y = np.where(rng.rand(n) > 0.5, 1.0, -1.0)
+    X0 = sp.random(n, 40, density=0.3, random_state=1, format="csr")
+    X0.data = rng.randn(X0.nnz) + 1e-3 * np.pi  # not floats exactly: a double copy
+    for width, built in ((40, True), (50, True), (51, False), (20_000, False)):
+        # the same 40 columns of values, padded: the copy is n x width doubles,
+        # the matrix n x n; a quarter of it is 50 columns
+        X = sp.csr_matrix((X0.data, X0.indices, X0.indptr), shape=(n, width))
+        r = smo_fit(X, y, 1.0, kernel="rbf", gamma=0.5, cache_size=cache)
+        assert (r["stats"]["feature_major"] > 0) == built, width
+        a = asygcd_fit(X, y, 1.0, gamma=0.5, cache_size=cache, n_threads=1,
+                       random_state=0, return_stats=True)
+        assert (a["stats"]["fm_threads"] == 1) == built, width
+        if width == 40:
+            ref_smo, ref_agcd = r, a
+        else:  # the same problem: the same solution, copy or not
+            np.testing.assert_array_equal(r["alpha"], ref_smo["alpha"])
+            np.testing.assert_array_equal(a["alpha"], ref_agcd["alpha"])
+
+
 def test_shrinking_cache_sizes_and_max_iter():
     """The shrunk problem with a small cache (columns dropped and extended
     as the active set changes) gives bit-identical results; stopping at
