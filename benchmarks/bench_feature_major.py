@@ -3,7 +3,7 @@
 Asy-GCD (``cakernels._solvers.asygcd.asygcd_fit``) computes a kernel slice
 ``Q[S_t, i]`` either from a feature-major copy of the thread's rows (one
 contiguous axpy per nonzero feature of ``x_i``; the default when the copy
-fits in a quarter of ``cache_size`` and of the kernel matrix) or from the rows of ``X`` (one dot
+fits in a quarter of ``cache_size`` and in the kernel matrix's size) or from the rows of ``X`` (one dot
 product per row; dense rows four at a time, CSR rows by a gather).  The
 private switch ``feature_major=False`` forces the second path with
 everything else equal: the same cache budget and the same number of cached

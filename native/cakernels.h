@@ -308,8 +308,8 @@ ck_status ck_matrix_check(const ck_matrix *X);
  * holds at least two full columns), so the heap does not fragment.  When a
  * feature-major copy of X
  * (in float when every value is a float exactly) takes at most a quarter of
- * the budget the cache can use (cache_bytes, at most the whole n x n matrix)
- * and leaves two full columns, the columns are computed from it
+ * cache_bytes and no more than the whole n x n matrix, and leaves two full
+ * columns, the columns are computed from it
  * as contiguous axpys (same values, bit for bit) and its bytes come out of
  * the budget, so the memory used stays within cache_bytes plus O(n).
  *
@@ -381,8 +381,8 @@ ck_status ck_smo_solve(const ck_matrix *X, const double *y,
  * the solve first needs them, and where the system has no more memory the
  * cache stops growing and evicts.  Less than one column (8 n bytes) is
  * CK_ERR_ARG.  When a feature-major copy of X (8 n n_cols bytes, zeros
- * included) takes at most a quarter of cache_bytes and of the whole n x n
- * matrix's 8 n^2 bytes (+inf: of the matrix's), each
+ * included) takes at most a quarter of cache_bytes (any with +inf) and no
+ * more than the whole matrix's 8 n^2 bytes, each
  * thread computes its slices from a copy of its own rows -- one contiguous
  * axpy per nonzero feature of x_i -- and the copy's bytes come out of the
  * budget (floor((cache_bytes - 8 n n_cols) / (8 n)) slices); the slices

@@ -1310,10 +1310,10 @@ ck_status ck_asygcd_solve_ex(const ck_matrix *X, const double *y,
      * as contiguous axpys: 3.1-3.5x faster per slice than row-wise dot
      * products on a9a, CSR, 2.4-2.6x on dense ijcnn1, 1.3-2.1x per fit;
      * benchmarks/bench_feature_major.py)
-     * when they take at most a quarter of the budget the slices can use
-     * (cache_bytes, at most the whole n x n matrix: +inf, or a budget past
-     * the matrix, built copies of wide sparse data tens of times its size);
-     * their bytes come out of the budget, so the memory used stays within
+     * when they take at most a quarter of the budget, never more than the
+     * whole n x n matrix (+inf, or a budget far past the matrix, built
+     * copies of wide sparse data tens of times its size, no faster); their
+     * bytes come out of the budget, so the memory used stays within
      * cache_bytes.  In float when that is exact: half the bytes to stream
      * per slice. */
     if (X->n_cols > 0) {
@@ -1322,11 +1322,11 @@ ck_status ck_asygcd_solve_ex(const ck_matrix *X, const double *y,
         fm_float = ck_matrix_float_exact(X);
         fm_bytes = (double)n * (double)X->n_cols *
                    (double)(fm_float ? sizeof(float) : sizeof(double));
-        if (fm_bytes > 0.25 * (cache_bytes < matrix ? cache_bytes : matrix)) {
+        if (fm_bytes > matrix) {
             want_fm = 0;
         } else if (isinf(cache_bytes)) {
             want_fm = 1;
-        } else {
+        } else if (fm_bytes <= 0.25 * cache_bytes) {
             const double cols = (cache_bytes - fm_bytes) /
                                 ((double)n * (double)sizeof(double));
             if (cols >= 1.0) {

@@ -196,8 +196,8 @@ void ck_fmajor_swap(ck_fmajor *f, int64_t a, int64_t b, int64_t row_a,
  * tests (ck_asygcd_solve_ex in ck_asygcd.c; ck_asygcd_solve is the same
  * with the defaults and no counters).
  *   feature_major  in:  1 (default) builds the feature-major copies when
- *                       they fit in a quarter of the budget (at most the
- *                       whole matrix's); 0 never builds
+ *                       they fit in a quarter of the budget (and in the
+ *                       whole matrix's bytes); 0 never builds
  *                       them and computes every slice from the rows of X,
  *                       with the SAME number of cached slices as the copy
  *                       would leave (its bytes still come out of the

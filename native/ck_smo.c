@@ -29,8 +29,8 @@
  *     allocation per column fragmented the heap to 1.2x the budget); the
  *     columns come from a
  *     feature-major copy of X kept in the solver's permutation when a
- *     quarter of the budget (at most the whole matrix) holds it (contiguous,
- *     vectorised axpys instead
+ *     quarter of the budget holds it (and it is no larger than the whole
+ *     matrix; contiguous, vectorised axpys instead
  *     of dot products with scattered rows: 1.7x faster fits on ijcnn1, 2-5x
  *     on a9a's CSR; benchmarks/bench_smo.py);
  *   - rho as in LIBSVM's calculate_rho (mean of y_i G_i over free vectors,
@@ -865,19 +865,18 @@ ck_status ck_smo_solve_ex(const ck_matrix *X, const double *y,
          * solver's permutation (ck_fmajor: contiguous axpys instead of
          * scattered dot products, bit for bit the same values; rows swapped
          * with the variables when shrinking) when it takes at most a
-         * quarter of the budget the cache can use (cache_bytes, at most the
-         * whole n x n matrix: a budget of +inf, or one past the matrix,
-         * built copies of wide sparse data tens of times the matrix's size)
-         * and leaves two full columns; its bytes come out of the budget, so
-         * the memory used stays within cache_bytes.  In float when that is
+         * quarter of cache_bytes, never more than the whole n x n matrix
+         * (+inf, or a budget far past the matrix, built copies of wide
+         * sparse data tens of times the matrix's size, no faster), and
+         * leaves two full columns; its bytes come out of the budget, so the
+         * memory used stays within cache_bytes.  In float when that is
          * exact. */
         if (X->n_cols > 0) {
             const int use_float = ck_matrix_float_exact(X);
             const double fm_doubles =
                 (double)n * (double)X->n_cols *
                 (use_float ? 0.5 : 1.0);
-            const double usable = b < full ? b : full;
-            if (fm_doubles <= 0.25 * usable &&
+            if (fm_doubles <= full && (isinf(b) || fm_doubles <= 0.25 * b) &&
                 b - fm_doubles >= 2.0 * (double)n) {
                 fm_want = use_float ? 2 : 1;
                 b -= fm_doubles;

@@ -242,7 +242,7 @@ def asygcd_fit(X, y, C, *, sample_weight=None, kernel="rbf", gamma="scale",
         variables.  ``np.inf`` for unlimited.  When a dense feature-major
         copy of ``X`` (``8 * n_samples * n_features`` bytes, half that when
         every value is a float exactly) takes at most a quarter of it and
-        of the whole kernel matrix (``8 * n_samples**2`` bytes), the
+        no more than the whole kernel matrix (``8 * n_samples**2`` bytes), the
         copy is made and taken out of the budget: kernel columns then cost
         one vectorised pass per nonzero feature (3.1-3.5x less time per
         column on a9a, CSR, 2.1x per fit; 2.4-2.6x per column on dense

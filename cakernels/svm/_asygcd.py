@@ -65,7 +65,7 @@ class AsyGCDSVC(ClassifierMixin, BaseEstimator):
         Kernel-column cache in MB, split evenly between the threads. Up to a
         quarter of it may hold a feature-major copy of ``X`` (when
         ``8 * n_samples * n_features`` bytes, or 4 when every value is a
-        float exactly, fit there and in a quarter of the whole kernel
+        float exactly, fit there and are no more than the whole kernel
         matrix's ``8 * n_samples**2``), which makes kernel columns several times
         cheaper to compute (bit-identical values). A cache smaller than two
         kernel columns is rounded up to them, as LIBSVM does.
