@@ -1125,7 +1125,7 @@ class PartitionedEstimator(OwnInitName, BaseEstimator):
         failure = None
         if error is None:
             try:  # bad rows on one rank: the same error on every rank, not a hang
-                self._check_X(X, allow_empty=True)
+                X = self._check_X(X, allow_empty=True)
             except (ValueError, TypeError) as exc:
                 error = str(exc)
             except Exception as exc:  # any other: every rank raises too
@@ -1136,7 +1136,8 @@ class PartitionedEstimator(OwnInitName, BaseEstimator):
                 "hold another model than rank 0: predict_sharded needs the same fitted "
                 "model on every rank (fit it collectively with backend='mpi', or with the "
                 "same parameters and an int random_state on every rank)"))
-        return self._predict(X, session=session)
+        # (X checked above: a second check warned twice about feature names)
+        return self._predict(X, session=session, checked=True)
 
     def _model_digest(self):
         """A short string equal on two ranks when they hold the same fitted model (as

@@ -98,6 +98,29 @@ def test_sparse_coefficients_for_many_classes():
     np.testing.assert_allclose(dense, -_per_problem(model, X), rtol=1e-11, atol=1e-11)
 
 
+@pytest.mark.parametrize("name", ["CASVC", "BKRR2", "CascadeSVC"])
+def test_collective_prediction_warns_once_about_feature_names(name):
+    # predict_sharded checked X, then predicted through _predict, which checked
+    # it again: the feature-name warning came twice per call
+    import warnings
+
+    import pandas as pd
+    from sklearn.datasets import make_classification
+
+    import cakernels
+    from cakernels.backends import SelfCommunicator
+
+    X, y = make_classification(n_samples=200, n_features=4, random_state=0)
+    est = getattr(cakernels, name)(n_partitions=4, random_state=0)
+    est.fit(pd.DataFrame(X, columns=list("abcd")), y if name != "BKRR2" else y * 1.0)
+    for call in (lambda: est.predict(X), lambda: est.predict_sharded(X, comm=SelfCommunicator()),
+                 lambda: est.score_sharded(X, y, comm=SelfCommunicator())):
+        with warnings.catch_warnings(record=True) as rec:
+            warnings.simplefilter("always")
+            call()
+        assert sum("feature names" in str(w.message) for w in rec) == 1
+
+
 @pytest.mark.parametrize("make", [
     lambda: CASVC(n_partitions=3, C=2.0, gamma=0.3, random_state=0),
     lambda: CASVC(n_partitions=3, C=2.0, gamma=0.3, routing="vote", random_state=0),

@@ -355,8 +355,9 @@ class PartitionedKernelRidge(RegressorMixin, PartitionedEstimator):
         """
         return self._predict(X)
 
-    def _predict(self, X, session=None):
-        X = self._check_X(X, allow_empty=session is not None)
+    def _predict(self, X, session=None, checked=False):
+        if not checked:
+            X = self._check_X(X, allow_empty=session is not None)
         out = np.empty((X.shape[0],) + self.estimators_[0].alpha.shape[1:])
         if self._combine_mode == "average":
             # every rank evaluates all models on its own rows: nothing to route

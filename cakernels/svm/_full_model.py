@@ -104,9 +104,10 @@ class _FullModelSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
         with self._local_session(X.shape[0], self.support_.size) as s:
             return self.model_.predict(X, s.threads)
 
-    def _predict(self, X, session=None):
+    def _predict(self, X, session=None, checked=False):
         # the final model is complete on every rank: nothing to route between ranks
-        return self._predict_rows(self._check_X(X, allow_empty=session is not None))
+        return self._predict_rows(X if checked else
+                                  self._check_X(X, allow_empty=session is not None))
 
     @property
     def n_support_total_(self):

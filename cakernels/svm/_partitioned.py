@@ -533,8 +533,9 @@ class PartitionedSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
         """
         return self._predict(X)
 
-    def _predict(self, X, session=None):
-        X = self._check_X(X, allow_empty=session is not None)
+    def _predict(self, X, session=None, checked=False):
+        if not checked:
+            X = self._check_X(X, allow_empty=session is not None)
         if self._n_voters() > 1:
             # soft routing: the class of the weighted mean decision
             n = self.classes_.size
