@@ -334,7 +334,33 @@ def _bound_by_launcher(mine):
 def get_backend(backend, n_jobs=None):
     """Resolve a backend given by name (``'serial'``, ``'threads'``, ``'mpi'``) or
     instance. ``n_jobs`` configures ``'threads'``; with a ``ThreadsBackend``
-    instance it must be None or the instance's own."""
+    instance it must be None or the instance's own.
+
+    Parameters
+    ----------
+    backend : {'serial', 'threads', 'mpi'} or Backend
+        A name, or a backend instance (returned as it is).
+    n_jobs : int, default=None
+        Workers of ``'threads'`` (None: the cores this process may use).
+
+    Returns
+    -------
+    backend : Backend
+
+    Raises
+    ------
+    ValueError
+        An unknown name, or ``n_jobs`` that disagrees with a
+        ``ThreadsBackend`` instance's.
+
+    Examples
+    --------
+    >>> from cakernels.backends import get_backend
+    >>> get_backend("threads", n_jobs=2).n_jobs
+    2
+    >>> get_backend("serial").name
+    'serial'
+    """
     if isinstance(backend, Backend):
         if (isinstance(backend, ThreadsBackend) and n_jobs is not None
                 and n_jobs != backend.n_jobs):

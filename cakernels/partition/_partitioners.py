@@ -1241,6 +1241,40 @@ def make_partitioner(partitioner, n_partitions, random_state, halo=0.0):
     is cloned (deep-copied when it has no ``get_params``) and keeps its own
     settings, except that a ``halo`` > 0 (the estimator's) replaces the
     instance's.
+
+    Parameters
+    ----------
+    partitioner : {'random', 'kmeans', 'kbalance', 'fcfs', 'bkm'} or object
+        A name, or an object with ``fit(X)`` and ``assign(X)`` (one of the
+        package's partitioners, a subclass, or an object of your own).
+    n_partitions : int
+        Number of partitions for a name (an instance keeps its own).
+    random_state : int, RandomState instance or None
+        Seed for a name (an instance keeps its own).
+    halo : float, default=0.0
+        Halo fraction for a name; when > 0 it also replaces an instance's.
+
+    Returns
+    -------
+    partitioner : object
+        A new, unfitted partitioner.
+
+    Raises
+    ------
+    ValueError
+        An unknown name, or an object without ``fit`` and ``assign``.
+    TypeError
+        A class instead of an instance, or an instance that cannot be copied.
+
+    Examples
+    --------
+    >>> from cakernels.partition import KMeansPartitioner, make_partitioner
+    >>> make_partitioner("kbalance", 4, 0).n_partitions
+    4
+    >>> mine = KMeansPartitioner(n_partitions=3, random_state=1)
+    >>> part = make_partitioner(mine, 8, 0)
+    >>> part is mine, part.n_partitions
+    (False, 3)
     """
     if isinstance(partitioner, str):
         if partitioner not in PARTITIONERS:
