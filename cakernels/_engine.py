@@ -898,14 +898,16 @@ class PartitionedEstimator(OwnInitName, BaseEstimator):
         # as the package's do: README, custom partitioners)
         part = comm.run_collectively(partitioner.fit_sharded, comm, X)
         if not _own_method(part, "fit_sharded"):  # a user's: checked on every rank alike
-            error = None
+            error = failure = None
+            # (a check, not the algorithm's traffic: uncounted)
+            n_rows = int(sum(comm._allgather_uncounted(int(X.shape[0]))))
             try:
-                # (a check, not the algorithm's traffic: uncounted)
-                n_rows = int(sum(comm._allgather_uncounted(int(X.shape[0]))))
                 _check_custom_partition(part, n_rows, X.shape[1])
             except ValueError as exc:
                 error = str(exc)
-            comm.agree(error, counted=False)
+            except Exception as exc:  # any other: every rank raises, not a hang
+                failure = exc
+            comm.agree(error, counted=False, failure=failure)
         start = int(index[0]) if index.size else 0
         return part, np.asarray(part.labels_[start:start + X.shape[0]])
 

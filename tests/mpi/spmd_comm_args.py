@@ -113,6 +113,33 @@ for sharded in (True, False):
                             for g in world.allgather(got))})
 
 
+class _Unreadable:
+    def __array__(self, dtype=None, copy=None):
+        raise RuntimeError("unreadable sizes_")
+
+
+class _Odd(_Bad):
+    """Right labels, but the last rank's sizes_ cannot be read: the check of a
+    user's partition raised there only (not a ValueError) and the others waited."""
+
+    def _set(self, n):
+        self.labels_ = np.arange(n) % 2
+        self.centers_ = np.zeros((2, 5))
+        self.sizes_ = _Unreadable() if rank == R - 1 else np.bincount(self.labels_)
+        return self
+
+
+if R > 1:
+    try:
+        PartitionedSVC(partitioner=_Odd(), backend=MPIBackend(sharded=True)).fit(
+            X[lo:hi], y[lo:hi])
+        got = "ok"
+    except Exception as exc:  # noqa: BLE001 (the failing rank's own type)
+        got = f"{type(exc).__name__}: {exc}"
+    out.append({"check": "custom-unreadable-sharded", "got": got,
+                "same": all("unreadable sizes_" in g for g in world.allgather(got))})
+
+
 # a subclass overriding fit but not fit_sharded: sharded mode would have run the
 # base class's K-means silently
 from cakernels.partition import KMeansPartitioner  # noqa: E402
