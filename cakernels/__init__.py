@@ -77,7 +77,25 @@ def __dir__():
 
 
 def show_config():
-    """Versions and build facts (OpenMP, BLAS, MPI availability) as a dict."""
+    """Versions and build facts: what to paste into a bug report.
+
+    Returns
+    -------
+    config : dict
+        The versions of the package, Python, NumPy, SciPy and scikit-learn;
+        whether the native module was built with OpenMP (``openmp``,
+        ``omp_max_threads``), the threads this process may use
+        (``cpu_count``), the BLAS libraries loaded, and mpi4py, the MPI
+        library, its ``mpiexec`` and ScaLAPACK when they are installed.
+        ``cakernels info`` prints the same on the command line.
+
+    Examples
+    --------
+    >>> import cakernels
+    >>> config = cakernels.show_config()
+    >>> config["cakernels"] == cakernels.__version__, config["cpu_count"] >= 1
+    (True, True)
+    """
     from ._info import build_info
 
     return build_info()

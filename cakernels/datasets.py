@@ -76,7 +76,11 @@ _IN_MEMORY_MAX = 64 << 20
 
 
 class DatasetDownloadError(OSError):
-    """A dataset file could not be downloaded (for example: no network)."""
+    """A dataset file could not be downloaded (for example: no network).
+
+    An ``OSError``; the message names the URL and the local folder
+    (``CAKERNELS_DATA``) where a copy of the file would be used instead.
+    """
 
 
 class ChecksumMismatchError(OSError):

@@ -40,3 +40,60 @@ def test_public_modules_have_examples(public):
             finder = doctest.DocTestFinder()
             attempted += sum(len(t.examples) for t in finder.find(module))
     assert attempted > 0, f"{public} has no runnable examples"
+
+
+def _public_objects():
+    """Every function and class that a public module exports in ``__all__``."""
+    import inspect
+
+    seen = {}
+    for public in ["cakernels", *PUBLIC, "cakernels.model_selection"]:
+        module = importlib.import_module(public)
+        for name in module.__all__:
+            obj = getattr(module, name)
+            if inspect.isfunction(obj) or inspect.isclass(obj) or callable(obj):
+                seen.setdefault(id(obj), (f"{public}.{name}", obj))
+    return sorted(seen.values(), key=lambda pair: pair[0])
+
+
+PUBLIC_OBJECTS = _public_objects()
+
+
+@pytest.mark.parametrize("name, obj", PUBLIC_OBJECTS, ids=[n for n, _ in PUBLIC_OBJECTS])
+def test_public_api_has_numpydoc_sections(name, obj):
+    """numpydoc sections on everything exported: Parameters (when it takes
+    any), Returns (functions), Examples (all but exceptions), and a docstring
+    on every public method (its own or its base class's)."""
+    import inspect
+
+    target = obj if inspect.isfunction(obj) or inspect.isclass(obj) else type(obj)
+    doc = inspect.getdoc(target) or ""
+    wanted = []
+    if inspect.isclass(target):
+        init = target.__init__
+        takes = (inspect.isfunction(init) and init.__module__.startswith("cakernels")
+                 and len(inspect.signature(init).parameters) > 1)
+        # the class that wrote this __init__ (_own_init gives every subclass a copy)
+        def _where(f):
+            code = getattr(f, "__code__", None)
+            return code and (code.co_filename, code.co_firstlineno)
+
+        base = [b for b in target.__mro__ if _where(vars(b).get("__init__")) == _where(init)][-1]
+        if takes and (base is target
+                      or f"as :class:`{base.__name__}`" not in " ".join(doc.split())):
+            # (a variant with its base's parameters may name the base instead)
+            wanted.append("Parameters")
+        if not issubclass(target, BaseException):
+            wanted.append("Examples")
+    else:
+        if inspect.signature(obj).parameters:
+            wanted.append("Parameters")
+        wanted += ["Returns" if "Yields" not in doc else "Yields", "Examples"]
+    for section in wanted:
+        assert f"\n{section}\n{'-' * len(section)}\n" in doc, f"{name}: no {section} section"
+    if inspect.isclass(target):
+        for attr, value in vars(target).items():
+            if attr.startswith("_"):
+                continue
+            if inspect.isfunction(value) or isinstance(value, property):
+                assert inspect.getdoc(getattr(target, attr)), f"{name}.{attr} has no docstring"

@@ -67,6 +67,19 @@ def solve_krr(K, y, reg, rebuild=None, n_threads=1):
     Returns
     -------
     alpha : ndarray of the shape of ``y``
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.metrics.pairwise import rbf_kernel
+    >>> from cakernels.kernel_ridge import solve_krr
+    >>> rng = np.random.RandomState(0)
+    >>> X, y = rng.randn(50, 3), rng.randn(50)
+    >>> K = rbf_kernel(X, gamma=0.5)
+    >>> expected = np.linalg.solve(K + 0.1 * np.eye(50), y)
+    >>> alpha = solve_krr(K.copy(), y, reg=0.1)  # (K is overwritten: a copy)
+    >>> bool(np.allclose(alpha, expected))
+    True
     """
     if not (isinstance(K, np.ndarray) and K.dtype == np.float64 and K.ndim == 2
             and K.shape[0] == K.shape[1] and K.flags.c_contiguous and K.flags.writeable):

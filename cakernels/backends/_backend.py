@@ -37,8 +37,31 @@ _MPI_HINT = ('backend="mpi" needs mpi4py and an MPI library: install them with '
 
 
 def effective_n_jobs(n_jobs, n_cpu=None):
-    """Workers for ``n_jobs`` as in scikit-learn: None = every core, negative
-    values count back from it (-1 = all cores)."""
+    """Workers for ``n_jobs``, as in scikit-learn.
+
+    Parameters
+    ----------
+    n_jobs : int or None
+        None: every core; a positive count as given; a negative one counts
+        back from the cores (-1: all of them, -2: all but one), at least 1.
+    n_cpu : int, default=None
+        The cores (None: :func:`cpu_count`).
+
+    Returns
+    -------
+    n_workers : int
+
+    Raises
+    ------
+    ValueError
+        ``n_jobs == 0``.
+
+    Examples
+    --------
+    >>> from cakernels.backends import effective_n_jobs
+    >>> [effective_n_jobs(n, n_cpu=8) for n in (None, 3, -1, -2, -20)]
+    [8, 3, 8, 7, 1]
+    """
     n_cpu = cpu_count() if n_cpu is None else n_cpu
     if n_jobs is None:
         return n_cpu
@@ -51,9 +74,34 @@ def effective_n_jobs(n_jobs, n_cpu=None):
 
 
 def lpt_placement(costs, n_ranks):
-    """Owner rank of every task: longest processing time first (largest cost to
-    the least loaded rank, ties to the lowest rank). Equal costs give every
-    rank ``floor`` or ``ceil`` of ``len(costs) / n_ranks`` tasks."""
+    """Owner rank of every task, longest processing time first (LPT).
+
+    The largest remaining cost goes to the least loaded rank (ties: the rank
+    with fewer tasks, then the lowest rank). Equal costs give every rank
+    ``floor`` or ``ceil`` of ``len(costs) / n_ranks`` tasks. The MPI backend
+    places the partitions' solves this way.
+
+    Parameters
+    ----------
+    costs : array-like of shape (n_tasks,)
+        Estimated cost of every task (for a partition of ``m`` samples, the
+        package uses its solver's cost model, e.g. ``m**2`` or ``m**3``).
+    n_ranks : int
+        Ranks to place the tasks on.
+
+    Returns
+    -------
+    owners : ndarray of shape (n_tasks,), int64
+        The rank of every task.
+
+    Examples
+    --------
+    >>> from cakernels.backends import lpt_placement
+    >>> lpt_placement([9, 1, 4, 4], n_ranks=2).tolist()
+    [0, 1, 1, 1]
+    >>> lpt_placement([1, 1, 1, 1, 1], n_ranks=2).tolist()
+    [0, 1, 0, 1, 0]
+    """
     costs = np.asarray(costs, dtype=np.float64)
     owners = np.empty(costs.size, dtype=np.int64)
     load = np.zeros(n_ranks)
@@ -82,13 +130,41 @@ def _progress(iterable, total, verbose, desc):
 
 
 class Backend:
-    """Base class of the backends (configuration; a fit opens a :class:`Session`)."""
+    """Base class of the backends: configuration only; a fit opens a :class:`Session`.
+
+    :class:`SerialBackend`, :class:`ThreadsBackend` and :class:`MPIBackend`
+    are its subclasses; an estimator's ``backend`` parameter takes one of them
+    or its name (:func:`get_backend`).
+
+    Examples
+    --------
+    >>> from cakernels.backends import Backend, get_backend
+    >>> backend = get_backend("serial")
+    >>> isinstance(backend, Backend), backend.name
+    (True, 'serial')
+    >>> with backend.session() as s:
+    ...     s.rank, s.size, s.n_workers
+    (0, 1, 1)
+    """
 
     name = "serial"
     sharded = False
 
     def session(self, n_jobs=None, verbose=False):
-        """Open a :class:`Session` for one fit or prediction."""
+        """A :class:`Session` for one fit or prediction (enter it with ``with``).
+
+        Parameters
+        ----------
+        n_jobs : int, default=None
+            Workers of a threads backend (None: its own ``n_jobs``); the
+            serial and MPI backends run one worker per process.
+        verbose : bool, default=False
+            A progress bar over the partitions (on rank 0 under MPI).
+
+        Returns
+        -------
+        session : Session
+        """
         return Session(self, SelfCommunicator(), n_workers=1, threads=cpu_count(),
                        verbose=verbose, limit_blas=False)
 
@@ -381,6 +457,27 @@ def get_backend(backend, n_jobs=None):
 class Session:
     """A backend at work for one fit: communicator, counters, placement, threads.
 
+    Made by :meth:`Backend.session`; entering it (``with``) takes its threads
+    from the process's budget (:func:`reserve_threads`) and limits BLAS for
+    its length.
+
+    Parameters
+    ----------
+    backend : Backend
+    comm : Communicator or SelfCommunicator
+    n_workers : int
+        Concurrent local solves in this process.
+    threads : int
+        OpenMP/BLAS threads of every local solve (lowered on entry to the
+        share of the threads granted).
+    verbose : bool
+        A progress bar over :meth:`map`'s tasks.
+    limit_blas : bool
+        Limit BLAS to ``threads`` while the session is open.
+    auto_workers : bool, default=False
+        ``n_workers`` was not chosen by the user: it becomes the threads
+        granted on entry.
+
     Attributes
     ----------
     backend : Backend
@@ -390,6 +487,15 @@ class Session:
         Local solves run concurrently in this process.
     threads : int
         OpenMP/BLAS threads for every local solve.
+
+    Examples
+    --------
+    >>> from cakernels.backends import ThreadsBackend
+    >>> with ThreadsBackend(n_jobs=2).session() as s:
+    ...     owners = s.place([3.0, 1.0, 2.0])
+    ...     squares = s.map(lambda t: t * t, [1, 2, 3])
+    >>> owners.tolist(), squares, s.comm_report()["n_ranks"]
+    ([0, 0, 0], [1, 4, 9], 1)
     """
 
     def __init__(self, backend, comm, *, n_workers, threads, verbose, limit_blas,
@@ -405,18 +511,22 @@ class Session:
 
     @property
     def rank(self):
+        """This process's rank (0 without MPI)."""
         return self.comm.rank
 
     @property
     def size(self):
+        """Processes of the communicator (1 without MPI)."""
         return self.comm.size
 
     @property
     def is_root(self):
+        """Whether this process is rank 0."""
         return self.comm.rank == 0
 
     @property
     def sharded(self):
+        """Whether every rank holds only its own rows (``MPIBackend(sharded=True)``)."""
         return bool(getattr(self.backend, "sharded", False))
 
     def __enter__(self):

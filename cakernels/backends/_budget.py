@@ -42,10 +42,28 @@ __all__ = ["cpu_count", "reserve_threads", "threads_available", "blas_limits", "
 
 
 def cpu_count():
-    """Threads this process may use: its CPU affinity, capped by a cgroup CPU
-    quota, by ``OMP_NUM_THREADS`` when set and by the OpenMP limit of the
-    calling thread (``omp_get_max_threads`` of the runtime the native module
-    uses, which ``threadpoolctl.threadpool_limits`` sets), at least 1."""
+    """Threads this process may use.
+
+    Its CPU affinity, capped by a cgroup CPU quota, by ``OMP_NUM_THREADS``
+    when set and by the OpenMP limit of the calling thread
+    (``omp_get_max_threads`` of the runtime the native module uses, which
+    ``threadpoolctl.threadpool_limits`` sets).
+
+    Returns
+    -------
+    n_threads : int
+        At least 1.
+
+    Examples
+    --------
+    >>> from threadpoolctl import threadpool_limits
+    >>> from cakernels.backends import cpu_count
+    >>> cpu_count() >= 1
+    True
+    >>> with threadpool_limits(1, user_api="openmp"):
+    ...     cpu_count()
+    1
+    """
     try:
         n = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # pragma: no cover - non-Linux
@@ -118,8 +136,23 @@ def forked():
 
 
 def threads_available():
-    """Threads a new parallel region may use now: :func:`cpu_count` minus the
-    threads the regions already open in this process hold (at least 1)."""
+    """Threads a new parallel region may use now.
+
+    Returns
+    -------
+    n_threads : int
+        :func:`cpu_count` minus the threads that the regions already open in
+        this process hold (:func:`reserve_threads`), at least 1.
+
+    Examples
+    --------
+    >>> from cakernels.backends import cpu_count, reserve_threads, threads_available
+    >>> threads_available() == cpu_count()
+    True
+    >>> with reserve_threads(1):
+    ...     threads_available() == max(1, cpu_count() - 1)
+    True
+    """
     with _LOCK:
         return max(1, cpu_count() - _HELD[0])
 
@@ -128,8 +161,28 @@ def threads_available():
 def reserve_threads(wanted):
     """Hold up to ``wanted`` threads of the process's budget for a block.
 
-    Yields the number granted: ``min(wanted, threads_available())``, at least
-    1. The threads go back to the budget when the block ends.
+    A parallel region of your own that runs next to the package's (for
+    example fits started from several threads) takes its threads here, so
+    that together they never run more threads than :func:`cpu_count`.
+
+    Parameters
+    ----------
+    wanted : int
+        Threads the block would like.
+
+    Yields
+    ------
+    granted : int
+        ``min(wanted, threads_available())``, at least 1. The threads go back
+        to the budget when the block ends (also on an exception).
+
+    Examples
+    --------
+    >>> from cakernels.backends import cpu_count, reserve_threads
+    >>> with reserve_threads(cpu_count()) as granted:
+    ...     with reserve_threads(4) as nested:
+    ...         (granted == cpu_count(), nested)
+    (True, 1)
     """
     with _LOCK:
         granted = max(1, min(int(wanted), cpu_count() - _HELD[0]))
@@ -147,7 +200,30 @@ _UNKNOWN = object()
 
 
 class _BlasLimits:
-    """The process-wide stack of BLAS limits (see the module docstring)."""
+    """The process-wide stack of BLAS limits; its one instance is :data:`blas_limits`.
+
+    ``with blas_limits(n_threads):`` limits the BLAS libraries loaded in the
+    process (OpenBLAS, MKL, BLIS, through ``threadpoolctl``) to ``n_threads``
+    for the block. Blocks nest and interleave across threads: the limit in
+    force is the smallest one any open block requested, never above each
+    library's setting before the first block, and that setting comes back
+    when the last block closes (see the module docstring).
+
+    Parameters
+    ----------
+    n_threads : int
+        Call parameter: the block's limit (at least 1).
+
+    Examples
+    --------
+    >>> from cakernels.backends import blas_limits
+    >>> with blas_limits(1):
+    ...     with blas_limits(4):
+    ...         blas_limits.current
+    1
+    >>> blas_limits.current is None
+    True
+    """
 
     def __init__(self):
         self._lock = threading.Lock()
@@ -262,7 +338,8 @@ def _release_openblas_control():
         clear(force=True)
 
 
-#: ``with blas_limits(n): ...`` limits BLAS to ``n`` threads (nests, thread-safe)
+#: ``with blas_limits(n): ...`` limits BLAS to ``n`` threads (nests, thread-safe);
+#: see :class:`_BlasLimits`
 blas_limits = _BlasLimits()
 
 

@@ -39,12 +39,39 @@ PHASES = ("setup", "partitioning", "redistribution", "training", "model_gather",
 
 
 class CollectiveError(ValueError):
-    """An error raised on every rank of a communicator with the same message
-    (bad input on some rank, found by a collective check)."""
+    """An error raised on every rank of a communicator with the same message.
+
+    Bad input on some rank, found by a collective check, or another rank's
+    failure (the failing rank raises its own exception, the others this one,
+    naming it), so that an SPMD job ends on every rank instead of waiting. A
+    ``ValueError``: code that catches scikit-learn's input errors catches it.
+
+    Examples
+    --------
+    >>> from cakernels.backends import CollectiveError
+    >>> issubclass(CollectiveError, ValueError)
+    True
+    """
 
 
 class CommCounter:
-    """Bytes and messages this rank sent, by phase and by operation."""
+    """Bytes and messages this rank sent, by phase and by operation.
+
+    Every communicator owns one (``comm.counter``); the calls made inside
+    ``with comm.phase(name):`` are counted under that phase (one of
+    :data:`PHASES`). A fitted estimator's ``fit_stats_['comm']`` is built
+    from every rank's :meth:`summary` (:func:`comm_report`).
+
+    Examples
+    --------
+    >>> from cakernels.backends import CommCounter
+    >>> counter = CommCounter()
+    >>> with counter.phase("training"):
+    ...     counter.record("Allreduce", nbytes=800, messages=1)
+    >>> s = counter.summary()
+    >>> s["bytes"], s["by_phase"]["training"], s["by_op"]["Allreduce"]["calls"]
+    (800, {'bytes': 800, 'messages': 1}, 1)
+    """
 
     def __init__(self):
         self.current = "setup"
@@ -62,6 +89,8 @@ class CommCounter:
             self.current = previous
 
     def record(self, op, nbytes, messages):
+        """Count one call of ``op`` that sent ``nbytes`` in ``messages`` messages,
+        under the current phase."""
         row = self.table.setdefault((self.current, op), [0, 0, 0])
         row[0] += int(nbytes)
         row[1] += int(messages)
@@ -85,7 +114,30 @@ class CommCounter:
 
 
 def comm_report(rank_summaries):
-    """``fit_stats_['comm']``: every rank's summary, their sum and the totals."""
+    """``fit_stats_['comm']``: every rank's summary and their totals.
+
+    Parameters
+    ----------
+    rank_summaries : list of dict
+        Every rank's :meth:`CommCounter.summary`, in rank order.
+
+    Returns
+    -------
+    report : dict
+        ``n_ranks``, ``ranks`` (the summaries) and ``total`` (``bytes``,
+        ``messages``, ``by_phase`` and ``by_op`` summed over the ranks).
+
+    Examples
+    --------
+    >>> from cakernels.backends import CommCounter, comm_report
+    >>> a, b = CommCounter(), CommCounter()
+    >>> with a.phase("model_gather"):
+    ...     a.record("Gatherv", 96, 1)
+    >>> b.record("metadata", 40, 1)
+    >>> report = comm_report([a.summary(), b.summary()])
+    >>> report["n_ranks"], report["total"]["bytes"], report["total"]["by_phase"]["setup"]
+    (2, 136, {'bytes': 40, 'messages': 1})
+    """
     total = {"bytes": 0, "messages": 0, "by_phase": {p: {"bytes": 0, "messages": 0}
                                                       for p in PHASES}, "by_op": {}}
     for s in rank_summaries:
@@ -200,6 +252,84 @@ class _BaseCommunicator:
     def _allgather_uncounted(self, obj):
         return [obj]
 
+    # ---------------------------------------- the interface, documented once here
+    # (both subclasses implement it; ``help()`` and ``inspect.getdoc`` show these
+    # texts for their methods)
+    def bcast_obj(self, obj, root=0):
+        """Broadcast a small picklable object from ``root``; returned on every rank
+        (the other ranks' ``obj`` is ignored)."""
+        raise NotImplementedError
+
+    def allgather(self, obj):
+        """Every rank's small picklable object, a list in rank order."""
+        raise NotImplementedError
+
+    def allreduce(self, value, op="sum"):
+        """Reduce a number or an array over the ranks with ``op`` (``'sum'``,
+        ``'max'`` or ``'min'``); the result on every rank, in ``value``'s shape."""
+        raise NotImplementedError
+
+    def Bcast(self, arr, root=0):
+        """Broadcast an array from ``root``; other ranks may pass None (shape and
+        dtype travel first). Returns the array on every rank."""
+        raise NotImplementedError
+
+    def Allreduce(self, arr, op="sum"):
+        """Element-wise reduction of equal-shaped arrays over the ranks with ``op``
+        (``'sum'``, ``'max'`` or ``'min'``); a new array on every rank."""
+        raise NotImplementedError
+
+    def Allgather(self, arr):
+        """Every rank's array stacked in rank order, shape ``(size, *arr.shape)``.
+
+        Every rank must pass the same shape and dtype (no metadata travels:
+        one collective call, for the small fixed-size vectors of the
+        distributed partitioners)."""
+        raise NotImplementedError
+
+    def Allgatherv(self, arr):
+        """Every rank's array (same dtype and trailing shape, any length), a list
+        in rank order."""
+        raise NotImplementedError
+
+    def Scatterv(self, chunks, root=0):
+        """Rank ``root`` sends ``chunks[r]`` (arrays of one dtype) to every rank
+        ``r``; every rank returns its own chunk. Other ranks pass None."""
+        raise NotImplementedError
+
+    def Gatherv(self, arr, root=0):
+        """Rank ``root`` receives every rank's array (a list in rank order);
+        other ranks return None."""
+        raise NotImplementedError
+
+    def Alltoallv(self, chunks):
+        """Every rank sends ``chunks[r]`` to rank ``r`` (arrays of one dtype and
+        trailing shape on every rank); returns the chunks received, by source."""
+        raise NotImplementedError
+
+    def Send(self, arr, dest, tag=0):
+        """Blocking send of an array to rank ``dest`` (its shape and dtype go
+        first, with ``tag``; the data with ``tag + 1``: use even tags)."""
+        raise NotImplementedError
+
+    def Isend(self, arr, dest, tag=0):
+        """Non-blocking :meth:`Send`; returns the requests to complete with
+        :meth:`waitall` (they hold the array until then)."""
+        raise NotImplementedError
+
+    def Recv(self, source, tag=0):
+        """The array rank ``source`` sent with :meth:`Send` or :meth:`Isend` and
+        the same ``tag``, as a new array."""
+        raise NotImplementedError
+
+    def waitall(self, requests):
+        """Complete the requests of :meth:`Isend` calls (a list of their returns)."""
+        raise NotImplementedError
+
+    def Barrier(self):
+        """Return when every rank has called it."""
+        raise NotImplementedError
+
 
 def failure_text(failure):
     """What a rank tells the others about its exception (None: no failure)."""
@@ -221,7 +351,24 @@ def raise_if_any_failed(failure, texts):
 
 
 class SelfCommunicator(_BaseCommunicator):
-    """The communicator of one process, without MPI (nothing is counted)."""
+    """The communicator of one process, without MPI (nothing is counted).
+
+    The serial and threads backends' sessions use it, so that the
+    distributed algorithms keep one code path: rank 0 of 1, and every
+    collective call returns this process's own data.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from cakernels.backends import SelfCommunicator
+    >>> comm = SelfCommunicator()
+    >>> comm.rank, comm.size
+    (0, 1)
+    >>> comm.allreduce(2.5), comm.allgather("x"), comm.Allgatherv(np.arange(3))
+    (2.5, ['x'], [array([0, 1, 2])])
+    >>> comm.counter.summary()["bytes"]
+    0
+    """
 
     def Bcast(self, arr, root=0):
         return arr
@@ -296,11 +443,37 @@ def check_mpi_comm(comm):
 class Communicator(_BaseCommunicator):
     """A counted wrapper of an mpi4py communicator.
 
+    NumPy arrays travel in the buffer (upper-case) calls, their shapes and
+    dtypes first, so the receivers need not know them; small Python objects
+    are pickled (lower-case calls). Every call is counted in ``counter``
+    (see the module docstring for what is counted).
+
     Parameters
     ----------
     comm : mpi4py.MPI.Comm
         Any intra-communicator (``COMM_WORLD`` or a sub-communicator); a
         :class:`Communicator` is unwrapped.
+
+    Raises
+    ------
+    TypeError
+        ``comm`` is not an mpi4py communicator.
+    ValueError
+        ``comm`` is ``COMM_NULL`` or an intercommunicator.
+
+    Examples
+    --------
+    A script run on every rank (``mpiexec -n 2 python -m mpi4py script.py``)::
+
+        import numpy as np
+        from mpi4py import MPI
+        from cakernels.backends import Communicator
+
+        comm = Communicator(MPI.COMM_WORLD)
+        with comm.phase("training"):
+            parts = comm.Allgatherv(np.full(comm.rank + 1, comm.rank))
+        # every rank: [array([0]), array([1, 1])]
+        print(comm.rank, parts, comm.counter.summary()["by_op"]["Allgatherv"])
     """
 
     def __init__(self, comm):
@@ -329,7 +502,6 @@ class Communicator(_BaseCommunicator):
         return [pickle.loads(d) for d in self.comm.allgather(data)]
 
     def allreduce(self, value, op="sum"):
-        """Reduce a number or an array over the ranks (returned on every rank)."""
         arr = np.asarray(value)
         out = self.Allreduce(np.atleast_1d(arr), op)
         return out.reshape(arr.shape) if arr.ndim else out[0].item()
@@ -358,8 +530,6 @@ class Communicator(_BaseCommunicator):
         return getattr(self._MPI, _MPI_OPS[op])
 
     def Bcast(self, arr, root=0):
-        """Broadcast an array from ``root``; other ranks may pass None (shape and
-        dtype travel first)."""
         meta = self._bcast_meta((arr.shape, arr.dtype.str) if self.rank == root else None,
                                 root)
         if self.rank == root:
@@ -378,11 +548,6 @@ class Communicator(_BaseCommunicator):
         return out
 
     def Allgather(self, arr):
-        """Every rank's array stacked in rank order, shape ``(size, *arr.shape)``.
-
-        Every rank must pass the same shape and dtype (no metadata travels:
-        one collective call, for the small fixed-size vectors of the
-        distributed partitioners)."""
         buf = _as_array(arr)
         out = np.empty((self.size,) + buf.shape, dtype=buf.dtype)
         self._count("Allgather", buf.nbytes, 1)
@@ -390,7 +555,6 @@ class Communicator(_BaseCommunicator):
         return out
 
     def Allgatherv(self, arr):
-        """Every rank's array (same dtype and trailing shape), in rank order."""
         buf = _as_array(arr)
         sizes = self._allgather_meta((buf.shape, buf.dtype.str))
         self._count("Allgatherv", buf.nbytes, int(buf.nbytes > 0))
@@ -402,8 +566,6 @@ class Communicator(_BaseCommunicator):
         return [out[d:d + c].reshape(s) for (s, _), d, c in zip(sizes, displs, counts)]
 
     def Scatterv(self, chunks, root=0):
-        """Rank ``root`` sends ``chunks[r]`` (arrays of one dtype) to every rank
-        ``r``; every rank returns its own chunk. Other ranks pass None."""
         if self.rank == root:
             chunks = [_as_array(c) for c in chunks]
             meta = [(c.shape, c.dtype.str) for c in chunks]
@@ -426,8 +588,6 @@ class Communicator(_BaseCommunicator):
         return out
 
     def Gatherv(self, arr, root=0):
-        """Rank ``root`` receives every rank's array (a list in rank order);
-        other ranks return None."""
         buf = _as_array(arr)
         meta = self._gather_meta((buf.shape, buf.dtype.str), root)
         if self.rank != root:
@@ -443,8 +603,6 @@ class Communicator(_BaseCommunicator):
         return [out[d:d + c].reshape(s) for (s, _), d, c in zip(meta, displs, counts)]
 
     def Alltoallv(self, chunks):
-        """Every rank sends ``chunks[r]`` to rank ``r`` (arrays of one dtype and
-        trailing shape on every rank); returns the chunks received, by source."""
         chunks = [_as_array(c) for c in chunks]
         if len(chunks) != self.size:
             raise ValueError(f"Alltoallv needs {self.size} chunks, got {len(chunks)}")
@@ -475,9 +633,6 @@ class Communicator(_BaseCommunicator):
         self.comm.Send(buf, dest=dest, tag=tag + 1)
 
     def Isend(self, arr, dest, tag=0):
-        """Non-blocking send of an array (its shape and dtype go first, with ``tag``;
-        the data with ``tag + 1``: use even tags); returns the requests to complete
-        with :meth:`waitall`."""
         buf = _as_array(arr)
         header = pickle.dumps((buf.shape, buf.dtype.str), protocol=5)
         self._count("metadata", len(header), 1)
@@ -486,7 +641,6 @@ class Communicator(_BaseCommunicator):
                 self.comm.Isend(buf, dest=dest, tag=tag + 1), buf]
 
     def waitall(self, requests):
-        """Complete the requests of :meth:`Isend` calls."""
         from mpi4py import MPI
 
         reqs = [r for group in requests for r in group[:2]]
@@ -502,4 +656,6 @@ class Communicator(_BaseCommunicator):
         self.comm.Barrier()
 
     def Abort(self, code=1):
+        """End every process of the communicator (``MPI_Abort``) with exit status
+        ``code``: the last resort of a rank that cannot tell the others it failed."""
         self.comm.Abort(code)

@@ -21,6 +21,18 @@ def oracle_predict(model, X, y):
     Returns
     -------
     y_oracle : ndarray of the shape of ``y``
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.datasets import make_regression
+    >>> from cakernels import KKRR2, oracle_predict
+    >>> X, y = make_regression(n_samples=300, n_features=3, noise=5, random_state=0)
+    >>> m = KKRR2(n_partitions=3, sigma=5.0, random_state=0).fit(X, y)
+    >>> best = oracle_predict(m, X, y)
+    >>> local = m.local_predictions(X)  # every local model's predictions
+    >>> bool(np.all(np.abs(best - y) <= np.abs(local - y).min(axis=0)))
+    True
     """
     if not isinstance(model, PartitionedKernelRidge):
         raise TypeError(f"oracle_predict needs a partitioned KRR model, got {type(model).__name__}")

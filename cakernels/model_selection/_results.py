@@ -29,6 +29,16 @@ def check_grid(name, values, *, allow_zero=False):
     ValueError
         Empty, not one-dimensional, not real, NaN/inf, negative (or zero when
         ``allow_zero`` is False), or with repeated values.
+
+    Examples
+    --------
+    >>> from cakernels.model_selection import check_grid
+    >>> check_grid("lams", [1e-3, 0, 1e-6], allow_zero=True)
+    array([1.e-03, 0.e+00, 1.e-06])
+    >>> check_grid("sigmas", [1.0, 1.0])
+    Traceback (most recent call last):
+        ...
+    ValueError: ...
     """
     if isinstance(values, (str, bytes)) or values is None:
         raise ValueError(f"{name} must be a non-empty sequence of numbers, got {values!r}")
@@ -89,6 +99,18 @@ def build_cv_results(params, test_scores, fit_times=None, score_times=None,
         ``split{i}_test_score``, ``mean_test_score``, ``std_test_score`` and
         ``rank_test_score`` (1 is best; ties share the lowest rank and NaN
         scores rank last, as scikit-learn's).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from cakernels.model_selection import build_cv_results
+    >>> params = [{"sigma": 1.0}, {"sigma": 2.0}]
+    >>> scores = np.array([[0.8, 0.6], [0.9, 0.9]])
+    >>> res = build_cv_results(params, scores)
+    >>> res["mean_test_score"], res["rank_test_score"]
+    (array([0.7, 0.9]), array([2, 1], dtype=int32))
+    >>> res["param_sigma"].tolist(), res["split1_test_score"]
+    ([1.0, 2.0], array([0.6, 0.9]))
     """
     test_scores = np.asarray(test_scores, dtype=np.float64)
     n_cand, n_splits = test_scores.shape

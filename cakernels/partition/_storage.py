@@ -32,18 +32,56 @@ ASSIGN_BLOCK_ROWS = 65536
 def dense_partitioning(n_samples, n_features):
     """Whether the partitioners compute on dense data for data of this shape.
 
-    True when the dense float64 copy, ``8 * n_samples * n_features`` bytes,
-    fits :data:`DENSE_BUDGET_BYTES`; the partition then does not depend on
-    the storage format of ``X``.
+    Parameters
+    ----------
+    n_samples, n_features : int
+        The shape of the data.
+
+    Returns
+    -------
+    dense : bool
+        True when the dense float64 copy, ``8 * n_samples * n_features``
+        bytes, fits :data:`DENSE_BUDGET_BYTES`; the partition then does not
+        depend on the storage format of ``X``.
+
+    Examples
+    --------
+    >>> from cakernels.partition import dense_partitioning
+    >>> dense_partitioning(50_000, 123), dense_partitioning(10**7, 300)
+    (True, False)
     """
     return 8 * int(n_samples) * int(n_features) <= DENSE_BUDGET_BYTES
 
 
 def partition_storage(X):
-    """The storage the partitioners compute on for ``X``: ``'dense'``, ``'csr'``
-    or ``'as_is'`` (above :data:`DENSE_BUDGET_BYTES`, where it depends on the
-    input's format). Decided from the shape and the number of non-zero values,
-    which are the same for a dense array and its CSR copy."""
+    """The storage the partitioners compute on for ``X``.
+
+    Decided from the shape and the number of non-zero values, which are the
+    same for a dense array and its CSR copy: the same data give the same
+    partition in either format.
+
+    Parameters
+    ----------
+    X : {ndarray, sparse matrix} of shape (n_samples, n_features)
+
+    Returns
+    -------
+    storage : {'dense', 'csr', 'as_is'}
+        ``'csr'`` when fewer than :data:`SPARSE_DENSITY` of the values are
+        non-zero, ``'dense'`` otherwise, ``'as_is'`` (the input's own format)
+        when the dense copy would exceed :data:`DENSE_BUDGET_BYTES`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import scipy.sparse as sp
+    >>> from cakernels.partition import partition_storage
+    >>> X = np.eye(100)
+    >>> partition_storage(X), partition_storage(sp.csr_matrix(X))
+    ('csr', 'csr')
+    >>> partition_storage(np.ones((100, 3)))
+    'dense'
+    """
     n, d = X.shape
     if not dense_partitioning(n, d):
         return "as_is"
