@@ -329,35 +329,40 @@ def check_class_weights(classes, weights):
     return weights
 
 
-def check_weighted_classes(s, classes, y_idx, w, class_weight=None, C=None):
+def check_weighted_classes(s, classes, y_idx, w, class_weight=None, C=None, C_min=None):
     """A ValueError, on every rank, when a class has no sample of positive weight
     (``sample_weight`` times ``class_weight``): its samples' bounds ``C_i`` are all
-    0, so no model could predict it (scikit-learn's SVC refuses it too); or when
-    a bound ``C * sample_weight * class_weight`` overflows float64 (``C``: the
+    0 (or underflow to 0 with ``C_min``, default ``C``: the smallest ``C`` the fit
+    uses), so no model could predict it (scikit-learn's SVC refuses it too); or
+    when a bound ``C * sample_weight * class_weight`` overflows float64 (``C``: the
     largest the fit uses). ``y_idx`` are class codes, ``w`` the per-sample weights
     and ``class_weight`` the dict of :func:`global_class_weight` (None: already in
     ``w``). Returns the number of samples of zero ``sample_weight`` over all ranks
     (the same reduction)."""
-    pos = weight_counts(classes, y_idx, w, class_weight, C)
+    pos = weight_counts(classes, y_idx, w, class_weight, C, C_min)
     if s.size > 1:
         pos = s.comm.Allreduce(pos) if s.sharded else s.comm.Bcast(
             pos if s.comm.rank == 0 else None)
     return check_weight_counts(pos, classes, C)
 
 
-def weight_counts(classes, y_idx, w, class_weight=None, C=None):
+def weight_counts(classes, y_idx, w, class_weight=None, C=None, C_min=None):
     """This process's counts for :func:`check_weight_counts`: samples of positive
-    weight per class, samples of zero ``sample_weight``, and bounds ``C * w``
-    that overflow (``(n_classes + 2,)``, summed over the ranks by the caller)."""
+    bound per class, samples of zero ``sample_weight``, and bounds ``C * w``
+    that overflow (``(n_classes + 2,)``, summed over the ranks by the caller).
+    A bound is positive when ``C_min * w`` (default ``C``) does not underflow
+    to 0: a class whose bounds all do would be left out of the model."""
     pos = np.zeros(classes.size + 2)
     if y_idx is not None and len(y_idx):
         y_idx = np.asarray(y_idx)
         eff = np.asarray(w, dtype=np.float64)
-        with np.errstate(over="ignore"):
+        with np.errstate(over="ignore", under="ignore"):
             if class_weight is not None:
                 eff = eff * np.array([class_weight[c] for c in classes.tolist()])[y_idx]
             bound = eff if C is None else float(C) * eff
-        pos[:-2] = np.bincount(y_idx[eff > 0], minlength=classes.size)
+            low = eff if C is None and C_min is None else (
+                float(C if C_min is None else C_min) * eff)
+        pos[:-2] = np.bincount(y_idx[(eff > 0) & (low > 0)], minlength=classes.size)
         pos[-2] = np.count_nonzero(np.asarray(w) <= 0)
         pos[-1] = np.count_nonzero(~np.isfinite(bound))
     return pos
@@ -374,8 +379,11 @@ def check_weight_counts(pos, classes, C=None):
                          "or a smaller C")
     missing = classes[np.asarray(pos[:-2]) == 0]
     if missing.size:
+        # (a class whose bounds C * weight all underflow to 0 was left out silently)
         raise ValueError("every class needs a sample with positive weight (sample_weight "
-                         f"times class_weight); class{'es' if missing.size > 1 else ''} "
+                         "times class_weight"
+                         f"{'' if C is None else ', times C: a product that underflows is 0'}"
+                         f"); class{'es' if missing.size > 1 else ''} "
                          f"{', '.join(map(str, missing.tolist()))} ha"
                          f"{'ve' if missing.size > 1 else 's'} none")
     return int(pos[-2])
@@ -396,7 +404,7 @@ def _check_shard_weights(sample_weight):
     """Sharded mode: a shard whose weights are all 0 would be empty once its
     rows of weight 0 are left out (scikit-learn's own message, "Sample weights
     must contain at least one non-zero number", would blame the whole data)."""
-    if sample_weight is None or np.ndim(sample_weight) != 1:
+    if sample_weight is None or np.ndim(sample_weight) > 1:
         return  # (the validation's own errors follow)
     try:
         w = np.asarray(sample_weight, dtype=np.float64)

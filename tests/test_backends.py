@@ -320,3 +320,15 @@ def test_a_rank_is_bound_when_its_cpu_set_is_a_strict_part_of_its_parents(monkey
     monkeypatch.setattr(os, "cpu_count", lambda: 4)
     assert backend._bound_by_launcher(frozenset({0}))          # bound by the launcher
     assert not backend._bound_by_launcher(frozenset({0, 1}))   # the job's set, inherited
+
+
+def test_effective_n_jobs_refuses_what_it_truncated():
+    # 1.7 and True were workers 1: the estimators refuse them, and so does the helper
+    from cakernels.backends import effective_n_jobs
+
+    for bad in (1.7, 2.0, True, "2"):
+        with pytest.raises(TypeError, match="n_jobs must be None or an int"):
+            effective_n_jobs(bad, n_cpu=4)
+    assert effective_n_jobs(np.int64(3), n_cpu=4) == 3
+    with pytest.raises(ValueError, match="n_jobs == 0"):
+        effective_n_jobs(0, n_cpu=4)

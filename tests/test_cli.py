@@ -1259,3 +1259,57 @@ def test_an_output_file_replaced_keeps_its_mode(capsys, tmp_path, clf_files):
     os.umask(umask)
     code, _, err = run(capsys, "predict", model, clf_files / "test.svm", "-o", new)
     assert code == 0 and stat.S_IMODE(new.stat().st_mode) == 0o666 & ~umask
+
+
+# ----------------------------------------------------- a method of the other task
+
+
+@pytest.mark.parametrize("command", ["fit", "search"])
+@pytest.mark.parametrize("data, method, task", [("demo", "bkrr2", "classification"),
+                                                ("demo-regression", "casvc", "regression")])
+def test_a_method_of_the_other_task_on_a_known_dataset_is_refused(capsys, tmp_path, command,
+                                                                   data, method, task):
+    # (diabetes' targets are whole numbers: casvc trained one class per value, silently)
+    code, _, err = run(capsys, command, data, "--method", method, "-o", tmp_path / "m.skops")
+    assert_one_line_error(code, err, f"is a {task} dataset", f"--method {method} is for")
+
+
+def test_a_classifier_on_whole_number_regression_targets_says_so(capsys, tmp_path):
+    d = tmp_path
+    rng = np.random.RandomState(0)
+    X = rng.randn(120, 3)
+    y = np.round(50 + 20 * X[:, 0] + rng.randn(120)) * 3  # whole numbers with gaps
+    dump_svmlight_file(X, y, str(d / "train.svm"), zero_based=False)
+    k = np.unique(y).size
+    for argv in (["fit", d / "train.svm", "--method", "casvc", "-o", d / "m.skops"],
+                 ["search", d / "train.svm", "--method", "casvc", "--Cs", "1", "-p", "2",
+                  "--cv", "2", "-o", d / "s.skops"]):
+        code, _, err = run(capsys, *argv)
+        assert code == 0, err
+        notes = [line for line in err.splitlines() if "although regression was inferred" in line]
+        assert len(notes) == 1, err
+        assert f"--method casvc trains a classifier of {k} classes" in notes[0]
+    code, _, err = run(capsys, "bench", d / "train.svm", "--methods", "casvc", "cpsvc",
+                       "-p", "2")
+    assert code == 0, err
+    assert f"--methods casvc cpsvc train classifiers of {k} classes" in err
+
+
+def test_kernel_ridge_on_class_labels_says_so(capsys, tmp_path, clf_files):
+    code, _, err = run(capsys, "fit", clf_files / "train.svm", "--method", "bkrr2", "-p", "2",
+                       "-o", tmp_path / "m.skops")
+    assert code == 0, err
+    assert ("--method bkrr2 trains kernel ridge regression on the class labels, although "
+            "classification was inferred") in err
+
+
+@pytest.mark.parametrize("command", ["fit", "search", "bench"])
+@pytest.mark.parametrize("backend", [[], ["--backend", "serial"], ["--backend", "mpi"]])
+def test_n_jobs_without_the_threads_backend_is_refused(capsys, tmp_path, command, backend):
+    # (it was ignored: the serial backend ran one partition at a time)
+    argv = [command, "demo", "--n-jobs", "2", *backend]
+    if command != "bench":
+        argv += ["-o", tmp_path / "m.skops"]
+    code, _, err = run(capsys, *argv)
+    assert_one_line_error(code, err, "--n-jobs", "mpiexec -n" if "mpi" in backend else "--backend threads")
+    assert not (tmp_path / "m.skops").exists()

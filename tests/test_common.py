@@ -81,10 +81,11 @@ ESTIMATORS = [
 
 
 _WEIGHT_REASON = (
-    "sample_weight is not equivalent to repeating samples: weights scale the upper "
-    "bounds C_i of every local solver (as in LIBSVM, for which scikit-learn's own SVC "
-    "lists the same expected failure), and repeating samples also changes the "
-    "partitions (a weight of 0 equals removing the row: such rows are not partitioned)"
+    "sample_weight is not equivalent to repeating samples here: gamma='scale' counts "
+    "every row, the repeated ones too (scikit-learn's own SVC lists the same expected "
+    "failure; with a fixed gamma and a small tol one partition passes), the solvers stop "
+    "at tol, and repeating samples changes the partitions (a weight of 0 equals removing "
+    "the row: such rows are not partitioned)"
 )
 
 _WEIGHT_REASON_KRR = (
@@ -97,8 +98,8 @@ _WEIGHT_REASON_KRR = (
 _WEIGHT_REASON_SEARCH = (
     "sample_weight is not equivalent to removing or repeating samples: removed or "
     "repeated rows change the validation splits and repeated ones the partitions (and "
-    "for the SVMs weights scale the upper bounds C_i, as in LIBSVM, for which "
-    "scikit-learn's own SVC lists the same expected failure)"
+    "for the SVMs gamma='scale' counts every row, as for scikit-learn's own SVC, which "
+    "lists the same expected failure)"
 )
 
 _WEIGHT_REASON_AGCD = (

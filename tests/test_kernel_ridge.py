@@ -534,3 +534,21 @@ def test_dkrr_keeps_its_own_training_rows(kind):
     else:
         X *= 2.0
     np.testing.assert_array_equal(model.predict(Xt), before)
+
+
+def test_weights_whose_sum_overflows_give_the_model_of_scaled_weights():
+    # weights all multiplied by one number give the same model; their sum past
+    # float64 made lam * sum(w) overflow, and the error said "lam is too large"
+    from cakernels import BKRR2, BKRR2CV, DKRR
+
+    rng = np.random.RandomState(0)
+    X, y = rng.randn(100, 3), rng.randn(100)
+    w = rng.uniform(0.5, 2.0, 100)
+    for make in (lambda: BKRR2(n_partitions=2, lam=1e-4, random_state=0),
+                 lambda: DKRR(lam=1e-4)):
+        big = make().fit(X, y, sample_weight=w * 1e307)
+        ref = make().fit(X, y, sample_weight=w)
+        np.testing.assert_allclose(big.predict(X), ref.predict(X), rtol=1e-9, atol=1e-9)
+    with pytest.raises(FloatingPointError, match=r"sum\(sample_weight\) = inf.*scale the "
+                       "weights down"):
+        BKRR2CV(n_partitions=2, cv=2).fit(X, y, sample_weight=w * 1e307)

@@ -120,6 +120,8 @@ BAD_INPUT = {
     "labels": "the ranks' labels have different types",
     "root-inf": "rank 0: Input X contains infinity",
     "zero-weights": "rank 3: every sample_weight of this rank's shard is 0: in sharded mode",
+    "zero-weight-scalar": "rank 3: every sample_weight of this rank's shard is 0: in sharded "
+                          "mode",
     "krr-weights": "sample_weight must be given on every rank",
     "svm-weights": "sample_weight must be given on every rank",
     # raised before any collective on that rank only, they left the others waiting
@@ -170,6 +172,17 @@ def test_bad_input_on_one_rank_is_the_same_error_on_every_rank(mpirun, case, tmp
     assert raised[0].startswith(f"CollectiveError: {BAD_INPUT[case]}"), raised[0]
     assert "\n" not in raised[0]  # one line
     assert "finished without error" not in out.stdout
+
+
+def test_too_few_rows_of_positive_weight_for_a_ranks_partitions(mpirun, tmp_path):
+    # rank 3 keeps 1 row of positive weight for its 2 random partitions: the error
+    # said to give every rank at least 2 rows (it gave 100)
+    out = mpirun(4, "spmd_errors.py", "zero-weights-partitions", tmp_path, mpi4py=False,
+                 timeout=120)
+    assert out.returncode != 0
+    raised = _raised(tmp_path)
+    assert all(r is not None and "would be empty" in r and "sample_weight 0" in r
+               for r in raised), (raised, out.stderr)
 
 
 def test_exception_in_a_local_solve_ends_every_rank(mpirun, tmp_path):

@@ -854,6 +854,10 @@ def test_svm_search_refuses_a_class_without_positive_weight_up_front():
     X, y = make_classification(n_samples=120, n_features=5, random_state=0)
     with pytest.raises(ValueError, match="class 0 has none"):
         CASVCCV(n_partitions=2, Cs=[1.0], cv=3).fit(X, y, sample_weight=(y == 1) * 1.0)
+    # bounds that underflow to 0 at the grid's smallest C (that candidate left class 0 out)
+    with pytest.raises(ValueError, match="class 0 has none"):
+        CASVCCV(n_partitions=2, Cs=[1e-300, 1.0], cv=3).fit(
+            X, y, sample_weight=np.where(y == 0, 1e-30, 1.0))
 
 
 @pytest.mark.skipif(tuple(int(v) for v in sklearn.__version__.split(".")[:2]) < (1, 7),

@@ -22,6 +22,7 @@ from cakernels import (
     CPSVC,
     AsyGCDSVC,
     CascadeSVC,
+    DCSVC,
     DisSMOSVC,
     FCFSSVC,
     PartitionedSVC,
@@ -542,6 +543,11 @@ def test_a_class_without_positive_weight_is_refused_everywhere(cls):
         cls(**kw).fit(X, y, sample_weight=(y == 0).astype(float))
     with pytest.raises(ValueError, match="every class needs a sample with positive weight"):
         cls(class_weight={0: 0.0, 1: 1.0}, **kw).fit(X, y)
+    # positive weights whose bounds C * w underflow to 0: the class was left out silently
+    w = np.where(y == 0, 1e-30, 1.0)
+    with pytest.raises(ValueError, match="every class needs a sample with positive weight"
+                       ".*underflows"):
+        cls(C=1e-300, **kw).fit(X, y, sample_weight=w)
     if cls is not AsyGCDSVC:  # (its message is the one above)
         for bad in (-1.0, np.nan):
             with pytest.raises(ValueError, match="class_weight must be finite and non-neg"):
@@ -720,3 +726,19 @@ def test_a_partitioner_class_or_an_uncopyable_object_is_a_clear_error(binary):
     with pytest.raises(TypeError, match="LockedParam cannot be cloned: one of its parameters "
                                         "cannot be deep-copied"):
         PartitionedSVC(partitioner=LockedParam(threading.Lock())).fit(X, y)
+
+
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.parametrize("make", [
+    lambda: CASVC(n_partitions=1, gamma=0.5, tol=1e-10, random_state=0),
+    lambda: DCSVC(n_partitions=1, gamma=0.5, tol=1e-10, random_state=0),
+    lambda: CascadeSVC(n_partitions=1, gamma=0.5, tol=1e-10, random_state=0),
+    lambda: DisSMOSVC(gamma=0.5, tol=1e-10),
+    lambda: AsyGCDSVC(gamma=0.5, tol=1e-10, random_state=0)], ids=lambda m: type(m()).__name__)
+def test_integer_weights_equal_repeated_rows_with_a_fixed_gamma(make):
+    # the README's reason for the expected failure of scikit-learn's check: not the
+    # bounds k C (the dual problem of k copies) but gamma='scale', tol and partitions
+    from sklearn.utils.estimator_checks import check_sample_weight_equivalence_on_dense_data
+
+    est = make()
+    check_sample_weight_equivalence_on_dense_data(type(est).__name__, est)

@@ -11,6 +11,7 @@ from .common import (
     CLIError,
     DEMO_NAMES,
     SPLIT_SEED,
+    _check_n_jobs,
     _fmt_int,
     _int32_indices,
     _load_data,
@@ -241,6 +242,7 @@ class _Table:
 
 
 def _cmd_bench(args):
+    _check_n_jobs(args)
     data = _bench_data(args)
     task = data["task"]
     methods = _bench_methods(args, task)

@@ -115,6 +115,19 @@ def _check_mpi_launch(args, work):
                        "file: add --backend mpi")
 
 
+def _check_n_jobs(args):
+    """``--n-jobs`` sets the threads backend's workers: with another backend it
+    would be ignored, so it is refused (as for the baselines)."""
+    if getattr(args, "n_jobs", None) is None or args.backend == "threads":
+        return
+    if args.backend == "mpi":
+        raise CLIError("--n-jobs does not apply to --backend mpi (one worker per rank: "
+                       "choose the ranks with mpiexec -n)")
+    raise CLIError(f"--n-jobs sets the workers of --backend threads; the "
+                   f"{args.backend or 'serial'} backend (the default) runs one partition at a "
+                   "time: add --backend threads")
+
+
 def _launched_by_mpiexec():
     """Number of processes mpiexec started (from its environment), 1 without it."""
     for var in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "MPI_LOCALNRANKS"):

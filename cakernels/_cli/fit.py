@@ -8,6 +8,7 @@ from .common import (
     _collective,
     _infer_task,
     _check_mpi_launch,
+    _check_n_jobs,
     _mpi_world,
     CLIError,
     MODEL_FORMAT,
@@ -35,6 +36,7 @@ from .methods import (
     _kernel_width_note,
     _large_cholesky_guard,
     _make_estimator,
+    _method_against_data,
     _n_partitions_of,
     _n_support_of,
     _options_task,
@@ -80,6 +82,7 @@ def _check_fit_options(args, params):
             raise CLIError(f"{'/'.join(ignored)} {'does' if len(ignored) == 1 else 'do'} not "
                            f"apply to --method {method} (scikit-learn's baseline: one model, "
                            "no partitions to run on threads or to show progress over)")
+    _check_n_jobs(args)
     _check_mpi_launch(args, "train the same model")
     return method
 
@@ -98,6 +101,7 @@ def _choose_method(args, data, method):
         task = _task_of_method(method)
         chosen = ""
         chooser = f"--method {method}"
+        _method_against_data(task, data, chooser)
     if task == "classification":
         _check_class_labels(data.label, data.y, chooser)
     return method, task, chosen, chooser

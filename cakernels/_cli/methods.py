@@ -76,7 +76,9 @@ def _choose_task(data, args, command, methods=()):
         return data.task  # known: options of the other kind are rejected by _check_options
     kinds = {_task_of_method(m) if m in METHODS else "regression" for m in methods}
     if len(kinds) == 1:
-        return kinds.pop()
+        task = kinds.pop()
+        _method_against_data(task, data, f"--methods {' '.join(methods)}", command)
+        return task
     option_task, given = _options_task(args)
     choices = _CHOICES[command]
     if option_task is not None and option_task != data.task:
@@ -106,6 +108,31 @@ def _check_class_labels(label, y, chooser, command="fit"):
     raise CLIError(f"cannot train a classifier ({chooser}) on {label}: its targets are continuous "
                    f"({_fmt_int(values.size)} distinct values, not all whole numbers) and a "
                    f"classifier needs class labels; kernel ridge regression fits them (e.g. {how})")
+
+
+def _method_against_data(task, data, chooser, command="fit"):
+    """Methods the user named (``chooser``) for the other task than the data's:
+    an error for a registry dataset or the demo (their task is known), a note
+    for a LIBSVM file (whose task was inferred from its targets). Whole-number
+    regression targets make a classifier of one class per distinct value."""
+    import numpy as np
+
+    if data.task is None or task == data.task:
+        return
+    several = len(chooser.split()) > 2  # "--methods a b"
+    if data.kind != "file":
+        ok = CLASSIFICATION_METHODS if data.task == "classification" else REGRESSION_METHODS
+        raise CLIError(f"{data.label} is a {data.task} dataset, but {chooser} "
+                       f"{'are' if several else 'is'} for {task} (methods for it: "
+                       f"{', '.join(ok)})")
+    if task == "classification":
+        _check_class_labels(data.label, data.y, chooser, command)
+        k = np.unique(np.asarray(data.y, dtype=np.float64)).size
+        what = (f"{'train classifiers' if several else 'trains a classifier'} of "
+                f"{_fmt_int(k)} classes (one per distinct target value)")
+    else:
+        what = f"{'train' if several else 'trains'} kernel ridge regression on the class labels"
+    _note(f"{data.label}: {chooser} {what}, although {data.task} was inferred: {data.reason}")
 
 
 def _check_options(methods, task, args):

@@ -7,6 +7,7 @@ from .common import (
     CLIError,
     _check_output,
     _check_mpi_launch,
+    _check_n_jobs,
     _collective,
     _fmt_int,
     _load_data,
@@ -15,7 +16,7 @@ from .common import (
     _task_of_method,
 )
 from .fit import _index_base_note, _save
-from .methods import _check_class_labels, _kernel_width_note
+from .methods import _check_class_labels, _kernel_width_note, _method_against_data
 
 #: --method -> the search class of cakernels.model_selection
 SEARCHES = {
@@ -117,6 +118,7 @@ def _cmd_search(args):
             cv = int(cv)
         except ValueError:
             raise CLIError(f"--cv must be a number of folds or 'loo', got {args.cv!r}") from None
+    _check_n_jobs(args)
     _check_mpi_launch(args, "run the same search")
     if args.backend == "mpi":
         return _search_mpi(args, cv)
@@ -125,7 +127,9 @@ def _cmd_search(args):
     task, method = _check_search(args, data, cv)
     if data.kind == "file":
         _index_base_note(data, data.X.shape[0], data.read.rows_with_index_0)
-    search = _make_search(args, method, task, cv, args.backend)
+    search = _make_search(args, method, task, cv, args.backend)  # (checks the grids)
+    if args.method is not None:
+        _method_against_data(task, data, f"--method {method}")
     X, y = data.X, data.y
     _grid_width_note(search, task, X, args.standardize)
     sparse = sp.issparse(X)
@@ -153,6 +157,8 @@ def _search_mpi(args, cv):
     if summary.kind == "file":
         _index_base_note(summary, n, summary.rows_with_index_0)
     search = _collective(comm, _make_search, args, method, task, cv, backend)
+    if args.method is not None:
+        _collective(comm, _method_against_data, task, summary, f"--method {method}")
     # the kernel-width note needs all rows: rank 0 has them in root mode (a shard's
     # nearest neighbours lie further apart than the data's)
     _collective(comm, lambda: _grid_width_note(search, task, X, False, mpi=True)

@@ -32,6 +32,11 @@ def check_ridge_shift(lam, scale=1.0):
     least-squares fallback that fails."""
     with np.errstate(over="ignore"):
         reg = np.asarray(lam, dtype=np.float64) * float(scale)
+    if not np.all(np.isfinite(reg)) and np.max(lam) <= 1e3:  # (m * 1e3 never overflows)
+        raise FloatingPointError(
+            f"the kernel ridge shift lam * sum(sample_weight) overflows float64 "
+            f"(sum(sample_weight) = {float(scale):.3g}): scale the weights down (weights "
+            "all multiplied by one number give the same model)")
     if not np.all(np.isfinite(reg)):
         raise FloatingPointError(
             f"the kernel ridge shift lam * m (or lam * sum(sample_weight)) overflows "

@@ -265,8 +265,18 @@ def solve_kernel_ridge(X, y, lam, *, kernel_params, index=None, sample_weight=No
     _check_numerics_before(X, params)
     if timings is not None:
         timings["kernel_seconds"] = 0.0
-    sw = None if sample_weight is None else np.sqrt(np.asarray(sample_weight,
-                                                               dtype=np.float64))
+    sw = total = None
+    if sample_weight is not None:
+        w = np.asarray(sample_weight, dtype=np.float64)
+        with np.errstate(over="ignore"):
+            total = float(np.sum(w))
+        if not np.isfinite(total) and w.size:
+            # the model is the same for weights all multiplied by one number: by a
+            # power of 4, exact for them and their square roots (lam * sum(w)
+            # overflowed, and the error blamed lam)
+            w = w * 4.0 ** -np.ceil(np.log2(np.max(w)) / 2)
+            total = float(np.sum(w))
+        sw = np.sqrt(w)
 
     def kernel():
         t0 = time.perf_counter()
@@ -287,7 +297,7 @@ def solve_kernel_ridge(X, y, lam, *, kernel_params, index=None, sample_weight=No
         col = sw.reshape((m,) + (1,) * (np.ndim(y) - 1))
 
         alpha = solve_krr(kernel(), np.asarray(y, dtype=np.float64) * col,
-                          lam * float(np.sum(sample_weight)), rebuild=kernel,
+                          lam * total, rebuild=kernel,
                           n_threads=params.get("n_threads", 1))
         alpha *= col
     index = np.arange(m) if index is None else index

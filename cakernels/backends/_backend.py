@@ -19,6 +19,7 @@ estimators, so it is cloned, compared and pickled with them). A fit opens a
 """
 
 import contextlib
+import numbers
 import os
 import sys
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -37,13 +38,15 @@ _MPI_HINT = ('backend="mpi" needs mpi4py and an MPI library: install them with '
 
 
 def effective_n_jobs(n_jobs, n_cpu=None):
-    """Workers for ``n_jobs``, as in scikit-learn.
+    """Workers for ``n_jobs``: scikit-learn's counts, but None is every core.
 
     Parameters
     ----------
     n_jobs : int or None
-        None: every core; a positive count as given; a negative one counts
-        back from the cores (-1: all of them, -2: all but one), at least 1.
+        None: every core (scikit-learn's None is one job outside a joblib
+        context: the package's backends use every core unless told
+        otherwise); a positive count as given; a negative one counts back
+        from the cores (-1: all of them, -2: all but one), at least 1.
     n_cpu : int, default=None
         The cores (None: :func:`cpu_count`).
 
@@ -53,6 +56,9 @@ def effective_n_jobs(n_jobs, n_cpu=None):
 
     Raises
     ------
+    TypeError
+        ``n_jobs`` is not None or an integer (a bool or a float is refused:
+        it was truncated).
     ValueError
         ``n_jobs == 0``.
 
@@ -65,6 +71,8 @@ def effective_n_jobs(n_jobs, n_cpu=None):
     n_cpu = cpu_count() if n_cpu is None else n_cpu
     if n_jobs is None:
         return n_cpu
+    if isinstance(n_jobs, (bool, np.bool_)) or not isinstance(n_jobs, numbers.Integral):
+        raise TypeError(f"n_jobs must be None or an int, got {n_jobs!r}")
     n_jobs = int(n_jobs)
     if n_jobs == 0:
         raise ValueError("n_jobs == 0 has no meaning; use None, a positive or a negative int")

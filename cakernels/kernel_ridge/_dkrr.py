@@ -374,7 +374,9 @@ class DKRR(RegressorMixin, BaseEstimator):
         comm = s.comm
         n = X.shape[0]
         self.n_samples_ = n
-        check_ridge_shift(self.lam, n if w is None else np.sum(w))  # the same on every rank
+        with np.errstate(over="ignore"):  # (an overflowing sum: check_ridge_shift's error)
+            total = n if w is None else np.sum(w)
+        check_ridge_shift(self.lam, total)  # the same on every rank
         # every rank holds every row: the one-process fit's checks, the same on
         # every rank (a polynomial diagonal that overflows was reported as an
         # overflow "though K(x, x) is finite" by the norm check of the factorisation)

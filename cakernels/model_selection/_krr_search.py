@@ -380,9 +380,10 @@ class PartitionedKernelRidgeCV(RegressorMixin, _PartitionedSearchCV):
         val = masks[:, S:].astype(bool) if S else np.ones((y2.shape[0], 1), dtype=bool)
         # per split: the validation rows' weight and weighted target sums; then
         # the total weight (all rows)
-        sums = np.concatenate([np.column_stack([(val * wv[:, None]).sum(axis=0),
-                                                (val * wv[:, None]).T @ y2]).ravel(),
-                               [np.sum(wv)]])
+        with np.errstate(over="ignore", invalid="ignore"):  # (check_ridge_shift's error)
+            sums = np.concatenate([np.column_stack([(val * wv[:, None]).sum(axis=0),
+                                                    (val * wv[:, None]).T @ y2]).ravel(),
+                                   [np.sum(wv)]])
         if s.size > 1:
             sums = s.comm.Allreduce(sums)
         # the largest diagonal shift any split can use, before any work

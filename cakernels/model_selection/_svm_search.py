@@ -353,9 +353,10 @@ n_splits_
         y_idx = np.searchsorted(self.classes_, y).astype(np.int64)
         # the estimators' errors (every rank): class_weight, and a class without a
         # sample of positive weight (before any split or partition is drawn)
+        Cs = check_grid("Cs", self.Cs)
         n_zero = check_weighted_classes(s, self.classes_, y_idx, w, global_class_weight(
-            s, self.class_weight, self.classes_, y_idx),
-            C=float(np.max(check_grid("Cs", self.Cs))))
+            s, self.class_weight, self.classes_, y_idx), C=float(np.max(Cs)),
+            C_min=float(np.min(Cs)))
         self.scorer_ = get_scorer(self.scoring or "accuracy")
         _check_scoring(self.scoring or "accuracy", self.classes_)
         n_splits = masks.shape[1] // 2

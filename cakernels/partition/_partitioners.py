@@ -682,8 +682,9 @@ class RandomPartitioner(_BasePartitioner):
                     f"{type(self).__name__}.fit_sharded: partitions "
                     f"{np.flatnonzero(sizes == 0).tolist()} would be empty: partition j "
                     f"takes rows of rank j mod {R} only, and a rank holds fewer rows than "
-                    "the partitions it owns; use fewer partitions or give every rank at "
-                    f"least {-(-P // R)} rows")
+                    "the partitions it owns (an estimator leaves its rows of sample_weight "
+                    "0 out first: they do not count); use fewer partitions or give every "
+                    f"rank at least {-(-P // R)} rows")
             if not self.distinct_means or not _duplicate_rows(centers).any():
                 self._owners = np.arange(P) % R
                 self._rows_local = R <= P

@@ -180,7 +180,8 @@ class _MultiLevelSVC(_FullModelSVC):
             Per-sample multipliers of C. Rows of weight 0 take no part (as in
             LIBSVM): they are left out before partitioning, so the tree is
             the tree of the other rows (``support_`` keeps the row numbers of
-            ``X``); ``gamma='scale'`` counts them, as SVC does.
+            ``X``); ``gamma='scale'`` and ``class_weight='balanced'`` count
+            them, as SVC does.
 
         Returns
         -------

@@ -360,7 +360,8 @@ class PartitionedSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
             weight 0 take no part (as in LIBSVM, where their bound C_i = 0
             keeps them out of every model): they are left out of the
             partitions (``partitioner_`` is fitted on the other rows), but
-            ``gamma='scale'`` is computed on all rows, as SVC does.
+            ``gamma='scale'`` is computed on all rows and
+            ``class_weight='balanced'`` counts them, as SVC does.
 
         Returns
         -------

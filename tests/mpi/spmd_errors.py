@@ -64,6 +64,13 @@ def run():
     elif case == "zero-weights":            # one rank's rows all weigh 0 (sharded)
         CASVC(4, backend=sharded).fit(Xs, ys, sample_weight=np.full(len(ys), float(
             rank != bad)))
+    elif case == "zero-weight-scalar":      # the same as one scalar 0 (sklearn's own message)
+        CASVC(4, backend=sharded).fit(Xs, ys, sample_weight=float(rank != bad))
+    elif case == "zero-weights-partitions":  # one row of positive weight for 2 partitions
+        w = np.ones(len(ys))
+        if rank == bad:
+            w[1:] = 0.0  # (the message blamed the rank's 100 rows)
+        CASVC(4 * size, backend=sharded).fit(Xs, ys, sample_weight=w)
     elif case == "krr-weights":             # sample_weight on some ranks only (sharded)
         from cakernels import BKRR2
 
