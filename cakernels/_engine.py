@@ -44,7 +44,13 @@ from sklearn.exceptions import UndefinedMetricWarning
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from ._kernels import check_magnitude, wants_one_blas_thread
+from ._kernels import (
+    check_magnitude,
+    check_tiny_features,
+    magnitude_stats,
+    tiny_features_error,
+    wants_one_blas_thread,
+)
 from ._own_init import OwnInitName
 from ._params import N_JOBS, Count
 from .backends import (
@@ -772,12 +778,16 @@ class PartitionedEstimator(OwnInitName, BaseEstimator):
         return self._backend().session(verbose=self.verbose)
 
     # ------------------------------------------------------------------ setup
-    def _validate_checked(self, X, y, sample_weight):
-        """``_validate_local`` plus the magnitude check every distance and kernel
-        needs (``ValueError`` when a row's squared norm overflows)."""
+    def _validate_checked(self, X, y, sample_weight, whole=True):
+        """``_validate_local`` plus the magnitude checks every distance and kernel
+        needs (``ValueError`` when a row's squared norm overflows, or, for the
+        ``whole`` training set, when every one underflows: a shard is checked
+        with the others, in :meth:`_collect`)."""
         X, y, w = self._validate_local(X, y, sample_weight)
         if X.shape[0]:
-            check_magnitude(X)
+            sq_norms = check_magnitude(X)
+            if whole:
+                check_tiny_features(X, sq_norms)
         return X, y, w
 
     def _collect(self, s, X, y, sample_weight):
@@ -816,7 +826,7 @@ class PartitionedEstimator(OwnInitName, BaseEstimator):
                 raise ValueError("this rank's shard is empty: in sharded mode every rank "
                                  "passes at least one row")
             _check_shard_weights(sample_weight)
-            result = self._validate_checked(X, y, sample_weight)
+            result = self._validate_checked(X, y, sample_weight, whole=False)
         except (ValueError, TypeError) as exc:
             error = str(exc)
         except Exception as exc:  # any other: every rank raises, not a hang
@@ -826,8 +836,10 @@ class PartitionedEstimator(OwnInitName, BaseEstimator):
         meta = self._input_meta(X, y, w)
         # given or not (the classifiers fill in ones: their w is never None)
         meta["weights"] = sample_weight is not None
+        meta["magnitude"] = magnitude_stats(X)
         metas = comm.allgather(meta)
-        error = self._merge_input_meta(metas, comm.rank)
+        error = self._merge_input_meta(metas, comm.rank) or tiny_features_error(
+            *np.max([m["magnitude"] for m in metas], axis=0))
         if error is not None:  # the same message on every rank, from the same metadata
             raise CollectiveError(error)
         counts = comm.allgather(int(X.shape[0]))

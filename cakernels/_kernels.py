@@ -270,6 +270,44 @@ def check_magnitude(X, sq_norms=None):
     return sq_norms
 
 
+def magnitude_stats(X, sq_norms=None):
+    """``(largest |value|, largest squared row norm)`` of ``X`` (zeros when empty),
+    for :func:`tiny_features_error` (summed over MPI shards by ``max``)."""
+    data = X.data if sp.issparse(X) else X
+    if not data.size:
+        return 0.0, 0.0
+    if sq_norms is None:
+        sq_norms = row_sq_norms(X)
+    return float(np.max(np.abs(data))), float(np.max(sq_norms))
+
+
+def tiny_features_error(max_abs, max_sq_norm):
+    """The error message for training data whose features are non-zero but so
+    small that every row's squared norm is below float64's smallest normal
+    number (2.2e-308, features below about 1e-154), or None.
+
+    Squared distances and kernel products of such rows lose their digits or
+    underflow to 0: every row is as near to every centre as any other (K-means
+    made one partition of four clusters, the balanced partitioners random ones)
+    and every kernel value the same, without an error. The training set as a
+    whole is checked (a fit's data, all ranks' shards): a single tiny row, at
+    training or prediction, is fine next to the others.
+    """
+    if max_abs > 0 and max_sq_norm < np.finfo(np.float64).tiny:
+        return (f"feature values too small: the largest |value| is {max_abs:.3g}, so every "
+                f"squared distance is below float64's smallest normal number (2.2e-308) and "
+                "loses its digits: partitions and kernels cannot tell the rows apart; scale "
+                "the features (e.g. StandardScaler)")
+    return None
+
+
+def check_tiny_features(X, sq_norms=None):
+    """Raise :func:`tiny_features_error`'s ``ValueError`` for the training data ``X``."""
+    error = tiny_features_error(*magnitude_stats(X, sq_norms))
+    if error is not None:
+        raise ValueError(error)
+
+
 #: the error of a solve whose kernel values (not only the diagonal) overflow
 KERNEL_OVERFLOW = (
     "kernel values overflow float64 (K(x, x') is inf or NaN for some pair of rows, though "

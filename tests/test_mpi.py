@@ -120,6 +120,8 @@ BAD_INPUT = {
     "labels": "the ranks' labels have different types",
     "root-inf": "rank 0: Input X contains infinity",
     "zero-weights": "rank 3: every sample_weight of this rank's shard is 0: in sharded mode",
+    # every squared distance underflowed: degenerate partitions without an error
+    "tiny": "feature values too small: the largest |value| is",
     "zero-weight-scalar": "rank 3: every sample_weight of this rank's shard is 0: in sharded "
                           "mode",
     "krr-weights": "sample_weight must be given on every rank",
@@ -172,6 +174,13 @@ def test_bad_input_on_one_rank_is_the_same_error_on_every_rank(mpirun, case, tmp
     assert raised[0].startswith(f"CollectiveError: {BAD_INPUT[case]}"), raised[0]
     assert "\n" not in raised[0]  # one line
     assert "finished without error" not in out.stdout
+
+
+def test_one_shard_of_tiny_features_is_fine_next_to_the_others(mpirun, tmp_path):
+    # the check of features too small is on all shards together, as the data's scale
+    out = mpirun(4, "spmd_errors.py", "tiny-one-shard", tmp_path, mpi4py=False, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.count("finished without error") == 4
 
 
 def test_too_few_rows_of_positive_weight_for_a_ranks_partitions(mpirun, tmp_path):

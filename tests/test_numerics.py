@@ -7,9 +7,11 @@ import pytest
 import scipy.sparse as sp
 from sklearn.base import clone
 
-from cakernels import (BKRR2, CASVC, DCKRR, DCSVC, AsyGCDSVC, CascadeSVC, DCFilterSVC,
-                       DisSMOSVC, PartitionedKernelRidge)
-from cakernels._kernels import check_kernel_diagonal, check_magnitude
+from cakernels import (BKRR2, BKRR2CV, CASVC, CASVCCV, CPSVC, DCKRR, DCSVC, DKRR, AsyGCDSVC,
+                       CascadeSVC, DCFilterSVC, DisSMOSVC, PartitionedKernelRidge)
+from cakernels.partition import KBalancePartitioner, KMeansPartitioner
+from cakernels._kernels import (check_kernel_diagonal, check_magnitude, magnitude_stats,
+                                tiny_features_error)
 from cakernels._solvers import local
 
 
@@ -45,6 +47,36 @@ def test_features_whose_norms_overflow_are_refused(make, sparse):
         est.fit(Xin, target)
     # nothing the user gave is modified
     assert (abs(Xin - before)).max() == 0
+
+
+@pytest.mark.parametrize("make", ESTIMATORS + [
+    lambda **kw: BKRR2(2, random_state=0, **kw), lambda **kw: DCKRR(2, random_state=0, **kw),
+    lambda **kw: DKRR(**kw), lambda **kw: CPSVC(2, random_state=0, **kw),
+    lambda **kw: CASVCCV(n_partitions=2, Cs=[1.0], cv=2, random_state=0, **kw),
+    lambda **kw: BKRR2CV(n_partitions=2, cv=2, random_state=0, **kw),
+    lambda **kw: KMeansPartitioner(2, random_state=0, **kw),
+    lambda **kw: KBalancePartitioner(2, random_state=0, **kw)])
+@pytest.mark.parametrize("sparse", [False, True])
+def test_features_whose_squares_underflow_are_refused(make, sparse):
+    # every squared distance below 2.2e-308: K-means made one partition of four
+    # clusters, the balanced partitioners random ones, without an error
+    X, y = _data()
+    est = make()
+    target = X[:, 0] if "KRR" in type(est).__name__ else y
+    def fit(Z, t=target):
+        return est.fit(Z) if "Partitioner" in type(est).__name__ else est.fit(Z, t)
+
+    for scale in (1e-160, 1e-170, 1e-300):
+        Z = sp.csr_matrix(X * scale) if sparse else X * scale
+        with pytest.raises(ValueError, match="feature values too small.*scale the features"):
+            fit(Z)
+    fit(sp.csr_matrix(X * 1e-150) if sparse else X * 1e-150)  # (squares 1e-300: fine)
+    tiny_rows = X[:5] * 1e-170  # a tiny row is fine next to others, and to predict
+    fit(np.vstack([X, tiny_rows]), np.concatenate([target, target[:5]]))
+    if hasattr(est, "predict"):
+        assert np.all(np.isfinite(est.predict(tiny_rows).astype(float)))
+    # all zero: no scale to lose (the partitioners' own errors for identical rows follow)
+    assert tiny_features_error(*magnitude_stats(np.zeros_like(X))) is None
 
 
 @pytest.mark.parametrize("make", ESTIMATORS)
@@ -313,8 +345,10 @@ def test_fit_refuses_rows_near_the_overflow_and_an_overflowing_scale_gamma():
         with pytest.raises(ValueError, match="feature values too large"):
             est.fit(X, target)
     # features so small that X.var() is subnormal: 1 / (n_features * var) is inf (a NaN
-    # kernel); an error naming gamma='scale', where a given gamma fits
+    # kernel); an error naming gamma='scale', where a given gamma fits (one row's
+    # squared norm, 4e-308, is a normal number: not the error of features too small)
     Xv = rng.standard_normal((200, 4)) * 1e-160
+    Xv[0] = [2e-154, 0, 0, 0]
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no overflow RuntimeWarning on the way
         with pytest.raises(ValueError, match=r"gamma='scale'.*too large or too small"):

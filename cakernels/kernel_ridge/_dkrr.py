@@ -20,7 +20,14 @@ from .._engine import (
     keeps_state_on_failure,
     validate_params_for,
 )
-from .._kernels import KERNELS, check_magnitude, kernel_block, kernel_dot, row_sq_norms
+from .._kernels import (
+    KERNELS,
+    check_magnitude,
+    check_tiny_features,
+    kernel_block,
+    kernel_dot,
+    row_sq_norms,
+)
 from .._params import N_JOBS, Count
 from ._partitioned import PartitionedKernelRidge
 from ..backends import BACKEND_NAMES, Backend, get_backend
@@ -232,9 +239,11 @@ class DKRR(RegressorMixin, BaseEstimator):
         with backend.session() as s:
             if backend.name != "mpi":
                 X, y, w = _drop_zero_weights(*self._validate(X, y, sample_weight))
+                check_tiny_features(X)
                 self._fit_local(s, X, y, w)
             else:
                 X, y, w = _drop_zero_weights(*self._gather_rows(s, X, y, sample_weight))
+                check_tiny_features(X)  # (every rank holds every row: the same error)
                 self._fit_scalapack(s, X, y, w)
             # the model keeps its own rows: the caller's array changed in place later
             # changed the predictions (and disagreed with the cached row norms)

@@ -14,7 +14,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .. import _memory
-from .._kernels import check_magnitude
+from .._kernels import check_magnitude, check_tiny_features
 from .._own_init import OwnInitName
 from .._params import Count
 from ..backends._budget import blas_limits, forked, openmp_limits
@@ -263,7 +263,8 @@ class _BasePartitioner(OwnInitName, BaseEstimator):
         """
         self._validate_params()
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, order="C")
-        check_magnitude(X)  # distances to centres need every row's squared norm
+        # distances to centres need every row's squared norm, above 0 for some row
+        check_tiny_features(X, check_magnitude(X))
         _check_n_partitions(self.n_partitions, X.shape[0])
         error = _center_memory_error(self.n_partitions, X.shape[1])
         if error:

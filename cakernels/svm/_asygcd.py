@@ -17,7 +17,7 @@ from .._engine import (
 )
 from .._params import Count
 from ..backends import blas_limits, reserve_threads, threads_available
-from .._kernels import check_magnitude, resolve_gamma
+from .._kernels import check_magnitude, check_tiny_features, resolve_gamma
 from .._solvers.native_svc import NativeKernelSVC
 from ._partitioned import _SVM_CONSTRAINTS, _validate_training_data
 
@@ -208,7 +208,7 @@ class AsyGCDSVC(ClassifierMixin, BaseEstimator):
         """
         self._validate_params()
         X, y = _validate_training_data(self, X, y)
-        check_magnitude(X)
+        check_tiny_features(X, check_magnitude(X))
         weight = _check_sample_weight(sample_weight, X, dtype=np.float64,
                                       ensure_non_negative=True)
         y_idx = np.searchsorted(self.classes_, y)

@@ -64,6 +64,10 @@ def run():
     elif case == "zero-weights":            # one rank's rows all weigh 0 (sharded)
         CASVC(4, backend=sharded).fit(Xs, ys, sample_weight=np.full(len(ys), float(
             rank != bad)))
+    elif case == "tiny":                    # every shard's features below 1e-154
+        CASVC(4, backend=sharded).fit(Xs * 1e-170, ys)
+    elif case == "tiny-one-shard":          # one shard's: fine next to the others' rows
+        CASVC(4, backend=sharded).fit(Xs * (1e-170 if rank == bad else 1.0), ys)
     elif case == "zero-weight-scalar":      # the same as one scalar 0 (sklearn's own message)
         CASVC(4, backend=sharded).fit(Xs, ys, sample_weight=float(rank != bad))
     elif case == "zero-weights-partitions":  # one row of positive weight for 2 partitions
