@@ -145,7 +145,8 @@ def _make_distinct(centers, fetch, n, rng, what, scan):
         f"{what} needs {centers.shape[0]} distinct centres but X has fewer than "
         f"{centers.shape[0]} distinct samples (to about 12 significant digits; found "
         f"{centers.shape[0] - len(todo)} distinct centres); use fewer partitions or remove "
-        "the duplicates")
+        "the duplicates (features with a large common offset, whose rows differ only beyond "
+        "12 digits, count as duplicates: centre them, e.g. StandardScaler)")
 
 
 #: most rows per block of the pass over all rows for distinct centres (fewer for
@@ -197,9 +198,10 @@ def _coinciding_means(partitioner):
     return ValueError(
         f"{type(partitioner).__name__}: the means of two random partitions coincided in "
         f"{_DISTINCT_ROUNDS} shuffles (X has few distinct values for "
-        f"n_partitions={partitioner.n_partitions}, such as one binary feature), and "
-        "nearest-centre routing could never reach one of them; use fewer partitions, "
-        "more features, another partitioner, or an estimator that routes nothing by "
+        f"n_partitions={partitioner.n_partitions}, such as one binary feature, or a large "
+        "common offset that hides the rows' differences), and nearest-centre routing could "
+        "never reach one of them; use fewer partitions, more features, centred features "
+        "(e.g. StandardScaler), another partitioner, or an estimator that routes nothing by "
         "centre (DCKRR, CascadeSVC)")
 
 
