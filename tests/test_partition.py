@@ -605,3 +605,18 @@ def test_nearest_center_refuses_bad_storage_and_blocks():
                 func(X, C, *extra, block_rows=bad)
     np.testing.assert_array_equal(nearest_center(X, C, block_rows=np.int64(4)),
                                   [0, 0, 0, 1, 1, 1])
+
+
+def test_a_large_common_offset_is_named_in_the_distinct_centre_errors():
+    # rows that differ only beyond 12 digits count as duplicates: the errors said to
+    # remove the duplicates, or blamed one binary feature
+    from sklearn.datasets import make_classification
+
+    from cakernels import CASVC
+    from cakernels.partition import FCFSPartitioner
+
+    X, y = make_classification(n_samples=400, n_features=6, random_state=0)
+    with pytest.raises(ValueError, match="large common offset.*centre them"):
+        FCFSPartitioner(4, random_state=0).fit(X + 1e14)
+    with pytest.raises(ValueError, match="large common offset.*centred features"):
+        CASVC(4, random_state=0).fit(X + 1e14, y)
