@@ -4,8 +4,8 @@ Importing this module puts the repository root first on ``sys.path`` when the
 checkout has its native extension built in place (``python setup.py
 build_ext --inplace``), so that the scripts benchmark the tree they live in;
 otherwise the installed ``cakernels`` is used.
-It imports nothing heavy at module level: the KRR scripts must be able to set
-``OPENBLAS_CORETYPE`` before numpy is loaded.
+It imports nothing heavy at module level (numpy, scipy and cakernels load
+on first use).
 """
 
 import os
@@ -103,6 +103,48 @@ def print_machine(extra=()):
     lines = machine_lines(extra)
     print("\n".join(lines), flush=True)
     return lines
+
+
+def haswell_for_large_cholesky(n_rows, cpu_flags=None):
+    """Re-execute this script with ``OPENBLAS_CORETYPE=Haswell`` when the run will
+    factor ``n_rows`` rows or more in one Cholesky (``KernelRidge``, DKRR, one
+    partition) -- at least ``cakernels._blas.LARGE_CHOLESKY`` (16,000) -- the
+    variable is unset or empty, and the CPU would make OpenBLAS pick its SkylakeX
+    kernels (x86-64 with AVX-512F, AVX2 and FMA: the test of
+    ``cakernels._blas.prefer_haswell_kernels``). The numpy/scipy wheels' OpenBLAS
+    segfaults in 2-thread Cholesky of that size with those kernels; it reads the
+    variable when it loads, hence a fresh process, in which every side of the
+    comparison uses the same BLAS. Call it right after parsing the arguments;
+    otherwise it returns (False) and changes nothing. ``cpu_flags``: for tests."""
+    from cakernels._blas import LARGE_CHOLESKY, _cpu_flags
+
+    if n_rows < LARGE_CHOLESKY or os.environ.get("OPENBLAS_CORETYPE"):
+        return False
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return False
+    flags = _cpu_flags() if cpu_flags is None else set(cpu_flags)
+    if not {"avx512f", "avx2", "fma"} <= flags:
+        return False
+    print(f"note: this run factors {n_rows:,} rows (>= {LARGE_CHOLESKY:,}) on an AVX-512 "
+          "CPU, where the wheels' OpenBLAS SkylakeX kernels crash in 2-thread Cholesky: "
+          "re-running with OPENBLAS_CORETYPE=Haswell", flush=True)
+    sys.stderr.flush()
+    env = dict(os.environ, OPENBLAS_CORETYPE="Haswell")
+    os.execve(sys.executable, [sys.executable] + sys.argv, env)
+
+
+# ---------------------------------------------------------------- arguments
+def positive_int(text):
+    """argparse ``type``: an int >= 1 (``--repeat``, ``--partitions``)."""
+    import argparse
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
 
 
 # ---------------------------------------------------------------- data
@@ -309,6 +351,34 @@ def data_home(arg=None):
     if env:
         return env
     return str((REPO_ROOT / ".." / "shared" / "datasets").resolve())
+
+
+def load_train_test(name, home, quick):
+    """``(X, y, X_test, y_test)`` of a dataset with an official test split, from
+    ``home`` only (no download): ijcnn1 dense; a sparse set as CSR, the test matrix
+    widened to the training set's columns; ``quick``: random 6,000-row subsets of
+    both (seed 0). Used by ``bench_halo.py`` and ``bench_routing.py``."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    from cakernels.datasets import load_dataset
+
+    X, y = load_dataset(name, data_home=home, return_X_y=True, download_if_missing=False)
+    Xt, yt = load_dataset(name, subset="test", data_home=home, return_X_y=True,
+                          download_if_missing=False)
+    if name == "ijcnn1":
+        X = X.toarray() if sp.issparse(X) else np.asarray(X)
+        Xt = Xt.toarray() if sp.issparse(Xt) else np.asarray(Xt)
+    if sp.issparse(X):
+        X, Xt = sp.csr_matrix(X), sp.csr_matrix(Xt)
+        if Xt.shape[1] < X.shape[1]:
+            Xt = sp.csr_matrix((Xt.data, Xt.indices, Xt.indptr), shape=(Xt.shape[0], X.shape[1]))
+    if quick:
+        rng = np.random.RandomState(0)
+        a = rng.choice(X.shape[0], min(X.shape[0], 6000), replace=False)
+        b = rng.choice(Xt.shape[0], min(Xt.shape[0], 6000), replace=False)
+        X, y, Xt, yt = X[a], np.asarray(y)[a], Xt[b], np.asarray(yt)[b]
+    return X, np.asarray(y), Xt, np.asarray(yt)
 
 
 def add_common_args(ap):

@@ -12,22 +12,20 @@ The reference's Table 3.3 baseline: exact distributed KRR. On cadata
 Reported: fit seconds, peak resident memory of the largest rank (ru_maxrss), the
 kernel-matrix bytes of the largest rank, and test MSE. The OpenBLAS of the
 NumPy/SciPy wheels crashes in multi-threaded Cholesky factorizations of 16,000
-rows with its SkylakeX kernels, so the script runs with
-``OPENBLAS_CORETYPE=Haswell`` when it is unset (every side then uses the same
-OpenBLAS kernels; DKRR runs MKL's ScaLAPACK).
+rows with its SkylakeX kernels, so a full run (16,000 rows) re-executes itself
+with ``OPENBLAS_CORETYPE=Haswell`` when it is unset on an AVX-512 CPU
+(``_common.haswell_for_large_cholesky``; the workers inherit it, every side then
+uses the same OpenBLAS kernels; DKRR runs MKL's ScaLAPACK). ``--quick`` (2,000 and
+4,000 rows) leaves it alone.
 
     python benchmarks/bench_dkrr.py [--quick] [--out FILE]
 """
 
+import argparse
+import json
 import os
-
-if not os.environ.get("OPENBLAS_CORETYPE"):  # before NumPy loads (see the docstring)
-    os.environ["OPENBLAS_CORETYPE"] = "Haswell"
-
-import argparse  # noqa: E402
-import json  # noqa: E402
-import sys  # noqa: E402
-from pathlib import Path  # noqa: E402
+import sys
+from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as common  # noqa: E402
@@ -109,6 +107,9 @@ def main():
     ap.add_argument("--worker", choices=("mpi", "krr"), help=argparse.SUPPRESS)
     ap.add_argument("--n", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    sizes = (2000, 4000) if args.quick else (8000, 16000)
+    if args.worker != "mpi":  # the ranks inherit the launcher's environment
+        common.haswell_for_large_cholesky(args.n if args.worker == "krr" else max(sizes))
     args.data_home = common.data_home(args.data_home)
     if args.worker == "mpi":
         return worker_mpi(args)
@@ -118,7 +119,6 @@ def main():
     report.line("# DKRR (ScaLAPACK) vs KernelRidge vs BKRR2 (bench_dkrr.py)\n")
     report.machine([f"mpiexec    : {MPIEXEC} (-bind-to core)",
                     f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE')}"])
-    sizes = (2000, 4000) if args.quick else (8000, 16000)
     rows = []
     mib = 2 ** 20
     for n in sizes:

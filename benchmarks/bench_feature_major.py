@@ -101,13 +101,18 @@ def main(argv=None):
                         r["load"] = common.load1()
                         res[fm].append(r)
                         s = r["stats"]
-                        print(f"  {nt} thr cache {cache:g} {'copy' if fm else 'rows'}: "
+                        print(f"  {r['n_threads']} thr cache {cache:g} "
+                              f"{'copy' if fm else 'rows'}: "
                               f"{r['seconds']:.2f} s, {s['n_slices']:,} slices, "
                               f"{1e6 * s['slice_seconds'] / max(s['n_slices'], 1):.1f} us/slice, "
                               f"{r['n_updates']:,} updates (load {common.load_avg()})",
                               flush=True)
+                # the threads that ran (Asy-GCD's size rule gives small problems one)
+                team = {int(r["n_threads"]) for rs in res.values() for r in rs}
+                ran = "/".join(str(t) for t in sorted(team))
+                ran_label = ran if team == {nt} else f"{ran} ({nt} asked)"
                 same = ""
-                if nt == 1:
+                if team == {1}:  # with two threads timing decides the order of steps
                     a, b = res[True][0], res[False][0]
                     ident = (np.array_equal(a["alpha"], b["alpha"])
                              and np.array_equal(a["grad"], b["grad"])
@@ -118,15 +123,15 @@ def main(argv=None):
                                     for r in rs) for fm, rs in res.items()}
                 per_slice = us[False] / us[True]
                 per_fit = best[False]["seconds"] / best[True]["seconds"]
-                ratios.append((name, nt, cache, per_slice, per_fit))
+                ratios.append((name, ran, cache, per_slice, per_fit))
                 fm_used = best[True]["stats"]["fm_threads"]
                 for fm in (True, False):
                     b = best[fm]
                     s = b["stats"]
-                    share = s["slice_seconds"] / (nt * b["seconds"])
+                    share = s["slice_seconds"] / (b["n_threads"] * b["seconds"])
                     rows.append([
-                        name, kind, nt, f"{cache:g}", s["capacity"],
-                        (f"copy ({fm_used} of {nt} thr)" if fm else "rows"),
+                        name, kind, ran_label, f"{cache:g}", s["capacity"],
+                        (f"copy ({fm_used} of {b['n_threads']} thr)" if fm else "rows"),
                         f"{b['seconds']:.2f}", f"{s['n_slices']:,}", f"{us[fm]:.1f}",
                         f"{100 * share:.0f}%", f"{b['n_updates']:,}",
                         f"{per_slice:.2f}x" if not fm else "",
@@ -137,7 +142,10 @@ def main(argv=None):
                "fit s", "slices computed", "us / slice", "slice share of fit",
                "updates", "rows / copy per slice", "rows / copy per fit", "same bits",
                "load"], rows,
-              note="fit s: best of the rounds; us / slice: slice time (summed over the "
+              note="threads: the threads that ran (Asy-GCD's size rule, "
+                   "cakernels._solvers.asygcd.team_size, runs small problems on one; the "
+                   "count asked is then given too); "
+                   "fit s: best of the rounds; us / slice: slice time (summed over the "
                    "threads) / slices computed, the lowest of the rounds; slice share: the "
                    "fastest round's slice time / (threads x fit s). A slice is the part of "
                    "a kernel column over one thread's rows (n / threads values). 'same bits': alpha, gradient and slice count "

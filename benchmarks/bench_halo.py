@@ -38,6 +38,12 @@ part; ``--plot`` to choose); a ``--quick`` run writes it to
 ``benchmarks/results/halo*_quick.png`` (git-ignored) instead. Without matplotlib
 the tables are printed and the plot is skipped with a message.
 
+KernelRidge factors 16,000 rows in a full run of the regression part: when
+``OPENBLAS_CORETYPE`` is unset on an AVX-512 CPU the script then re-executes itself
+with ``OPENBLAS_CORETYPE=Haswell`` (the wheels' OpenBLAS SkylakeX kernels crash in
+2-thread Cholesky at that size; ``_common.haswell_for_large_cholesky``), so both
+sides use the same BLAS. ``--quick`` and ``--parts svm`` runs leave it alone.
+
 Usage::
 
     python benchmarks/bench_halo.py                # ~50 min (2-core AMD EPYC)
@@ -46,26 +52,21 @@ Usage::
     python benchmarks/bench_halo.py --out halo.md
 """
 
-import os
+import argparse
+import time
 
-# OpenBLAS' SkylakeX kernels segfault in Cholesky at n >= 16,000 (see bench_krr_cadata)
-os.environ.setdefault("OPENBLAS_CORETYPE", "Haswell")
+import _common as common  # noqa: I001
+import _krr
 
-import argparse  # noqa: E402
-import time  # noqa: E402
+import numpy as np
+import scipy.sparse as sp
+from sklearn.kernel_ridge import KernelRidge
+from sklearn.svm import SVC
+from threadpoolctl import threadpool_limits
 
-import _common as common  # noqa: E402,I001
-import _krr  # noqa: E402
-
-import numpy as np  # noqa: E402
-import scipy.sparse as sp  # noqa: E402
-from sklearn.kernel_ridge import KernelRidge  # noqa: E402
-from sklearn.svm import SVC  # noqa: E402
-from threadpoolctl import threadpool_limits  # noqa: E402
-
-from cakernels import BKRR2, DCKRR, PartitionedSVC  # noqa: E402
-from cakernels.datasets import load_dataset  # noqa: E402
-from cakernels.partition import BKMPartitioner, KBalancePartitioner  # noqa: E402
+from cakernels import BKRR2, DCKRR, PartitionedSVC
+from cakernels.datasets import load_dataset
+from cakernels.partition import BKMPartitioner, KBalancePartitioner
 
 HALOS = [0.0, 0.1, 0.25, 0.5, 1.0]
 KRR_HALOS = [0.0, 0.25, 0.5, 0.75, 1.0]
@@ -81,27 +82,8 @@ def timed_fit(est, X, y):
     return time.perf_counter() - t0
 
 
-def load_split(name, home, quick):
-    X, y = load_dataset(name, data_home=home, return_X_y=True, download_if_missing=False)
-    Xt, yt = load_dataset(name, subset="test", data_home=home, return_X_y=True,
-                          download_if_missing=False)
-    if name == "ijcnn1":
-        X = X.toarray() if sp.issparse(X) else np.asarray(X)
-        Xt = Xt.toarray() if sp.issparse(Xt) else np.asarray(Xt)
-    if sp.issparse(X):
-        X, Xt = sp.csr_matrix(X), sp.csr_matrix(Xt)
-        if Xt.shape[1] < X.shape[1]:
-            Xt = sp.csr_matrix((Xt.data, Xt.indices, Xt.indptr), shape=(Xt.shape[0], X.shape[1]))
-    if quick:
-        rng = np.random.RandomState(0)
-        a = rng.choice(X.shape[0], min(X.shape[0], 6000), replace=False)
-        b = rng.choice(Xt.shape[0], min(Xt.shape[0], 6000), replace=False)
-        X, y, Xt, yt = X[a], np.asarray(y)[a], Xt[b], np.asarray(yt)[b]
-    return X, np.asarray(y), Xt, np.asarray(yt)
-
-
 def classification(rep, name, home, params, P, parts, halos, seeds, quick, points):
-    X, y, Xt, yt = load_split(name, home, quick)
+    X, y, Xt, yt = common.load_train_test(name, home, quick)
     ref = SVC(**params)
     t_svc = timed_fit(ref, X, y)
     acc_svc = float(np.mean(ref.predict(Xt) == yt))
@@ -272,6 +254,9 @@ def main(argv=None):
                          "git-ignored)")
     ap.add_argument("--parts", nargs="+", choices=("svm", "krr"), default=["svm", "krr"])
     args = ap.parse_args(argv)
+    # KernelRidge on all training rows of regression(): at most 16,000 (3,000 quick)
+    common.haswell_for_large_cholesky(
+        (3000 if args.quick else 16000) if "krr" in args.parts else 0)
     home = common.data_home(args.data_home)
     seeds = args.seeds or ([0] if args.quick else [0, 1, 2])
     default = "halo.png" if len(set(args.parts)) == 2 else f"halo_{args.parts[0]}.png"

@@ -28,6 +28,13 @@ Protocol (``benchmarks/_krr.py``, the same for every method):
 * the partitioned methods' test MSE is also given over ``--seeds``
   partitioner seeds (default 0 1 2) at the same chosen parameters.
 
+The numpy/scipy wheels' OpenBLAS segfaults in multi-threaded Cholesky at
+n >= 16,000 with its SkylakeX kernels; the Haswell kernels are stable. A full
+run (KernelRidge on 16,000 rows) with ``OPENBLAS_CORETYPE`` unset on an AVX-512
+CPU therefore re-executes itself with ``OPENBLAS_CORETYPE=Haswell``
+(``_common.haswell_for_large_cholesky``): KernelRidge and cakernels then use the
+same BLAS, so the comparison stays fair. ``--quick`` leaves it alone.
+
 Usage::
 
     python benchmarks/bench_krr_cadata.py               # ~10 min (2-core AMD EPYC)
@@ -36,26 +43,18 @@ Usage::
     python benchmarks/bench_krr_cadata.py --out krr.md
 """
 
-import os
+import argparse
+import contextlib
+import warnings
 
-# The numpy/scipy wheels' OpenBLAS segfaults in multi-threaded Cholesky at
-# n >= 16,000 with its SkylakeX kernels; the Haswell kernels are stable. Must
-# be set before numpy is imported; KernelRidge and cakernels then use the
-# same BLAS, so the comparison stays fair.
-os.environ.setdefault("OPENBLAS_CORETYPE", "Haswell")
+import _common as common  # noqa: I001
+import _krr
 
-import argparse  # noqa: E402
-import contextlib  # noqa: E402
-import warnings  # noqa: E402
+import numpy as np
+from scipy.linalg import LinAlgWarning
+from threadpoolctl import threadpool_limits
 
-import _common as common  # noqa: E402,I001
-import _krr  # noqa: E402
-
-import numpy as np  # noqa: E402
-from scipy.linalg import LinAlgWarning  # noqa: E402
-from threadpoolctl import threadpool_limits  # noqa: E402
-
-from cakernels.datasets import load_dataset  # noqa: E402
+from cakernels.datasets import load_dataset
 
 SIGMAS = [0.5, 1.0, 2.0, 4.0]
 LAMS = [1e-7, 1e-6, 1e-5, 1e-4, 1e-3]
@@ -77,10 +76,15 @@ def load_split(home, quick, seed):
 
 
 def parse_grid(text):
+    """argparse ``type`` of ``--krr-grid``: 'sigma:lam,...' -> [(sigma, lam), ...]."""
     pts = []
     for item in text.split(","):
-        s, lam = item.split(":")
-        pts.append((float(s), float(lam)))
+        try:
+            s, lam = item.split(":")
+            pts.append((float(s), float(lam)))
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected 'sigma:lam,...' (e.g. 1:1e-5,2:1e-6), got {text!r}")
     return pts
 
 
@@ -97,19 +101,20 @@ def main(argv=None):
                     help="partitioner seeds for the test MSE (the first is timed)")
     ap.add_argument("--blas-threads", type=int, default=1,
                     help="BLAS threads for both sides (0: no limit); default 1")
-    ap.add_argument("--krr-grid", default=None,
+    ap.add_argument("--krr-grid", type=parse_grid, default=None,
                     help="restrict KernelRidge's validation grid to 'sigma:lam,...' "
                          "(default: the full grid, like every other method)")
-    ap.add_argument("--repeat", type=int, default=3,
+    ap.add_argument("--repeat", type=common.positive_int, default=3,
                     help="timed rounds; every method is fitted once per round (best kept)")
     args = ap.parse_args(argv)
+    common.haswell_for_large_cholesky(4_000 if args.quick else 16_000)  # KernelRidge's n
 
     home = common.data_home(args.data_home)
     Xtr, ytr, Xte, yte = load_split(home, args.quick, args.seed)
     Xf, yf, Xv, yv = _krr.validation_split(Xtr, ytr, seed=args.seed)
     n, P = Xtr.shape[0], args.partitions
     sigmas, lams = (QUICK_SIGMAS, QUICK_LAMS) if args.quick else (SIGMAS, LAMS)
-    krr_grid = parse_grid(args.krr_grid) if args.krr_grid else None
+    krr_grid = args.krr_grid
     seeds = [0] + [s for s in args.seeds if s != 0]
 
     rep = common.Report()

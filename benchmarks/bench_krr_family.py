@@ -37,25 +37,20 @@ Usage::
     python benchmarks/bench_krr_family.py --datasets cpusmall abalone --out krr_family.md
 """
 
-import os
+import argparse
+import contextlib
+import time
+import warnings
 
-# see bench_krr_cadata.py: stable OpenBLAS kernels for both sides
-os.environ.setdefault("OPENBLAS_CORETYPE", "Haswell")
+import _common as common  # noqa: I001
+import _krr
 
-import argparse  # noqa: E402
-import contextlib  # noqa: E402
-import time  # noqa: E402
-import warnings  # noqa: E402
+import numpy as np
+from scipy.linalg import LinAlgWarning
+from sklearn.model_selection import train_test_split
+from threadpoolctl import threadpool_limits
 
-import _common as common  # noqa: E402,I001
-import _krr  # noqa: E402
-
-import numpy as np  # noqa: E402
-from scipy.linalg import LinAlgWarning  # noqa: E402
-from sklearn.model_selection import train_test_split  # noqa: E402
-from threadpoolctl import threadpool_limits  # noqa: E402
-
-from cakernels.datasets import load_dataset  # noqa: E402
+from cakernels.datasets import load_dataset
 
 METHODS = ["KernelRidge", "DCKRR", "KKRR", "KKRR2", "BKRR", "BKRR2", "BKRR2 (regret order)"]
 PARTITIONED = METHODS[1:]
@@ -97,7 +92,7 @@ def main(argv=None):
     ap.add_argument("--partitions", type=int, default=8)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2],
                     help="partitioner seeds for the test MSE (0 is always run, and timed)")
-    ap.add_argument("--repeat", type=int, default=3,
+    ap.add_argument("--repeat", type=common.positive_int, default=3,
                     help="timed rounds; every method is fitted once per round (best kept)")
     ap.add_argument("--blas-threads", type=int, default=1,
                     help="BLAS threads for every method (0: no limit); default 1")

@@ -8,7 +8,8 @@ CSR matrix (as ``load_dataset`` returns it), every partitioner's ``fit`` and
 budget set to 0, what the partitioners did before), and prints the ratio
 dense path / CSR path (below 1: the dense path is faster). Best of
 ``--repeat`` runs, one BLAS thread. For scale, one ``BKMSVC`` fit (P = 16,
-LIBSVM per partition) on the same CSR data, partitioning included.
+the default native SMO per partition, ``solver='smo'``) on the same CSR data,
+partitioning included.
 
 The dataset ``wide`` is the costly case of the dense path: synthetic
 8,192 x 8,192 CSR with 0.2% non-zeros (a 512 MiB dense copy, half the
@@ -85,7 +86,7 @@ def run(name, X, y, T, repeat, report):
 def main():
     ap = _common.add_common_args(argparse.ArgumentParser(description=__doc__.splitlines()[0]))
     ap.add_argument("--datasets", nargs="+", default=["a9a", "mushrooms", "wide"])
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--repeat", type=_common.positive_int, default=3)
     args = ap.parse_args()
     report = _common.Report()
     report.machine()

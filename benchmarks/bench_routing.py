@@ -30,7 +30,6 @@ import time
 
 import _common as common  # noqa: I001
 import _krr
-from bench_halo import load_split
 
 import numpy as np
 import scipy.sparse as sp
@@ -51,7 +50,7 @@ def _label(routing, k):
 
 
 def classification(name, home, params, P, parts, halos, seeds, quick):
-    X, y, Xt, yt = load_split(name, home, quick)
+    X, y, Xt, yt = common.load_train_test(name, home, quick)
     rows = []
     for pname in parts:
         for h in halos:

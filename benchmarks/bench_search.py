@@ -22,9 +22,12 @@ grid of sigma and lambda and the same 3 folds (``KFold(3)``) for every side:
   (``--krr-select all``, 300); say which in the results.
 
 Both sides use the same data, folds, BLAS threads (``threadpool_limits(1)``)
-and grid; ratios are taken within one run. ``OPENBLAS_CORETYPE=Haswell`` is set
-for this process when unset (the wheels' SkylakeX kernels crash in Cholesky
-factorisations of 16,000 rows and more), so every side uses the same BLAS.
+and grid; ratios are taken within one run. A full run selecting KernelRidge's point
+refits KernelRidge on all 16,000 training rows: when ``OPENBLAS_CORETYPE`` is unset on
+an AVX-512 CPU it re-executes itself with ``OPENBLAS_CORETYPE=Haswell`` (the wheels'
+SkylakeX kernels crash in 2-thread Cholesky factorisations of 16,000 rows and more;
+``_common.haswell_for_large_cholesky``), so every side uses the same BLAS. ``--quick``
+and ``--krr-select none`` (at most 10,667 rows) leave it alone.
 
 Usage::
 
@@ -33,17 +36,13 @@ Usage::
     python benchmarks/bench_search.py --out search.md --plot benchmarks/search_surface.png
 """
 
-import os
+import argparse
+import time
 
-os.environ.setdefault("OPENBLAS_CORETYPE", "Haswell")
+import _common as common  # noqa: I001
 
-import argparse  # noqa: E402
-import time  # noqa: E402
-
-import _common as common  # noqa: E402,I001
-
-import numpy as np  # noqa: E402
-from threadpoolctl import threadpool_limits  # noqa: E402
+import numpy as np
+from threadpoolctl import threadpool_limits
 
 SIGMAS = np.geomspace(0.25, 8.0, 10)
 LAMS = np.geomspace(1e-8, 1e-2, 10)
@@ -80,6 +79,10 @@ def main():
     ap.add_argument("--plot", default=None,
                     help="PNG of the validation-error surfaces (none unless given)")
     args = ap.parse_args()
+    # the largest factorisation: KernelRidge refitted on all training rows when its
+    # point is selected, else on a fold's training rows (KFold(3): 2/3 of them)
+    n_tr = 3_000 if args.quick else 16_000
+    common.haswell_for_large_cholesky(n_tr if args.krr_select != "none" else n_tr - n_tr // 3)
     common.plot_check(bool(args.plot))
 
     from sklearn.kernel_ridge import KernelRidge

@@ -56,14 +56,17 @@ def main(argv=None):
     ap = common.add_common_args(argparse.ArgumentParser(description=__doc__.split("\n\n")[0]))
     ap.add_argument("--seeds", type=int, nargs="+", default=[0],
                     help="partitioner seeds of the partitioned methods (default: 0)")
-    ap.add_argument("--partitions", type=int, default=16)
+    ap.add_argument("--partitions", type=common.positive_int, default=16)
     args = ap.parse_args(argv)
 
     home = common.data_home(args.data_home)
     sub = dict(n_samples=10_000, random_state=0) if args.quick else {}
-    X, y = load_dataset("ijcnn1", subset="train", data_home=home, return_X_y=True, **sub)
-    Xt, yt = load_dataset("ijcnn1", subset="test", data_home=home, return_X_y=True, **sub)
+    kw = dict(data_home=home, return_X_y=True, download_if_missing=False, **sub)
+    X, y = load_dataset("ijcnn1", subset="train", **kw)
+    Xt, yt = load_dataset("ijcnn1", subset="test", **kw)
     P = args.partitions
+    if P > X.shape[0]:  # before the reference fit, not after it
+        ap.error(f"--partitions {P} exceeds the {X.shape[0]:,} training samples")
 
     rep = common.Report()
     rep.line(f"## ijcnn1: partitioned SVMs vs SVC ({'QUICK subset' if args.quick else 'full data'})\n")

@@ -48,7 +48,7 @@ def one(X, y, gamma, Cs, P, cache, warm):
 
 def main(argv=None):
     ap = common.add_common_args(argparse.ArgumentParser(description=__doc__.split("\n\n")[0]))
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--repeat", type=common.positive_int, default=3)
     ap.add_argument("--threads", type=int, default=1,
                     help="BLAS and solver threads of both sides (default 1)")
     args = ap.parse_args(argv)

@@ -24,23 +24,16 @@ Usage::
     python benchmarks/bench_threads.py --quick     # 10,000 ijcnn1 / 4,000 cadata samples
 """
 
-import os
+import argparse
+from contextlib import nullcontext
 
-# The numpy/scipy wheels' OpenBLAS segfaults in 2-thread Cholesky at
-# n >= 16,000 with its SkylakeX kernels; the Haswell kernels are stable. Must
-# be set before numpy is imported; every variant uses the same BLAS.
-os.environ.setdefault("OPENBLAS_CORETYPE", "Haswell")
+import _common as common  # noqa: I001
 
-import argparse  # noqa: E402
-from contextlib import nullcontext  # noqa: E402
+import numpy as np
+from threadpoolctl import threadpool_limits
 
-import _common as common  # noqa: E402,I001
-
-import numpy as np  # noqa: E402
-from threadpoolctl import threadpool_limits  # noqa: E402
-
-from cakernels import BKRR2, CASVC  # noqa: E402
-from cakernels.datasets import load_dataset  # noqa: E402
+from cakernels import BKRR2, CASVC
+from cakernels.datasets import load_dataset
 
 
 def best_of(variants, repeat):
@@ -57,7 +50,8 @@ def best_of(variants, repeat):
 
 def main(argv=None):
     ap = common.add_common_args(argparse.ArgumentParser(description=__doc__.split("\n\n")[0]))
-    ap.add_argument("--repeat", type=int, default=None, help="rounds (default 2; quick 1)")
+    ap.add_argument("--repeat", type=common.positive_int, default=None,
+                    help="rounds (default 2; quick 1)")
     ap.add_argument("--n-jobs", type=int, default=2)
     args = ap.parse_args(argv)
     repeat = args.repeat or (1 if args.quick else 2)
