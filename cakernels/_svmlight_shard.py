@@ -69,8 +69,10 @@ def read_shard(path, comm, *, n_features=None, zero_based="auto", index_0="error
                mismatch="were given other arguments than rank 0 (zero_based, n_features, "
                         "or a compressed file where rank 0's is not, or the reverse): every "
                         "rank must call load_svmlight_shard with the same arguments")
-    # as load_svmlight: FileNotFoundError / IsADirectoryError, the same on every rank
-    kind = "dir" if path.is_dir() else (None if path.is_file() else "missing")
+    # as load_svmlight: FileNotFoundError / IsADirectoryError / not a regular file,
+    # the same on every rank
+    kind = ("dir" if path.is_dir() else None if path.is_file() else
+            "other" if path.exists() else "missing")
     kinds = comm.allgather(kind) if comm.size > 1 else [kind]
     if "dir" in kinds:
         raise IsADirectoryError(f"{path}: is a directory, not a LIBSVM file")
@@ -78,6 +80,18 @@ def read_shard(path, comm, *, n_features=None, zero_based="auto", index_0="error
         ranks = [r for r, k in enumerate(kinds) if k == "missing"]
         where = "" if len(ranks) == len(kinds) else f" (on rank{'s' * (len(ranks) > 1)} {ranks})"
         raise FileNotFoundError(f"no such file: {path}{where}")
+    if "other" in kinds:
+        ranks = [r for r, k in enumerate(kinds) if k == "other"]
+        where = "" if len(ranks) == len(kinds) else f" (on rank{'s' * (len(ranks) > 1)} {ranks})"
+        raise ValueError(f"{path}: not a regular file{where} (a pipe or a device?): the "
+                         "sharded reader seeks in the file; save the data to a file first")
+    if not compressed:
+        # every rank reads its own byte range of the file: the same file everywhere
+        # (a node-local copy of another size lost or repeated rows silently)
+        comm.agree(None, same=path.stat().st_size,
+                   mismatch="see a file of another size than rank 0's under that path: "
+                            "every rank must read the same file (a node-local copy that is "
+                            "incomplete or older?)")
     if compressed:
         # a compressed stream cannot be split: rank 0 reads it and scatters rows
         parts, info, error = None, None, None

@@ -308,8 +308,46 @@ def _parse_error(path, exc):
     if "\\xef\\xbb\\xbf" in why:  # the bytes of a UTF-8 byte-order mark
         why = "it starts with a UTF-8 byte-order mark (as some editors write); save it without one"
     else:
-        why += _table_hint(path)
+        why += _compression_hint(path) or _table_hint(path)
     return f"{path}: could not load it as a LIBSVM/svmlight file: {why}"
+
+
+_COMPRESSED_SUFFIXES = (".gz", ".bz2", ".xz")
+
+#: the first bytes of the compressed formats the readers open (by suffix)
+_MAGIC = ((b"\x1f\x8b", ".gz", "gzip"), (b"BZh", ".bz2", "bzip2"),
+          (b"\xfd7zXZ\x00", ".xz", "xz"))
+
+
+def _compression_hint(path):
+    """When a file whose suffix says "not compressed" starts as a compressed one:
+    what to do ('' otherwise; its bytes looked like a CSV table to the table hint)."""
+    if path.suffix.lower() in _COMPRESSED_SUFFIXES:
+        return ""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(6)
+    except OSError:
+        return ""
+    for magic, suffix, name in _MAGIC:
+        if head.startswith(magic):
+            return (f" (it is {name}-compressed, but its name does not end in {suffix}: the "
+                    f"suffix selects the decompression; rename it to {path.name}{suffix})")
+    return ""
+
+
+def check_regular_file(path):
+    """``FileNotFoundError``, ``IsADirectoryError``, or a ``ValueError`` for a path
+    that is not a regular file (a pipe, ``<(zcat f.gz)``, or a device: the readers
+    open a file more than once, and the sharded reader seeks in it)."""
+    if path.is_dir():
+        raise IsADirectoryError(f"{path}: is a directory, not a LIBSVM file")
+    if not path.exists():
+        raise FileNotFoundError(f"no such file: {path}")
+    if not path.is_file():
+        raise ValueError(f"{path}: not a regular file (a pipe or a device?): the LIBSVM "
+                         "readers open a file more than once; save the data to a file first "
+                         "(a compressed file can be given as it is, named .gz, .bz2 or .xz)")
 
 
 def _table_hint(path):
@@ -358,12 +396,16 @@ def _parse_svmlight(path: Path, n_features=None, zero_based="auto", index_0="err
     ``rows_with_index_0`` (rows that use index 0; a row holds each index at most
     once), ``dropped_index_0`` (entries dropped) and ``uses_index_0``.
     """
+    check_regular_file(path)
     try:
         X, y, last = _load_raw_svmlight(path)
     except (ValueError, EOFError, OSError, lzma.LZMAError, UnicodeDecodeError,
             OverflowError) as exc:
         if isinstance(exc, FileNotFoundError):
             raise
+        if isinstance(exc, PermissionError):  # an I/O error, not a format one: its own type
+            raise PermissionError(f"{path}: permission denied (the file cannot be read "
+                                  "by this user)") from None
         raise ValueError(_parse_error(path, exc)) from None
     n_rows = X.shape[0]
     if n_rows == 0:
@@ -553,10 +595,7 @@ def load_svmlight(path, n_features=None, *, zero_based="auto"):
     """
     path = Path(os.fspath(path)).expanduser()
     zero_based = _check_zero_based(zero_based)
-    if path.is_dir():
-        raise IsADirectoryError(f"{path}: is a directory, not a LIBSVM file")
-    if not path.is_file():
-        raise FileNotFoundError(f"no such file: {path}")
+    check_regular_file(path)
     if path.stat().st_size == 0:
         raise ValueError(f"{path}: the file is empty (no samples)")
     if n_features is not None:

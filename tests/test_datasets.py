@@ -586,3 +586,47 @@ def test_an_empty_data_home_is_refused(tmp_path, monkeypatch):
         cds.load_dataset("a9a", data_home="", download_if_missing=False)
     monkeypatch.setenv("CAKERNELS_DATA", "")
     assert cds.get_data_home() == cds.get_data_home("~/cakernels_data")
+
+
+def test_a_compressed_file_without_its_suffix_is_named(tmp_path):
+    # its bytes looked like a CSV line: the error said to convert a table
+    import gzip
+
+    plain = tmp_path / "d.svm"
+    plain.write_text("1 1:0.5 2:1\n-1 1:0.25\n")
+    for suffix, opener in ((".gz", gzip.open), (".bz2", __import__("bz2").open),
+                           (".xz", __import__("lzma").open)):
+        packed = tmp_path / f"packed{suffix[1:]}.svm"
+        with opener(packed, "wb") as fh:
+            fh.write(plain.read_bytes())
+        with pytest.raises(ValueError, match=rf"compressed, but its name does not end in "
+                           rf"\{suffix}.*rename it to packed{suffix[1:]}\.svm\{suffix}"):
+            cds.load_svmlight(packed)
+        renamed = packed.rename(tmp_path / f"packed{suffix[1:]}.svm{suffix}")
+        np.testing.assert_array_equal(cds.load_svmlight(renamed)[1], [1, -1])
+
+
+def test_a_pipe_is_refused_not_called_missing(tmp_path):
+    # <(zcat f.gz) was "no such file" in the loaders; the CLI parsed it, then failed
+    # to re-open it ("not seekable")
+    from cakernels._cli import main
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    for load in (cds.load_svmlight, lambda p: cds.load_svmlight_shard(p, comm=None)):
+        with pytest.raises(ValueError, match="not a regular file \\(a pipe"):
+            load(fifo)
+    assert main(["fit", str(fifo), "-o", str(tmp_path / "m.skops")]) == 2
+
+
+def test_a_file_that_cannot_be_read_keeps_its_permission_error(tmp_path, monkeypatch):
+    # it became a ValueError "could not load it as a LIBSVM/svmlight file"
+    path = tmp_path / "d.svm"
+    path.write_text("1 1:0.5\n")
+
+    def denied(p):
+        raise PermissionError(13, "Permission denied", str(p))
+
+    monkeypatch.setattr(cds, "_load_raw_svmlight", denied)
+    with pytest.raises(PermissionError, match="permission denied"):
+        cds.load_svmlight(path)

@@ -332,8 +332,10 @@ def test_sharded_libsvm_reading_equals_the_whole_file(mpirun, n, tmp_path, data_
     first.write_text("1 " + " ".join(f"{j}:1" for j in range(1, 40001)) + "\n"
                      + "".join(f"{1 if i % 2 else -1} 1:{i / 300:.3f} 2:{i / 600:.3f}\n"
                                for i in range(300)))
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)  # a pipe (<(zcat f.gz)): refused, not read as "no such file"
     files = [one, zero, gz, cut, data_home / "a9a" / "a9a", huge, missing, folder, long,
-             first]
+             first, fifo]
     lines = _lines(mpirun(n, "spmd_shard.py", *files))
     assert len(lines) == len(files)
     errors = {line["path"]: line.pop("errors") for line in lines if "errors" in line}
@@ -343,6 +345,8 @@ def test_sharded_libsvm_reading_equals_the_whole_file(mpirun, n, tmp_path, data_
     assert errors[str(missing)] == [f"FileNotFoundError: no such file: {missing}"] * n, errors
     assert errors[str(folder)] == [f"IsADirectoryError: {folder}: is a directory, not a "
                                    "LIBSVM file"] * n, errors
+    assert len(errors[str(fifo)]) == n and all(
+        e.startswith(f"ValueError: {fifo}: not a regular file (a pipe") for e in errors[str(fifo)])
     for line in lines:
         assert line["equal"], line
         assert len(line["rows"]) == n
@@ -362,7 +366,10 @@ def test_sharded_libsvm_reading_equals_the_whole_file(mpirun, n, tmp_path, data_
                 "(zero_based, n_features")
     expected = {"zero_based": mismatch, "n_features": mismatch,
                 "invalid": f"CollectiveError: rank {n - 1}: n_features must be a positive int",
-                "whole-file": f"CollectiveError: {zero}: feature index 0 occurs in"}
+                "whole-file": f"CollectiveError: {zero}: feature index 0 occurs in",
+                # a node's copy of another size: rows were lost or read twice, silently
+                "other-size": f"CollectiveError: ranks [{n - 1}] see a file of another size "
+                              "than rank 0's"}
     for case, start in expected.items():
         errors = cases[case]
         assert len(errors) == n and len(set(errors)) == 1, (case, errors)
