@@ -562,11 +562,15 @@ def load_svmlight(path, n_features=None, *, zero_based="auto"):
 
     Raises
     ------
-    FileNotFoundError
-        If the file does not exist.
+    FileNotFoundError, IsADirectoryError
+        If the file does not exist, or is a directory.
+    PermissionError
+        If the file cannot be read by this user.
     ValueError
         If the file is empty or malformed, has more features than ``n_features``, or
-        uses index 0 with ``zero_based=False`` (a one-line message naming the file).
+        uses index 0 with ``zero_based=False``, or is not a regular file (a pipe), or
+        is compressed under a name without the matching suffix (a one-line message
+        naming the file).
 
     Warns
     -----
@@ -650,8 +654,11 @@ def load_svmlight_shard(path, comm=None, *, n_features=None, zero_based="auto"):
         As :func:`load_svmlight`, on every rank (a rank that does not see the
         file is named).
     ValueError
-        A file it cannot read: on every rank
-        (:class:`~cakernels.backends.CollectiveError` under MPI).
+        A file it cannot read, or not a regular file (a pipe): on every rank
+        (:class:`~cakernels.backends.CollectiveError` under MPI); a rank that
+        sees a file of another size than rank 0's under the path (every rank
+        reads its own byte range of the same file) is a ``CollectiveError`` on
+        every rank.
 
     See Also
     --------
