@@ -36,6 +36,7 @@ Typical development build: ``python setup.py build_ext --inplace``.
 
 import hashlib
 import os
+import shlex
 import shutil
 import sys
 import tempfile
@@ -122,13 +123,19 @@ def _openmp_flags(compiler):
         src = os.path.join(tmpdir, "omp_test.c")
         with open(src, "w") as fh:
             fh.write(OPENMP_TEST_PROGRAM)
+        # the extension's own link takes LDFLAGS; the test program's must too (with
+        # CFLAGS=-fsanitize=thread alone the probe failed to link, and the build
+        # fell back to serial code)
+        env_ldflags = shlex.split(os.environ.get("LDFLAGS", ""))
         for cflags, lflags in candidates:
             try:
                 objects = compiler.compile([src], output_dir=tmpdir, extra_postargs=cflags)
                 compiler.link_executable(
-                    objects, "omp_test", output_dir=tmpdir, extra_postargs=lflags
+                    objects, "omp_test", output_dir=tmpdir,
+                    extra_postargs=lflags + env_ldflags
                 )
-            except Exception:  # CompileError / LinkError (distutils or setuptools flavour)
+            except Exception as exc:  # CompileError / LinkError (distutils or setuptools)
+                print(f"cakernels: OpenMP test program ({' '.join(cflags)}): {exc}")
                 continue
             return cflags, lflags
     finally:
