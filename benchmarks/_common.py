@@ -130,7 +130,10 @@ def haswell_for_large_cholesky(n_rows, cpu_flags=None):
           "re-running with OPENBLAS_CORETYPE=Haswell", flush=True)
     sys.stderr.flush()
     env = dict(os.environ, OPENBLAS_CORETYPE="Haswell")
-    os.execve(sys.executable, [sys.executable] + sys.argv, env)
+    # the command line as given, interpreter options and -c/-m included (sys.argv
+    # lost them: a main(argv) called from `python -c` re-ran the wrong thing)
+    argv = list(getattr(sys, "orig_argv", [sys.executable] + sys.argv))
+    os.execve(sys.executable, [sys.executable] + argv[1:], env)
 
 
 # ---------------------------------------------------------------- arguments

@@ -73,7 +73,7 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--cache", type=float, nargs="+", default=[2000.0],
                     help="cache budgets (MB), the same for both paths (default 2000)")
-    ap.add_argument("--repeat", type=int, default=2,
+    ap.add_argument("--repeat", type=common.positive_int, default=2,
                     help="rounds; each runs both paths once (order alternates)")
     args = ap.parse_args(argv)
     home = common.data_home(args.data_home)

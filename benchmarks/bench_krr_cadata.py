@@ -95,7 +95,7 @@ def span(vals):
 
 def main(argv=None):
     ap = common.add_common_args(argparse.ArgumentParser(description=__doc__.split("\n\n")[0]))
-    ap.add_argument("--partitions", type=int, default=8)
+    ap.add_argument("--partitions", type=common.positive_int, default=8)
     ap.add_argument("--seed", type=int, default=0, help="test split and validation split seed")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2],
                     help="partitioner seeds for the test MSE (the first is timed)")

@@ -89,7 +89,7 @@ def load(name, home, quick):
 def main(argv=None):
     ap = common.add_common_args(argparse.ArgumentParser(description=__doc__.split("\n\n")[0]))
     ap.add_argument("--datasets", nargs="+", default=list(DATASETS), choices=list(DATASETS))
-    ap.add_argument("--partitions", type=int, default=8)
+    ap.add_argument("--partitions", type=common.positive_int, default=8)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2],
                     help="partitioner seeds for the test MSE (0 is always run, and timed)")
     ap.add_argument("--repeat", type=common.positive_int, default=3,

@@ -349,7 +349,7 @@ def check_weighted_classes(s, classes, y_idx, w, class_weight=None, C=None, C_mi
     if s.size > 1:
         pos = s.comm.Allreduce(pos) if s.sharded else s.comm.Bcast(
             pos if s.comm.rank == 0 else None)
-    return check_weight_counts(pos, classes, C)
+    return check_weight_counts(pos, classes, C, C_min)
 
 
 def weight_counts(classes, y_idx, w, class_weight=None, C=None, C_min=None):
@@ -374,7 +374,7 @@ def weight_counts(classes, y_idx, w, class_weight=None, C=None, C_min=None):
     return pos
 
 
-def check_weight_counts(pos, classes, C=None):
+def check_weight_counts(pos, classes, C=None, C_min=None):
     """Raise the errors of :func:`check_weighted_classes` from the (summed)
     :func:`weight_counts`; return the number of samples of zero weight."""
     if pos[-1]:  # (the solvers refused it without naming the cause; Dis-SMO iterated on NaN)
@@ -386,10 +386,11 @@ def check_weight_counts(pos, classes, C=None):
     missing = classes[np.asarray(pos[:-2]) == 0]
     if missing.size:
         # (a class whose bounds C * weight all underflow to 0 was left out silently)
+        times_c = ("" if C is None else
+                   f", and times C={float(C if C_min is None else C_min):.3g} not below "
+                   "float64's smallest number, 5e-324, where it underflows to 0")
         raise ValueError("every class needs a sample with positive weight (sample_weight "
-                         "times class_weight"
-                         f"{'' if C is None else ', times C: a product that underflows is 0'}"
-                         f"); class{'es' if missing.size > 1 else ''} "
+                         f"times class_weight{times_c}); class{'es' if missing.size > 1 else ''} "
                          f"{', '.join(map(str, missing.tolist()))} ha"
                          f"{'ve' if missing.size > 1 else 's'} none")
     return int(pos[-2])

@@ -281,23 +281,29 @@ def magnitude_stats(X, sq_norms=None):
     return float(np.max(np.abs(data))), float(np.max(sq_norms))
 
 
+#: the smallest largest squared row norm a training set may have: a subnormal
+#: float64 number below it (features below about 1.8e-158) keeps fewer than 26 of
+#: the 53 bits of its significand
+MIN_SQ_NORM = float(np.finfo(np.float64).tiny) * 2.0**-26
+
+
 def tiny_features_error(max_abs, max_sq_norm):
     """The error message for training data whose features are non-zero but so
-    small that every row's squared norm is below float64's smallest normal
-    number (2.2e-308, features below about 1e-154), or None.
+    small that every row's squared norm is below :data:`MIN_SQ_NORM`, or None.
 
-    Squared distances and kernel products of such rows lose their digits or
-    underflow to 0: every row is as near to every centre as any other (K-means
-    made one partition of four clusters, the balanced partitioners random ones)
-    and every kernel value the same, without an error. The training set as a
-    whole is checked (a fit's data, all ranks' shards): a single tiny row, at
-    training or prediction, is fine next to the others.
+    Squared norms, distances and kernel products of such rows are subnormal
+    numbers with few digits left, or 0: every row is as near to every centre
+    as any other (K-means made one partition of four clusters near 1e-162, the
+    balanced partitioners random ones) and every kernel value the same, without
+    an error. The training set as a whole is checked (a fit's data, all ranks'
+    shards): a few tiny rows among others, at training or prediction, are fine.
     """
-    if max_abs > 0 and max_sq_norm < np.finfo(np.float64).tiny:
-        return (f"feature values too small: the largest |value| is {max_abs:.3g}, so every "
-                f"squared distance is below float64's smallest normal number (2.2e-308) and "
-                "loses its digits: partitions and kernels cannot tell the rows apart; scale "
-                "the features (e.g. StandardScaler)")
+    if max_abs > 0 and max_sq_norm < MIN_SQ_NORM:
+        return (f"feature values too small: the largest |value| is {max_abs:.3g}, and the "
+                f"rows' squared norms (at most {max_sq_norm:.3g}) are subnormal float64 "
+                "numbers with fewer than 26 of their 53 bits left, so distances and kernels "
+                "lose their digits and cannot tell the rows apart; scale the features "
+                "(e.g. StandardScaler)")
     return None
 
 

@@ -109,7 +109,8 @@ def read_shard(path, comm, *, n_features=None, zero_based="auto", index_0="error
                         "dropped_index_0": read.dropped_index_0,
                         "truncated": any("newline" in str(w.message) for w in caught)}
             except Exception as exc:  # every rank raises it below (none waits alone)
-                error = f"{path}: {exc}" if isinstance(exc, (MemoryError, OSError)) \
+                error = f"{path}: {exc}" if isinstance(exc, (MemoryError, OSError)) and \
+                    not str(exc).startswith(f"{path}:") \
                     else str(exc)
         comm.agree(error)
         X, y = _scatter_rows(comm, parts)
@@ -142,7 +143,10 @@ def _read_plain(path, comm, n_features, zero_based, index_0):
     except Exception as exc:
         from .datasets import _parse_error
 
-        X, y, error = None, None, _parse_error(path, exc)
+        # (an I/O error is not a format error: "permission denied", as load_svmlight)
+        X, y, error = None, None, (f"{path}: permission denied (the file cannot be read by "
+                                   "this user)" if isinstance(exc, PermissionError)
+                                   else _parse_error(path, exc))
     comm.agree(error)
     truncated = bool(comm.allreduce(int(truncated), "max"))
     at_0 = X.indices == 0

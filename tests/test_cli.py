@@ -1272,6 +1272,8 @@ def test_a_method_of_the_other_task_on_a_known_dataset_is_refused(capsys, tmp_pa
     # (diabetes' targets are whole numbers: casvc trained one class per value, silently)
     code, _, err = run(capsys, command, data, "--method", method, "-o", tmp_path / "m.skops")
     assert_one_line_error(code, err, f"is a {task} dataset", f"--method {method} is for")
+    listed = err.split("methods for it: ")[1].rstrip(")\n").split(", ")
+    assert ("dcsvc" in listed or "dkrr" in listed) == (command == "fit"), listed  # search's own
 
 
 def test_a_classifier_on_whole_number_regression_targets_says_so(capsys, tmp_path):

@@ -613,7 +613,10 @@ def test_a_pipe_is_refused_not_called_missing(tmp_path):
 
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
-    for load in (cds.load_svmlight, lambda p: cds.load_svmlight_shard(p, comm=None)):
+    from cakernels.backends import SelfCommunicator
+
+    for load in (cds.load_svmlight,
+                 lambda p: cds.load_svmlight_shard(p, comm=SelfCommunicator())):
         with pytest.raises(ValueError, match="not a regular file \\(a pipe"):
             load(fifo)
     assert main(["fit", str(fifo), "-o", str(tmp_path / "m.skops")]) == 2
@@ -630,3 +633,19 @@ def test_a_file_that_cannot_be_read_keeps_its_permission_error(tmp_path, monkeyp
     monkeypatch.setattr(cds, "_load_raw_svmlight", denied)
     with pytest.raises(PermissionError, match="permission denied"):
         cds.load_svmlight(path)
+    # the shard reader: one path in the message (compressed: it was written twice),
+    # and no "could not load it as a LIBSVM/svmlight file" (a plain file)
+    import gzip
+
+    from cakernels import _svmlight_shard
+    from cakernels.backends import SelfCommunicator
+
+    packed = tmp_path / "d.svm.gz"
+    with gzip.open(packed, "wb") as fh:
+        fh.write(b"1 1:0.5\n")
+    monkeypatch.setattr(_svmlight_shard, "open", lambda *a, **k: denied(a[0]), raising=False)
+    for p in (packed, path):
+        with pytest.raises(ValueError) as info:
+            cds.load_svmlight_shard(p, comm=SelfCommunicator())
+        assert str(info.value) == (f"{p}: permission denied (the file cannot be read by "
+                                   "this user)"), str(info.value)

@@ -544,11 +544,12 @@ def test_weights_whose_sum_overflows_give_the_model_of_scaled_weights():
     rng = np.random.RandomState(0)
     X, y = rng.randn(100, 3), rng.randn(100)
     w = rng.uniform(0.5, 2.0, 100)
-    for make in (lambda: BKRR2(n_partitions=2, lam=1e-4, random_state=0),
-                 lambda: DKRR(lam=1e-4)):
-        big = make().fit(X, y, sample_weight=w * 1e307)
-        ref = make().fit(X, y, sample_weight=w)
-        np.testing.assert_allclose(big.predict(X), ref.predict(X), rtol=1e-9, atol=1e-9)
+    for lam, scale in ((1e-4, 1e307), (100.0, 1e305)):  # (the sum, or lam * sum, overflows)
+        for make in (lambda: BKRR2(n_partitions=2, lam=lam, random_state=0),
+                     lambda: DKRR(lam=lam)):
+            big = make().fit(X, y, sample_weight=w * scale)
+            ref = make().fit(X, y, sample_weight=w)
+            np.testing.assert_allclose(big.predict(X), ref.predict(X), rtol=1e-9, atol=1e-9)
     with pytest.raises(FloatingPointError, match=r"sum\(sample_weight\) = inf.*scale the "
                        "weights down"):
         BKRR2CV(n_partitions=2, cv=2).fit(X, y, sample_weight=w * 1e307)

@@ -464,6 +464,7 @@ def test_dkrr_equals_kernel_ridge_under_mpi(mpirun, n):
         # the kernel matrix is spread: about 8 n^2 / P bytes per rank (blocks of 64)
         assert line["memory_per_rank"] <= 8 * 700 * 700 / n * 1.25
     assert lines["weights"]["kept"] == [525, 525]  # rows of weight 0 are not kept
+    assert lines["huge-weights"]["rel"] <= 1e-8, lines["huge-weights"]
     # a shard of weight 0 (the last rank's) is fine: DKRR gathers every row
     assert lines["zero-shard"]["rel"] <= 1e-8, lines["zero-shard"]
     # five targets in blocks of 2 rows (root and sharded mode)

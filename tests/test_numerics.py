@@ -159,7 +159,7 @@ def test_a_ridge_shift_that_overflows_is_a_clear_error(capfd):
     y = X[:, 0].copy()
     fits = [lambda: BKRR2(1, lam=1e307).fit(X, y),
             lambda: DKRR(lam=1e307).fit(X, y),
-            lambda: DKRR(lam=1e306).fit(X, y, sample_weight=np.full(60, 10.0)),
+            lambda: DKRR(lam=1e307).fit(X, y, sample_weight=np.full(60, 10.0)),
             lambda: BKRR2CV(2, sigmas=[1.0], lams=[1e-3, 1e307], cv=3, solver="cholesky",
                             random_state=0).fit(X, y),
             lambda: BKRR2CV(2, sigmas=[1.0], lams=[1e-3, 1e307], cv=3, solver="eigh",

@@ -110,11 +110,13 @@ def _check_class_labels(label, y, chooser, command="fit"):
                    f"classifier needs class labels; kernel ridge regression fits them (e.g. {how})")
 
 
-def _method_against_data(task, data, chooser, command="fit"):
+def _method_against_data(task, data, chooser, command="fit", methods=None):
     """Methods the user named (``chooser``) for the other task than the data's:
-    an error for a registry dataset or the demo (their task is known), a note
-    for a LIBSVM file (whose task was inferred from its targets). Whole-number
-    regression targets make a classifier of one class per distinct value."""
+    an error for a registry dataset or the demo (their task is known; it lists
+    ``methods``, the command's own, default every method, of the data's task), a
+    note for a LIBSVM file (whose task was inferred from its targets).
+    Whole-number regression targets make a classifier of one class per distinct
+    value."""
     import numpy as np
 
     if data.task is None or task == data.task:
@@ -122,6 +124,7 @@ def _method_against_data(task, data, chooser, command="fit"):
     several = len(chooser.split()) > 2  # "--methods a b"
     if data.kind != "file":
         ok = CLASSIFICATION_METHODS if data.task == "classification" else REGRESSION_METHODS
+        ok = [m for m in ok if methods is None or m in methods]
         raise CLIError(f"{data.label} is a {data.task} dataset, but {chooser} "
                        f"{'are' if several else 'is'} for {task} (methods for it: "
                        f"{', '.join(ok)})")

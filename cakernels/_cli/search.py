@@ -129,7 +129,7 @@ def _cmd_search(args):
         _index_base_note(data, data.X.shape[0], data.read.rows_with_index_0)
     search = _make_search(args, method, task, cv, args.backend)  # (checks the grids)
     if args.method is not None:
-        _method_against_data(task, data, f"--method {method}")
+        _method_against_data(task, data, f"--method {method}", methods=SEARCHES)
     X, y = data.X, data.y
     _grid_width_note(search, task, X, args.standardize)
     sparse = sp.issparse(X)
@@ -158,7 +158,8 @@ def _search_mpi(args, cv):
         _index_base_note(summary, n, summary.rows_with_index_0)
     search = _collective(comm, _make_search, args, method, task, cv, backend)
     if args.method is not None:
-        _collective(comm, _method_against_data, task, summary, f"--method {method}")
+        _collective(comm, _method_against_data, task, summary, f"--method {method}",
+                    methods=SEARCHES)
     # the kernel-width note needs all rows: rank 0 has them in root mode (a shard's
     # nearest neighbours lie further apart than the data's)
     _collective(comm, lambda: _grid_width_note(search, task, X, False, mpi=True)

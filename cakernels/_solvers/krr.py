@@ -44,6 +44,23 @@ def check_ridge_shift(lam, scale=1.0):
             "about 1, so any lam above ~1e3 already gives a model of almost zero")
 
 
+def shift_weights(w, lam):
+    """``(w, sum(w))`` for the weighted ridge shift ``lam * sum(w)``: ``w`` itself
+    unless that shift overflows float64, else ``w`` times a power of 4 that makes
+    ``max(w) <= 1``. Weights all multiplied by one number give the same model
+    (``S (S K S + lam sum(w) I)^-1 S y`` with ``S = diag(sqrt(w))``), and a power
+    of 4 is exact for the weights, their square roots and every product after
+    them; the error for a ``lam`` that is too large then stays ``lam``'s."""
+    w = np.asarray(w, dtype=np.float64)
+    with np.errstate(over="ignore"):
+        total = float(np.sum(w))
+        shift = float(np.max(lam)) * total
+    if not np.isfinite(shift) and w.size and np.max(w) > 1:
+        w = w * 4.0 ** -np.ceil(np.log2(np.max(w)) / 2)
+        total = float(np.sum(w))
+    return w, total
+
+
 def solve_krr(K, y, reg, rebuild=None, n_threads=1):
     """Solve ``(K + reg * I) alpha = y`` in place by Cholesky.
 

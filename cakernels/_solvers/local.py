@@ -258,7 +258,7 @@ def solve_kernel_ridge(X, y, lam, *, kernel_params, index=None, sample_weight=No
     solution : LocalSolution
         ``alpha`` are the coefficients of every row (``y`` is None).
     """
-    from .krr import solve_krr
+    from .krr import shift_weights, solve_krr
 
     params = {**kernel_params}
     m = X.shape[0]
@@ -267,15 +267,8 @@ def solve_kernel_ridge(X, y, lam, *, kernel_params, index=None, sample_weight=No
         timings["kernel_seconds"] = 0.0
     sw = total = None
     if sample_weight is not None:
-        w = np.asarray(sample_weight, dtype=np.float64)
-        with np.errstate(over="ignore"):
-            total = float(np.sum(w))
-        if not np.isfinite(total) and w.size:
-            # the model is the same for weights all multiplied by one number: by a
-            # power of 4, exact for them and their square roots (lam * sum(w)
-            # overflowed, and the error blamed lam)
-            w = w * 4.0 ** -np.ceil(np.log2(np.max(w)) / 2)
-            total = float(np.sum(w))
+        # (scaled when lam * sum(w) overflows: the same model; the error blamed lam)
+        w, total = shift_weights(sample_weight, lam)
         sw = np.sqrt(w)
 
     def kernel():

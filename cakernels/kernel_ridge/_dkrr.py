@@ -371,7 +371,7 @@ class DKRR(RegressorMixin, BaseEstimator):
             return Xall, yall, wall
 
     def _fit_scalapack(self, s, X, y, w=None):
-        from .._solvers.krr import RCOND_WARN, check_ridge_shift
+        from .._solvers.krr import RCOND_WARN, check_ridge_shift, shift_weights
         from .._solvers.local import (
             KRR_NONFINITE_CAUSE,
             LocalSolution,
@@ -383,8 +383,10 @@ class DKRR(RegressorMixin, BaseEstimator):
         comm = s.comm
         n = X.shape[0]
         self.n_samples_ = n
-        with np.errstate(over="ignore"):  # (an overflowing sum: check_ridge_shift's error)
-            total = n if w is None else np.sum(w)
+        total = n
+        if w is not None:  # (every rank holds every weight: the same scaling everywhere,
+            # and the same model as the one-process fit's)
+            w, total = shift_weights(w, self.lam)
         check_ridge_shift(self.lam, total)  # the same on every rank
         # every rank holds every row: the one-process fit's checks, the same on
         # every rank (a polynomial diagonal that overflows was reported as an
@@ -425,7 +427,7 @@ class DKRR(RegressorMixin, BaseEstimator):
                 diag_c = np.searchsorted(cols, rows[diag_r])
                 if self.kernel == "rbf":  # K(x, x) = 1 exactly, as kernel_block(X, X)
                     A[diag_r, diag_c] = 1.0 if sw is None else w[rows[diag_r]]
-                A[diag_r, diag_c] += self.lam * (n if w is None else float(np.sum(w)))
+                A[diag_r, diag_c] += self.lam * total
             t_kernel = time.perf_counter() - t0
             B = np.zeros((max(rows.size, 1), nrhs), order="F")
             if grid.mycol == 0 and rows.size:

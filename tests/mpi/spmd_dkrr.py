@@ -54,6 +54,15 @@ if rank == 0:
                       "grid": list(root.grid_), "memory_per_rank": root.memory_per_rank_,
                       "kept": [root.X_fit_.shape[0], sharded.X_fit_.shape[0]]}), flush=True)
 
+# weights whose sum overflows (lam * sum(w) did): the model of the weights scaled down,
+# as the one-process fit's (it raised under MPI only)
+big = DKRR(sigma, lam, backend="mpi", block_size=64).fit(
+    X if rank == 0 else None, Y if rank == 0 else None,
+    sample_weight=w * 1e307 if rank == 0 else None)
+if rank == 0:
+    print(json.dumps({"check": "huge-weights", "rel": rel(big.predict(X), root.predict(X))}),
+          flush=True)
+
 # sharded: one rank's shard may weigh 0 everywhere (DKRR gathers every row)
 wz = w.copy()
 if size > 1:
