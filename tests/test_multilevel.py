@@ -121,8 +121,9 @@ def test_early_prediction_uses_a_layers_models():
     svc = SVC(C=2.0).fit(X, y).score(X, y)  # overlapping blobs: about 0.70
     assert full.score(X, y) >= svc - 1e-9  # the last layer is the full SVM
     assert early.score(X, y) >= svc - 0.03
-    # early prediction routes every sample to its nearest node's model
-    route = nearest_center(X, early.layer_centers_)
+    # early prediction routes every sample to the model of the node that holds its
+    # nearest partition centre (layer 1: the partition's own)
+    route = nearest_center(X, early.centers_)
     for q, model in enumerate(early.layer_models_):
         rows = route == q
         np.testing.assert_array_equal(early.predict(X[rows]), model.predict(X[rows]))
@@ -135,6 +136,15 @@ def test_early_prediction_uses_a_layers_models():
                                early.decision_function(X), rtol=1e-8, atol=1e-8)
     mid = DCSVC(n_partitions=4, C=2.0, predict_layer=2, random_state=0).fit(X, y)
     assert len(mid.layer_models_) == 2
+    # layer 2's node q trained on partitions 2q and 2q + 1: a sample goes to the node of
+    # its nearest partition centre (the nearest merged centre, between two partitions
+    # that may lie far apart, sent training rows to a node that never saw them)
+    route = nearest_center(X, mid.centers_) // 2
+    assert np.mean(route == mid.partitioner_.labels_ // 2) > 0.95
+    for q, model in enumerate(mid.layer_models_):
+        rows = route == q
+        np.testing.assert_array_equal(mid.predict(X[rows]), model.predict(X[rows]))
+    assert mid.score(X, y) >= svc - 0.05
     # a refit without early prediction keeps no layer models of the earlier fit
     mid.set_params(predict_layer=None).fit(X, y)
     assert mid.model_ is not None

@@ -484,9 +484,11 @@ class _MultiLevelSVC(_FullModelSVC):
                                             for m in self.layer_models_)))
             self.support_ = np.asarray(support, dtype=np.intp)
             self.objective_ = np.concatenate([m.objective_ for m in self.layer_models_])
+            # a node of that layer holds the partitions [q * span, (q + 1) * span)
+            self._early_span = 2 ** (self._stop_layer() - 1)
             return
-        for name in ("layer_centers_", "layer_models_"):  # of an earlier early-prediction fit
-            self.__dict__.pop(name, None)
+        for name in ("layer_centers_", "layer_models_", "_early_span"):  # of an earlier
+            self.__dict__.pop(name, None)                                  # early prediction
         models, n_iter, objectives, support = models
         self.model_ = NativeKernelSVC.from_models(self.classes_, self._kernel_params(), models,
                                                   n_iter=n_iter, objectives=objectives,
@@ -516,8 +518,17 @@ class _MultiLevelSVC(_FullModelSVC):
 
         with self._local_session(X.shape[0] / len(self.layer_models_), self.support_.size) as s:
             # CSR rows densified block by block (as the whole dense copy, bit for bit)
-            route = nearest_center(X, self.layer_centers_,
-                                   storage="dense" if sp.issparse(X) else "as_is")
+            storage = "dense" if sp.issparse(X) else "as_is"
+            span = getattr(self, "_early_span", None)
+            if span is None:  # a model pickled before 2026-11-27
+                route = nearest_center(X, self.layer_centers_, storage=storage)
+            else:
+                # the nearest partition's centre, then the node that trained on that
+                # partition's rows: the tree merges partitions by index, and the
+                # mean of two far-apart partitions' centres (layer_centers_) lay
+                # nearer other nodes' rows (a quarter of the training rows went to a
+                # node that never saw them)
+                route = nearest_center(X, self.centers_, storage=storage) // span
             for q in np.unique(route):
                 rows = np.flatnonzero(route == q)
                 out[rows] = local(self.layer_models_[q], X[rows], s.threads)
@@ -596,7 +607,10 @@ _COMMON_ATTRS = """
         ``layers``: one dict per layer with ``nodes``, ``solved`` (nodes that
         solved a problem, summed over the pairs of classes), ``samples_in``,
         ``support_vectors`` (out), ``n_iter``, ``seconds`` (the slowest rank),
-        ``comm_bytes`` and ``comm_messages`` (all ranks), ``node_profile``
+        ``comm_bytes`` and ``comm_messages`` (all ranks: the tree's messages
+        into that layer; Cascade's feedback between passes, the support
+        vectors' broadcast and the violators' allgathers, is counted in
+        ``comm``'s ``training`` phase only), ``node_profile``
         (every node that solved: ``node``, ``rank``, ``samples``,
         ``support_vectors``, ``n_iter``, ``seconds``; Table 2.5 of the
         reference) and ``critical_seconds`` (its slowest node); ``busy_nodes``
@@ -870,15 +884,24 @@ class DCSVC(_MultiLevelSVC):
     sample passed down with its dual variable as the warm start.
 
     The last layer solves the whole problem, warm-started from the layer above,
-    so its model is the full SVM's. ``predict_layer`` stops the tree at an
-    earlier layer and predicts with that layer's local models, each sample by
-    the model of its nearest node centre (DC-SVM's early prediction).
+    so its model is the full SVM's (for a positive semi-definite kernel: with
+    ``kernel='sigmoid'`` the dual is not convex, and the warm starts may reach
+    another stationary point than ``SVC``'s). ``predict_layer`` stops the tree
+    at an earlier layer and predicts with that layer's local models (DC-SVM's
+    early prediction). Deviation from Hsieh et al., whose every level is a
+    clustering of its own: the tree merges partitions ``2q`` and ``2q + 1``
+    (the thesis' binary tree), so a sample goes to the node holding its nearest
+    partition centre, the node trained on that partition's rows.
     """ + _COMMON_DOC + """    predict_layer : int, default=None
-        Stop after this layer (1 = the partitions' own models) and predict by
-        the nearest node centre; None: the last layer (the full SVM).
+        Stop after this layer (1 = the partitions' own models) and predict
+        each sample by the model of the node that holds its nearest partition
+        centre (the node trained on that partition's rows); None: the last
+        layer (the full SVM). A fit-time parameter: changing it after ``fit``
+        takes effect at the next ``fit``.
 """ + _COMMON_ATTRS + """    layer_centers_, layer_models_
         With ``predict_layer``: the centres (size-weighted means of their
-        partitions' centres) and the models of that layer's nodes (``model_``
+        partitions' centres; for reference: samples are routed by
+        ``centers_``, see ``predict_layer``) and the models of that layer's nodes (``model_``
         is then None, ``support_`` the union of the nodes' support vectors
         and ``objective_`` every node's objectives, node after node: shape
         ``(n_layer_nodes * n_problems,)``).
