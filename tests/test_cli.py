@@ -391,6 +391,18 @@ def test_bench_skips_kernel_ridge_over_the_memory_budget(capsys, monkeypatch):
     assert "KernelRidge skipped" in out and "\nDCKRR " in out and "\nKernelRidge " not in out
 
 
+def test_bench_skips_kernel_ridge_beyond_the_available_memory(capsys, monkeypatch):
+    # one copy of the kernel within the budget, three beyond the machine: the system
+    # killed bench without a message (32,614 rows on 23 GB)
+    from cakernels import _memory
+
+    monkeypatch.setattr(_memory, "available_bytes", lambda: 1_000_000.0)
+    code, out, err = run(capsys, "bench", "demo_regression", "--methods", "dckrr", "krr", "-p", "2")
+    assert code == 0, err
+    assert "KernelRidge skipped: it needs about" in out and "3 copies" in out, out
+    assert "\nDCKRR " in out and "\nKernelRidge " not in out
+
+
 def test_registry_style_names_for_the_demo(capsys, tmp_path):
     model = tmp_path / "demo.pkl"
     assert run(capsys, "fit", "demo", "-o", model, "--method", "cpsvc", "-p", "2",
@@ -1272,8 +1284,16 @@ def test_a_method_of_the_other_task_on_a_known_dataset_is_refused(capsys, tmp_pa
     # (diabetes' targets are whole numbers: casvc trained one class per value, silently)
     code, _, err = run(capsys, command, data, "--method", method, "-o", tmp_path / "m.skops")
     assert_one_line_error(code, err, f"is a {task} dataset", f"--method {method} is for")
-    listed = err.split("methods for it: ")[1].rstrip(")\n").split(", ")
+    listed = err.split("methods for it: ")[1].split(";")[0].split(", ")
     assert ("dcsvc" in listed or "dkrr" in listed) == (command == "fit"), listed  # search's own
+    # --task is the explicit override: a note, then the fit (it was silent without a
+    # --method, and refused with one)
+    other = "regression" if task == "classification" else "classification"
+    argv = ["--Cs", "1"] if command == "search" and other == "classification" else []
+    code, _, err = run(capsys, command, data, "--method", method, "--task", other,
+                       "-p", "2", *argv, "-o", tmp_path / "m.skops")
+    assert code == 0, err
+    assert f"is a {task} dataset; --task {other} overrides that" in err
 
 
 def test_a_classifier_on_whole_number_regression_targets_says_so(capsys, tmp_path):

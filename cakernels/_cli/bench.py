@@ -27,6 +27,7 @@ from .registry import (
     ORACLE_METHODS,
 )
 from .methods import (
+    KERNEL_RIDGE_COPIES,
     _check_class_labels,
     _check_options,
     _choose_task,
@@ -37,12 +38,33 @@ from .methods import (
     _n_partitions_of,
     _n_support_of,
     _options_task,
+    _task_override_note,
 )
 
 # --------------------------------------------------------------------------- bench
 
 #: memory budget of the scikit-learn KernelRidge baseline in ``bench`` (its n x n kernel)
 KRR_MEMORY_BUDGET = 8 * 2**30
+
+
+def _kernel_ridge_skip(n):
+    """Why the KernelRidge baseline cannot run on ``n`` samples here, or ''.
+
+    It holds about :data:`KERNEL_RIDGE_COPIES` copies of its n x n kernel (the
+    check of ``fit --method krr``): the budget on one copy alone let a 32,614-row
+    run take the machine's 23 GB, and the system killed bench without a message."""
+    from .. import _memory
+
+    one = 8.0 * n * n
+    if one > KRR_MEMORY_BUDGET:
+        return (f"its {_fmt_int(n)} x {_fmt_int(n)} kernel needs {one / 2**30:.1f} GiB "
+                f"(budget {KRR_MEMORY_BUDGET / 2**30:.0f} GiB)")
+    avail = _memory.shortfall(KERNEL_RIDGE_COPIES * one)
+    if avail is not None:
+        return (f"it needs about {_memory.fmt_bytes(KERNEL_RIDGE_COPIES * one)} "
+                f"({KERNEL_RIDGE_COPIES} copies of its {_fmt_int(n)} x {_fmt_int(n)} kernel), "
+                f"but only {_memory.fmt_bytes(avail)} are available")
+    return ""
 
 
 def _subsample(X, y, n, rng):
@@ -120,6 +142,8 @@ def _bench_data(args):
         out["standardize_X"] = task == "regression"
     elif spec.lower() in DEMO_NAMES:
         data = _load_demo(DEMO_NAMES[spec.lower()])
+        if args.task is not None:
+            _task_override_note(args.task, data.label, data.task)
         out.update(name=data.name, task=args.task or data.task,
                    desc=f"{data.label}, fixed random 70/30 split", n_partitions=4,
                    standardize_X=True)
@@ -130,6 +154,8 @@ def _bench_data(args):
             raise CLIError(f"bench takes a dataset name without a subset, got {spec!r}")
         name = info["name"]
         task = args.task or _task_of_registry(info["task"])
+        if args.task is not None:
+            _task_override_note(args.task, name, _task_of_registry(info["task"]))
         out.update(name=name, task=task)
         if name == "ijcnn1":
             out.update(n_partitions=16, C=32.0, gamma=2.0)
@@ -336,12 +362,12 @@ def _bench_table(task, run, methods, baseline, params, n_train, Xtr, ytr, Xte, y
     notes, oracles = [], []
     header_done = skipped_baseline = False
     for m in run:
-        if m == "krr" and n_train ** 2 * 8 > KRR_MEMORY_BUDGET:
-            print(f"note: KernelRidge skipped: its {_fmt_int(n_train)} x {_fmt_int(n_train)} "
-                  f"kernel needs {n_train ** 2 * 8 / 2**30:.1f} GiB (budget "
-                  f"{KRR_MEMORY_BUDGET / 2**30:.0f} GiB)")
-            skipped_baseline = True
-            continue
+        if m == "krr":
+            why = _kernel_ridge_skip(n_train)
+            if why:
+                print(f"note: KernelRidge skipped: {why}")
+                skipped_baseline = True
+                continue
         if not header_done:
             table.header()
             header_done = True

@@ -37,6 +37,7 @@ from .methods import (
     _large_cholesky_guard,
     _make_estimator,
     _method_against_data,
+    _task_override_note,
     _n_partitions_of,
     _n_support_of,
     _options_task,
@@ -101,7 +102,9 @@ def _choose_method(args, data, method):
         task = _task_of_method(method)
         chosen = ""
         chooser = f"--method {method}"
-        _method_against_data(task, data, chooser)
+        if args.task is not None and data.kind != "file":
+            _task_override_note(args.task, data.label, data.task)
+        _method_against_data(task, data, chooser, task_given=args.task)
     if task == "classification":
         _check_class_labels(data.label, data.y, chooser)
     return method, task, chosen, chooser

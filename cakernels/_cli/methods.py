@@ -71,6 +71,8 @@ def _choose_task(data, args, command, methods=()):
     options given (--sigma/--lam or --C/--gamma), then the task inferred from its
     targets. For a file, one stderr note says what was inferred and why."""
     if args.task is not None:
+        if data.kind != "file":
+            _task_override_note(args.task, data.label, data.task)
         return args.task
     if data.kind != "file":
         return data.task  # known: options of the other kind are rejected by _check_options
@@ -110,11 +112,21 @@ def _check_class_labels(label, y, chooser, command="fit"):
                    f"classifier needs class labels; kernel ridge regression fits them (e.g. {how})")
 
 
-def _method_against_data(task, data, chooser, command="fit", methods=None):
+def _task_override_note(task, label, known):
+    """``--task`` is the explicit override of a registry dataset's or the demo's
+    own task (``known``): a note says so (it trained a classifier on regression
+    targets silently); for a LIBSVM file it overrides the inference."""
+    if known is not None and task != known:
+        _note(f"{label} is a {known} dataset; --task {task} overrides that")
+
+
+def _method_against_data(task, data, chooser, command="fit", methods=None,
+                         task_given=None):
     """Methods the user named (``chooser``) for the other task than the data's:
-    an error for a registry dataset or the demo (their task is known; it lists
-    ``methods``, the command's own, default every method, of the data's task), a
-    note for a LIBSVM file (whose task was inferred from its targets).
+    for a registry dataset or the demo (their task is known) an error, unless
+    ``--task`` (``task_given``) overrides it explicitly (the error lists
+    ``methods``, the command's own, default every method, of the data's task);
+    a note for a LIBSVM file (whose task was inferred from its targets).
     Whole-number regression targets make a classifier of one class per distinct
     value."""
     import numpy as np
@@ -123,11 +135,13 @@ def _method_against_data(task, data, chooser, command="fit", methods=None):
         return
     several = len(chooser.split()) > 2  # "--methods a b"
     if data.kind != "file":
+        if task_given == task:  # the explicit override (noted with --task)
+            return
         ok = CLASSIFICATION_METHODS if data.task == "classification" else REGRESSION_METHODS
         ok = [m for m in ok if methods is None or m in methods]
         raise CLIError(f"{data.label} is a {data.task} dataset, but {chooser} "
                        f"{'are' if several else 'is'} for {task} (methods for it: "
-                       f"{', '.join(ok)})")
+                       f"{', '.join(ok)}; --task {task} overrides the dataset's task)")
     if task == "classification":
         _check_class_labels(data.label, data.y, chooser, command)
         k = np.unique(np.asarray(data.y, dtype=np.float64)).size

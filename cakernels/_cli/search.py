@@ -16,7 +16,12 @@ from .common import (
     _task_of_method,
 )
 from .fit import _index_base_note, _save
-from .methods import _check_class_labels, _kernel_width_note, _method_against_data
+from .methods import (
+    _check_class_labels,
+    _task_override_note,
+    _kernel_width_note,
+    _method_against_data,
+)
 
 #: --method -> the search class of cakernels.model_selection
 SEARCHES = {
@@ -84,6 +89,8 @@ def add_search_parser(sub, add_common, positive_int, gamma_type):
 
 
 def _search_task(args, data):
+    if args.task is not None and data.kind != "file":
+        _task_override_note(args.task, data.label, data.task)
     if args.method is not None:
         task = _task_of_method(args.method)
         if args.task is not None and args.task != task:
@@ -129,7 +136,8 @@ def _cmd_search(args):
         _index_base_note(data, data.X.shape[0], data.read.rows_with_index_0)
     search = _make_search(args, method, task, cv, args.backend)  # (checks the grids)
     if args.method is not None:
-        _method_against_data(task, data, f"--method {method}", methods=SEARCHES)
+        _method_against_data(task, data, f"--method {method}", methods=SEARCHES,
+                             task_given=args.task)
     X, y = data.X, data.y
     _grid_width_note(search, task, X, args.standardize)
     sparse = sp.issparse(X)
@@ -159,7 +167,7 @@ def _search_mpi(args, cv):
     search = _collective(comm, _make_search, args, method, task, cv, backend)
     if args.method is not None:
         _collective(comm, _method_against_data, task, summary, f"--method {method}",
-                    methods=SEARCHES)
+                    methods=SEARCHES, task_given=args.task)
     # the kernel-width note needs all rows: rank 0 has them in root mode (a shard's
     # nearest neighbours lie further apart than the data's)
     _collective(comm, lambda: _grid_width_note(search, task, X, False, mpi=True)
