@@ -1335,3 +1335,11 @@ def test_n_jobs_without_the_threads_backend_is_refused(capsys, tmp_path, command
     code, _, err = run(capsys, *argv)
     assert_one_line_error(code, err, "--n-jobs", "mpiexec -n" if "mpi" in backend else "--backend threads")
     assert not (tmp_path / "m.skops").exists()
+
+
+def test_a_test_split_the_registry_does_not_have_names_the_command_line_ways(capsys,
+                                                                           tmp_path):
+    # the library's advice (load subset='train', train_test_split) was passed through
+    code, _, err = run(capsys, "fit", "bodyfat:test", "-o", tmp_path / "m.skops")
+    assert_one_line_error(code, err, "bodyfat has no official test split", "bodyfat:train")
+    assert "train_test_split" not in err

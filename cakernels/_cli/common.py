@@ -395,6 +395,11 @@ def _load_data(spec, *, split, download=True, index_base=None, n_features=None):
     if spec.lower() in DEMO_NAMES:
         return _load_demo(DEMO_NAMES[spec.lower()])
     info, subset = _registry_info(spec)
+    if subset == "test" and info.get("n_test") is None:
+        # (the library's advice, subset='train' and train_test_split, is no option here)
+        raise CLIError(f"{info['name']} has no official test split: give {info['name']} "
+                       f"(its train split, with a note) or {info['name']}:train, or a LIBSVM "
+                       "file of your own test rows")
     if subset is None:
         subset = split
         if split == "test" and info.get("n_test") is None:
