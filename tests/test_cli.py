@@ -1343,3 +1343,21 @@ def test_a_test_split_the_registry_does_not_have_names_the_command_line_ways(cap
     code, _, err = run(capsys, "fit", "bodyfat:test", "-o", tmp_path / "m.skops")
     assert_one_line_error(code, err, "bodyfat has no official test split", "bodyfat:train")
     assert "train_test_split" not in err
+
+
+def test_the_task_override_counts_classes_and_follows_the_checks(capsys, tmp_path):
+    # a classifier on the diabetes targets: one class per value, said only for files;
+    # the override's note came before an error that contradicted it
+    code, _, err = run(capsys, "fit", "demo_regression", "--task", "classification",
+                       "--method", "casvc", "-p", "2", "-o", tmp_path / "m.skops")
+    assert code == 0, err
+    assert "--task classification overrides that (a classifier of 214 classes" in err
+    for argv in (["search", "demo", "--task", "regression", "--method", "casvc", "-o",
+                  tmp_path / "s.skops"],
+                 ["bench", "demo", "--task", "regression", "--methods", "casvc"]):
+        code, _, err = run(capsys, *argv)
+        assert_one_line_error(code, err, "casvc is for classification")
+    code, out, err = run(capsys, "bench", "demo", "--task", "regression", "--methods",
+                         "dckrr", "-p", "2")
+    assert code == 0, err
+    assert "is a classification dataset; --task regression overrides that" in err

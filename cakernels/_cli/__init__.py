@@ -154,8 +154,8 @@ datasets:
                scikit-learn's KernelRidge (gamma = 1/(2 sigma^2), alpha = lam n) on
                standardized X; cadata also standardizes y and trains on 16,000 samples
                of a fixed random split (8 partitions). KernelRidge is skipped when its
-               n x n kernel needs more than 8 GiB, or its 3 copies more memory than
-               is available.
+               n x n kernel needs more than 8 GiB, or its 3 copies more than 80% of
+               the memory available.
   FILE         a LIBSVM file, with a fixed random 80/20 split.
 
 note: OpenBLAS' SkylakeX kernels crash in multi-threaded Cholesky factorizations of

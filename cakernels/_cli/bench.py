@@ -63,7 +63,8 @@ def _kernel_ridge_skip(n):
     if avail is not None:
         return (f"it needs about {_memory.fmt_bytes(KERNEL_RIDGE_COPIES * one)} "
                 f"({KERNEL_RIDGE_COPIES} copies of its {_fmt_int(n)} x {_fmt_int(n)} kernel), "
-                f"but only {_memory.fmt_bytes(avail)} are available")
+                f"more than {_memory.MEMORY_FRACTION:.0%} of the {_memory.fmt_bytes(avail)} "
+                "available")
     return ""
 
 
@@ -142,8 +143,7 @@ def _bench_data(args):
         out["standardize_X"] = task == "regression"
     elif spec.lower() in DEMO_NAMES:
         data = _load_demo(DEMO_NAMES[spec.lower()])
-        if args.task is not None:
-            _task_override_note(args.task, data.label, data.task)
+        out["known_task"] = (data.label, data.task)
         out.update(name=data.name, task=args.task or data.task,
                    desc=f"{data.label}, fixed random 70/30 split", n_partitions=4,
                    standardize_X=True)
@@ -154,8 +154,7 @@ def _bench_data(args):
             raise CLIError(f"bench takes a dataset name without a subset, got {spec!r}")
         name = info["name"]
         task = args.task or _task_of_registry(info["task"])
-        if args.task is not None:
-            _task_override_note(args.task, name, _task_of_registry(info["task"]))
+        out["known_task"] = (name, _task_of_registry(info["task"]))
         out.update(name=name, task=task)
         if name == "ijcnn1":
             out.update(n_partitions=16, C=32.0, gamma=2.0)
@@ -273,6 +272,8 @@ def _cmd_bench(args):
     task = data["task"]
     methods = _bench_methods(args, task)
     _check_options(methods, task, args)
+    if args.task is not None and data.get("known_task"):  # (after the checks above)
+        _task_override_note(args.task, *data["known_task"], data["ytr"])
     params = _estimator_params(args)
     for key in ("n_partitions", "C", "gamma"):
         if params[key] is None and data.get(key) is not None:
@@ -425,11 +426,13 @@ def _bench_may_factor_large(args):
     if args.methods and not any(m.strip().lower() == "krr"
                                 for item in args.methods for m in item.split(",")):
         return False
+    if getattr(args, "task", None) == "classification":
+        return False  # the SVMs and SVC: no n x n factorization
     spec = "demo" if args.demo else args.dataset
     if spec is None or spec.lower() in DEMO_NAMES:
         return False  # ijcnn1 (classification) or a small demo
-    if Path(spec).expanduser().exists():
-        return True  # a file: regression is possible
+    if Path(spec).expanduser().exists() or getattr(args, "task", None) == "regression":
+        return True  # a file (regression is possible), or regression asked for
     try:
         return record(spec.partition(":")[0])["task"] == "regression"
     except (ValueError, TypeError):

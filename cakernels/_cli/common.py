@@ -397,9 +397,10 @@ def _load_data(spec, *, split, download=True, index_base=None, n_features=None):
     info, subset = _registry_info(spec)
     if subset == "test" and info.get("n_test") is None:
         # (the library's advice, subset='train' and train_test_split, is no option here)
-        raise CLIError(f"{info['name']} has no official test split: give {info['name']} "
-                       f"(its train split, with a note) or {info['name']}:train, or a LIBSVM "
-                       "file of your own test rows")
+        raise CLIError(f"{info['name']} has no official test split: " + (
+            f"give {info['name']} (its train split, with a note) or a LIBSVM file of your own "
+            "test rows" if split == "test" else
+            f"give {info['name']} (or {info['name']}:train) to train on its rows"))
     if subset is None:
         subset = split
         if split == "test" and info.get("n_test") is None:

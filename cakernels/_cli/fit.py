@@ -103,7 +103,7 @@ def _choose_method(args, data, method):
         chosen = ""
         chooser = f"--method {method}"
         if args.task is not None and data.kind != "file":
-            _task_override_note(args.task, data.label, data.task)
+            _task_override_note(args.task, data.label, data.task, data.y)
         _method_against_data(task, data, chooser, task_given=args.task)
     if task == "classification":
         _check_class_labels(data.label, data.y, chooser)

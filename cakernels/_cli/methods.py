@@ -72,7 +72,7 @@ def _choose_task(data, args, command, methods=()):
     targets. For a file, one stderr note says what was inferred and why."""
     if args.task is not None:
         if data.kind != "file":
-            _task_override_note(args.task, data.label, data.task)
+            _task_override_note(args.task, data.label, data.task, data.y)
         return args.task
     if data.kind != "file":
         return data.task  # known: options of the other kind are rejected by _check_options
@@ -112,12 +112,20 @@ def _check_class_labels(label, y, chooser, command="fit"):
                    f"classifier needs class labels; kernel ridge regression fits them (e.g. {how})")
 
 
-def _task_override_note(task, label, known):
+def _task_override_note(task, label, known, y=None):
     """``--task`` is the explicit override of a registry dataset's or the demo's
     own task (``known``): a note says so (it trained a classifier on regression
-    targets silently); for a LIBSVM file it overrides the inference."""
-    if known is not None and task != known:
-        _note(f"{label} is a {known} dataset; --task {task} overrides that")
+    targets silently), with the number of classes, one per distinct target value,
+    when ``y`` is given; for a LIBSVM file it overrides the inference."""
+    import numpy as np
+
+    if known is None or task == known:
+        return
+    classes = ""
+    if task == "classification" and y is not None:
+        k = np.unique(np.asarray(y, dtype=np.float64)).size
+        classes = f" (a classifier of {_fmt_int(k)} classes, one per distinct target value)"
+    _note(f"{label} is a {known} dataset; --task {task} overrides that{classes}")
 
 
 def _method_against_data(task, data, chooser, command="fit", methods=None,
@@ -168,7 +176,8 @@ def _check_options(methods, task, args):
     if wrong:
         ok = CLASSIFICATION_METHODS if task == "classification" else REGRESSION_METHODS
         raise CLIError(f"method {wrong[0]} is for {_task_of_method(wrong[0])}, but the data is a "
-                       f"{task} problem (methods for it: {', '.join(ok)})")
+                       f"{task} problem (methods for it: {', '.join(ok)}; --task "
+                       f"{_task_of_method(wrong[0])} overrides the data's task)")
 
 
 def _make_estimator(method, p, n_train, strict=True):
@@ -254,9 +263,10 @@ def _check_kernel_ridge_memory(method, n):
     if avail is not None:
         raise CLIError(f"--method krr (scikit-learn's KernelRidge) on {_fmt_int(n)} samples "
                        f"needs about {_memory.fmt_bytes(need)} ({KERNEL_RIDGE_COPIES} copies "
-                       f"of its {_fmt_int(n)} x {_fmt_int(n)} kernel matrix), but only "
-                       f"{_memory.fmt_bytes(avail)} are available: use a partitioned method "
-                       "(bkrr2, the default), dkrr under mpiexec, or fewer samples")
+                       f"of its {_fmt_int(n)} x {_fmt_int(n)} kernel matrix), more than "
+                       f"{_memory.MEMORY_FRACTION:.0%} of the {_memory.fmt_bytes(avail)} "
+                       "available: use a partitioned method (bkrr2, the default), dkrr under "
+                       "mpiexec, or fewer samples")
 
 
 def _estimator_params(args):

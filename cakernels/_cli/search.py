@@ -89,13 +89,13 @@ def add_search_parser(sub, add_common, positive_int, gamma_type):
 
 
 def _search_task(args, data):
-    if args.task is not None and data.kind != "file":
-        _task_override_note(args.task, data.label, data.task)
     if args.method is not None:
         task = _task_of_method(args.method)
         if args.task is not None and args.task != task:
             raise CLIError(f"--method {args.method} is for {task}, but --task {args.task} "
                            "was given")
+        if args.task is not None and data.kind != "file":  # (after the checks above)
+            _task_override_note(args.task, data.label, data.task, data.y)
         return task
     svm = [f for f, v in (("--Cs", args.Cs), ("--gammas", args.gammas)) if v is not None]
     krr = [f for f, v in (("--sigmas", args.sigmas), ("--lams", args.lams)) if v is not None]
@@ -103,6 +103,8 @@ def _search_task(args, data):
         raise CLIError(f"{' and '.join(svm)} are SVM grids, {' and '.join(krr)} kernel ridge "
                        "grids: give one kind")
     if args.task is not None:
+        if data.kind != "file":
+            _task_override_note(args.task, data.label, data.task, data.y)
         return args.task
     if svm or krr:
         task = "classification" if svm else "regression"
