@@ -116,14 +116,11 @@ def haswell_for_large_cholesky(n_rows, cpu_flags=None):
     variable when it loads, hence a fresh process, in which every side of the
     comparison uses the same BLAS. Call it right after parsing the arguments;
     otherwise it returns (False) and changes nothing. ``cpu_flags``: for tests."""
-    from cakernels._blas import LARGE_CHOLESKY, _cpu_flags
+    from cakernels._blas import LARGE_CHOLESKY, skylakex_kernels_likely
 
     if n_rows < LARGE_CHOLESKY or os.environ.get("OPENBLAS_CORETYPE"):
         return False
-    if platform.machine().lower() not in ("x86_64", "amd64"):
-        return False
-    flags = _cpu_flags() if cpu_flags is None else set(cpu_flags)
-    if not {"avx512f", "avx2", "fma"} <= flags:
+    if not skylakex_kernels_likely(cpu_flags):
         return False
     print(f"note: this run factors {n_rows:,} rows (>= {LARGE_CHOLESKY:,}) on an AVX-512 "
           "CPU, where the wheels' OpenBLAS SkylakeX kernels crash in 2-thread Cholesky: "

@@ -67,6 +67,15 @@ def _cpu_flags():
     return set()
 
 
+def skylakex_kernels_likely(cpu_flags=None):
+    """Whether OpenBLAS would pick its SkylakeX kernels here: an x86-64 CPU with
+    AVX-512 (they all also run the Haswell kernels, which need AVX2 and FMA)."""
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return False
+    flags = _cpu_flags() if cpu_flags is None else set(cpu_flags)
+    return {"avx512f", "avx2", "fma"} <= flags
+
+
 def prefer_haswell_kernels(environ=None, cpu_flags=None):
     """Set ``OPENBLAS_CORETYPE=Haswell`` in ``environ`` for this process when
     it is unset, NumPy is not loaded yet, and the CPU has AVX-512 (the only
@@ -76,10 +85,7 @@ def prefer_haswell_kernels(environ=None, cpu_flags=None):
     environ = os.environ if environ is None else environ
     if environ.get("OPENBLAS_CORETYPE") or "numpy" in sys.modules or "scipy" in sys.modules:
         return False
-    if platform.machine().lower() not in ("x86_64", "amd64"):
-        return False
-    flags = _cpu_flags() if cpu_flags is None else set(cpu_flags)
-    if not {"avx512f", "avx2", "fma"} <= flags:
+    if not skylakex_kernels_likely(cpu_flags):
         return False
     environ["OPENBLAS_CORETYPE"] = "Haswell"
     return True
