@@ -141,11 +141,10 @@ def _read_plain(path, comm, n_features, zero_based, index_0):
                 truncated = fh.read(1) != b"\n"
         X, y = _parse(chunk, np.float64)
     except Exception as exc:
-        from .datasets import _parse_error
+        from .datasets import _parse_error, _permission_denied
 
         # (an I/O error is not a format error: "permission denied", as load_svmlight)
-        X, y, error = None, None, (f"{path}: permission denied (the file cannot be read by "
-                                   "this user)" if isinstance(exc, PermissionError)
+        X, y, error = None, None, (_permission_denied(path) if isinstance(exc, PermissionError)
                                    else _parse_error(path, exc))
     comm.agree(error)
     truncated = bool(comm.allreduce(int(truncated), "max"))

@@ -35,6 +35,7 @@ import scipy.sparse as sp
 from sklearn.utils import Bunch, check_random_state
 
 from ._dataset_registry import record as _record
+from ._svmlight_shard import _COMPRESSED
 from ._dataset_registry import registry as _registry
 
 __all__ = [
@@ -273,7 +274,7 @@ def _load_raw_svmlight(path: Path):
     from sklearn.datasets import load_svmlight_file
 
     kwargs = {"dtype": np.float64, "zero_based": True}
-    if path.suffix.lower() not in (".bz2", ".xz", ".gz"):
+    if path.suffix.lower() not in _COMPRESSED:
         X, y = load_svmlight_file(str(path), **kwargs)
         with open(path, "rb") as fh:
             fh.seek(0, os.SEEK_END)
@@ -312,8 +313,6 @@ def _parse_error(path, exc):
     return f"{path}: could not load it as a LIBSVM/svmlight file: {why}"
 
 
-_COMPRESSED_SUFFIXES = (".gz", ".bz2", ".xz")
-
 #: the first bytes of the compressed formats the readers open (by suffix)
 _MAGIC = ((b"\x1f\x8b", ".gz", "gzip"), (b"BZh", ".bz2", "bzip2"),
           (b"\xfd7zXZ\x00", ".xz", "xz"))
@@ -322,7 +321,7 @@ _MAGIC = ((b"\x1f\x8b", ".gz", "gzip"), (b"BZh", ".bz2", "bzip2"),
 def _compression_hint(path):
     """When a file whose suffix says "not compressed" starts as a compressed one:
     what to do ('' otherwise; its bytes looked like a CSV table to the table hint)."""
-    if path.suffix.lower() in _COMPRESSED_SUFFIXES:
+    if path.suffix.lower() in _COMPRESSED:
         return ""
     try:
         with open(path, "rb") as fh:
@@ -334,6 +333,11 @@ def _compression_hint(path):
             return (f" (it is {name}-compressed, but its name does not end in {suffix}: the "
                     f"suffix selects the decompression; rename it to {path.name}{suffix})")
     return ""
+
+
+def _permission_denied(path):
+    """The message of a file this user cannot read (an I/O error, not a format one)."""
+    return f"{path}: permission denied (the file cannot be read by this user)"
 
 
 def check_regular_file(path):
@@ -404,8 +408,7 @@ def _parse_svmlight(path: Path, n_features=None, zero_based="auto", index_0="err
         if isinstance(exc, FileNotFoundError):
             raise
         if isinstance(exc, PermissionError):  # an I/O error, not a format one: its own type
-            raise PermissionError(f"{path}: permission denied (the file cannot be read "
-                                  "by this user)") from None
+            raise PermissionError(_permission_denied(path)) from None
         raise ValueError(_parse_error(path, exc)) from None
     n_rows = X.shape[0]
     if n_rows == 0:

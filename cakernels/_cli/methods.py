@@ -112,19 +112,24 @@ def _check_class_labels(label, y, chooser, command="fit"):
                    f"classifier needs class labels; kernel ridge regression fits them (e.g. {how})")
 
 
+def _n_distinct(y):
+    """Distinct target values: the classes a classifier trained on ``y`` gets."""
+    import numpy as np
+
+    return int(np.unique(np.asarray(y, dtype=np.float64)).size)
+
+
 def _task_override_note(task, label, known, y=None):
     """``--task`` is the explicit override of a registry dataset's or the demo's
     own task (``known``): a note says so (it trained a classifier on regression
     targets silently), with the number of classes, one per distinct target value,
     when ``y`` is given; for a LIBSVM file it overrides the inference."""
-    import numpy as np
-
     if known is None or task == known:
         return
     classes = ""
     if task == "classification" and y is not None:
-        k = np.unique(np.asarray(y, dtype=np.float64)).size
-        classes = f" (a classifier of {_fmt_int(k)} classes, one per distinct target value)"
+        classes = (f" (a classifier of {_fmt_int(_n_distinct(y))} classes, one per distinct "
+                   "target value)")
     _note(f"{label} is a {known} dataset; --task {task} overrides that{classes}")
 
 
@@ -137,8 +142,6 @@ def _method_against_data(task, data, chooser, command="fit", methods=None,
     a note for a LIBSVM file (whose task was inferred from its targets).
     Whole-number regression targets make a classifier of one class per distinct
     value."""
-    import numpy as np
-
     if data.task is None or task == data.task:
         return
     several = len(chooser.split()) > 2  # "--methods a b"
@@ -152,9 +155,8 @@ def _method_against_data(task, data, chooser, command="fit", methods=None,
                        f"{', '.join(ok)}; --task {task} overrides the dataset's task)")
     if task == "classification":
         _check_class_labels(data.label, data.y, chooser, command)
-        k = np.unique(np.asarray(data.y, dtype=np.float64)).size
         what = (f"{'train classifiers' if several else 'trains a classifier'} of "
-                f"{_fmt_int(k)} classes (one per distinct target value)")
+                f"{_fmt_int(_n_distinct(data.y))} classes (one per distinct target value)")
     else:
         what = f"{'train' if several else 'trains'} kernel ridge regression on the class labels"
     _note(f"{data.label}: {chooser} {what}, although {data.task} was inferred: {data.reason}")
