@@ -122,6 +122,8 @@ BAD_INPUT = {
     "zero-weights": "rank 3: every sample_weight of this rank's shard is 0: in sharded mode",
     # every squared distance underflowed: degenerate partitions without an error
     "tiny": "feature values too small: the largest |value| is",
+    # (K-means made one partition of the clusters, silently)
+    "tiny-partitioner": "feature values too small: the largest |value| is",
     "zero-weight-scalar": "rank 3: every sample_weight of this rank's shard is 0: in sharded "
                           "mode",
     "krr-weights": "sample_weight must be given on every rank",

@@ -79,6 +79,20 @@ def test_features_whose_squares_underflow_are_refused(make, sparse):
     assert tiny_features_error(*magnitude_stats(np.zeros_like(X))) is None
 
 
+@pytest.mark.parametrize("make", [KMeansPartitioner, KBalancePartitioner])
+@pytest.mark.parametrize("sparse", [False, True])
+def test_partitioner_fit_sharded_refuses_features_whose_squares_underflow(make, sparse):
+    # fit refused them, fit_sharded partitioned them (K-means: one partition of all)
+    from cakernels.backends import CollectiveError, SelfCommunicator
+
+    X, _ = _data()
+    part = make(2, random_state=0)
+    Z = sp.csr_matrix(X * 1e-170) if sparse else X * 1e-170
+    with pytest.raises(CollectiveError, match="feature values too small.*scale the features"):
+        part.fit_sharded(SelfCommunicator(), Z)
+    part.fit_sharded(SelfCommunicator(), sp.csr_matrix(X * 1e-150) if sparse else X * 1e-150)
+
+
 @pytest.mark.parametrize("make", ESTIMATORS)
 def test_svm_polynomial_kernel_overflow(make):
     X, y = _data()

@@ -14,7 +14,12 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .. import _memory
-from .._kernels import check_magnitude, check_tiny_features
+from .._kernels import (
+    check_magnitude,
+    check_tiny_features,
+    magnitude_stats,
+    tiny_features_error,
+)
 from .._own_init import OwnInitName
 from .._params import Count
 from ..backends._budget import blas_limits, forked, openmp_limits
@@ -498,6 +503,7 @@ class _BasePartitioner(OwnInitName, BaseEstimator):
         if not isinstance(comm, _BaseCommunicator):
             comm = Communicator(comm)  # TypeError for what is not a communicator
         error = shape = fingerprint = None
+        magnitude = (0.0, 0.0)
         try:
             self._validate_params()
             fingerprint = params_fingerprint(self)
@@ -506,13 +512,14 @@ class _BasePartitioner(OwnInitName, BaseEstimator):
                 check_magnitude(X)
             if sp.issparse(X):  # (a copy only when it stores duplicates or is unsorted)
                 X = canonical_csr(X)
+            magnitude = magnitude_stats(X)
             # (an empty shard's storage is any: it holds no row to compute with)
             shape = (int(X.shape[1]), bool(sp.issparse(X)) if X.shape[0] else None)
         except (ValueError, TypeError) as exc:  # InvalidParameterError is both
             error = " ".join(str(exc).split())
         except Exception as exc:  # any other: every rank raises, not a hang
             error = " ".join(failure_text(exc).split())
-        got = comm._allgather_uncounted((error, fingerprint, shape))
+        got = comm._allgather_uncounted((error, fingerprint, shape, magnitude))
         bad = [(r, g[0]) for r, g in enumerate(got) if g[0] is not None]
         if bad:
             raise CollectiveError(f"rank {bad[0][0]}: {bad[0][1]}")
@@ -532,6 +539,10 @@ class _BasePartitioner(OwnInitName, BaseEstimator):
                     f"the shards differ: rank {q} has {d0} features ({kinds[s0]}), rank {r} "
                     f"{d1} ({kinds[s1]}); every rank must pass rows of the same features and "
                     "storage")
+        # all shards' rows together, as fit checks its rows (the same error everywhere)
+        error = tiny_features_error(*np.max([g[3] for g in got], axis=0))
+        if error is not None:
+            raise CollectiveError(error)
         return comm, X
 
     def _partition_sharded(self, comm, X, rng, n, offset):

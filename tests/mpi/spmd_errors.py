@@ -66,6 +66,10 @@ def run():
             rank != bad)))
     elif case == "tiny":                    # every shard's features below 1e-154
         CASVC(4, backend=sharded).fit(Xs * 1e-170, ys)
+    elif case == "tiny-partitioner":        # the same for a partitioner's own fit_sharded
+        from cakernels.partition import KMeansPartitioner
+
+        KMeansPartitioner(4, random_state=0).fit_sharded(comm, Xs * 1e-170)
     elif case == "tiny-one-shard":          # one shard's: fine next to the others' rows
         CASVC(4, backend=sharded).fit(Xs * (1e-170 if rank == bad else 1.0), ys)
     elif case == "zero-weight-scalar":      # the same as one scalar 0 (sklearn's own message)
