@@ -158,7 +158,9 @@ def resolve_gamma(gamma, X):
     ``1 / n_features``, computed exactly as :class:`sklearn.svm.SVC` does so
     that a single partition reproduces ``SVC`` (for sparse X, where SVC's
     one-pass variance cancels, below :data:`SCALE_CANCEL`, the two-pass one:
-    SVC's would be negative or noise, and SVC refuses a negative gamma).
+    SVC's would be negative or noise, and SVC refuses a negative gamma). A
+    float must be finite and ``>= 0``, as ``SVC`` requires (the low-level
+    solvers took a negative one and reported a meaningless solve as converged).
     """
     if isinstance(gamma, str):
         if gamma == "scale":
@@ -175,7 +177,10 @@ def resolve_gamma(gamma, X):
         if gamma == "auto":
             return 1.0 / X.shape[1]
         raise ValueError(f"gamma must be 'scale', 'auto' or a float, got {gamma!r}")
-    return float(gamma)
+    value = float(gamma)
+    if not (np.isfinite(value) and value >= 0):  # (as SVC; exp(+gamma d^2) is no kernel)
+        raise ValueError(f"gamma must be a finite float >= 0, 'scale' or 'auto', got {gamma!r}")
+    return value
 
 
 #: rows of a CSR matrix squared at a time by :func:`row_sq_norms`

@@ -268,6 +268,27 @@ def test_default_limit_ends_a_crawl(monkeypatch, selection, name):
     assert r["n_updates"] == 20_000
 
 
+def test_a_given_max_iter_is_named_as_the_cause():
+    # the warning blamed a large C and a nearly singular kernel at C=1, max_iter=5
+    X, y = data(60, 3)
+    with pytest.warns(ConvergenceWarning) as record:
+        r = asygcd_fit(X, y, 1.0, max_iter=5, n_threads=1)
+    message = str(record[0].message)
+    assert "within max_iter=5 updates" in message and "raise max_iter" in message
+    assert "nearly singular" not in message and r["n_updates"] == 5
+
+
+def test_no_intercept_is_a_positive_zero():
+    # without fit_intercept the intercept was shift * sum(a y) = -0.0 for some problems
+    X, y = data(60, 3)
+    for labels in (y, -y):
+        assert not np.signbit(asygcd_fit(X, labels, 1.0, n_threads=1)["intercept"])
+    from cakernels import AsyGCDSVC
+
+    clf = AsyGCDSVC(n_threads=1).fit(X, np.arange(60) % 3)
+    assert not np.any(np.signbit(clf.intercept_))
+
+
 def test_more_threads_than_samples():
     X, y = data(30, 3, seed=9)
     X, y = X[:3], np.array([1.0, -1.0, 1.0])
@@ -354,6 +375,18 @@ def test_bad_input_python():
         asygcd_fit(X, y, 1.0, sample_weight=np.zeros(20))
     with pytest.raises(ValueError):
         asygcd_fit(X, y, 1.0, alpha0=np.full(20, 5.0))
+
+
+@pytest.mark.parametrize("gamma", [-1.0, np.nan, np.inf])
+def test_low_level_fits_refuse_a_negative_or_non_finite_gamma(gamma):
+    # exp(+d^2) is no kernel: both reported a meaningless solve as converged
+    from cakernels._solvers.smo import smo_fit
+
+    X, y = data(20, 3)
+    for fit in (asygcd_fit, smo_fit):
+        with pytest.raises(ValueError, match="gamma must be a finite float >= 0"):
+            fit(X, y, 1.0, gamma=gamma)
+    assert asygcd_fit(X, y, 1.0, gamma=0.0)["converged"]  # (as SVC: a constant kernel)
 
 
 def test_default_threads():

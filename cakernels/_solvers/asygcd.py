@@ -33,7 +33,7 @@ full fits on ijcnn1, 1.3x faster on covtype_5000, 0.8-1.8x the time on a9a;
 projected gradient rather than equation 4.11's capped step: see
 ``native/ck_asygcd.c``, deviation 6) and
 ``fit_intercept``, the regularised bias of LIBLINEAR: the kernel becomes
-``K + intercept_scaling**2`` (the inputs extended by a constant feature),
+``K + intercept_scaling**2`` (the feature map extended by a constant feature),
 which restores the accuracy of the SVM with bias on imbalanced data such as
 ijcnn1.
 
@@ -380,7 +380,7 @@ def asygcd_fit(X, y, C, *, sample_weight=None, kernel="rbf", gamma="scale",
                 feature_major=bool(feature_major),
                 return_stats=bool(return_stats),
                 page_doubles=int(page_size or 0), cancel=cancel)
-        intercept = float(shift * np.dot(ak, yk))
+        intercept = float(shift * np.dot(ak, yk)) if shift else 0.0  # (not -0.0)
     alpha = np.zeros(X.shape[0])
     alpha[keep] = ak
     grad = np.zeros(X.shape[0])
@@ -390,11 +390,11 @@ def asygcd_fit(X, y, C, *, sample_weight=None, kernel="rbf", gamma="scale",
         limit = (f"max_iter={max_iter} updates" if max_iter > 0 else
                  f"{budget:,} updates (max_iter=-1: {AUTO_UPDATES_PER_VARIABLE} per "
                  f"variable, at least {AUTO_MIN_UPDATES:,})")
-        warnings.warn(
-            f"{name} did not converge within {limit} (tol={tol}, C={C}); coordinate "
-            "descent crawls when C is large and the kernel nearly singular (duplicate "
-            "samples with opposite labels): lower C, or raise max_iter",
-            ConvergenceWarning, stacklevel=2)
+        why = ("raise max_iter (or tol)" if max_iter > 0 else
+               "coordinate descent crawls when C is large and the kernel nearly singular "
+               "(duplicate samples with opposite labels): lower C, or raise max_iter")
+        warnings.warn(f"{name} did not converge within {limit} (tol={tol}, C={C}); {why}",
+                      ConvergenceWarning, stacklevel=2)
     result = {
         "alpha": alpha,
         "intercept": intercept,

@@ -83,7 +83,11 @@ class AsyGCDSVC(ClassifierMixin, BaseEstimator):
         threads keep waiting for descheduled peers (more threads than free
         cores) hands the rest of the solve to one thread.
     selection : {'greedy', 'random'}, default='greedy'
-        Asy-GCD or PSCD.
+        Asy-GCD or PSCD. PSCD draws a thread's variables uniformly at random
+        but steps (and counts an update) only on a draw that violates the
+        optimality conditions by more than ``tol``: the chapter's PSCD
+        updates every draw, a step of nearly 0 that costs a kernel column
+        (``native/ck_asygcd.c``, deviation 7).
     shrinking : bool, default=True
         Let every thread drop variables stuck at a bound from its active set
         (LIBLINEAR's rule; the active variables kept contiguous and their
@@ -95,7 +99,7 @@ class AsyGCDSVC(ClassifierMixin, BaseEstimator):
         kernel). False runs Algorithms 13/14 without shrinking.
     fit_intercept : bool, default=False
         Add a regularised intercept, as LIBLINEAR does: the kernel becomes
-        ``K(x, x') + intercept_scaling**2`` (the inputs extended by a
+        ``K(x, x') + intercept_scaling**2`` (the feature map extended by a
         constant feature). The thesis' model has none (False); on imbalanced
         data an intercept can matter (ijcnn1: 98.4% without, 98.7% with,
         the accuracy of :class:`sklearn.svm.SVC`).
@@ -127,7 +131,8 @@ class AsyGCDSVC(ClassifierMixin, BaseEstimator):
         and for the class of a one-vs-rest problem.
     objective_ : ndarray of shape (n_problems,)
         Dual objective ``0.5 a^T Q a - sum(a)`` reached by every binary
-        problem.
+        problem (with ``fit_intercept``, ``Q_ij = y_i y_j (K(x_i, x_j) +
+        intercept_scaling**2)``).
     n_features_in_ : int
     feature_names_in_ : ndarray of shape (n_features_in_,)
         Names of features seen during fit (a DataFrame with string column
@@ -245,7 +250,7 @@ class AsyGCDSVC(ClassifierMixin, BaseEstimator):
         # the one-vs-one problems are stored positive for a pair's second class;
         # their decision values (and SVC's intercept_) are positive for its first
         pairs = self.classes_.size > 2 and self.model_.problems_[0][1] is not None
-        self.intercept_ = -intercepts if pairs else intercepts
+        self.intercept_ = 0.0 - intercepts if pairs else intercepts  # (0.0, not -0.0)
         self.objective_ = self.model_.objective_
 
     def __sklearn_tags__(self):
