@@ -156,7 +156,9 @@ def test_not_positive_definite_falls_back_with_warning():
     rng = np.random.RandomState(0)
     X = np.repeat(rng.randn(20, 2), 3, axis=0)  # duplicates: singular kernel
     y = np.repeat(rng.randn(20), 3)
-    with pytest.warns(LinAlgWarning, match="not numerically positive definite"):
+    # (the shift is named for weighted fits too: it said lam*m*I for S K S + lam*sum(w) I)
+    with pytest.warns(LinAlgWarning, match=r"lam\*m\*I \(lam\*sum\(w\)\*I when weighted\) "
+                      "is not numerically positive definite"):
         model = BKRR2(n_partitions=1, sigma=1.0, lam=0.0).fit(X, y)
     K = np.exp(-((X[:, None] - X[None]) ** 2).sum(-1) / 2)
     expected = np.linalg.lstsq(K, y, rcond=None)[0]

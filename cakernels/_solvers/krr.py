@@ -126,7 +126,7 @@ def solve_krr(K, y, reg, rebuild=None, n_threads=1):
         failure = str(exc)  # not the exception: its traceback would keep K alive
     if failure is not None:
         warnings.warn(
-            f"kernel matrix + lam*m*I is not numerically positive definite ({failure}); "
+            f"kernel matrix + lam*m*I (lam*sum(w)*I when weighted) is not numerically positive definite ({failure}); "
             "using the least-squares solution. Increase lam or check the kernel.",
             linalg.LinAlgWarning,
             stacklevel=3,
@@ -138,7 +138,7 @@ def solve_krr(K, y, reg, rebuild=None, n_threads=1):
         return _lstsq_in_place(backup, y)
     if rcond < RCOND_WARN:
         warnings.warn(
-            f"kernel matrix + lam*m*I is ill-conditioned (reciprocal condition number "
+            f"kernel matrix + lam*m*I (lam*sum(w)*I when weighted) is ill-conditioned (reciprocal condition number "
             f"{rcond:.2g}): the coefficients may carry relative errors up to "
             f"{np.finfo(np.float64).eps / rcond:.1g}. Increase lam for a trustworthy answer.",
             linalg.LinAlgWarning,

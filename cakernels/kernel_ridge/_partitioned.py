@@ -83,7 +83,9 @@ class PartitionedKernelRidge(RegressorMixin, PartitionedEstimator):
         scale ``a`` of Table 3.1.
     lam : float, default=1e-4
         Ridge parameter lambda; every partition adds ``lam * m`` to the
-        diagonal, as in eq. (3.6) with its own size ``m``.
+        diagonal, as in eq. (3.6) with its own size ``m`` (the boxes of
+        Algorithms 8, 10 and 11; chapter 3's prose for DC-KRR writes
+        ``lam * n``; ``lam * sum(sample_weight)`` when weighted).
     kernel : {'rbf', 'linear', 'poly', 'sigmoid'}, default='rbf'
         Kernel (Table 3.1).
     degree : int, default=3

@@ -3,7 +3,8 @@
 Every estimator of the package works in scikit-learn's
 :class:`~sklearn.model_selection.GridSearchCV`; the classes here are faster
 routes over the same grids that partition once and share the work between
-the grid's points (Algorithm 10 of the reference for kernel ridge).
+the grid's points (after Algorithm 10 of the reference for kernel ridge, with
+one partitioning of all rows, validation rows included).
 """
 
 from ._krr_search import (

@@ -1,6 +1,6 @@
 """The fast grid search of the partitioned kernel ridge regressors over sigma
-and lambda: :class:`PartitionedKernelRidgeCV` and its front doors (Algorithm 10
-of the reference, with cross-validation).
+and lambda: :class:`PartitionedKernelRidgeCV` and its front doors (after
+Algorithm 10 of the reference, with cross-validation).
 
 One search engine serves every front door. It
 
@@ -23,8 +23,16 @@ Folds and partitions: the data are partitioned once, on all rows, and every
 split trains partition ``j``'s local model on the rows of ``j`` in the split's
 training set (ridge shift ``lam * m_jf`` with ``m_jf`` that count, as a fit on
 those rows would use) and validates on the split's validation rows, routed by
-nearest centre or averaged over all partitions. This is Algorithm 10's
-protocol; ``GridSearchCV`` instead re-partitions every split's training set.
+nearest centre or averaged over all partitions. Algorithm 10 partitions once
+too, but only its training rows, and routes its test rows to those centres;
+with cross-validation every row trains in some split, so the partitions here
+are drawn from all rows, validation rows included: a split's training rows are
+balanced over the partitions only in expectation, and the routing centres
+include the validation rows' features (a held-out set given as a
+``PredefinedSplit`` is partitioned with the training rows; to score
+Algorithm 10's way, fit the estimator on the training rows and score it on the
+held-out rows). ``GridSearchCV`` instead re-partitions every split's training
+set.
 """
 
 import numbers
@@ -81,8 +89,8 @@ class PartitionedKernelRidgeCV(RegressorMixin, _PartitionedSearchCV):
     Equivalent to ``GridSearchCV(PartitionedKernelRidge(...), {'sigma': sigmas,
     'lam': lams}, cv=cv, scoring=scoring)`` with one difference of protocol: the
     data are partitioned once, on all rows, and every split trains each
-    partition on its rows in the split's training set (Algorithm 10 of the
-    reference); see Notes. The partitioning, the Gram matrices and, per sigma,
+    partition on its rows in the split's training set (Algorithm 10 partitions
+    its training rows only: see the module docstring); see Notes. The partitioning, the Gram matrices and, per sigma,
     the kernel matrices are computed once for the whole grid, and a partition's
     factorisation serves every lambda (``solver='eigh'``).
 
@@ -797,7 +805,7 @@ def _shifted_inverse(w, shifts, return_singular=False, warn=True, lams=None):
     cutoff = np.finfo(np.float64).eps * w.size * np.max(mag, axis=0)
     bad = mag <= cutoff[None, :]
     if warn and np.any(bad):
-        warnings.warn("kernel matrix + lam*m*I is singular for some lambda; using the "
+        warnings.warn("kernel matrix + lam*m*I (lam*sum(w)*I when weighted) is singular for some lambda; using the "
                       "least-squares (pseudo-inverse) solution. Increase lam or check the "
                       "kernel.", linalg.LinAlgWarning, stacklevel=4)
     if lams is not None:
@@ -807,7 +815,8 @@ def _shifted_inverse(w, shifts, return_singular=False, warn=True, lams=None):
         if np.any(ill):
             worst = float(np.min(rcond[ill]))
             warnings.warn(
-                f"kernel matrix + lam*m*I is ill-conditioned for lam in "
+                f"kernel matrix + lam*m*I (lam*sum(w)*I when weighted) is ill-conditioned for "
+                f"lam in "
                 f"{[float(v) for v in np.asarray(lams)[ill]]} (reciprocal condition number "
                 f"down to {worst:.2g}): their scores may carry relative errors up to "
                 f"{np.finfo(np.float64).eps / worst:.1g}, and differ from refits' (which "

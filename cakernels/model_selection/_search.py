@@ -1,5 +1,6 @@
 """The search engine shared by the fast searches (:mod:`._krr_search`,
-:mod:`._svm_search`): Algorithm 10's protocol with validation splits.
+:mod:`._svm_search`): Algorithm 10's protocol with validation splits (one
+partitioning of all rows, validation rows included; see :mod:`._krr_search`).
 
 A search fit
 
