@@ -350,7 +350,10 @@ class _BasePartitioner(OwnInitName, BaseEstimator):
         Returns
         -------
         labels : ndarray of shape (n_samples,)
-            Index of the nearest centre (Euclidean; ties to the lowest index).
+            Index of the nearest centre (Euclidean; equal computed distances to
+            the lowest index: distances are ``|x|^2 + |c|^2 - 2 x.c``, as
+            :meth:`sklearn.cluster.KMeans.predict`'s, so exact ties may round
+            either way).
         """
         check_is_fitted(self)
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
@@ -600,7 +603,10 @@ class RandomPartitioner(_BasePartitioner):
         Mean of every partition (used for nearest-centre routing; two may
         coincide with ``distinct_means=False``).
     sizes_ : ndarray of shape (n_partitions,)
-        Samples per partition: ``floor(m/P)`` or ``ceil(m/P)``.
+        Samples per partition: ``floor(m/P)`` or ``ceil(m/P)`` (with
+        :meth:`fit_sharded`, balanced within each rank's shard: partition
+        ``j`` takes rows of rank ``j mod R`` only, as casvm2's, so uneven
+        shards give uneven partitions).
     n_partitions_ : int
         Number of partitions.
     halo_indices_ : list of ndarray
@@ -726,7 +732,10 @@ class KMeansPartitioner(_BasePartitioner):
     max_iter : int, default=100
         Maximum number of Lloyd iterations.
     tol : float, default=1e-4
-        Relative tolerance of K-means.
+        Relative tolerance of K-means (scikit-learn's: the centres' shift
+        between iterations, relative to the data's variance; Algorithm 2
+        stops instead when the fraction of samples that changed cluster
+        falls below a threshold).
     halo : float, default=0.0
         Halo fraction, see :class:`RandomPartitioner`; K-means partitions are
         unbalanced, so partition ``j`` gets ``round(h * sizes_[j])`` samples.
@@ -1150,7 +1159,8 @@ class BKMPartitioner(_KMeansBasedBalanced):
     members of an over-full cluster are sorted once by distance and moved
     farthest-first, and the moves are assigned with the same exact event
     simulation as FCFS, so the whole rebalancing costs O(m P). Members at the
-    same distance move lowest index first, members at distance 0 (duplicates
+    same computed distance (``|x|^2 + |c|^2 - 2 x.c``: exact ties may round
+    either way) move lowest index first, members at distance 0 (duplicates
     of the centre) included: the pseudo-code's search starts at ``maxdist = 0``
     with a strict ``>``, which finds no member there and moves sample 0,
     whichever cluster it is in.
