@@ -168,8 +168,8 @@
  *     and shrank only after their own steps, every ijcnn1 fit collapsed);
  * and LIBSVM's G_bar makes a rebuild cost the free support vectors'
  * slices only (a9a, C = 1: 844 of 11,572 support vectors are free).
- * Measured (benchmarks/README.md): ijcnn1 2 threads 2-4x faster than
- * without shrinking; a9a 0.8-1.8x the time of none (its rebuilds keep
+ * Measured (benchmarks/README.md): ijcnn1 2 threads 2-4.5x faster than
+ * without shrinking; a9a 0.8-2.0x the time of none (its rebuilds keep
  * finding violators among the dropped variables of a coupled kernel).
  */
 #include "ck_internal.h"

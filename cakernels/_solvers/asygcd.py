@@ -27,8 +27,8 @@ Two options go beyond the printed algorithm: ``shrinking`` (on by default,
 as in LIBSVM: every thread drops variables stuck at a bound from its active
 set by LIBLINEAR's rule, keeps the active ones contiguous by LIBSVM's swaps,
 caches kernel slices at the active length and rebuilds the dropped gradient
-entries with LIBSVM's G_bar before the final test; measured, 2-4x faster
-full fits on ijcnn1, 1.3x faster on covtype_5000, 0.8-1.8x the time on a9a;
+entries with LIBSVM's G_bar before the final test; measured, 2-4.5x faster
+full fits on ijcnn1, 1.2-1.3x faster on covtype_5000, 0.8-2.0x the time on a9a;
 ``shrinking=False`` is Algorithms 13/14 without it, choosing by LIBLINEAR's
 projected gradient rather than equation 4.11's capped step: see
 ``native/ck_asygcd.c``, deviation 6) and

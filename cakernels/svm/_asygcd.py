@@ -93,8 +93,8 @@ class AsyGCDSVC(ClassifierMixin, BaseEstimator):
         (LIBLINEAR's rule; the active variables kept contiguous and their
         kernel slices cached at the active length, and the dropped
         gradient entries rebuilt with LIBSVM's G_bar before the final test).
-        Measured (``benchmarks/README.md``): full fits on ijcnn1 2-4x
-        faster, on covtype_5000 1.3x faster; on a9a 0.8-1.8x the time (two
+        Measured (``benchmarks/README.md``): full fits on ijcnn1 2-4.5x
+        faster, on covtype_5000 1.2-1.3x faster; on a9a 0.8-2.0x the time (two
         threads whose rebuilds keep finding violators on its coupled
         kernel). False runs Algorithms 13/14 without shrinking.
     fit_intercept : bool, default=False

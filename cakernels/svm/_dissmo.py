@@ -498,8 +498,9 @@ class DisSMOSVC(_FullModelSVC):
         whole training set).
     max_iter : int, default=-1
         Iteration limit of one binary problem; reaching it raises a
-        ConvergenceWarning. -1 (or 0): LIBSVM's automatic limit of 100
-        iterations per sample, at least 10**6 (:class:`sklearn.svm.SVC` has no
+        ConvergenceWarning. -1 (or 0): LIBSVM's rule of 100 iterations per
+        sample, but at least 10**6 (LIBSVM's floor is 10**7: every Dis-SMO
+        iteration runs Python and a collective) (:class:`sklearn.svm.SVC` has no
         limit; its second-order working set rarely needs one, the first-order
         one can: see ``working_set``).
     break_ties : bool, default=False
