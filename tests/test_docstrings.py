@@ -97,3 +97,55 @@ def test_public_api_has_numpydoc_sections(name, obj):
                 continue
             if inspect.isfunction(value) or isinstance(value, property):
                 assert inspect.getdoc(getattr(target, attr)), f"{name}.{attr} has no docstring"
+
+
+def _documented_attributes(cls):
+    """The names in ``cls``'s own Attributes section (None without one)."""
+    import inspect
+
+    lines = inspect.cleandoc(cls.__doc__ or "").splitlines() + [""]
+    if "Attributes" not in lines:
+        return None
+    names, i = set(), lines.index("Attributes") + 2
+    for line, below in zip(lines[i:], lines[i + 1:]):
+        if line and not line.startswith(" "):
+            if below.strip() and set(below.strip()) == {"-"}:
+                break  # the next section
+            names.update(n.strip() for n in line.split(":")[0].replace("\\", "").split(",")
+                         if n.strip())
+    return names
+
+
+ESTIMATORS = [(n, o) for n, o in PUBLIC_OBJECTS
+              if isinstance(o, type) and hasattr(o, "get_params") and hasattr(o, "fit")]
+
+
+@pytest.mark.parametrize("name, cls", ESTIMATORS, ids=[n for n, _ in ESTIMATORS])
+def test_fitted_attributes_are_documented(name, cls):
+    # DCKRRCV's and CASVCCV's own lists left out refit_time_, scorer_, n_splits_, the
+    # partitioning, n_features_in_ and feature_names_in_, which their fits set
+    import inspect
+
+    import pandas as pd
+    from sklearn.base import is_classifier
+    from sklearn.datasets import make_classification, make_regression
+
+    documented = _documented_attributes(cls)
+    if documented is None:  # a front door: "parameters and attributes as ..."
+        assert "as :class:" in cls.__doc__
+        return
+    params = inspect.signature(cls.__init__).parameters
+    kw = {k: v for k, v in (("n_partitions", 3), ("random_state", 0)) if k in params}
+    est = cls(**kw)
+    if "Partitioner" in cls.__name__:
+        X, y = make_classification(200, 4, random_state=0)
+        est.fit(pd.DataFrame(X, columns=list("abcd")))
+    elif is_classifier(est):
+        X, y = make_classification(200, 4, n_informative=3, n_redundant=0, n_classes=3,
+                                   random_state=0)
+        est.fit(pd.DataFrame(X, columns=list("abcd")), y)
+    else:
+        X, y = make_regression(200, 4, random_state=0)
+        est.fit(pd.DataFrame(X, columns=list("abcd")), y)
+    fitted = {a for a in vars(est) if a.endswith("_") and not a.startswith("_")}
+    assert not fitted - documented, f"{name}: undocumented fitted attributes"

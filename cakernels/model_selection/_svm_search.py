@@ -613,8 +613,9 @@ cache_size, class_weight, max_iter, solver, halo, backend, n_jobs, random_state,
 
     Attributes
     ----------
-    best_params_, best_score_, best_index_, cv_results_, best_estimator_, classes_, \
-fit_stats_
+    best_params_, best_score_, best_index_, cv_results_, best_estimator_, refit_time_, \
+scorer_, n_splits_, classes_, partitioner_, centers_, partition_sizes_, fit_stats_, \
+n_features_in_, feature_names_in_
         See :class:`PartitionedSVCCV`.
 
     Examples
