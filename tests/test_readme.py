@@ -26,9 +26,10 @@ def test_readme_quickstart_runs(capsys):
     blocks = _blocks()
     assert blocks, "the README has no Python quickstart"
     out = _run(blocks[0][1], blocks[0][0], capsys)
-    assert len(out) == 2
-    assert float(out[0].split()[0]) > 0.9  # training accuracy of BKMSVC
-    assert float(out[1].split()[0]) > 0.9  # R^2 of BKRR2
+    assert len(out) == 3
+    ours, svc = map(float, out[0].split())
+    assert svc > 0.85 and ours > svc - 0.03  # test accuracies of BKMSVC and SVC
+    assert float(out[2].split()[0]) > 0.9  # test R^2 of BKRR2
 
 
 def _guide_examples():
