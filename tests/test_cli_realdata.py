@@ -113,3 +113,17 @@ def test_output_never_replaces_a_registry_datasets_file(cakernels_cli, data_home
     res = cakernels_cli("predict", model, "bodyfat", "-o", target, env=env)
     assert res.returncode == 2 and "it is the input" in res.stderr, res.stderr
     assert target.read_bytes() == before
+
+
+def test_a_task_override_that_cannot_hold_is_an_error_without_the_note(cakernels_cli,
+                                                                       data_home, tmp_path):
+    """``--task classification`` on space_ga (continuous targets): the override's note
+    ("a classifier of 3,105 classes") was printed, then the error that contradicted it."""
+    for argv in (["fit", "space_ga", "--task", "classification", "--method", "casvc"],
+                 ["fit", "space_ga", "--task", "classification"],
+                 ["search", "space_ga", "--task", "classification"]):
+        res = cakernels_cli(*argv, "-o", tmp_path / "m.skops")
+        assert res.returncode == 2
+        lines = _lines(res.stderr)
+        assert len(lines) == 1 and "cannot train a classifier" in lines[0], res.stderr
+        assert "--method bkrr2" in lines[0]

@@ -294,6 +294,45 @@ def test_ctrl_c_ends_the_job_during_the_solves(mpirun):
     assert "KeyboardInterrupt" in err and "smo_solve(" in err, err[-2000:]
 
 
+def test_ctrl_c_ends_the_cli_job(mpirun, tmp_path):
+    # the README's `mpiexec -n 4 cakernels fit ... --backend mpi` (not python -m mpi4py):
+    # one rank returned 130 and waited in MPI_Finalize while the other spun in a
+    # collective; the job ran on until a second Ctrl-C
+    import signal
+    import subprocess
+    import time
+
+    import cakernels
+    from cakernels.datasets import get_data_home
+
+    # 2,000 rows of a9a at C = 1e6: Dis-SMO's first-order pair zigzags for minutes
+    # (README, DisSMOSVC: 10^6 iterations in 68 s on one process)
+    source = Path(get_data_home()) / "a9a" / "a9a"
+    if not source.exists():
+        pytest.fail(f"{source} is missing: set CAKERNELS_DATA to the benchmark datasets")
+    with open(source) as fh:
+        (tmp_path / "slow.svm").write_text("".join(next(fh) for _ in range(2000)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(Path(cakernels.__file__).resolve().parent.parent)]
+        + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    proc = subprocess.Popen([MPIEXEC, "-n", "2", Path(sys.executable).with_name("cakernels"),
+                             "fit", tmp_path / "slow.svm", "-o", tmp_path / "m.skops",
+                             "--method", "dissmosvc", "--C", "1e6", "--backend", "mpi"],
+                            env=env, text=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        time.sleep(5.0)  # started, data read, iterating
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        pytest.fail("the job did not end within 60 s of one SIGINT")
+    assert proc.returncode == 130, err
+    assert "interrupted (rank" in err and "aborting the MPI job" in err, err
+    assert not (tmp_path / "m.skops").exists()
+
+
 def test_a_rank_that_dies_mid_fit_ends_the_job(mpirun, tmp_path):
     out = mpirun(4, "spmd_errors.py", "dies", tmp_path, mpi4py=True, timeout=120)
     assert out.returncode != 0
@@ -641,6 +680,123 @@ def test_cli_errors_under_mpiexec_are_one_line(mpi_cli, clf_split, tmp_path):
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and "without --backend mpi" in lines[0]
     assert not (tmp_path / "m.pkl").exists()
+
+
+def _per_rank(tmp_path, rank1_args, other_args):
+    """A launcher for mpiexec that runs ``cakernels`` with ``rank1_args`` on rank 1 and
+    ``other_args`` elsewhere: what differs between nodes (a file, a folder)."""
+    import shlex
+
+    exe = Path(sys.executable).with_name("cakernels")
+    script = tmp_path / "per_rank.sh"
+    script.write_text(
+        "#!/bin/sh\n"
+        f'if [ "${{PMI_RANK:-0}}" = 1 ]; then exec {shlex.quote(str(exe))} '
+        f"{shlex.join(map(str, rank1_args))}; fi\n"
+        f"exec {shlex.quote(str(exe))} {shlex.join(map(str, other_args))}\n")
+    script.chmod(0o755)
+    return script
+
+
+def test_cli_mpi_input_on_some_ranks_only_is_one_error(mpirun, spawn, clf_split, tmp_path):
+    # rank 0 read its shard of the file while rank 1, without it, loaded a registry
+    # name in root mode: mismatched collectives, the job hung without a word
+    train, _ = clf_split
+    for command in ("fit", "search"):
+        out_file = tmp_path / f"{command}.skops"
+        rest = ["-o", out_file, "--backend", "mpi"] + (["--Cs", "1", "-q"]
+                                                       if command == "search" else [])
+        script = _per_rank(tmp_path, [command, tmp_path / "elsewhere.svm", *rest],
+                           [command, train, *rest])
+        out = spawn([MPIEXEC, "-n", "2", script], timeout=120)
+        assert out.returncode == 2, out.stderr
+        assert out.stderr.strip().splitlines() == [
+            f"cakernels: error: {train}: the file exists on ranks [0] but not on ranks [1]; "
+            "with --backend mpi every rank reads its own rows of the same LIBSVM file: put it "
+            "on a file system every node sees, or the same copy at the same path on every "
+            "node"], out.stderr
+        assert not out_file.exists()
+
+
+def test_cli_mpi_output_folder_checked_by_the_writing_rank(mpirun, spawn, clf_split, tmp_path):
+    # every rank checked -o before MPI started: rank 1 without the folder exited
+    # silently and rank 0 waited in MPI_Init forever (and the other way round)
+    train, _ = clf_split
+    exe = Path(sys.executable).with_name("cakernels")
+    (tmp_path / "out").mkdir()
+    (tmp_path / "node2").mkdir()  # a working folder without out/
+    script = tmp_path / "in_node2.sh"
+    for command in ("fit", "search"):
+        extra = " --Cs 1 -q" if command == "search" else ""
+        for rank, ok in ((1, True), (0, False)):  # only rank 0 writes
+            script.write_text(
+                "#!/bin/sh\n"
+                f'if [ "${{PMI_RANK:-0}}" = {rank} ]; then cd {tmp_path / "node2"}; fi\n'
+                f"exec {exe} {command} {train} -o out/m.skops --backend mpi{extra}\n")
+            script.chmod(0o755)
+            out = spawn([MPIEXEC, "-n", "2", script], cwd=tmp_path, timeout=120)
+            if ok:
+                assert out.returncode == 0, out.stderr
+                (tmp_path / "out" / "m.skops").unlink()
+            else:  # one error on every rank, no hang
+                assert out.returncode == 2
+                assert out.stderr.strip().splitlines() == [
+                    "cakernels: error: cannot write out/m.skops: the folder out does not "
+                    "exist"], out.stderr
+
+
+def test_cli_mpi_refuses_to_overwrite_a_registry_dataset(mpirun, spawn, tmp_path):
+    # refused on one process ("it is the input"), replaced by the model under MPI
+    import shutil
+
+    from cakernels.datasets import get_data_home
+
+    home = tmp_path / "data"
+    (home / "bodyfat").mkdir(parents=True)
+    source = Path(get_data_home()) / "bodyfat" / "bodyfat"
+    if not source.exists():
+        pytest.fail(f"{source} is missing: set CAKERNELS_DATA to the benchmark datasets")
+    shutil.copy(source, home / "bodyfat" / "bodyfat")
+    before = (home / "bodyfat" / "bodyfat").read_bytes()
+    exe = Path(sys.executable).with_name("cakernels")
+    env = dict(os.environ, CAKERNELS_DATA=str(home))
+    for command in ("fit", "search"):
+        extra = ["--sigmas", "1", "-q"] if command == "search" else []
+        out = spawn([MPIEXEC, "-n", "2", exe, command, "bodyfat", "-o",
+                     home / "bodyfat" / "bodyfat", "--backend", "mpi", *extra],
+                    env=env, timeout=120)
+        assert out.returncode == 2 and "it is the input" in out.stderr, out.stderr
+        assert out.stderr.count("error") == 1, out.stderr
+        assert (home / "bodyfat" / "bodyfat").read_bytes() == before
+
+
+def test_cli_mpi_tie_note_does_not_advise_standardize(mpi_cli, tmp_path):
+    # it ended "(or standardize the features, --standardize)", which --backend mpi refuses
+    from sklearn.datasets import dump_svmlight_file, make_regression
+
+    X, y = make_regression(n_samples=150, n_features=4, noise=1.0, random_state=0)
+    dump_svmlight_file(X * 1000.0, y, str(tmp_path / "train.svm"), zero_based=False)
+    out = mpi_cli(2, "search", tmp_path / "train.svm", "-o", tmp_path / "m.skops", "-q",
+                  "--n-partitions", "2", "--sigmas", "0.5", "2", "--lams", "1e-6", "1e-3",
+                  "--backend", "mpi")
+    assert out.returncode == 0, out.stderr
+    (note,) = [line for line in out.stderr.splitlines() if "scored the same" in line]
+    assert note.endswith("widen the grid (or standardize the features beforehand)"), note
+
+
+def test_cli_mpi_shows_the_warnings_of_every_rank(mpi_cli, cakernels_cli, tmp_path):
+    # a partition solved on rank 1 warned in the one-process fit and was silent
+    # under MPI (only rank 0 prints); now rank 0 shows it once, naming the rank
+    args = ("fit", "demo_regression", "--method", "bkrr2", "--sigma", "1e5", "--lam", "1e-13",
+            "-p", "2")
+    serial = cakernels_cli(*args, "-o", tmp_path / "s.skops")
+    out = mpi_cli(2, *args, "-o", tmp_path / "m.skops", "--backend", "mpi")
+    assert serial.returncode == 0 and out.returncode == 0, out.stderr
+    ours = [line for line in out.stderr.splitlines() if "LinAlgWarning" in line]
+    theirs = [line for line in serial.stderr.splitlines() if "LinAlgWarning" in line]
+    assert theirs and len(ours) <= len(theirs), (serial.stderr, out.stderr)
+    assert any("LinAlgWarning; rank 1)" in line for line in ours), out.stderr
+    assert all(line.count("ill-conditioned") == 1 for line in ours)
 
 
 def test_cli_search_under_mpiexec_equals_serial(mpi_cli, cakernels_cli, clf_split, tmp_path):

@@ -288,6 +288,14 @@ def main(argv=None):
             _check_launch(args)
             return int(args.func(args) or 0)
     except KeyboardInterrupt:
+        if _Run.mpi is not None and _Run.mpi[1].size > 1:
+            # mpiexec forwards Ctrl-C to every rank, but a rank may be inside a
+            # collective that does not return to Python (the others spun there for
+            # minutes while this one waited in MPI_Finalize): end the job
+            print(f"{PROG}: interrupted (rank {_Run.mpi[1].rank}): aborting the MPI job",
+                  file=sys.stderr)
+            sys.stderr.flush()
+            _Run.mpi[0].Abort(130)
         return 130
     except BrokenPipeError:
         # the reader went away (e.g. `cakernels predict ... | head`): stop quietly

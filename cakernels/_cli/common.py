@@ -78,6 +78,37 @@ def _show_warning(message, category, filename, lineno, file=None, line=None):
               file=sys.stderr if file is None else file)
 
 
+@contextlib.contextmanager
+def _warnings_of_every_rank(comm):
+    """Around a collective step of a ``--backend mpi`` run: the warnings every rank
+    raised, shown once by rank 0, each with the ranks that raised it unless all did
+    (:func:`_show_warning` prints rank 0's only: a partition solved on rank 1 warned
+    in the one-process fit and was silent under MPI). On an error the step's
+    warnings are shown by rank 0 as they came, and no rank waits for the others."""
+    import warnings
+
+    failed = True
+    with warnings.catch_warnings(record=True) as caught:
+        try:
+            yield
+            failed = False
+        finally:
+            mine = list(dict.fromkeys((w.category.__name__, _one_line(w.message))
+                                      for w in caught))
+            if failed and not _Run.quiet():  # no collective on an error's way out
+                for category, text in mine:
+                    print(f"{PROG}: warning: {text} ({category})", file=sys.stderr)
+    ranks = {}
+    for rank, theirs in enumerate(comm.allgather(mine)):
+        for key in theirs:
+            ranks.setdefault(key, []).append(rank)
+    if comm.rank == 0:
+        for (category, text), where in ranks.items():
+            on = "" if len(where) == comm.size else (
+                f"; rank {where[0]}" if len(where) == 1 else f"; ranks {where}")
+            print(f"{PROG}: warning: {text} ({category}{on})", file=sys.stderr)
+
+
 def _note(text):
     if not _Run.quiet():
         print(f"{PROG}: note: {text}", file=sys.stderr)

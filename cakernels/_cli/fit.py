@@ -20,6 +20,7 @@ from .common import (
     _load_data,
     _note,
     _task_of_method,
+    _warnings_of_every_rank,
 )
 from .registry import (
     REGISTRY,
@@ -90,6 +91,7 @@ def _check_fit_options(args, params):
 
 def _choose_method(args, data, method):
     """``(method, task, chosen, chooser)`` once the data (or its summary) is known."""
+    method_given = method is not None
     if method is None:
         task = _choose_task(data, args, "fit")
         method = DEFAULT_METHOD[task]
@@ -102,11 +104,12 @@ def _choose_method(args, data, method):
         task = _task_of_method(method)
         chosen = ""
         chooser = f"--method {method}"
-        if args.task is not None and data.kind != "file":
-            _task_override_note(args.task, data.label, data.task, data.y)
         _method_against_data(task, data, chooser, task_given=args.task)
     if task == "classification":
         _check_class_labels(data.label, data.y, chooser)
+    if method_given and args.task is not None and data.kind != "file":
+        # (after the checks that could contradict it)
+        _task_override_note(args.task, data.label, data.task, data.y)
     return method, task, chosen, chooser
 
 
@@ -123,9 +126,9 @@ def _cmd_fit(args):
 
     params = _estimator_params(args)
     method = _check_fit_options(args, params)
-    _check_output(args.output, [args.data])  # before spending time on the data and the fit
-    if args.backend == "mpi":
+    if args.backend == "mpi":  # (checks the output on rank 0, once every rank is in MPI)
         return _fit_mpi(args, params, method)
+    _check_output(args.output, [args.data])  # before spending time on the data and the fit
     data = _load_data(args.data, split="train", n_features=args.n_features)
     _check_output(args.output, data.files)  # a registry name's own file
     method, task, chosen, _ = _choose_method(args, data, method)
@@ -165,7 +168,7 @@ def _load_data_mpi(args, comm):
     from .common import _int32_indices
 
     path = Path(args.data).expanduser()
-    if _collective(comm, path.exists):
+    if _exists_on_every_rank(comm, path, args.data):
         _collective(comm, _not_a_directory, path, args.data)
         X, y, info = read_shard(path, comm, zero_based="auto", index_0="drop",
                                 n_features=args.n_features)
@@ -184,9 +187,35 @@ def _load_data_mpi(args, comm):
                         reason=data.reason, index_base=data.index_base)
         summary.rows_with_index_0 = 0
         summary.n_samples = data.X.shape[0]
+        summary.files = data.files  # (a registry name's own files: not an output)
     summary = comm.bcast_obj(summary)
     X, y = (data.X, data.y) if comm.rank == 0 else (None, None)
     return summary, X, y, MPIBackend(sharded=False), summary.n_samples
+
+
+def _exists_on_every_rank(comm, path, spec):
+    """Whether ``path`` exists, the same answer on every rank: a file on some ranks
+    only is one error (rank 0 read it in sharded mode while the others loaded a
+    registry name in root mode, and the job hung in mismatched collectives)."""
+    from ..backends import CollectiveError
+
+    there = comm.allgather(bool(_collective(comm, path.exists)))
+    if all(there) or not any(there):
+        return there[0]
+    missing = [r for r, ok in enumerate(there) if not ok]
+    raise CollectiveError(
+        f"{spec}: the file exists on ranks {[r for r, ok in enumerate(there) if ok]} but not "
+        f"on ranks {missing}; with --backend mpi every rank reads its own rows of the same "
+        "LIBSVM file: put it on a file system every node sees, or the same copy at the same "
+        "path on every node")
+
+
+def _check_output_mpi(comm, args, inputs):
+    """:func:`_check_output` under ``--backend mpi``: rank 0 writes, so rank 0 checks
+    (another node may lack the folder), the same error on every rank. Checked once
+    every rank is in MPI: a rank that exited before MPI_Init left the others waiting
+    there."""
+    _collective(comm, lambda: _check_output(args.output, inputs) if comm.rank == 0 else None)
 
 
 def _not_a_directory(path, spec):
@@ -197,7 +226,9 @@ def _not_a_directory(path, spec):
 def _fit_mpi(args, params, method):
     """``fit --backend mpi`` under mpiexec: every rank runs this; rank 0 writes."""
     comm = _mpi_world()
+    _check_output_mpi(comm, args, [args.data])  # before spending time on the data
     summary, X, y, backend, n = _load_data_mpi(args, comm)
+    _check_output_mpi(comm, args, getattr(summary, "files", ()))  # a registry name's file
     method, task, chosen, _ = _collective(comm, _choose_method, args, summary, method)
     if summary.kind == "file":
         _index_base_note(summary, n, summary.rows_with_index_0)
@@ -208,7 +239,8 @@ def _fit_mpi(args, params, method):
     _collective(comm, lambda: _kernel_width_note(X, *width, mpi=True)
                 if width is not None and comm.rank == 0 and not backend.sharded else None)
     t0 = time.perf_counter()
-    est.fit(X, y)  # collective: bad input anywhere is the same error on every rank
+    with _warnings_of_every_rank(comm):
+        est.fit(X, y)  # collective: bad input anywhere is the same error on every rank
     fit_seconds = time.perf_counter() - t0
     shape = (n, est.n_features_in_)
     sparse = summary.kind == "file"

@@ -72,6 +72,8 @@ def _choose_task(data, args, command, methods=()):
     targets. For a file, one stderr note says what was inferred and why."""
     if args.task is not None:
         if data.kind != "file":
+            if args.task == "classification":  # (an error first, not a note it contradicts)
+                _check_class_labels(data.label, data.y, "--task classification", command)
             _task_override_note(args.task, data.label, data.task, data.y)
         return args.task
     if data.kind != "file":

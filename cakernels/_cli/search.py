@@ -14,6 +14,7 @@ from .common import (
     _mpi_world,
     _note,
     _task_of_method,
+    _warnings_of_every_rank,
 )
 from .fit import _index_base_note, _save
 from .methods import (
@@ -104,6 +105,8 @@ def _search_task(args, data):
                        "grids: give one kind")
     if args.task is not None:
         if data.kind != "file":
+            if args.task == "classification":  # (an error first, not a note it contradicts)
+                _check_class_labels(data.label, data.y, "--task classification", "fit")
             _task_override_note(args.task, data.label, data.task, data.y)
         return args.task
     if svm or krr:
@@ -120,7 +123,8 @@ def _search_task(args, data):
 def _cmd_search(args):
     import scipy.sparse as sp
 
-    _check_output(args.output, [args.data])
+    if args.backend != "mpi":  # (under MPI rank 0 checks, once every rank is in MPI)
+        _check_output(args.output, [args.data])
     cv = args.cv.lower()
     if cv != "loo":
         try:
@@ -159,10 +163,12 @@ def _cmd_search(args):
 def _search_mpi(args, cv):
     """``search --backend mpi`` under mpiexec: every rank runs this; rank 0 prints
     and writes. The data are loaded as by ``fit --backend mpi``."""
-    from .fit import _load_data_mpi
+    from .fit import _check_output_mpi, _load_data_mpi
 
     comm = _mpi_world()
+    _check_output_mpi(comm, args, [args.data])  # before spending time on the data
     summary, X, y, backend, n = _load_data_mpi(args, comm)
+    _check_output_mpi(comm, args, getattr(summary, "files", ()))  # a registry name's file
     task, method = _collective(comm, _check_search, args, summary, cv)
     if summary.kind == "file":
         _index_base_note(summary, n, summary.rows_with_index_0)
@@ -175,7 +181,8 @@ def _search_mpi(args, cv):
     _collective(comm, lambda: _grid_width_note(search, task, X, False, mpi=True)
                 if comm.rank == 0 and not backend.sharded else None)
     t0 = time.perf_counter()
-    search.fit(X, y)  # collective: bad input anywhere is the same error on every rank
+    with _warnings_of_every_rank(comm):
+        search.fit(X, y)  # collective: bad input anywhere is the same error on every rank
     seconds = time.perf_counter() - t0
     shape = (n, search.best_estimator_.n_features_in_)
     _collective(comm, lambda: _report(args, search, method, summary, shape,
@@ -232,7 +239,7 @@ def _make_search(args, method, task, cv, backend):
 def _report(args, search, method, data, shape, sparse, seconds, scaler, n_ranks=None):
     """Print the best candidates and save the refitted best model."""
     _print_top(search, args.top)
-    _tie_note(search, args.standardize)
+    _tie_note(search, args.standardize, mpi=n_ranks is not None)
     best = search.best_estimator_
     model = best
     if scaler is not None:
@@ -261,8 +268,9 @@ def _grid_width_note(search, task, X, standardize, mpi=False):
         _kernel_width_note(X, name, widths, standardize=standardize, mpi=mpi)
 
 
-def _tie_note(search, standardized):
-    """Note when every candidate scored the same: the grid did not change the model."""
+def _tie_note(search, standardized, mpi=False):
+    """Note when every candidate scored the same: the grid did not change the model
+    (--standardize is refused under --backend mpi: standardize the data beforehand)."""
     import numpy as np
 
     scores = np.asarray(search.cv_results_["mean_test_score"], dtype=float)
@@ -270,7 +278,8 @@ def _tie_note(search, standardized):
         _note(f"all {_fmt_int(scores.size)} candidates scored the same ({scores[0]:.6g}): "
               "the grid does not change the model on this data, and the best one is simply "
               "the first; widen the grid"
-              + ("" if standardized else " (or standardize the features, --standardize)"))
+              + ("" if standardized else " (or standardize the features beforehand)" if mpi
+                 else " (or standardize the features, --standardize)"))
 
 
 def _print_top(search, top):
