@@ -458,6 +458,22 @@ def drop_zero_weight_rows(s, X, y, w, index, n_partitions=None):
     return X, y, w, np.arange(offset, offset + X.shape[0], dtype=np.int64), index
 
 
+def _bcast_from_root(comm, compute):
+    """``compute()`` on rank 0, broadcast to every rank; a ``ValueError`` there is
+    the same :class:`~cakernels.backends.CollectiveError` on every rank (rank 0
+    raised it alone and the others waited in the broadcast for ever)."""
+    value = error = None
+    if comm.rank == 0:
+        try:
+            value = compute()
+        except ValueError as exc:
+            error = str(exc)
+    value, error = comm.bcast_obj((value, error))
+    if error is not None:
+        raise CollectiveError(error)
+    return value
+
+
 def global_gamma(s, gamma, X):
     """``gamma`` resolved on all ranks' rows as :class:`sklearn.svm.SVC` does
     (``'scale'``: ``1 / (n_features * X.var())``); exactly SVC's value on one
@@ -467,8 +483,8 @@ def global_gamma(s, gamma, X):
     comm = s.comm
     if not (isinstance(gamma, str) and gamma == "scale") or s.size == 1:
         return resolve_gamma(gamma, X)
-    if not s.sharded:
-        return comm.bcast_obj(resolve_gamma(gamma, X) if comm.rank == 0 else None)
+    if not s.sharded:  # rank 0 holds every row; its error is every rank's (else a hang)
+        return _bcast_from_root(comm, lambda: resolve_gamma(gamma, X))
     from ._kernels import centered_sq_sum, scale_gamma, variance_from_moments
 
     def variance(Z):

@@ -121,7 +121,8 @@ def test_a_task_override_that_cannot_hold_is_an_error_without_the_note(cakernels
     ("a classifier of 3,105 classes") was printed, then the error that contradicted it."""
     for argv in (["fit", "space_ga", "--task", "classification", "--method", "casvc"],
                  ["fit", "space_ga", "--task", "classification"],
-                 ["search", "space_ga", "--task", "classification"]):
+                 ["search", "space_ga", "--task", "classification"],
+                 ["search", "space_ga", "--task", "classification", "--method", "casvc"]):
         res = cakernels_cli(*argv, "-o", tmp_path / "m.skops")
         assert res.returncode == 2
         lines = _lines(res.stderr)

@@ -119,6 +119,7 @@ BAD_INPUT = {
     "params": "ranks [3] were given other parameters than rank 0",
     "labels": "the ranks' labels have different types",
     "root-inf": "rank 0: Input X contains infinity",
+    "root-scale": "gamma='scale' is 1 / (n_features * X.var()), and X.var() =",
     "zero-weights": "rank 3: every sample_weight of this rank's shard is 0: in sharded mode",
     # every squared distance underflowed: degenerate partitions without an error
     "tiny": "feature values too small: the largest |value| is",

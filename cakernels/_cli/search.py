@@ -95,8 +95,6 @@ def _search_task(args, data):
         if args.task is not None and args.task != task:
             raise CLIError(f"--method {args.method} is for {task}, but --task {args.task} "
                            "was given")
-        if args.task is not None and data.kind != "file":  # (after the checks above)
-            _task_override_note(args.task, data.label, data.task, data.y)
         return task
     svm = [f for f, v in (("--Cs", args.Cs), ("--gammas", args.gammas)) if v is not None]
     krr = [f for f, v in (("--sigmas", args.sigmas), ("--lams", args.lams)) if v is not None]
@@ -104,11 +102,7 @@ def _search_task(args, data):
         raise CLIError(f"{' and '.join(svm)} are SVM grids, {' and '.join(krr)} kernel ridge "
                        "grids: give one kind")
     if args.task is not None:
-        if data.kind != "file":
-            if args.task == "classification":  # (an error first, not a note it contradicts)
-                _check_class_labels(data.label, data.y, "--task classification", "fit")
-            _task_override_note(args.task, data.label, data.task, data.y)
-        return args.task
+        return args.task  # (its note once _check_search's checks have passed)
     if svm or krr:
         task = "classification" if svm else "regression"
         if data.kind != "file" and task != data.task:
@@ -214,7 +208,13 @@ def _check_search(args, data, cv):
             raise CLIError(f"--scoring {args.scoring} is not a scoring of the {task} search "
                            f"(--method {method}); choose one of {', '.join(allowed)}")
     if task == "classification":
-        _check_class_labels(data.label, data.y, f"--method {method}", "fit")
+        _check_class_labels(data.label, data.y, f"--method {method}" if args.method else
+                            "--task classification" if args.task else f"--method {method}",
+                            "fit")
+    if args.task is not None and data.kind != "file":
+        # --task's override of a registry dataset's task: noted after every check that
+        # could contradict it
+        _task_override_note(args.task, data.label, data.task, data.y)
     return task, method
 
 

@@ -26,6 +26,7 @@ from sklearn.utils.metaestimators import available_if
 from .._engine import (
     Partition,
     PartitionedEstimator,
+    _bcast_from_root,
     check_weighted_classes,
     global_class_weight,
     global_classes,
@@ -374,13 +375,15 @@ n_splits_
                       else np.einsum("ij,ij->", Xf, Xf))
                 moments[f] = (Xf.sum(), sq, Xf.shape[0] * Xf.shape[1])
         exact = None
-        if s.size == 1 or not s.sharded:  # every row on rank 0: SVC's own formula
-            exact = [[resolve_gamma(g, X[train[:, f]]) if s.rank == 0 else 0.0
-                      for f in range(n_splits)] for g in self._grid()["gammas"]]
+        if s.size == 1:  # every row here: SVC's own formula
+            exact = [[resolve_gamma(g, X[train[:, f]]) for f in range(n_splits)]
+                     for g in self._grid()["gammas"]]
         if s.size > 1:
             counts, moments = allreduce_parts(s.comm, [counts, moments])
-            if exact is not None:
-                exact = s.comm.bcast_obj(exact)
+            if not s.sharded:  # every row on rank 0: SVC's own formula, rank 0's error
+                exact = _bcast_from_root(s.comm, lambda: [  # every rank's (else a hang)
+                    [resolve_gamma(g, X[train[:, f]]) for f in range(n_splits)]
+                    for g in self._grid()["gammas"]])
         gammas = np.zeros((len(self._grid()["gammas"]), n_splits))
         if exact is None and "scale" in self._grid()["gammas"]:  # sharded: from moments
             with np.errstate(over="ignore", invalid="ignore"):

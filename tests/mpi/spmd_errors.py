@@ -175,6 +175,18 @@ def run():
         Xr = X.copy()
         Xr[3, 1] = np.inf
         CASVC(4, backend="mpi").fit(Xr if rank == 0 else None, y if rank == 0 else None)
+    elif case == "root-scale":              # root mode: gamma='scale' is inf on rank 0's rows
+        from cakernels import CASVCCV
+
+        Xr = X * 1e-156  # (variance 1e-312: gamma = inf; a ValueError on rank 0 only, hung)
+        for est in (CASVC(4, backend="mpi"), CASVCCV(4, Cs=[1.0], cv=2, backend="mpi")):
+            try:
+                est.fit(Xr if rank == 0 else None, y if rank == 0 else None)
+            except ValueError as exc:
+                last = exc
+            else:
+                raise AssertionError("no error")
+        raise last
     elif case == "solver-raises":           # a local solve raises on one rank mid-fit
         from cakernels.svm._partitioned import PartitionedSVC
 
