@@ -43,7 +43,9 @@ Asy-GCD's shrinking).
 """
 
 import argparse
+import contextlib
 import json
+import re
 import subprocess
 import sys
 import time
@@ -57,6 +59,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.svm import SVC
 
 from cakernels import AsyGCDSVC
+from cakernels._solvers import asygcd as asygcd_mod
 from cakernels.datasets import load_dataset
 
 PARAMS = {"ijcnn1": dict(C=32.0, gamma=2.0), "a9a": dict(C=1.0, gamma=0.05)}
@@ -77,10 +80,42 @@ def load(name, home, quick):
     return X, np.where(y > 0, 1, -1), Xt, np.where(yt > 0, 1, -1)
 
 
+@contextlib.contextmanager
+def team_spy(teams):
+    """Adds to the set ``teams`` the thread team of every Asy-GCD / PSCD solve in the
+    block (the result's ``n_threads``: the size rule ``asygcd_mod.team_size`` runs
+    problems under 2 x ``MIN_ROWS_PER_THREAD`` rows on one thread)."""
+    real = asygcd_mod.asygcd_fit
+
+    def spy(*args, **kwargs):
+        res = real(*args, **kwargs)
+        teams.add(int(res["n_threads"]))
+        return res
+
+    asygcd_mod.asygcd_fit = spy
+    try:
+        yield teams
+    finally:
+        asygcd_mod.asygcd_fit = real
+
+
+def ran_label(label, teams):
+    """``label`` with its "2 threads" / "2 thr" replaced by the threads that ran, as
+    bench_feature_major.py does ("1 thread (2 asked)"); unchanged when 2 ran or no
+    team is known (the references)."""
+    if not teams or teams == {2}:
+        return label
+    ran = "/".join(map(str, sorted(teams)))
+    return re.sub(r"\b2 (threads|thr)\b",
+                  lambda m: f"{ran} {'thread' if ran == '1' and m[1] == 'threads' else m[1]}"
+                            " (2 asked)", label)
+
+
 def run_point(make, X, y, Xt, yt, max_iter):
-    """Fit with an iteration limit; (seconds, test accuracy, objective or None, iters)."""
+    """Fit with an iteration limit; (seconds, test accuracy, objective or None, iters,
+    the Asy-GCD teams that ran)."""
     est = make(max_iter)
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), team_spy(set()) as teams:
         warnings.simplefilter("ignore", ConvergenceWarning)
         _, t = common.timed(est.fit, X, y)
     acc = float(np.mean(est.predict(Xt) == yt))
@@ -88,7 +123,12 @@ def run_point(make, X, y, Xt, yt, max_iter):
     if isinstance(est, AsyGCDSVC):
         obj = float(np.sum(est.objective_))
     iters = int(np.sum(getattr(est, "n_iter_", -1)))
-    return dict(t=t, acc=acc, obj=obj, iters=iters)
+    return dict(t=t, acc=acc, obj=obj, iters=iters, teams=teams)
+
+
+def teams_of(pts):
+    """The teams that ran over the points of a curve (or one run)."""
+    return set().union(*(p["teams"] for p in pts))
 
 
 def curve(make, X, y, Xt, yt, first, stop_when=None, grow=1.6, max_points=14):
@@ -130,9 +170,10 @@ from _common import data_nbytes, proc_status_bytes as status
 from cakernels.datasets import load_dataset
 import scipy.sparse as sp
 from cakernels import AsyGCDSVC
+from cakernels._solvers import asygcd as agcd
 name, home, cache, quick = sys.argv[2], sys.argv[3], float(sys.argv[4]), sys.argv[5] == "1"
 sub = dict(n_samples=8000, random_state=0) if quick else {}
-X, y = load_dataset(name, data_home=home, return_X_y=True, **sub)
+X, y = load_dataset(name, data_home=home, return_X_y=True, download_if_missing=False, **sub)
 X = (X.toarray() if sp.issparse(X) else np.asarray(X)) if name == "ijcnn1" else sp.csr_matrix(X)
 nbytes = data_nbytes(X)
 C, gamma = float(sys.argv[6]), float(sys.argv[7])
@@ -140,8 +181,15 @@ C, gamma = float(sys.argv[6]), float(sys.argv[7])
 # buffers, lazy imports) is not the fit's memory
 AsyGCDSVC(C=C, gamma=gamma, n_threads=2, random_state=0).fit(X[:300], y[:300])
 before = status("VmRSS:")
+teams, real = set(), agcd.asygcd_fit
+def spy(*a, **k):  # the team that ran (the size rule runs small problems on one thread)
+    res = real(*a, **k)
+    teams.add(int(res["n_threads"]))
+    return res
+agcd.asygcd_fit = spy
 AsyGCDSVC(C=C, gamma=gamma, n_threads=2, cache_size=cache, random_state=0).fit(X, y)
-print(json.dumps(dict(before=before, after=status("VmHWM:"), data=nbytes, n=X.shape[0])))
+print(json.dumps(dict(before=before, after=status("VmHWM:"), data=nbytes, n=X.shape[0],
+                      teams=sorted(teams))))
 """
 
 
@@ -202,7 +250,7 @@ def main(argv=None):
     rep.line("## Asy-GCD: threads, PSCD and the LIBSVM / oneDAL references\n")
     rep.machine([f"params     : {PARAMS}, tol={TOL}, cache {args.cache:g} MB for every solver",
                  f"sklearnex  : {'installed' if XSVC else 'not installed'}"])
-    goals, summary = [], []
+    goals, summary, one_ran = [], [], []
     for name in args.datasets:
         X, y, Xt, yt = load(name, home, args.quick)
         P = PARAMS[name]
@@ -265,7 +313,8 @@ def main(argv=None):
         # ---- tables
         rows = []
         for label, r in runs.items():
-            rows.append([label, f"{r['t']:.2f}", f"{r['iters']:,}", f"{100 * r['acc']:.2f}%",
+            rows.append([ran_label(label, r["teams"]), f"{r['t']:.2f}", f"{r['iters']:,}",
+                         f"{100 * r['acc']:.2f}%",
                          "-" if r["obj"] is None else f"{r['obj']:.4f}"])
         for label, r in ref_final.items():
             rows.append([label, f"{r['t']:.2f}", f"{r['iters']:,}", f"{100 * r['acc']:.2f}%",
@@ -273,19 +322,34 @@ def main(argv=None):
         rep.table(f"{name}: fits to tol={TOL}", ["solver", "fit s", "iterations / updates",
                                                   "test acc", "dual objective"], rows,
                   note="Asy-GCD iterations are coordinate updates (all threads); SVC's are "
-                       "SMO steps. fit_intercept solves K + 1 (another objective).")
+                       "SMO steps. fit_intercept solves K + 1 (another objective). Threads: "
+                       "those that ran (Asy-GCD's size rule, cakernels._solvers.asygcd."
+                       "team_size, runs problems under "
+                       f"{2 * asygcd_mod.MIN_ROWS_PER_THREAD:,} rows on one; the count asked "
+                       "is then given too).")
         t2 = [runs["Asy-GCD 2 threads"]["t"], runs["Asy-GCD 2 threads (again)"]["t"]]
         s_same = runs["Asy-GCD 1 thread"]["t"] / max(t2)
         s_best = min(runs["Asy-GCD 1 thread"]["t"],
                      runs["Asy-GCD 1 thread, shrinking=False"]["t"]) / max(t2)
+        # the 2-thread fits' teams: one thread when the size rule collapsed them
+        two_ran = 2 in (runs["Asy-GCD 2 threads"]["teams"]
+                        | runs["Asy-GCD 2 threads (again)"]["teams"])
+        if not two_ran:
+            one_ran.append(name)
+
+        def thread_goal(ok):
+            return common.pass_miss(ok) if two_ran else "n/a (one thread ran)"
+
         goals.append([f"{name}: 2 vs 1 thread (defaults; slower of two 2-thread runs)",
-                      ">= 1.8x", f"{s_same:.2f}x", common.pass_miss(s_same >= 1.8)])
+                      ">= 1.8x", f"{s_same:.2f}x", thread_goal(s_same >= 1.8)])
         goals.append([f"{name}: 2 threads vs the faster 1-thread setting (shrinking or not)",
-                      ">= 1.8x", f"{s_best:.2f}x", common.pass_miss(s_best >= 1.8)])
+                      ">= 1.8x", f"{s_best:.2f}x", thread_goal(s_best >= 1.8)])
         t_g = first_time(series["Asy-GCD 2 threads"], near)
         t_p = first_time(series["PSCD 2 threads"], near)
         last = series["PSCD 2 threads"][-1]["t"]
-        goals.append([f"{name}: PSCD / Asy-GCD time to 1e-3 rel. objective (2 thr)", ">= 2x",
+        goals.append([ran_label(f"{name}: PSCD / Asy-GCD time to 1e-3 rel. objective (2 thr)",
+                                teams_of(series["PSCD 2 threads"])
+                                | teams_of(series["Asy-GCD 2 threads"])), ">= 2x",
                       f"{t_p / t_g:.2f}x ({t_p:.1f} s / {t_g:.1f} s)" if np.isfinite(t_p)
                       else f"PSCD not there within {last:.0f} s",
                       # Asy-GCD must get there; PSCD not getting there passes only
@@ -299,12 +363,14 @@ def main(argv=None):
             t_ref = first_time(series[label], hit)
             for ours in ("Asy-GCD 2 threads", "Asy-GCD 2 thr, intercept"):
                 t_ours = first_time(series[ours], hit)
-                trows.append([label, f"{100 * target:.2f}%", f"{t_ref:.2f}", ours,
+                trows.append([label, f"{100 * target:.2f}%", f"{t_ref:.2f}",
+                              ran_label(ours, teams_of(series[ours])),
                               f"{t_ours:.2f}" if np.isfinite(t_ours) else "never",
                               f"{t_ref / t_ours:.2f}x" if np.isfinite(t_ours) else "-"])
                 if ours.endswith("intercept"):
-                    goals.append([f"{name}: Asy-GCD 2 thr (intercept) vs {label}, "
-                                  f"time to {100 * target:.2f}%", "faster",
+                    goals.append([ran_label(f"{name}: Asy-GCD 2 thr (intercept) vs {label}, "
+                                            f"time to {100 * target:.2f}%",
+                                            teams_of(series[ours])), "faster",
                                   f"{t_ours:.2f} s vs {t_ref:.2f} s",
                                   common.pass_miss(t_ours < t_ref)])
         rep.table(f"{name}: time to reach the reference's accuracy - 0.1 pt",
@@ -313,11 +379,16 @@ def main(argv=None):
                        "a complete fit with an iteration limit).")
         memory_table(rep, goals, name, home, args, P)
         png = f"asygcd_{name}.png"
-        plot(name, series, f_star, common.plot_path(
-            args.png_dir and f"{args.png_dir}/{png}", png, args.quick), rep.line)
+        plot(name, {ran_label(k, teams_of(v)): v for k, v in series.items()}, f_star,
+             common.plot_path(
+                 args.png_dir and f"{args.png_dir}/{png}", png, args.quick), rep.line)
         summary.append((name, series))
     rep.table("goals of the native-solver issue (informational)",
               ["goal", "target", "measured", "status"], goals)
+    if args.quick:
+        rep.line("\nQUICK run: 8,000-row subsets"
+                 + (f" (one thread ran where two were asked: {', '.join(one_ran)})"
+                    if one_ran else "") + "; goals refer to the full data.")
     rep.line(f"\nload average at end: {common.load_avg()}")
     rep.write(args.out)
 
@@ -327,7 +398,9 @@ def memory_table(rep, goals, name, home, args, P):
     mem = peak_memory(name, home, args.mem_cache, args.quick, P["C"], P["gamma"])
     grow = mem["after"] - mem["before"]
     allowed = 2 * mem["data"] + args.mem_cache * 2**20 + 2 * 24 * 8 * mem["n"]
-    rep.table(f"{name}: peak memory of an Asy-GCD fit (2 threads, fresh process)",
+    title = ran_label(f"{name}: peak memory of an Asy-GCD fit (2 threads, fresh process)",
+                      set(mem.get("teams", [])))
+    rep.table(title,
               ["data MB", "cache budget MB", "O(n) allowance MB", "peak RSS growth MB",
                "limit MB"],
               [[f"{mem['data'] / 2**20:.1f}", f"{args.mem_cache:g}",

@@ -138,7 +138,7 @@ def previous_factorization():
 def fit_part(rep, home, quick, repeat):
     from sklearn.preprocessing import StandardScaler
 
-    X, y = load_dataset("cadata", data_home=home, return_X_y=True)
+    X, y = load_dataset("cadata", data_home=home, return_X_y=True, download_if_missing=False)
     n = 4000 if quick else 16000
     order = np.random.RandomState(0).permutation(X.shape[0])[:n]
     X = StandardScaler().fit_transform(X[order])

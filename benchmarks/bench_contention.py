@@ -151,7 +151,7 @@ def krr_part(rep, home, repeat, quick):
 
     from cakernels import BKRR2
 
-    X, y = load_dataset("cadata", data_home=home, return_X_y=True)
+    X, y = load_dataset("cadata", data_home=home, return_X_y=True, download_if_missing=False)
     order = np.random.RandomState(0).permutation(X.shape[0])[:4000 if quick else 8000]
     X = StandardScaler().fit_transform(X[order])
     y = (y[order] - y[order].mean()) / y[order].std()
@@ -207,12 +207,12 @@ def search_part(rep, home, repeat, quick):
     from cakernels import BKRR2CV, CASVCCV
 
     n = 4000 if quick else 8000
-    X, y = load_dataset("cadata", data_home=home, return_X_y=True)
+    X, y = load_dataset("cadata", data_home=home, return_X_y=True, download_if_missing=False)
     order = np.random.RandomState(0).permutation(X.shape[0])[:n]
     Xr = StandardScaler().fit_transform(X[order])
     yr = (y[order] - y[order].mean()) / y[order].std()
     grid = dict(sigmas=np.geomspace(0.25, 8.0, 6), lams=np.geomspace(1e-8, 1e-2, 4))
-    X, y = load_dataset("ijcnn1", data_home=home, return_X_y=True)
+    X, y = load_dataset("ijcnn1", data_home=home, return_X_y=True, download_if_missing=False)
     order = np.random.RandomState(0).permutation(X.shape[0])[:2 * n]
     Xc = X[order].toarray() if sp.issparse(X) else np.asarray(X)[order]
     yc = np.asarray(y)[order]
@@ -267,9 +267,9 @@ def kmeans_part(rep, home, repeat, quick=False):
     from cakernels.partition._partitioners import KMEANS_ONE_THREAD_WORK
 
     cases = []
-    X, _ = load_dataset("cadata", data_home=home, return_X_y=True)
+    X, _ = load_dataset("cadata", data_home=home, return_X_y=True, download_if_missing=False)
     cases.append(("cadata", StandardScaler().fit_transform(X[:16000]), 8))
-    X, _ = load_dataset("ijcnn1", data_home=home, return_X_y=True)
+    X, _ = load_dataset("ijcnn1", data_home=home, return_X_y=True, download_if_missing=False)
     X = X[:12000] if quick else X
     cases.append(("ijcnn1", X.toarray() if sp.issparse(X) else np.asarray(X), 16))
     rng = np.random.default_rng(0)

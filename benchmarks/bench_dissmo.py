@@ -134,13 +134,13 @@ def main():
         return
     rows, ratios = [], []
     with threadpool_limits(1):
-        a9a = load_dataset("a9a", data_home=home)
+        a9a = load_dataset("a9a", data_home=home, download_if_missing=False)
         n = 500 if args.quick else 2000
         X, y = a9a.data[:n], a9a.target[:n]
         for C in ([1.0, 1e4] if args.quick else [1.0, 100.0, 1e4, 1e6]):
             ratios.append(run(f"a9a {n:,}", X, y, C, 0.05, report, rows))
         for reg, C, gamma, m in [("ijcnn1", 32.0, 2.0, 49_990), ("usps", 10.0, 0.0066, 7_291)]:
-            data = load_dataset(reg, data_home=home)
+            data = load_dataset(reg, data_home=home, download_if_missing=False)
             m = 1000 if args.quick else m
             ratios.append(run(f"{reg} {m:,}", data.data[:m], data.target[:m], C, gamma,
                               report, rows))

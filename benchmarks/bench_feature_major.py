@@ -123,7 +123,8 @@ def main(argv=None):
                                     for r in rs) for fm, rs in res.items()}
                 per_slice = us[False] / us[True]
                 per_fit = best[False]["seconds"] / best[True]["seconds"]
-                ratios.append((name, ran, cache, per_slice, per_fit))
+                asked = "" if team == {nt} else f" ({nt} asked)"
+                ratios.append((name, f"{ran} thr{asked}", cache, per_slice, per_fit))
                 fm_used = best[True]["stats"]["fm_threads"]
                 for fm in (True, False):
                     b = best[fm]
@@ -152,7 +153,7 @@ def main(argv=None):
                    "identical (one thread only; with two, timing decides the order of "
                    "steps).")
     rep.line("\nratios (rows / copy): " + "; ".join(
-        f"{n} {t} thr {c:g} MB: {a:.2f}x per slice, {b:.2f}x per fit"
+        f"{n} {t} {c:g} MB: {a:.2f}x per slice, {b:.2f}x per fit"
         for n, t, c, a, b in ratios))
     rep.line(f"\nload avg at end: {common.load_avg()}")
     rep.write(args.out)

@@ -64,7 +64,7 @@ METHODS = ["KernelRidge", "DCKRR", "KKRR", "KKRR2", "BKRR", "BKRR2", "BKRR2 (reg
 
 
 def load_split(home, quick, seed):
-    X, y = load_dataset("cadata", data_home=home, return_X_y=True)
+    X, y = load_dataset("cadata", data_home=home, return_X_y=True, download_if_missing=False)
     rng = np.random.RandomState(seed)
     perm = rng.permutation(X.shape[0])
     n_tr = 4_000 if quick else 16_000

@@ -69,13 +69,15 @@ NOISE = 0.05
 # ------------------------------------------------------------ the cases
 def _svm(name, make, home, quick):
     Xtr, ytr = load_dataset(name, data_home=home, return_X_y=True,
-                            n_samples=4000 if quick else None, random_state=0)
-    Xte, _ = load_dataset(name, subset="test", data_home=home, return_X_y=True)
+                            n_samples=4000 if quick else None, random_state=0,
+                            download_if_missing=False)
+    Xte, _ = load_dataset(name, subset="test", data_home=home, return_X_y=True,
+                          download_if_missing=False)
     return make().fit(Xtr, ytr), Xte[:4000] if quick else Xte
 
 
 def _krr(home, quick):
-    X, y = load_dataset("cadata", data_home=home, return_X_y=True)
+    X, y = load_dataset("cadata", data_home=home, return_X_y=True, download_if_missing=False)
     rng = np.random.RandomState(0)
     order = rng.permutation(X.shape[0])
     n_train = 4000 if quick else 16000
@@ -104,7 +106,7 @@ CASES = [
 
 
 def _cadata_train(home, quick):
-    X, y = load_dataset("cadata", data_home=home, return_X_y=True)
+    X, y = load_dataset("cadata", data_home=home, return_X_y=True, download_if_missing=False)
     order = np.random.RandomState(0).permutation(X.shape[0])[:4000 if quick else 16000]
     X = StandardScaler().fit_transform(X[order])
     return X, (y[order] - y[order].mean()) / y[order].std()

@@ -167,7 +167,7 @@ def main(argv=None):
                                                         "routing", "sigma", "lam", "test MSE",
                                                         "/ nearest", "predict s"], krr)
     verdict = pays(rows + more, 4, 0.1) + pays(krr, 6, 0.01, higher_better=False)
-    rep.line("Where the best vote pays (>= 0.1 point of accuracy, >= 1% of MSE):")
+    rep.line("\nWhere the best vote pays (>= 0.1 point of accuracy, >= 1% of MSE):")
     rep.line("")
     for (data, part, h), label, delta, ok in verdict:
         unit = "points" if data not in ("cadata", "cpusmall") else "MSE"

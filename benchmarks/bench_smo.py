@@ -507,7 +507,7 @@ def asygcd(args, tables, goals):
     from cakernels._solvers.asygcd import team_size
 
     rounds = 1 if args.quick else 3
-    rows = []
+    rows, n_goals = [], len(goals)
     for name, X, y, Xt, yt, C, gamma in _datasets(common.data_home(args.data_home), args.quick):
         # covtype_5000 (4,858 rows) runs on one thread by the size rule (5,000 rows per
         # thread): a check of the shrinking default there, not of the 2-thread goal
@@ -549,6 +549,10 @@ def asygcd(args, tables, goals):
                          f"{t['smo'] / t['svc']:.2f}x", f"{100 * acc:.2f}%",
                          f"{100 * acc_svc:.2f}%"))
             print(rows[-1], flush=True)
+    if len(goals) == n_goals:  # the 2-thread goal is graded only where two threads ran
+        goals.append(("AsyGCDSVC 2 thr (intercept) vs SVC", "-", "", "",
+                      "n/a (the quick subsets run one thread)" if args.quick
+                      else "n/a (one thread ran: the size rule)"))
     tables[f"full fits on 2 threads against SVC on one core (median of {rounds}, "
            "alternating)"] = (
         ["dataset", "cache MB", "solver", "fit s", "SVC s", "/ SVC", "acc", "SVC acc"], rows)

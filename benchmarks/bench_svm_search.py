@@ -61,7 +61,7 @@ def main(argv=None):
     with threadpool_limits(args.threads):
         for name, gamma in DATA.items():
             X, y = load_dataset(name, data_home=home, return_X_y=True, n_samples=n,
-                                random_state=0)
+                                random_state=0, download_if_missing=False)
             one(X[:500], y[:500], gamma, GRIDS["1..1000"], 2, 200, True)  # warm-up
             for P in (2, 8):
                 for grid, Cs in GRIDS.items():

@@ -59,8 +59,9 @@ def main(argv=None):
     nj = args.n_jobs
 
     Xs, ys = load_dataset("ijcnn1", subset="train", data_home=home, return_X_y=True,
+                          download_if_missing=False,
                           **(dict(n_samples=10_000, random_state=0) if args.quick else {}))
-    Xc, yc = load_dataset("cadata", data_home=home, return_X_y=True)
+    Xc, yc = load_dataset("cadata", data_home=home, return_X_y=True, download_if_missing=False)
     idx = np.random.RandomState(0).permutation(Xc.shape[0])[:4_000 if args.quick else 16_000]
     Xc, yc = Xc[idx], yc[idx]
     Xc = (Xc - Xc.mean(axis=0)) / Xc.std(axis=0)

@@ -65,13 +65,14 @@ def copy_held(kind, r):
 
 def main(argv=None):
     ap = common.add_common_args(argparse.ArgumentParser(description=__doc__.split("\n\n")[0]))
-    ap.add_argument("--n", type=int, default=10_000, help="a9a rows (default 10,000)")
+    ap.add_argument("--n", type=int, default=None,
+                    help="a9a rows (default 10,000; with --quick 3,000)")
     ap.add_argument("--widths", type=int, nargs="+", default=None,
                     help="padded widths (default n/5 and 6n/5: 2,000 and 12,000)")
     ap.add_argument("--cache", type=float, default=2000.0, help="cache_size in MB")
     ap.add_argument("--repeat", type=int, default=2)
     args = ap.parse_args(argv)
-    n = 3000 if args.quick else args.n
+    n = args.n if args.n is not None else (3000 if args.quick else 10_000)
     X, y = load_dataset("a9a", data_home=common.data_home(args.data_home), return_X_y=True,
                         download_if_missing=False, n_samples=n, random_state=0)
     X = sp.csr_matrix(X)
@@ -80,7 +81,7 @@ def main(argv=None):
 
     rep = common.Report()
     rep.line("## Wide sparse data: the feature-major copy's swaps"
-             + (" (QUICK: 3,000 rows)" if args.quick else "") + "\n")
+             + (f" (QUICK: {X.shape[0]:,} rows)" if args.quick else "") + "\n")
     rep.machine([f"data       : a9a, {X.shape[0]:,} rows, {X.nnz / X.shape[0]:.1f} "
                  f"nonzeros a row, padded to {args.widths} columns",
                  f"params     : C={C}, gamma={GAMMA}, tol=1e-3, cache {args.cache:g} MB, "
@@ -105,7 +106,8 @@ def main(argv=None):
                     same &= bool(np.array_equal(res["given"]["alpha"], res["padded"]["alpha"]))
             # the threads that ran (Asy-GCD's size rule gives small problems one)
             ran = "/".join(str(t) for t in sorted(team))
-            label = f"{kind} ({ran} thr)" if kind == "asygcd" else "smo"
+            asked = "" if team == {threads} else f", {threads} asked"
+            label = f"{kind} ({ran} thr{asked})" if kind == "asygcd" else "smo"
             rows.append([label, f"{X.shape[1]} -> {width:,}", f"{best['given']:.2f}",
                          f"{best['padded']:.2f}", f"{best['padded'] / best['given']:.2f}x",
                          "yes" if held == {True} else "NO (not comparable)",
