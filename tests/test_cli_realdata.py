@@ -119,11 +119,14 @@ def test_a_task_override_that_cannot_hold_is_an_error_without_the_note(cakernels
                                                                        data_home, tmp_path):
     """``--task classification`` on space_ga (continuous targets): the override's note
     ("a classifier of 3,105 classes") was printed, then the error that contradicted it."""
+    import os
+
     for argv in (["fit", "space_ga", "--task", "classification", "--method", "casvc"],
                  ["fit", "space_ga", "--task", "classification"],
                  ["search", "space_ga", "--task", "classification"],
                  ["search", "space_ga", "--task", "classification", "--method", "casvc"]):
-        res = cakernels_cli(*argv, "-o", tmp_path / "m.skops")
+        res = cakernels_cli(*argv, "-o", tmp_path / "m.skops",  # (CI's path is relative)
+                            env=dict(os.environ, CAKERNELS_DATA=str(data_home)))
         assert res.returncode == 2
         lines = _lines(res.stderr)
         assert len(lines) == 1 and "cannot train a classifier" in lines[0], res.stderr
