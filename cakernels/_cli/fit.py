@@ -184,10 +184,10 @@ def _load_data_mpi(args, comm):
     summary = None
     if comm.rank == 0:
         summary = _Data(None, np.unique(data.y), data.label, data.task, data.kind, data.name,
-                        reason=data.reason, index_base=data.index_base)
+                        reason=data.reason, index_base=data.index_base,
+                        files=data.files)  # (a registry name's own files: not an output)
         summary.rows_with_index_0 = 0
         summary.n_samples = data.X.shape[0]
-        summary.files = data.files  # (a registry name's own files: not an output)
     summary = comm.bcast_obj(summary)
     X, y = (data.X, data.y) if comm.rank == 0 else (None, None)
     return summary, X, y, MPIBackend(sharded=False), summary.n_samples
@@ -228,7 +228,7 @@ def _fit_mpi(args, params, method):
     comm = _mpi_world()
     _check_output_mpi(comm, args, [args.data])  # before spending time on the data
     summary, X, y, backend, n = _load_data_mpi(args, comm)
-    _check_output_mpi(comm, args, getattr(summary, "files", ()))  # a registry name's file
+    _check_output_mpi(comm, args, summary.files)  # a registry name's own file
     method, task, chosen, _ = _collective(comm, _choose_method, args, summary, method)
     if summary.kind == "file":
         _index_base_note(summary, n, summary.rows_with_index_0)

@@ -162,7 +162,7 @@ def _search_mpi(args, cv):
     comm = _mpi_world()
     _check_output_mpi(comm, args, [args.data])  # before spending time on the data
     summary, X, y, backend, n = _load_data_mpi(args, comm)
-    _check_output_mpi(comm, args, getattr(summary, "files", ()))  # a registry name's file
+    _check_output_mpi(comm, args, summary.files)  # a registry name's own file
     task, method = _collective(comm, _check_search, args, summary, cv)
     if summary.kind == "file":
         _index_base_note(summary, n, summary.rows_with_index_0)
@@ -208,9 +208,9 @@ def _check_search(args, data, cv):
             raise CLIError(f"--scoring {args.scoring} is not a scoring of the {task} search "
                            f"(--method {method}); choose one of {', '.join(allowed)}")
     if task == "classification":
-        _check_class_labels(data.label, data.y, f"--method {method}" if args.method else
-                            "--task classification" if args.task else f"--method {method}",
-                            "fit")
+        chooser = ("--task classification" if args.task and not args.method
+                   else f"--method {method}")
+        _check_class_labels(data.label, data.y, chooser, "fit")
     if args.task is not None and data.kind != "file":
         # --task's override of a registry dataset's task: noted after every check that
         # could contradict it

@@ -25,6 +25,10 @@ RCOND_WARN = 1e4 * np.finfo(np.float64).eps
 _POCON_POTRS = (cython_lapack.__pyx_capi__["dpocon"], cython_lapack.__pyx_capi__["dpotrs"])
 
 
+#: the regularised matrix the conditioning warnings name (the KRR fits' and searches')
+SHIFTED_KERNEL = "kernel matrix + lam*m*I (lam*sum(w)*I when weighted)"
+
+
 def check_ridge_shift(lam, scale=1.0):
     """``FloatingPointError`` naming ``lam`` when the diagonal shift ``lam *
     scale`` (``scale``: ``m`` or ``sum(w)``) is not a finite float64: LAPACK
@@ -126,7 +130,7 @@ def solve_krr(K, y, reg, rebuild=None, n_threads=1):
         failure = str(exc)  # not the exception: its traceback would keep K alive
     if failure is not None:
         warnings.warn(
-            f"kernel matrix + lam*m*I (lam*sum(w)*I when weighted) is not numerically positive definite ({failure}); "
+            f"{SHIFTED_KERNEL} is not numerically positive definite ({failure}); "
             "using the least-squares solution. Increase lam or check the kernel.",
             linalg.LinAlgWarning,
             stacklevel=3,
@@ -138,7 +142,7 @@ def solve_krr(K, y, reg, rebuild=None, n_threads=1):
         return _lstsq_in_place(backup, y)
     if rcond < RCOND_WARN:
         warnings.warn(
-            f"kernel matrix + lam*m*I (lam*sum(w)*I when weighted) is ill-conditioned (reciprocal condition number "
+            f"{SHIFTED_KERNEL} is ill-conditioned (reciprocal condition number "
             f"{rcond:.2g}): the coefficients may carry relative errors up to "
             f"{np.finfo(np.float64).eps / rcond:.1g}. Increase lam for a trustworthy answer.",
             linalg.LinAlgWarning,

@@ -59,7 +59,7 @@ from .._kernels import (
 )
 from .._params import Count
 from .._solvers.eigh import eigh_in_place
-from .._solvers.krr import RCOND_WARN, check_ridge_shift, solve_krr
+from .._solvers.krr import RCOND_WARN, SHIFTED_KERNEL, check_ridge_shift, solve_krr
 from ..backends._pool import run_graph
 from ..kernel_ridge import BKRR, BKRR2, DCKRR, KKRR, KKRR2, PartitionedKernelRidge
 from ._results import check_grid
@@ -805,7 +805,7 @@ def _shifted_inverse(w, shifts, return_singular=False, warn=True, lams=None):
     cutoff = np.finfo(np.float64).eps * w.size * np.max(mag, axis=0)
     bad = mag <= cutoff[None, :]
     if warn and np.any(bad):
-        warnings.warn("kernel matrix + lam*m*I (lam*sum(w)*I when weighted) is singular for some lambda; using the "
+        warnings.warn(f"{SHIFTED_KERNEL} is singular for some lambda; using the "
                       "least-squares (pseudo-inverse) solution. Increase lam or check the "
                       "kernel.", linalg.LinAlgWarning, stacklevel=4)
     if lams is not None:
@@ -815,8 +815,7 @@ def _shifted_inverse(w, shifts, return_singular=False, warn=True, lams=None):
         if np.any(ill):
             worst = float(np.min(rcond[ill]))
             warnings.warn(
-                f"kernel matrix + lam*m*I (lam*sum(w)*I when weighted) is ill-conditioned for "
-                f"lam in "
+                f"{SHIFTED_KERNEL} is ill-conditioned for lam in "
                 f"{[float(v) for v in np.asarray(lams)[ill]]} (reciprocal condition number "
                 f"down to {worst:.2g}): their scores may carry relative errors up to "
                 f"{np.finfo(np.float64).eps / worst:.1g}, and differ from refits' (which "
