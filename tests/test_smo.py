@@ -354,6 +354,14 @@ def test_single_class_and_single_sample():
     assert res["converged"] and res["alpha"][0] == 0
 
 
+def test_a_zero_intercept_is_a_positive_zero():
+    # a constant kernel (gamma=0) with balanced labels gave rho = 0 and intercept -0.0
+    X = np.random.default_rng(0).normal(size=(20, 3))
+    y = np.r_[np.ones(10), -np.ones(10)]
+    res = smo_fit(X, y, 1.0, kernel="rbf", gamma=0.0)
+    assert res["intercept"] == 0.0 and not np.signbit(res["intercept"])
+
+
 def test_releases_gil_and_is_reentrant():
     import threading
     X, y = dataset("moons")

@@ -287,7 +287,7 @@ def smo_fit(X, y, C, *, sample_weight=None, class_weight_vector=None,
     return {
         "alpha": alpha,
         "grad": grad,
-        "intercept": -rho,
+        "intercept": 0.0 - rho,  # (not -0.0 when rho is 0: a constant kernel, balanced labels)
         "n_iter": int(n_iter),
         "objective": objective,
         "converged": bool(converged),

@@ -818,4 +818,4 @@ class DisSMOSVC(_FullModelSVC):
             Xs = sp.csr_matrix(Xs)
         else:
             Xs = np.ascontiguousarray(Xs)
-        return Xs, coef[order][None, :], np.array([-rho]), idx[order]
+        return Xs, coef[order][None, :], np.array([0.0 - rho]), idx[order]

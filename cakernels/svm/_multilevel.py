@@ -743,7 +743,7 @@ class CascadeSVC(_MultiLevelSVC):
                 # support vectors: with every alpha at a bound, its midpoint of the
                 # bounded rows' interval was another one, 0 for SVC's +1 at C=1e-6)
                 if final is not None:
-                    final.solution.intercept = -rho
+                    final.solution.intercept = 0.0 - rho  # (not -0.0)
                 break
             if n_pass + 1 == self.n_passes:
                 break  # out of passes: the tree's own SVM (not the optimum)
