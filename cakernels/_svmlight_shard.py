@@ -141,11 +141,17 @@ def _read_plain(path, comm, n_features, zero_based, index_0):
                 truncated = fh.read(1) != b"\n"
         X, y = _parse(chunk, np.float64)
     except Exception as exc:
-        from .datasets import _parse_error, _permission_denied
+        from .datasets import _first_bad_line, _parse_error, _permission_denied
+
+        def bad_line():  # numbered in the whole file: count the lines before the range
+            with open(path, "rb") as fh:
+                before = sum(fh.read(min(1 << 24, lo - at)).count(b"\n")
+                             for at in range(0, lo, 1 << 24))
+            return _first_bad_line(io.BytesIO(chunk), first=before + 1)
 
         # (an I/O error is not a format error: "permission denied", as load_svmlight)
         X, y, error = None, None, (_permission_denied(path) if isinstance(exc, PermissionError)
-                                   else _parse_error(path, exc))
+                                   else _parse_error(path, exc, bad_line))
     comm.agree(error)
     truncated = bool(comm.allreduce(int(truncated), "max"))
     at_0 = X.indices == 0

@@ -300,8 +300,11 @@ def _check_zero_based(zero_based):
     raise ValueError(f"zero_based must be 'auto', True or False, got {zero_based!r}")
 
 
-def _parse_error(path, exc):
-    """The one-line message of a LIBSVM file the reader could not parse."""
+def _parse_error(path, exc, bad_line=None):
+    """The one-line message of a LIBSVM file the reader could not parse.
+
+    ``bad_line``: a callable returning :func:`_first_bad_line`'s answer for the file
+    (called for a format error only), so that the message names the line."""
     if isinstance(exc, OverflowError):  # scikit-learn's reader keeps indices in 32-bit ints
         return (f"{path}: a feature index is beyond 2,147,483,647, the largest index the "
                 "LIBSVM reader takes")
@@ -309,8 +312,70 @@ def _parse_error(path, exc):
     if "\\xef\\xbb\\xbf" in why:  # the bytes of a UTF-8 byte-order mark
         why = "it starts with a UTF-8 byte-order mark (as some editors write); save it without one"
     else:
-        why += _compression_hint(path) or _table_hint(path)
+        hint = _compression_hint(path) or _table_hint(path)
+        found = None
+        if not hint and type(exc) is ValueError and bad_line is not None:
+            try:
+                found = bad_line()
+            except Exception:  # (an unreadable stream: the message stays without the line)
+                found = None
+        if found is not None:
+            number, text = found
+            text = " ".join(text.decode("utf-8", "replace").split())
+            text = text if len(text) <= 60 else text[:57] + "..."
+            why = f"line {number:,} ({text!r}): {why}"
+        why += hint
     return f"{path}: could not load it as a LIBSVM/svmlight file: {why}"
+
+
+def _first_bad_line(lines, first=1, block=1 << 16):
+    """``(number, line)`` of the first line that scikit-learn's LIBSVM reader refuses,
+    or None. ``lines`` yields lines with their newlines, numbered from ``first``.
+
+    The reader's format errors (a value or label that is no number, an index below 0,
+    indices not increasing) are each about one line, so blocks of lines are parsed
+    alone and a block that fails is halved until one line is left: about one more
+    parse of the file, at the reader's speed, and only after it failed.
+    """
+    from sklearn.datasets import load_svmlight_file
+
+    def parses(chunk):
+        text = b"".join(chunk)
+        if not text.strip():
+            return True
+        try:
+            load_svmlight_file(io.BytesIO(text), zero_based=True)
+        except (ValueError, OverflowError):
+            return False
+        return True
+
+    def search(chunk, number):
+        if parses(chunk):
+            return None
+        lo, hi = 0, len(chunk)  # the first refused line is in chunk[lo:hi]
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if parses(chunk[lo:mid]):
+                lo = mid
+            else:
+                hi = mid
+        return number + lo, chunk[lo]
+
+    chunk = []
+    for line in lines:
+        chunk.append(line)
+        if len(chunk) == block:
+            found = search(chunk, first)
+            if found is not None:
+                return found
+            first, chunk = first + len(chunk), []
+    return search(chunk, first) if chunk else None
+
+
+def _first_bad_line_of(path):
+    """:func:`_first_bad_line` of a (possibly compressed) file."""
+    with _open_binary(path) as fh:
+        return _first_bad_line(fh)
 
 
 #: the first bytes of the compressed formats the readers open (by suffix)
@@ -409,7 +474,7 @@ def _parse_svmlight(path: Path, n_features=None, zero_based="auto", index_0="err
             raise
         if isinstance(exc, PermissionError):  # an I/O error, not a format one: its own type
             raise PermissionError(_permission_denied(path)) from None
-        raise ValueError(_parse_error(path, exc)) from None
+        raise ValueError(_parse_error(path, exc, lambda: _first_bad_line_of(path))) from None
     n_rows = X.shape[0]
     if n_rows == 0:
         raise ValueError(f"{path}: the file is empty (no samples)")

@@ -622,6 +622,39 @@ def test_a_pipe_is_refused_not_called_missing(tmp_path):
     assert main(["fit", str(fifo), "-o", str(tmp_path / "m.skops")]) == 2
 
 
+def test_a_format_error_names_its_line(tmp_path):
+    # the reader's message named the bad token but not where it was in the file
+    import gzip
+
+    from cakernels.backends import SelfCommunicator
+
+    rows = [f"{1 if i % 2 else -1} 1:{i / 10:.2f} 3:{i / 20:.2f}\n" for i in range(300)]
+    cases = {"value": (250, "1 1:0.5 2:abc # a comment", "could not convert string to float"),
+             "label": (1, "positive 1:0.5", "could not convert string to float"),
+             "order": (299, "1 3:0.5 2:0.1", "sorted and unique"),
+             "index": (120, "1 -4:0.5", "Invalid index -4")}
+    for name, (number, line, why) in cases.items():
+        bad = list(rows)
+        bad.insert(number - 1, line + "\n")
+        plain = tmp_path / f"{name}.svm"
+        plain.write_text("".join(bad))
+        packed = tmp_path / f"{name}.svm.gz"
+        packed.write_bytes(gzip.compress(plain.read_bytes()))
+        for path in (plain, packed):
+            for load in (cds.load_svmlight,
+                         lambda p: cds.load_svmlight_shard(p, comm=SelfCommunicator())):
+                with pytest.raises(ValueError) as info:
+                    load(path)
+                assert f"file: line {number:,} ('{line}'): ValueError: " in str(info.value)
+                assert why in str(info.value), str(info.value)
+    # a block boundary of the search (blocks of 4 lines here)
+    for number in range(1, 13):
+        lines = [b"1 1:1\n"] * 12
+        lines[number - 1] = b"1 1:x\n"
+        assert cds._first_bad_line(iter(lines), block=4) == (number, b"1 1:x\n")
+    assert cds._first_bad_line(iter([b"1 1:1\n", b"\n", b"-1 2:3\n"]), block=2) is None
+
+
 def test_a_file_that_cannot_be_read_keeps_its_permission_error(tmp_path, monkeypatch):
     # it became a ValueError "could not load it as a LIBSVM/svmlight file"
     path = tmp_path / "d.svm"

@@ -376,8 +376,16 @@ def test_sharded_libsvm_reading_equals_the_whole_file(mpirun, n, tmp_path, data_
                                for i in range(300)))
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)  # a pipe (<(zcat f.gz)): refused, not read as "no such file"
+    # a bad value on line 290, in the last rank's byte range: the message names the
+    # line as numbered in the whole file (and in the compressed copy rank 0 reads)
+    rows = one.read_bytes().splitlines(True)
+    rows[289] = b"1 1:0.5 2:abc\n"
+    bad = tmp_path / "bad_value.svm"
+    bad.write_bytes(b"".join(rows))
+    bad_gz = tmp_path / "bad_value.svm.gz"
+    bad_gz.write_bytes(gzip.compress(bad.read_bytes()))
     files = [one, zero, gz, cut, data_home / "a9a" / "a9a", huge, missing, folder, long,
-             first, fifo]
+             first, fifo, bad, bad_gz]
     lines = _lines(mpirun(n, "spmd_shard.py", *files))
     assert len(lines) == len(files)
     errors = {line["path"]: line.pop("errors") for line in lines if "errors" in line}
@@ -389,6 +397,11 @@ def test_sharded_libsvm_reading_equals_the_whole_file(mpirun, n, tmp_path, data_
                                    "LIBSVM file"] * n, errors
     assert len(errors[str(fifo)]) == n and all(
         e.startswith(f"ValueError: {fifo}: not a regular file (a pipe") for e in errors[str(fifo)])
+    for path, rank in ((bad, n - 1), (bad_gz, 0)):
+        assert errors[str(path)] == [
+            f"CollectiveError: rank {rank}: {path}: could not load it as a LIBSVM/svmlight "
+            "file: line 290 ('1 1:0.5 2:abc'): ValueError: could not convert string to "
+            "float: b'abc'"] * n, errors
     for line in lines:
         assert line["equal"], line
         assert len(line["rows"]) == n
