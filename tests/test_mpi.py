@@ -813,6 +813,15 @@ def test_cli_mpi_shows_the_warnings_of_every_rank(mpi_cli, cakernels_cli, tmp_pa
     assert all(line.count("ill-conditioned") == 1 for line in ours)
 
 
+def test_cli_mpi_progress_bar_says_whose_partitions_it_counts(mpi_cli, tmp_path):
+    # rank 0's bar counted its own partitions (2 of 4) under the label "fit partitions"
+    out = mpi_cli(2, "fit", "demo", "-o", tmp_path / "m.skops", "--backend", "mpi",
+                  "-p", "4", "-v")
+    assert out.returncode == 0, out.stderr
+    assert "partitions of rank 0 (of 2 ranks)" in out.stderr, out.stderr
+    assert "rank 1" not in out.stderr  # only rank 0 shows a bar
+
+
 def test_cli_search_under_mpiexec_equals_serial(mpi_cli, cakernels_cli, clf_split, tmp_path):
     # sharded input: exact FCFS partitions are the serial ones, so the whole table is;
     # only rank 0 prints and writes, and the model predicts as the serial one

@@ -167,7 +167,8 @@ class Backend:
             Workers of a threads backend (None: its own ``n_jobs``); the
             serial and MPI backends run one worker per process.
         verbose : bool, default=False
-            A progress bar over the partitions (on rank 0 under MPI).
+            A progress bar over the partitions (under MPI rank 0's bar, over
+            the partitions rank 0 solves).
 
         Returns
         -------
@@ -570,6 +571,8 @@ class Session:
     def map(self, func, tasks, desc="partitions"):
         """``[func(t) for t in tasks]`` on this process's workers, in task order."""
         tasks = list(tasks)
+        if self.size > 1:  # (the bar is rank 0's: it counts rank 0's own tasks)
+            desc = f"{desc} of rank {self.rank} (of {self.size} ranks)"
         workers = min(self.n_workers, max(len(tasks), 1))
         if workers <= 1:
             return [func(t) for t in _progress(tasks, len(tasks), self.verbose, desc)]
