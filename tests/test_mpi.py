@@ -682,6 +682,32 @@ def test_cli_fit_root_mode_gives_the_kernel_width_note(mpi_cli, cakernels_cli, t
     assert notes[0].split("Standardize")[0] in serial.stderr
 
 
+def test_cli_sharded_fit_and_search_give_the_kernel_width_note(mpi_cli, cakernels_cli,
+                                                                tmp_path):
+    # sharded mode printed no note: rank 0's rows give it when they are at least the
+    # 1,000 rows the one-process note samples
+    from sklearn.datasets import dump_svmlight_file, make_classification
+
+    X, y = make_classification(n_samples=2200, n_features=10, random_state=0)
+    data = tmp_path / "train.svm"
+    dump_svmlight_file(X, y, str(data), zero_based=False)
+    runs = {"fit": ("fit", data, "--gamma", "1e4", "-p", "4"),
+            "search": ("search", data, "--method", "casvc", "--gammas", "1e4", "1e5",
+                       "--Cs", "1", "-p", "4", "--cv", "2")}
+    for name, args in runs.items():
+        serial = cakernels_cli(*args, "-o", tmp_path / f"{name}-serial.skops")
+        out = mpi_cli(2, *args, "-o", tmp_path / f"{name}-mpi.skops", "--backend", "mpi")
+        assert serial.returncode == 0 and out.returncode == 0, (name, out.stderr)
+        notes = [line for line in out.stderr.splitlines() if "nearly the identity" in line]
+        assert len(notes) == 1 and "nearly the identity" in serial.stderr, (name, out.stderr)
+    # 600 rows per rank: fewer than the note's sample, so no note (it could misfire)
+    small = tmp_path / "small.svm"
+    dump_svmlight_file(X[:1200], y[:1200], str(small), zero_based=False)
+    out = mpi_cli(2, "fit", small, "--gamma", "1e4", "-p", "4", "-o", tmp_path / "s.skops",
+                  "--backend", "mpi")
+    assert out.returncode == 0 and "nearly the identity" not in out.stderr, out.stderr
+
+
 def test_cli_errors_under_mpiexec_are_one_line(mpi_cli, clf_split, tmp_path):
     train, _ = clf_split
     out = mpi_cli(4, "fit", tmp_path / "missing.svm", "-o", tmp_path / "m.pkl",

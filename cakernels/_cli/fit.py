@@ -223,6 +223,14 @@ def _not_a_directory(path, spec):
         raise CLIError(f"{spec}: is a directory, not a LIBSVM file")
 
 
+def _width_note_rows(comm, backend, X, n):
+    """Whether this rank measures the kernel-width note: rank 0, which holds every
+    row in root mode; in sharded mode its own rows when they are at least the 1,000
+    rows (or all ``n``) that the one-process note samples (fewer rows have nearest
+    neighbours further apart than the data's: the note could misfire)."""
+    return comm.rank == 0 and (not backend.sharded or X.shape[0] >= min(n, 1000))
+
+
 def _fit_mpi(args, params, method):
     """``fit --backend mpi`` under mpiexec: every rank runs this; rank 0 writes."""
     comm = _mpi_world()
@@ -235,9 +243,9 @@ def _fit_mpi(args, params, method):
     params = dict(params, backend=backend)
     est = _collective(comm, _make_estimator, method, params, n)
     width = _rbf_width(est, method, params)
-    # the one-process fit's note, in root mode (rank 0 holds every row), as search's
+    # the one-process fit's note, as search's, on rank 0's rows
     _collective(comm, lambda: _kernel_width_note(X, *width, mpi=True)
-                if width is not None and comm.rank == 0 and not backend.sharded else None)
+                if width is not None and _width_note_rows(comm, backend, X, n) else None)
     t0 = time.perf_counter()
     with _warnings_of_every_rank(comm):
         est.fit(X, y)  # collective: bad input anywhere is the same error on every rank

@@ -157,7 +157,7 @@ def _cmd_search(args):
 def _search_mpi(args, cv):
     """``search --backend mpi`` under mpiexec: every rank runs this; rank 0 prints
     and writes. The data are loaded as by ``fit --backend mpi``."""
-    from .fit import _check_output_mpi, _load_data_mpi
+    from .fit import _check_output_mpi, _load_data_mpi, _width_note_rows
 
     comm = _mpi_world()
     _check_output_mpi(comm, args, [args.data])  # before spending time on the data
@@ -170,10 +170,8 @@ def _search_mpi(args, cv):
     if args.method is not None:
         _collective(comm, _method_against_data, task, summary, f"--method {method}",
                     methods=SEARCHES, task_given=args.task)
-    # the kernel-width note needs all rows: rank 0 has them in root mode (a shard's
-    # nearest neighbours lie further apart than the data's)
     _collective(comm, lambda: _grid_width_note(search, task, X, False, mpi=True)
-                if comm.rank == 0 and not backend.sharded else None)
+                if _width_note_rows(comm, backend, X, n) else None)
     t0 = time.perf_counter()
     with _warnings_of_every_rank(comm):
         search.fit(X, y)  # collective: bad input anywhere is the same error on every rank
