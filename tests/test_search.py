@@ -319,6 +319,16 @@ def test_closed_form_leave_one_out_equals_refits_without_each_row(cls):
                  scoring="neg_mean_squared_error", random_state=0, **kw).fit(X, y)
     np.testing.assert_allclose(search.cv_results_["mean_test_score"],
                                splits.cv_results_["mean_test_score"], rtol=1e-8)
+    # MAE too; RMSE is pooled as r2 is (the root of that mean squared error, where
+    # LeaveOneOut()'s one-row RMSEs average to the MAE)
+    common = dict(n_partitions=3, sigmas=[0.8, 2.5], lams=[1e-3, 1e-1], random_state=0, **kw)
+    loo = {s: cls(cv="loo", scoring=s, **common).fit(X, y).cv_results_["mean_test_score"]
+           for s in ("neg_mean_absolute_error", "neg_root_mean_squared_error")}
+    mae = cls(cv=LeaveOneOut(), scoring="neg_mean_absolute_error", **common).fit(X, y)
+    np.testing.assert_allclose(loo["neg_mean_absolute_error"],
+                               mae.cv_results_["mean_test_score"], rtol=1e-8)
+    np.testing.assert_allclose(loo["neg_root_mean_squared_error"],
+                               -np.sqrt(-splits.cv_results_["mean_test_score"]), rtol=1e-8)
 
 
 def test_leave_one_out_refuses_a_partition_of_one_row():
@@ -1044,3 +1054,40 @@ def test_a_failed_fit_does_not_draw_from_a_given_random_state(make):
     fresh = make(np.random.RandomState(0)).fit(X, y)
     np.testing.assert_array_equal(retried.cv_results_["mean_test_score"],
                                   fresh.cv_results_["mean_test_score"])
+
+
+def test_splits_that_repeat_rows_are_refused():
+    # a bootstrap split was held as a set of rows: scores silently differed from
+    # GridSearchCV's (which trains and scores the repeated rows)
+    X, y = _data(n=120, d=3, seed=2)
+    Xc, yc = make_classification(n_samples=120, n_features=5, random_state=0)
+    rng = np.random.RandomState(0)
+    boot = rng.randint(0, 120, 120)
+    oob = np.setdiff1d(np.arange(120), boot)
+    twice = (np.arange(60), np.r_[np.arange(60, 120), np.arange(60, 70)])
+    for name, split in (("training", (boot, oob)), ("validation", twice)):
+        for search, data in ((BKRR2CV(n_partitions=2, sigmas=[1.0], lams=[1e-3]), (X, y)),
+                             (CASVCCV(n_partitions=2, Cs=[1.0]), (Xc, yc))):
+            with pytest.raises(ValueError, match=f"split 0 of cv repeats {name} rows"):
+                search.set_params(cv=[split]).fit(*data)
+
+
+def test_r2_of_overflowing_sums_is_nan_as_gridsearchcv():
+    # targets near 1e160: the squared sums overflowed and r2 was 0.0 for every
+    # candidate (best_score_ 0.0, an arbitrary choice) where GridSearchCV gives NaN
+    X, y = _data(n=90, d=3, seed=3)
+    y = y * 1e160
+    cv = KFold(3, shuffle=True, random_state=1)
+    grid = dict(sigmas=[1.0, 4.0], lams=[1e-4, 1e-2])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ours = BKRR2CV(n_partitions=1, cv=cv, random_state=0, **grid).fit(X, y)
+        theirs = GridSearchCV(BKRR2(n_partitions=1, random_state=0),
+                              {"sigma": grid["sigmas"], "lam": grid["lams"]}, cv=cv).fit(X, y)
+    assert np.all(np.isnan(theirs.cv_results_["mean_test_score"]))
+    assert np.all(np.isnan(ours.cv_results_["mean_test_score"])) and np.isnan(ours.best_score_)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")  # (NumPy's overflow warnings come first)
+        BKRR2CV(n_partitions=1, cv=cv, random_state=0, **grid).fit(X, y)
+    assert any("4 of 4 candidates gave non-finite predictions or scores" in str(w.message)
+               for w in caught)

@@ -129,7 +129,9 @@ class PartitionedKernelRidgeCV(RegressorMixin, _PartitionedSearchCV):
         ``score``). Every split is scored on all its validation rows together
         (averaged over the outputs of a multi-output ``y``); ``'r2'`` refuses
         a split of one validation row (undefined there; ``cv='loo'`` scores
-        all rows' leave-one-out predictions together).
+        all rows' leave-one-out predictions together, and so does the RMSE:
+        the root of their mean squared error, where ``LeaveOneOut()``'s
+        one-row RMSEs average to the mean absolute error).
     solver : {'auto', 'cholesky', 'eigh'}, default='auto'
         ``'cholesky'``: one Cholesky factorisation per (sigma, lambda, split,
         partition), the arithmetic of a refit. ``'eigh'``: one symmetric
@@ -747,11 +749,12 @@ def _scores(stats, scoring):
     cnt, sy, syy, sres, sabs = (stats[..., i] for i in range(_N_STATS))
     with np.errstate(invalid="ignore", divide="ignore"):
         if scoring == "r2":
-            tot = syy - sy ** 2 / cnt
-            tot = np.where(tot > 1e-12 * np.maximum(syy, 1e-300), tot, 0.0)
+            raw = syy - sy ** 2 / cnt
+            tot = np.where(raw > 1e-12 * np.maximum(syy, 1e-300), raw, 0.0)
             per = np.where(tot > 0, 1.0 - sres / np.where(tot > 0, tot, 1.0),
                            np.where(sres == 0, 1.0, 0.0))
-            per = np.where(np.isnan(sres), np.nan, per)
+            # (sums that overflowed: NaN, as scikit-learn's r2 of them; not 0)
+            per = np.where(np.isnan(sres) | ~np.isfinite(raw), np.nan, per)
         elif scoring == "neg_mean_squared_error":
             per = -sres / cnt
         elif scoring == "neg_root_mean_squared_error":

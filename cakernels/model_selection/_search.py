@@ -174,7 +174,7 @@ class _PartitionedSearchCV(PartitionedEstimator):
         elif np.any(np.isnan(res["mean_test_score"])):
             bad = int(np.sum(np.isnan(res["mean_test_score"])))
             warnings.warn(f"{bad} of {len(params)} candidates gave non-finite predictions "
-                          "(their scores are NaN)", RuntimeWarning, stacklevel=4)
+                          "or scores (their scores are NaN)", RuntimeWarning, stacklevel=4)
         self.cv_results_ = res
         self.best_index_ = int(np.argmin(res["rank_test_score"]))
         self.best_params_ = dict(params[self.best_index_])
@@ -452,6 +452,12 @@ def _masks_from_cv(cv, X, y, classifier=False, random_state=None, groups=None,
         train, val = np.asarray(train), np.asarray(val)
         if train.size == 0 or val.size == 0:
             raise ValueError(f"split {f} of cv has an empty training or validation set")
+        for name, rows in (("training", train), ("validation", val)):
+            if np.unique(rows).size != rows.size:  # a set of rows each: not a bootstrap
+                raise ValueError(
+                    f"split {f} of cv repeats {name} rows (sampling with replacement): "
+                    "the fast search holds every split as a set of rows; use GridSearchCV "
+                    "over the estimator for such splits")
         if val.size < min_validation[0]:
             raise ValueError(f"split {f} of cv validates {val.size} row(s): "
                              f"{min_validation[1]}")
