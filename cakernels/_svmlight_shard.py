@@ -64,11 +64,14 @@ def read_shard(path, comm, *, n_features=None, zero_based="auto", index_0="error
     path = Path(os.fspath(path)).expanduser()
     # the reading below takes other collective steps for other arguments: compared first
     compressed = path.suffix.lower() in _COMPRESSED
-    comm.agree(None, same=(zero_based, None if n_features is None else int(n_features),
-                           index_0, compressed),
-               mismatch="were given other arguments than rank 0 (zero_based, n_features, "
-                        "or a compressed file where rank 0's is not, or the reverse): every "
-                        "rank must call load_svmlight_shard with the same arguments")
+    comm.agree(None, call="load_svmlight_shard",
+               same=(os.fspath(path), zero_based,
+                     None if n_features is None else int(n_features), index_0, compressed),
+               mismatch="were given other arguments than rank 0 (the path, zero_based, "
+                        "n_features, or a compressed file where rank 0's is not, or the "
+                        "reverse): every rank must call load_svmlight_shard with the same "
+                        "arguments (it splits one file between the ranks; a file of each "
+                        "rank's own rows is load_svmlight(path, n_features=...))")
     # as load_svmlight: FileNotFoundError / IsADirectoryError / not a regular file,
     # the same on every rank
     kind = ("dir" if path.is_dir() else None if path.is_file() else

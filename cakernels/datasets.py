@@ -762,7 +762,7 @@ def load_svmlight_shard(path, comm=None, *, n_features=None, zero_based="auto"):
             _check_n_features(n_features)
     except ValueError as exc:
         error = str(exc)
-    wrapped.agree(error)
+    wrapped.agree(error, call="load_svmlight_shard")
     X, y, _ = read_shard(path, wrapped, n_features=n_features, zero_based=zero_based)
     return X, y
 
@@ -866,7 +866,7 @@ def _download(rec, split, home: Path) -> Path:
         import pooch
     except ImportError:
         raise ImportError(
-            f"downloading dataset {rec['name']!r} needs pooch: pip install cakernels[datasets] "
+            f"downloading dataset {rec['name']!r} needs pooch: pip install \"cakernels[datasets]\" "
             f"(or put the file in {folder}{os.sep}; it is at {url})"
         ) from None
     try:

@@ -265,6 +265,29 @@ def test_uncaught_exception_on_one_rank_aborts_the_job_with_mpi4py(mpirun, tmp_p
     assert "user code failed on one rank" in out.stderr
 
 
+@pytest.mark.parametrize("case, calls", [
+    # a scorer that failed on one rank under cross_val_score's error_score=nan: the
+    # ranks fell out of step, each read another call's message as its own (a model
+    # digest printed as an error, "another model") and the job hung
+    ("cross_val_score", "rank 0 in predict_sharded, rank 1 in fit"),
+    ("fit-vs-predict", "rank 0 in predict_sharded, rank 1 in fit"),
+    ("partitioner-vs-load", "rank 0 in load_svmlight_shard, rank 1 in fit_sharded"),
+])
+def test_ranks_out_of_step_end_the_job(mpirun, case, calls, tmp_path):
+    from sklearn.datasets import dump_svmlight_file, make_classification
+
+    X, y = make_classification(n_samples=40, n_features=6, random_state=0)
+    path = tmp_path / "d.svm"
+    dump_svmlight_file(X, y, str(path), zero_based=False)
+    for with_mpi4py in (True, False):
+        out = mpirun(2, "spmd_out_of_step.py", case, path, mpi4py=with_mpi4py, timeout=120)
+        assert out.returncode != 0 and "finished" not in out.stdout, out.stdout + out.stderr
+        lines = [line for line in out.stderr.splitlines()
+                 if "in different collective calls" in line]
+        assert len(lines) == 1 and f"({calls})" in lines[0], out.stderr  # rank 0's line
+        assert "error_score='raise'" in lines[0]
+
+
 def test_ctrl_c_ends_the_job_during_the_solves(mpirun):
     # SIGINT to mpiexec reaches every rank; each rank's native solve stops (it ran
     # to its end before, here: never) and python -m mpi4py aborts the job
@@ -418,17 +441,21 @@ def test_sharded_libsvm_reading_equals_the_whole_file(mpirun, n, tmp_path, data_
     cases = {line["case"]: line["errors"] for line in _lines(
         mpirun(n, "spmd_shard.py", "--arguments", zero))}
     mismatch = (f"CollectiveError: ranks [{n - 1}] were given other arguments than rank 0 "
-                "(zero_based, n_features")
+                "(the path, zero_based, n_features")
     expected = {"zero_based": mismatch, "n_features": mismatch,
                 "invalid": f"CollectiveError: rank {n - 1}: n_features must be a positive int",
                 "whole-file": f"CollectiveError: {zero}: feature index 0 occurs in",
                 # a node's copy of another size: rows were lost or read twice, silently
                 "other-size": f"CollectiveError: ranks [{n - 1}] see a file of another size "
-                              "than rank 0's"}
+                              "than rank 0's",
+                # a file of each rank's own: other arguments, pointing to load_svmlight
+                "own-file": f"CollectiveError: ranks {list(range(1, n))} were given other "
+                            "arguments than rank 0 (the path"}
     for case, start in expected.items():
         errors = cases[case]
         assert len(errors) == n and len(set(errors)) == 1, (case, errors)
         assert errors[0].startswith(start), (case, errors)
+    assert "load_svmlight(path, n_features=...)" in cases["own-file"][0]
 
 @pytest.mark.parametrize("n", [2, 4])
 def test_collective_prediction_and_score_equal_serial(mpirun, n):

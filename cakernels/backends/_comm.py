@@ -174,7 +174,7 @@ class _BaseCommunicator:
             self.counter.record(op, nbytes, messages)
 
     # ------------------------------------------------------------- agreement
-    def agree(self, error, same=None, mismatch=None, counted=True, failure=None):
+    def agree(self, error, same=None, mismatch=None, counted=True, failure=None, call=None):
         """Collective error check: ``error`` is this rank's message or None.
 
         When any rank has an error, every rank raises the same ``CollectiveError``
@@ -189,6 +189,9 @@ class _BaseCommunicator:
         check outside the algorithm's traffic, not in the counters.
         ``failure``: an unexpected exception of this rank (when ``error`` is
         None): the others hear its type and message, and this rank re-raises it.
+        ``call``: the name of the public collective call this check opens
+        (``'predict_sharded'``...), sent with it: ranks in different calls end
+        the job (:func:`check_in_step`).
         """
         if failure is not None and error is None:
             if self.size == 1:
@@ -201,16 +204,23 @@ class _BaseCommunicator:
                 raise ValueError(" ".join(str(error).split()))
             return
         try:
-            self._agree(error, same, mismatch, counted)
+            self._agree(error, same, mismatch, counted, call)
         except CollectiveError:
             if failure is not None:  # this rank's own exception, as run_collectively
                 failure.collective = True
                 raise failure from None
             raise
 
-    def _agree(self, error, same, mismatch, counted):
+    def _agree(self, error, same, mismatch, counted, call):
         gather = self.allgather if counted else self._allgather_uncounted
-        if same is None:
+        if call is not None:
+            pairs = [got[1:] for got in check_in_step(self, gather((call, error, same)), call)]
+            errors = [e for e, _ in pairs]
+            if same is not None:
+                others = [r for r, (_, v) in enumerate(pairs) if v != pairs[0][1]]
+                if others:
+                    raise CollectiveError(f"ranks {others} " + " ".join(str(mismatch).split()))
+        elif same is None:
             errors = gather(error)
         else:
             pairs = gather((error, same))
@@ -329,6 +339,55 @@ class _BaseCommunicator:
     def Barrier(self):
         """Return when every rank has called it."""
         raise NotImplementedError
+
+
+def check_in_step(comm, got, call):
+    """``got``, the allgathered ``(call, ...)`` tuples that open the public
+    collective call ``call`` on every rank, when every rank is in that call.
+
+    Otherwise the ranks have fallen out of step: a rank skipped a collective
+    call that the others made (an exception caught on that rank only, say by
+    scikit-learn's ``cross_val_score`` or ``GridSearchCV``, which score a failed
+    fit or scorer as NaN and go on unless ``error_score='raise'``), and each
+    rank has read another call's message as its own. No rank can tell where
+    the others will be next, so an error would leave the job hanging in a
+    later call: one rank prints one line naming every rank's call and the job
+    ends (``MPI_Abort``, exit status 1).
+    """
+    def name(g):
+        if isinstance(g, bytes):  # a counted gather's pickle, met by an uncounted one
+            try:
+                g = pickle.loads(g)
+            except Exception:
+                return None
+        return g[0] if isinstance(g, tuple) and g and isinstance(g[0], str) else None
+
+    calls = [name(g) for g in got]
+    if all(c == call for c in calls):
+        return got
+    import sys
+
+    import os
+    import time
+
+    where = ", ".join(f"rank {r} in {c or 'another collective step'}"
+                      for r, c in enumerate(calls))
+    # every rank that sees this aborts at once (waiting for another in a collective
+    # could wait for ever: a rank whose own call sent no name does not look); the
+    # first rank that sent a name, and so looked, prints the one line first
+    if comm.rank == min(r for r, c in enumerate(calls) if c is not None):
+        print(f"cakernels: the MPI ranks are in different collective calls ({where}): an "
+              "exception was caught on some ranks only (scikit-learn's cross_val_score and "
+              "searches catch a failed fit or scorer unless error_score='raise'); the ranks "
+              "cannot agree any more: aborting the job", file=sys.stderr, flush=True)
+        time.sleep(1)  # (the launcher forwards the line before the abort ends the job)
+    else:
+        time.sleep(5)  # (that rank's abort ends this one)
+    comm.Abort(1)
+    # (MPICH's MPI_Abort returns before the launcher ends the processes: this rank
+    # must not go on reading the other call's messages meanwhile)
+    time.sleep(60)
+    os._exit(1)  # pragma: no cover - the launcher ended the job before
 
 
 def failure_text(failure):
@@ -499,7 +558,10 @@ class Communicator(_BaseCommunicator):
     def allgather(self, obj):
         data = pickle.dumps(obj, protocol=5)
         self._count("allgather", len(data), 1)
-        return [pickle.loads(d) for d in self.comm.allgather(data)]
+        # (not bytes: another rank's uncounted gather, in another call; check_in_step
+        # tells the caller)
+        return [pickle.loads(d) if isinstance(d, bytes) else d
+                for d in self.comm.allgather(data)]
 
     def allreduce(self, value, op="sum"):
         arr = np.asarray(value)

@@ -501,7 +501,12 @@ class _BasePartitioner(OwnInitName, BaseEstimator):
         from sklearn.utils import check_array
 
         from .._engine import params_fingerprint
-        from ..backends._comm import Communicator, CollectiveError, _BaseCommunicator
+        from ..backends._comm import (
+            CollectiveError,
+            Communicator,
+            _BaseCommunicator,
+            check_in_step,
+        )
 
         if not isinstance(comm, _BaseCommunicator):
             comm = Communicator(comm)  # TypeError for what is not a communicator
@@ -522,7 +527,8 @@ class _BasePartitioner(OwnInitName, BaseEstimator):
             error = " ".join(str(exc).split())
         except Exception as exc:  # any other: every rank raises, not a hang
             error = " ".join(failure_text(exc).split())
-        got = comm._allgather_uncounted((error, fingerprint, shape, magnitude))
+        got = comm._allgather_uncounted(("fit_sharded", error, fingerprint, shape, magnitude))
+        got = [g[1:] for g in check_in_step(comm, got, "fit_sharded")]
         bad = [(r, g[0]) for r, g in enumerate(got) if g[0] is not None]
         if bad:
             raise CollectiveError(f"rank {bad[0][0]}: {bad[0][1]}")

@@ -16,19 +16,34 @@ if sys.argv[1] == "--arguments":
     # arguments that differ between ranks (or are invalid on one): the same error on
     # every rank (each took other collective steps: a hang), and errors about the
     # whole file name no rank
+    import os
+
     path, last = sys.argv[2], comm.rank == comm.size - 1
     cases = {"zero_based": {"zero_based": last}, "n_features": {"n_features": 100 + last},
              "invalid": {"n_features": -1 if last else 100},
-             "whole-file": {"zero_based": False}, "other-size": {"zero_based": True}}
-    short = path + f".short{comm.rank}"  # a copy missing its last line (an old node copy)
-    with open(path) as src, open(short, "w") as dst:
-        dst.writelines(src.readlines()[:-1])
+             "whole-file": {"zero_based": False}, "other-size": {"zero_based": True},
+             "own-file": {"zero_based": True}}
+    # node-local copies at the same (relative) path, the last rank's missing its last
+    # line (an old copy): each rank reads "data.svm" in a folder of its own
+    folder = f"{path}.node{comm.rank}"
+    os.makedirs(folder, exist_ok=True)
+    with open(path) as src, open(os.path.join(folder, "data.svm"), "w") as dst:
+        dst.writelines(src.readlines()[:-1] if last else src.readlines())
+    comm.Barrier()
     for name, kw in cases.items():
+        # "own-file": a file per rank (rows 15 of 30 were read silently on 2 ranks)
+        given = {"other-size": "data.svm",
+                 "own-file": os.path.join(folder, "data.svm")}.get(name, path)
+        here = os.getcwd()
+        if name == "other-size":
+            os.chdir(folder)
         try:
-            load_svmlight_shard(short if name == "other-size" and last else path, **kw)
+            load_svmlight_shard(given, **kw)
             got = None
         except ValueError as exc:
             got = f"{type(exc).__name__}: {exc}"
+        finally:
+            os.chdir(here)
         errors = comm.gather(got, root=0)
         if comm.rank == 0:
             print(json.dumps({"case": name, "errors": errors}), flush=True)
