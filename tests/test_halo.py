@@ -2,6 +2,8 @@
 its border (cakernels.partition._halo), the estimators train on them and predict with
 the owner, halo=0 is the reference's method, and the fast search handles halos."""
 
+import warnings
+
 import numpy as np
 import scipy.sparse as sp
 import pytest
@@ -170,6 +172,21 @@ def test_halo_is_capped_by_the_outside_samples():
     part = RandomPartitioner(2, halo=5.0, random_state=0).fit(X)
     for j in range(2):
         assert part.training_indices(j).size == 40  # every sample, none twice
+
+
+@pytest.mark.parametrize("halo", [1e18, 1e300])
+def test_a_huge_halo_is_capped_not_emptied(halo):
+    # round(h * m / P) overflowed int64 from h ~ 1.3e17: every halo became empty
+    # (the thesis' method, silently) with NumPy's overflow warnings
+    X, _ = make_blobs(n_samples=60, centers=3, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for part in (RandomPartitioner(3, halo=halo, random_state=0),
+                     KMeansPartitioner(3, halo=halo, random_state=0)):
+            part.fit(X)
+            np.testing.assert_array_equal(part.halo_sizes_, 60 - part.sizes_)
+            for j in range(3):
+                assert part.training_indices(j).size == 60
 
 
 @pytest.mark.parametrize("bad", [-0.1, np.nan, np.inf, "a"])

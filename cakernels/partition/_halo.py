@@ -25,7 +25,9 @@ the ``k_j`` outside samples closest to its border:
   of outside samples;
 * ties go to the lower sample index, so the halo is a function of the data,
   the labels and the centres only (the distributed selection gives the
-  serial one).
+  serial one, up to the last bits of the distances, on which exact ties of
+  duplicate rows may then break differently: a shard of one row computes its
+  distances as a matrix-vector product).
 
 A sample may be in several halos, never twice in one partition: its weight
 counts once per partition that trains on it.
@@ -39,10 +41,6 @@ from ._storage import canonical_csr, squared_distances
 __all__ = ["halo_sizes", "halo_indices", "halo_indices_sharded"]
 
 
-def _round(x):
-    return np.floor(np.asarray(x, dtype=np.float64) + 0.5).astype(np.int64)
-
-
 def halo_sizes(sizes, halo, balanced):
     """Halo size ``k_j`` of every partition (see the module docstring)."""
     sizes = np.asarray(sizes, dtype=np.int64)
@@ -50,7 +48,11 @@ def halo_sizes(sizes, halo, balanced):
     if halo <= 0.0 or P < 2:
         return np.zeros(P, dtype=np.int64)
     base = np.full(P, n / P) if balanced else sizes.astype(np.float64)
-    return np.minimum(_round(halo * base), n - sizes)
+    # capped in floating point before the cast (halo=1e300: an int64 overflow made
+    # every halo empty)
+    with np.errstate(over="ignore"):
+        want = np.floor(halo * base + 0.5)
+    return np.minimum(want, n - sizes).astype(np.int64)
 
 
 _MIX = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9),
