@@ -58,6 +58,10 @@ def test_stacked_problems_equal_each_problem_alone(blobs, multi_class, sparse):
     # the stacked form is rebuilt after pickling, not stored
     clone = pickle.loads(pickle.dumps(model))
     assert "_stacked_cache" not in clone.__dict__
+    # each support vector is stored once, with sparse coefficients (it was stored
+    # once per problem: 10 classes pickled to 4 times SVC's size)
+    assert clone.models_._sv.shape[0] == unique.shape[0] and sp.issparse(clone.models_._coef)
+    np.testing.assert_array_equal(clone.decision_function(Xt), dec)
     np.testing.assert_array_equal(clone.decision_function(Xt), dec)
 
 

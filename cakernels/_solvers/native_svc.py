@@ -50,19 +50,29 @@ def _distinct_rows(blocks):
 
 
 def _coef_matrix(vals, rows, cols, n_rows, n_problems):
-    """The support-vector-by-problem coefficient matrix (duplicates added):
-    dense when small or mostly filled, else CSR."""
+    """The support-vector-by-problem coefficient matrix (duplicates added), CSR:
+    the stored form (a one-vs-one model's support vector has coefficients in at
+    most k - 1 of its k (k - 1) / 2 problems)."""
     coef = sp.csr_matrix((vals, (rows, cols)), shape=(n_rows, n_problems))
     coef.sum_duplicates()
-    if n_rows * n_problems <= _DENSE_COEF_ENTRIES or coef.nnz >= 0.1 * n_rows * n_problems:
+    return coef
+
+
+def _computing_coef(coef):
+    """``coef`` as the kernel products take it: dense when small or mostly
+    filled, else CSR."""
+    n_rows, n_problems = coef.shape
+    if sp.issparse(coef) and (n_rows * n_problems <= _DENSE_COEF_ENTRIES
+                              or coef.nnz >= 0.1 * n_rows * n_problems):
         return coef.toarray()
     return coef
 
 
 class _PairModels:
-    """``models_`` of a model kept in its stacked form: the p-th item is
-    problem p's ``(support vectors, dual_coef (1, s), intercept (1,))``, made
-    on demand from the shared support vectors."""
+    """``models_`` of a model kept in its stacked form: the distinct support
+    vectors of every problem once, their coefficients (CSR, a column per
+    problem) and the intercepts. The p-th item is problem p's ``(support
+    vectors, dual_coef (1, s), intercept (1,))``, made on demand."""
 
     def __init__(self, sv, coef, b):
         self._sv, self._coef, self._b = sv, coef, b
@@ -188,7 +198,15 @@ class NativeKernelSVC:
         self.support_ = np.array(sorted(support), dtype=np.intp)
         if k == 2:
             self.support_vectors_, self.dual_coef_, self.intercept_ = self.models_[0]
+        self._store_stacked()
         return self
+
+    def _store_stacked(self):
+        """Keep several problems' models in the stacked form (:class:`_PairModels`):
+        a support vector of several one-vs-one problems was stored once per
+        problem, in memory and in saved models (10 classes: 4 times SVC's)."""
+        if len(self.models_) > 1 and not isinstance(self.models_, _PairModels):
+            self.models_ = _PairModels(*self._stack(self.models_))
 
     @classmethod
     def from_models(cls, classes, kernel_params, models, *, n_iter, objectives, support,
@@ -212,6 +230,7 @@ class NativeKernelSVC:
         model.support_ = np.asarray(support, dtype=np.intp)
         if k == 2:
             model.support_vectors_, model.dual_coef_, model.intercept_ = model.models_[0]
+        model._store_stacked()
         return model
 
     @classmethod
@@ -251,8 +270,7 @@ class NativeKernelSVC:
         model.n_iter_ = np.asarray(svc.n_iter_)
         model.objective_ = np.full(len(problems), np.nan)
         model.support_ = np.asarray(svc.support_, dtype=np.intp)
-        model._stacked_cache = (svc.support_vectors_, coef, -np.asarray(svc.intercept_, float))
-        model.models_ = _PairModels(*model._stacked_cache)
+        model.models_ = _PairModels(svc.support_vectors_, coef, -np.asarray(svc.intercept_, float))
         return model
 
     def _raw(self, X, n_threads=1):
@@ -274,16 +292,27 @@ class NativeKernelSVC:
         cached = getattr(self, "_stacked_cache", None)
         if cached is not None:
             return cached
-        svs = [m[0] for m in self.models_]
+        models = self.models_
+        # (a list of per-problem models: a binary model, or one saved before the
+        # stacked form was stored)
+        unique, coef, b = ((models._sv, models._coef, models._b)
+                           if isinstance(models, _PairModels) else self._stack(models))
+        self._stacked_cache = (unique, _computing_coef(coef), b)
+        return self._stacked_cache
+
+    @staticmethod
+    def _stack(models):
+        """``(distinct support vectors, CSR coefficients, intercepts)`` of a list
+        of per-problem models."""
+        svs = [m[0] for m in models]
         sizes = np.array([sv.shape[0] for sv in svs])
         unique, inverse = _distinct_rows(svs)
-        n_problems = len(self.models_)
+        n_problems = len(models)
         cols = np.repeat(np.arange(n_problems), sizes)
-        vals = np.concatenate([np.asarray(m[1]).reshape(-1) for m in self.models_])
+        vals = np.concatenate([np.asarray(m[1]).reshape(-1) for m in models])
         coef = _coef_matrix(vals, inverse, cols, unique.shape[0], n_problems)
-        b = np.array([float(np.asarray(m[2]).reshape(-1)[0]) for m in self.models_])
-        self._stacked_cache = (unique, coef, b)
-        return self._stacked_cache
+        b = np.array([float(np.asarray(m[2]).reshape(-1)[0]) for m in models])
+        return unique, coef, b
 
     def __getstate__(self):
         state = self.__dict__.copy()
