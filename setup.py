@@ -32,9 +32,16 @@ CAKERNELS_SANITIZE=1
     Rebuild normally afterwards (``python setup.py build_ext --inplace --force``).
 
 Typical development build: ``python setup.py build_ext --inplace``.
+
+The flags of a build are recorded beside its object files
+(``build/temp.*/cakernels._native.build-flags.json``): a later build with other
+flags (another of the variables above, CC, CFLAGS, LDFLAGS) rebuilds the module
+instead of reusing the one in ``build/lib.*``, which ``pip install .`` would
+otherwise package.
 """
 
 import hashlib
+import json
 import os
 import shlex
 import shutil
@@ -190,6 +197,63 @@ class BuildExt(build_ext):
                 # interpreter having loaded it already
                 ext.libraries = list(ext.libraries or []) + ["m"]
         super().build_extensions()
+
+    # build_ext rebuilds only when a source is newer than the built module, so after
+    # `CAKERNELS_DISABLE_OPENMP=1 python setup.py build_ext --inplace` (or
+    # CAKERNELS_SANITIZE=1) a later `pip install .` packaged the variant left in
+    # build/lib.*. A stamp of the flags beside the object files (build_temp) forces
+    # the rebuild when they differ, or when there is no stamp to compare with.
+
+    def _flags_stamp_path(self, ext):
+        return os.path.join(self.build_temp, f"{ext.name}.build-flags.json")
+
+    def _flags_stamp(self, ext):
+        compiler = self.compiler
+        commands = {  # with CC/CFLAGS/LDFLAGS of the environment (customize_compiler)
+            attr: getattr(compiler, attr)
+            for attr in ("compiler_so", "linker_so", "cc", "linker", "compile_options",
+                         "ldflags_shared")
+            if getattr(compiler, attr, None) is not None
+        }
+        return json.dumps({
+            "compiler_type": compiler.compiler_type,
+            "commands": commands,
+            "extra_compile_args": ext.extra_compile_args,
+            "extra_link_args": ext.extra_link_args,
+            "define_macros": ext.define_macros,
+            "undef_macros": ext.undef_macros,
+            "include_dirs": ext.include_dirs,
+            "libraries": ext.libraries,
+            "library_dirs": ext.library_dirs,
+            "runtime_library_dirs": ext.runtime_library_dirs,
+            "debug": bool(self.debug),
+        }, sort_keys=True, indent=1, default=str) + "\n"
+
+    def build_extension(self, ext):
+        stamp_path = self._flags_stamp_path(ext)
+        stamp = self._flags_stamp(ext)
+        try:
+            with open(stamp_path, encoding="utf-8") as fh:
+                previous = fh.read()
+        except OSError:
+            previous = None
+        old_force = self.force, self.compiler.force
+        if previous != stamp:
+            if not self.force and os.path.exists(self.get_ext_fullpath(ext.name)):
+                print("cakernels: " + ("no record of the flags of the previous build"
+                                       if previous is None else
+                                       "compiler flags differ from the previous build")
+                      + f" ({stamp_path}); rebuilding {ext.name}")
+            self.force = self.compiler.force = True
+            if os.path.exists(stamp_path):
+                os.remove(stamp_path)  # a failed build leaves no stale stamp behind
+        try:
+            super().build_extension(ext)
+        finally:
+            self.force, self.compiler.force = old_force
+        os.makedirs(os.path.dirname(stamp_path), exist_ok=True)
+        with open(stamp_path, "w", encoding="utf-8") as fh:
+            fh.write(stamp)
 
 
 setup(

@@ -81,6 +81,51 @@ def test_source_tree_without_any_build_is_a_clear_error(tmp_path, spawn):
     assert "partially initialized" not in out.stderr
 
 
+_BUILT_MODULE = """
+import glob, importlib.util, os
+path, = glob.glob(os.path.join("build", "lib.*", "cakernels", "_native*"))
+spec = importlib.util.spec_from_file_location("cakernels._native", path)
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+print(module.openmp_enabled(), os.stat(path).st_mtime_ns)
+"""
+
+
+@pytest.mark.slow
+def test_a_build_with_other_flags_rebuilds_the_module(tmp_path, spawn):
+    """build_ext used to rebuild only when a C source was newer than the module in
+    build/lib.*: after ``CAKERNELS_DISABLE_OPENMP=1 python setup.py build_ext --inplace``
+    a later ``pip install .`` packaged that serial module (and, after
+    ``CAKERNELS_SANITIZE=1``, one that aborts at import). setup.py records the flags
+    in build/temp.* and rebuilds when they differ."""
+    setuptools = pytest.importorskip("setuptools")
+    if int(setuptools.__version__.split(".")[0]) < 77:
+        pytest.skip(f"setuptools {setuptools.__version__}: pyproject.toml needs >= 77")
+    src, _ = _source_copy(tmp_path)
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, src / name)
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("CAKERNELS_") and k != "PYTHONPATH"}
+
+    def build(**variables):
+        out = spawn([sys.executable, "setup.py", "build_ext", "--inplace"], cwd=src,
+                    env=dict(env, **variables), package_path=False)
+        assert out.returncode == 0, out.stdout + out.stderr
+        module = spawn([sys.executable, "-c", _BUILT_MODULE], cwd=src, env=env,
+                       package_path=False)
+        assert module.returncode == 0, module.stderr
+        openmp, mtime = module.stdout.split()
+        return out.stdout, openmp == "True", int(mtime)
+
+    _, openmp, _ = build(CAKERNELS_DISABLE_OPENMP="1")
+    assert not openmp
+    log, openmp, mtime = build()
+    assert openmp is ("cakernels: building with OpenMP" in log)
+    assert "compiler flags differ from the previous build" in log
+    log, _, same_mtime = build()  # the same flags: nothing to rebuild
+    assert "differ" not in log and same_mtime == mtime
+
+
 def cakernels_site():
     """sys.path entries of this interpreter (NumPy, scikit-learn) for a child
     that must not see the package under test."""
