@@ -91,7 +91,9 @@ def spawn():
 def _svmlight_csr(X):
     """``X`` as :func:`sklearn.datasets.load_svmlight_file` returns it: CSR with
     int64 indices, read back from the LIBSVM text format with exactly the values
-    of ``X`` (written with 17 significant digits; ``dump_svmlight_file`` writes 16)."""
+    of ``X`` (written with 17 significant digits; ``dump_svmlight_file`` writes 16).
+    Older scikit-learn/SciPy return int32 indices: they are widened to int64, the
+    format under test."""
     import io
 
     import numpy as np
@@ -101,7 +103,7 @@ def _svmlight_csr(X):
     lines = ["0 " + " ".join(f"{j + 1}:{float(row[j])!r}" for j in np.flatnonzero(row))
              for row in X]
     Z = load_svmlight_file(io.BytesIO("\n".join(lines).encode()), n_features=X.shape[1])[0]
-    assert Z.indices.dtype == np.int64 and Z.indptr.dtype == np.int64
+    Z.indices, Z.indptr = Z.indices.astype(np.int64), Z.indptr.astype(np.int64)
     assert np.array_equal(Z.toarray(), X)
     return Z
 
