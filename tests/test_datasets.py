@@ -373,7 +373,7 @@ def test_download_path_and_record(tmp_path, monkeypatch):
 
 def test_missing_pooch_names_the_extra(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "pooch", None)
-    with pytest.raises(ImportError, match=re.escape("pip install cakernels[datasets]")):
+    with pytest.raises(ImportError, match=re.escape('pip install "cakernels[datasets]"')):
         cds.load_dataset("mg", data_home=tmp_path)
 
 

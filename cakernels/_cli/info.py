@@ -39,7 +39,7 @@ def _cmd_info(args):
 
             rows.append((mod, version(mod)))
         except Exception:
-            rows.append((mod, f"not installed (pip install cakernels[{extra}])"))
+            rows.append((mod, f'not installed (pip install "cakernels[{extra}]")'))
     home = get_data_home()
     source = f"from {ENV_VAR}" if os.environ.get(ENV_VAR) else f"default; set {ENV_VAR} to change"
     exists = ("exists" if home.is_dir() else "a file, not a folder" if home.exists()
