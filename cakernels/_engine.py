@@ -52,6 +52,7 @@ from ._kernels import (
     wants_one_blas_thread,
 )
 from ._own_init import OwnInitName
+from ._persist import VersionedState
 from ._params import N_JOBS, Count
 from .backends import (
     BACKEND_NAMES,
@@ -730,7 +731,7 @@ def _nearest_rows(part, X, k):
     return nearest_centers(X, np.asarray(centers, dtype=np.float64), k)
 
 
-class PartitionedEstimator(OwnInitName, BaseEstimator):
+class PartitionedEstimator(OwnInitName, VersionedState, BaseEstimator):
     """Shared fit/predict driver of the partitioned estimators.
 
     Subclasses implement ``_validate_local(X, y, sample_weight)`` (scikit-learn

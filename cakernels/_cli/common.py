@@ -491,9 +491,14 @@ def _match_features(data, n_features, index_base=None):
 def _save_model(path, payload):
     """Write ``payload`` with skops.io (a zip of JSON and arrays: loading it runs no
     code from the file)."""
+    import zipfile
+
     import skops.io as sio
 
-    _atomic_write(path, lambda fh: sio.dump(payload, fh), binary=True)
+    # compressed: skops's JSON schema is most of an uncompressed file (a binary model
+    # of 8 partitions: 281 KB, 40 KB compressed; skops reads either)
+    _atomic_write(path, lambda fh: sio.dump(payload, fh, compression=zipfile.ZIP_DEFLATED),
+                  binary=True)
 
 
 def _load_model(path, trust_pickle=False):
@@ -506,39 +511,19 @@ def _load_model(path, trust_pickle=False):
     from elsewhere) can run arbitrary code while loading: refused unless
     ``trust_pickle``.
     """
-    import zipfile
+    import warnings
+
+    from .._persist import CakernelsVersionWarning
 
     path = Path(path).expanduser()
     if not path.exists():
         raise CLIError(f"no such model file: {path}")
     if path.is_dir():
         raise CLIError(f"{path}: is a directory, not a model file")
-    if zipfile.is_zipfile(path):
-        payload = _load_skops(path)
-    elif trust_pickle:
-        try:
-            with open(path, "rb") as fh:
-                payload = pickle.load(fh)
-        except OSError:
-            raise
-        except Exception as exc:
-            raise CLIError(f"{path} is not a cakernels model file (unpickling failed: "
-                           f"{_error_message(exc)})") from None
-    else:
-        with open(path, "rb") as fh:
-            head = fh.read(2)
-        if head == b"PK":  # a zip's signature, but no readable zip: cut off or damaged
-            raise CLIError(f"{path} is a truncated or damaged model file (it starts as a zip "
-                           f"file, as `{PROG} fit` writes them, but cannot be read as one); "
-                           "write it again with `cakernels fit`")
-        if head[:1] != b"\x80":
-            raise CLIError(f"{path} is not a cakernels model file (neither a skops file written "
-                           f"by `{PROG} fit` nor a pickle); the model comes first: "
-                           f"{PROG} predict|evaluate MODEL DATA")
-        raise CLIError(f"{path} is a pickle (a model file of an older cakernels, or from "
-                       "elsewhere): loading a pickle can run any code it contains, so it is "
-                       "refused; if you trust the file, add --trust-pickle (then save it again "
-                       "with `cakernels fit`)")
+    with warnings.catch_warnings():
+        # (the estimator's own version warning: the metadata's line below says it)
+        warnings.simplefilter("ignore", CakernelsVersionWarning)
+        payload = _read_model_file(path, trust_pickle)
     if not (isinstance(payload, dict) and payload.get("format") == MODEL_FORMAT
             and "estimator" in payload and isinstance(payload.get("metadata"), dict)):
         raise CLIError(f"{path} is not a cakernels model file (write one with `cakernels fit`)")
@@ -559,8 +544,9 @@ def _load_model(path, trust_pickle=False):
     from .._version import __version__
 
     if meta.get("cakernels_version") != __version__:
-        print(f"{PROG}: warning: {path} was written by cakernels {meta.get('cakernels_version')}, "
-              f"this is {__version__}", file=sys.stderr)
+        written = meta.get("cakernels_version") or "an unknown version"
+        print(f"{PROG}: warning: {path} was written by cakernels {written}, this is "
+              f"{__version__}", file=sys.stderr)
     return payload["estimator"], meta
 
 
@@ -581,15 +567,82 @@ def _trusted_class(name):
             and obj.__qualname__ == qualname)
 
 
+def _read_model_file(path, trust_pickle):
+    """The payload of a model file: a skops file, or a pickle with ``trust_pickle``."""
+    import zipfile
+
+    if zipfile.is_zipfile(path):
+        return _load_skops(path)
+    # (with --trust-pickle too: a damaged skops file or a data file is not unpickled)
+    with open(path, "rb") as fh:
+        head = fh.read(2)
+    if head == b"PK":  # a zip's signature, but no readable zip: cut off or damaged
+        raise CLIError(_damaged(path))
+    if head[:1] != b"\x80":
+        raise CLIError(f"{path} is not a cakernels model file (neither a skops file written "
+                       f"by `{PROG} fit` nor a pickle); the model comes first: "
+                       f"{PROG} predict|evaluate MODEL DATA")
+    if not trust_pickle:
+        raise CLIError(f"{path} is a pickle (a model file of an older cakernels, or from "
+                       "elsewhere): loading a pickle can run any code it contains, so it "
+                       "is refused; if you trust the file, add --trust-pickle (then save "
+                       "it again with `cakernels fit`)")
+    try:
+        with open(path, "rb") as fh:
+            return pickle.load(fh)
+    except OSError:
+        raise
+    except Exception as exc:
+        raise CLIError(f"{path} is not a cakernels model file (unpickling failed: "
+                       f"{_error_message(exc)})") from None
+
+
+def _damaged(path):
+    return (f"{path} is a truncated or damaged model file (it starts as a zip file, as "
+            f"`{PROG} fit` writes them, but cannot be read as one); write it again with "
+            "`cakernels fit`")
+
+
+def _missing_class_of_ours(name):
+    """Whether ``name`` is a class name under ``cakernels.`` that this version does not
+    define at all (no such module or attribute: a class another version had), not a
+    name of something else that exists (a function, a module: a crafted file)."""
+    import importlib
+
+    if not isinstance(name, str) or not name.startswith("cakernels."):
+        return False
+    module, _, qualname = name.rpartition(".")
+    try:
+        mod = importlib.import_module(module)
+    except ImportError:
+        return True
+    except Exception:  # noqa: BLE001 - importing it failed otherwise: not a missing class
+        return False
+    return not hasattr(mod, qualname)
+
+
 def _load_skops(path):
+    import zipfile
+    import zlib
+
     import skops.io as sio
 
     try:
         untrusted = sio.get_untrusted_types(file=path)
+    except (zipfile.BadZipFile, zlib.error, EOFError):  # a bad CRC, a cut-off member
+        raise CLIError(_damaged(path)) from None
     except Exception as exc:
         raise CLIError(f"{path} is not a cakernels model file (reading it failed: "
                        f"{_error_message(exc)})") from None
     foreign = sorted(t for t in untrusted if not _trusted_class(t))
+    ours = [t for t in foreign if _missing_class_of_ours(t)]
+    if ours and len(ours) == len(foreign):  # classes this version does not define
+        from .._version import __version__
+
+        raise CLIError(f"{path} names classes of cakernels that this version ({__version__}) "
+                       f"does not have ({', '.join(ours)}): it was written by another "
+                       "cakernels version; fit the model again with this one, or load it "
+                       "with the version that wrote it")
     if foreign:
         raise CLIError(f"refusing to load {path}: it names types that are not classes of "
                        f"cakernels, scikit-learn, NumPy or SciPy's sparse matrices "
@@ -597,6 +650,8 @@ def _load_skops(path):
                        "none, so the file was made or changed elsewhere")
     try:
         return sio.load(path, trusted=list(untrusted))
+    except (zipfile.BadZipFile, zlib.error, EOFError):
+        raise CLIError(_damaged(path)) from None
     except Exception as exc:
         raise CLIError(f"{path} is not a cakernels model file (loading failed: "
                        f"{_error_message(exc)})") from None

@@ -30,6 +30,7 @@ from .._kernels import (
 )
 from .._params import N_JOBS, Count
 from ._partitioned import PartitionedKernelRidge
+from .._persist import VersionedState
 from ..backends import BACKEND_NAMES, Backend, get_backend
 from .. import _memory
 from ..backends._comm import CollectiveError, comm_report
@@ -81,7 +82,7 @@ def _own_copy(X_fit, X_in):
     return X_fit.copy()  # a list, a DataFrame, another container: its own rows
 
 
-class DKRR(RegressorMixin, BaseEstimator):
+class DKRR(RegressorMixin, VersionedState, BaseEstimator):
     """Exact kernel ridge regression, distributed over MPI ranks (DKRR).
 
     Solves ``(K + lam * n * I) alpha = y`` for the whole training set, the

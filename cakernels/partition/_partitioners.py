@@ -21,6 +21,7 @@ from .._kernels import (
     tiny_features_error,
 )
 from .._own_init import OwnInitName
+from .._persist import VersionedState
 from .._params import Count
 from ..backends._budget import blas_limits, forked, openmp_limits
 from ..backends._comm import failure_text
@@ -239,7 +240,7 @@ def _center_memory_error(n_partitions, n_features):
 # ----------------------------------------------------------------------------
 # partitioners
 # ----------------------------------------------------------------------------
-class _BasePartitioner(OwnInitName, BaseEstimator):
+class _BasePartitioner(OwnInitName, VersionedState, BaseEstimator):
     """Fit driver shared by the partitioners."""
 
     _parameter_constraints = {

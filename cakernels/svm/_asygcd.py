@@ -16,12 +16,13 @@ from .._engine import (
     weight_counts,
 )
 from .._params import Count
+from .._persist import VersionedState
 from ..backends import blas_limits, reserve_threads, threads_available
 from .._kernels import check_magnitude, check_tiny_features, resolve_gamma
 from .._solvers.native_svc import NativeKernelSVC
 from ._partitioned import _SVM_CONSTRAINTS, _validate_training_data
 
-class AsyGCDSVC(ClassifierMixin, BaseEstimator):
+class AsyGCDSVC(ClassifierMixin, VersionedState, BaseEstimator):
     """Multi-core kernel SVM by asynchronous greedy coordinate descent (chapter 4).
 
     Solves the SVM dual *without* bias term (eq. 4.9 of the reference),
