@@ -617,12 +617,19 @@ for backend in ("mpi", MPIBackend(sharded=True)):
         CASVC(2, backend=backend).fit(X, y)
     except ImportError as exc:
         print(exc)
+from cakernels import DKRR
+try:
+    DKRR(backend="mpi").fit(X, y)
+except ImportError as exc:
+    print(exc)
 """
     out = spawn([sys.executable, "-c", code])
     assert out.returncode == 0, out.stderr
     lines = out.stdout.strip().splitlines()
-    assert len(lines) == 2
+    assert len(lines) == 3
     assert all('pip install "cakernels[mpi]"' in line for line in lines)
+    # DKRR names the extra with ScaLAPACK (the mpi extra alone is not enough for it)
+    assert 'pip install "cakernels[scalapack]"' in lines[2]
 
 
 # --------------------------------------------------------------------------- command line

@@ -237,7 +237,15 @@ class DKRR(RegressorMixin, VersionedState, BaseEstimator):
         backend = get_backend(self.backend, self.n_jobs)
         t_start = time.perf_counter()
         X_in = X
-        with backend.session() as s:
+        try:
+            session = backend.session()
+        except ImportError as exc:
+            if backend.name != "mpi":
+                raise
+            raise ImportError(f"{exc}; DKRR on several ranks needs ScaLAPACK as well: pip "
+                              "install \"cakernels[scalapack]\" (Linux x86_64; it includes the mpi extra)"
+                              ) from None
+        with session as s:
             if backend.name != "mpi":
                 X, y, w = _drop_zero_weights(*self._validate(X, y, sample_weight))
                 check_tiny_features(X)
