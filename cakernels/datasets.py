@@ -1043,7 +1043,7 @@ def load_dataset(
         The download failed, e.g. offline (an ``OSError``).
     ImportError
         A download is needed but ``pooch`` is not installed
-        (``pip install cakernels[datasets]``).
+        (``pip install "cakernels[datasets]"``).
 
     See Also
     --------
