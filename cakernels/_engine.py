@@ -1268,7 +1268,7 @@ class PartitionedEstimator(OwnInitName, VersionedState, BaseEstimator):
         backend = self._backend()
         if comm is None and isinstance(backend, MPIBackend):
             comm = backend.comm
-        return MPIBackend(comm=comm, sharded=True).session()
+        return MPIBackend(comm=comm, sharded=True).session(call="predict_sharded")
 
     @contextlib.contextmanager
     def _local_session(self, rows_per_model, stored_rows):

@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 import numpy as np
 
 from ._budget import blas_limits, cpu_count, reserve_threads
-from ._comm import Communicator, SelfCommunicator
+from ._comm import Communicator, SelfCommunicator, check_in_step
 from ._pool import CancelToken, current_token, running_under
 
 BACKEND_NAMES = ("serial", "threads", "mpi")
@@ -158,7 +158,7 @@ class Backend:
     name = "serial"
     sharded = False
 
-    def session(self, n_jobs=None, verbose=False):
+    def session(self, n_jobs=None, verbose=False, call="fit"):
         """A :class:`Session` for one fit or prediction (enter it with ``with``).
 
         Parameters
@@ -169,6 +169,10 @@ class Backend:
         verbose : bool, default=False
             A progress bar over the partitions (under MPI rank 0's bar, over
             the partitions rank 0 solves).
+        call : str, default='fit'
+            The public call the session serves (``'fit'``,
+            ``'predict_sharded'``): under MPI the ranks first exchange it, and
+            ranks in different calls end the job.
 
         Returns
         -------
@@ -244,7 +248,7 @@ class ThreadsBackend(Backend):
     def __repr__(self):
         return f"ThreadsBackend(n_jobs={self.n_jobs!r})"
 
-    def session(self, n_jobs=None, verbose=False):
+    def session(self, n_jobs=None, verbose=False, call="fit"):
         n_cpu = cpu_count()
         n_jobs = self.n_jobs if n_jobs is None else n_jobs
         workers = effective_n_jobs(n_jobs, n_cpu)
@@ -336,8 +340,11 @@ class MPIBackend(Backend):
             raise ImportError(f"{_MPI_HINT} ({exc})") from None
         return MPI.COMM_WORLD if self.comm is None else self.comm
 
-    def session(self, n_jobs=None, verbose=False):
+    def session(self, n_jobs=None, verbose=False, call="fit"):
         comm = Communicator(self.mpi_comm())
+        # the public call's name before any other collective (uncounted: a control
+        # message): ranks in different calls end the job here (check_in_step)
+        check_in_step(comm, comm._allgather_uncounted((call,)), call)
         return Session(self, comm, n_workers=1, threads=_cores_of_rank(comm.comm),
                        verbose=verbose and comm.rank == 0, limit_blas=True)
 

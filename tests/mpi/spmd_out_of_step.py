@@ -8,7 +8,10 @@ others make; each rank then reads another call's message as its own. Cases:
 - ``fit-vs-predict``: the last rank calls ``fit`` while the others call
   ``predict_sharded``;
 - ``partitioner-vs-load``: the last rank calls a partitioner's ``fit_sharded``
-  while the others call ``load_svmlight_shard`` (the file is ``sys.argv[2]``).
+  while the others call ``load_svmlight_shard`` (the file is ``sys.argv[2]``);
+- ``fit-vs-load`` and ``predict-vs-partitioner``: a call that opens an MPI session
+  against one that does not (the session's first collective met another kind and
+  hung before any named check).
 """
 
 import sys
@@ -55,4 +58,19 @@ elif case == "partitioner-vs-load":
         KMeansPartitioner(n_partitions=2, random_state=0).fit_sharded(comm, Xs)
     else:
         load_svmlight_shard(sys.argv[2])
+elif case == "fit-vs-load":
+    from cakernels.datasets import load_svmlight_shard
+
+    if last:
+        load_svmlight_shard(sys.argv[2])
+    else:
+        CASVC(n_partitions=2, random_state=0, backend=sharded).fit(Xs, ys)
+elif case == "predict-vs-partitioner":
+    from cakernels.partition import KMeansPartitioner
+
+    est = CASVC(n_partitions=2, random_state=0, backend=sharded).fit(Xs, ys)
+    if last:
+        KMeansPartitioner(n_partitions=2, random_state=0).fit_sharded(comm, Xs)
+    else:
+        est.predict_sharded(Xs)
 print(f"rank {rank} finished", flush=True)
