@@ -31,6 +31,22 @@ def _line_start_at_or_after(fh, offset):
     return offset + len(rest)
 
 
+def _fingerprint(path, span=1 << 16):
+    """``(size, sha256 of the first and last span bytes)`` of a file (the digest
+    None where it cannot be read): equal for copies of one file at other paths."""
+    import hashlib
+
+    size = path.stat().st_size
+    try:
+        with open(path, "rb") as fh:
+            digest = hashlib.sha256(fh.read(span))
+            fh.seek(max(0, size - span))
+            digest.update(fh.read(span))
+    except OSError:
+        return size, None
+    return size, digest.hexdigest()
+
+
 def _parse(chunk, dtype):
     from sklearn.datasets import load_svmlight_file
 
@@ -65,13 +81,11 @@ def read_shard(path, comm, *, n_features=None, zero_based="auto", index_0="error
     # the reading below takes other collective steps for other arguments: compared first
     compressed = path.suffix.lower() in _COMPRESSED
     comm.agree(None, call="load_svmlight_shard",
-               same=(os.fspath(path), zero_based,
-                     None if n_features is None else int(n_features), index_0, compressed),
-               mismatch="were given other arguments than rank 0 (the path, zero_based, "
-                        "n_features, or a compressed file where rank 0's is not, or the "
-                        "reverse): every rank must call load_svmlight_shard with the same "
-                        "arguments (it splits one file between the ranks; a file of each "
-                        "rank's own rows is load_svmlight(path, n_features=...))")
+               same=(zero_based, None if n_features is None else int(n_features), index_0,
+                     compressed),
+               mismatch="were given other arguments than rank 0 (zero_based, n_features, "
+                        "or a compressed file where rank 0's is not, or the reverse): every "
+                        "rank must call load_svmlight_shard with the same arguments")
     # as load_svmlight: FileNotFoundError / IsADirectoryError / not a regular file,
     # the same on every rank
     kind = ("dir" if path.is_dir() else None if path.is_file() else
@@ -90,11 +104,14 @@ def read_shard(path, comm, *, n_features=None, zero_based="auto", index_0="error
                          "sharded reader seeks in the file; save the data to a file first")
     if not compressed:
         # every rank reads its own byte range of the file: the same file everywhere
-        # (a node-local copy of another size lost or repeated rows silently)
-        comm.agree(None, same=path.stat().st_size,
-                   mismatch="see a file of another size than rank 0's under that path: "
-                            "every rank must read the same file (a node-local copy that is "
-                            "incomplete or older?)")
+        # (a node-local copy of another size lost or repeated rows silently, and so
+        # did a file of each rank's own rows): its size and the digest of its ends
+        comm.agree(None, same=_fingerprint(path),
+                   mismatch="see another file than rank 0's (of another size or other "
+                            "contents, or unreadable): every rank must read the same file "
+                            "(a node-local copy that is incomplete or older?); "
+                            "load_svmlight_shard splits one file between the ranks, a file "
+                            "of each rank's own rows is load_svmlight(path, n_features=...)")
     if compressed:
         # a compressed stream cannot be split: rank 0 reads it and scatters rows
         parts, info, error = None, None, None

@@ -22,18 +22,25 @@ if sys.argv[1] == "--arguments":
     cases = {"zero_based": {"zero_based": last}, "n_features": {"n_features": 100 + last},
              "invalid": {"n_features": -1 if last else 100},
              "whole-file": {"zero_based": False}, "other-size": {"zero_based": True},
-             "own-file": {"zero_based": True}}
+             "own-file": {"zero_based": True}, "copies": {"zero_based": True}}
     # node-local copies at the same (relative) path, the last rank's missing its last
     # line (an old copy): each rank reads "data.svm" in a folder of its own
     folder = f"{path}.node{comm.rank}"
     os.makedirs(folder, exist_ok=True)
-    with open(path) as src, open(os.path.join(folder, "data.svm"), "w") as dst:
-        dst.writelines(src.readlines()[:-1] if last else src.readlines())
+    with open(path) as src:
+        lines = src.readlines()
+    with open(os.path.join(folder, "data.svm"), "w") as dst:
+        dst.writelines(lines[:-1] if last else lines)
+    # a file of each rank's own rows, all of one size (rows 15 of 30 were read
+    # silently on 2 ranks); and identical copies under other paths (fine)
+    with open(f"{path}.own{comm.rank}", "w") as dst:
+        dst.writelines(lines[comm.rank:] + lines[:comm.rank])
+    with open(f"{path}.copy{comm.rank}", "w") as dst:
+        dst.writelines(lines)
     comm.Barrier()
     for name, kw in cases.items():
-        # "own-file": a file per rank (rows 15 of 30 were read silently on 2 ranks)
-        given = {"other-size": "data.svm",
-                 "own-file": os.path.join(folder, "data.svm")}.get(name, path)
+        given = {"other-size": "data.svm", "own-file": f"{path}.own{comm.rank}",
+                 "copies": f"{path}.copy{comm.rank}"}.get(name, path)
         here = os.getcwd()
         if name == "other-size":
             os.chdir(folder)
