@@ -1072,6 +1072,18 @@ def test_splits_that_repeat_rows_are_refused():
                 search.set_params(cv=[split]).fit(*data)
 
 
+def test_splits_given_as_boolean_masks_are_their_rows():
+    # a boolean mask was taken for a list of repeated rows (0 and 1) and refused
+    X, y = _data(n=120, d=3, seed=2)
+    mask = np.arange(120) % 3 != 0
+    index = (np.flatnonzero(mask), np.flatnonzero(~mask))
+    kw = dict(n_partitions=2, sigmas=[1.0, 2.0], lams=[1e-3], random_state=0)
+    by_mask = BKRR2CV(cv=[(mask, ~mask)], **kw).fit(X, y)
+    by_index = BKRR2CV(cv=[index], **kw).fit(X, y)
+    np.testing.assert_array_equal(by_mask.cv_results_["mean_test_score"],
+                                  by_index.cv_results_["mean_test_score"])
+
+
 def test_r2_of_overflowing_sums_is_nan_as_gridsearchcv():
     # targets near 1e160: the squared sums overflowed and r2 was 0.0 for every
     # candidate (best_score_ 0.0, an arbitrary choice) where GridSearchCV gives NaN

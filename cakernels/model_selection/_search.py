@@ -450,6 +450,9 @@ def _masks_from_cv(cv, X, y, classifier=False, random_state=None, groups=None,
     masks = np.zeros((n, 2 * len(splits)), dtype=np.int8)
     for f, (train, val) in enumerate(splits):
         train, val = np.asarray(train), np.asarray(val)
+        # (boolean masks, as GridSearchCV takes them: their rows' indices)
+        train, val = (np.flatnonzero(a) if a.dtype == bool and a.shape == (n,) else a
+                      for a in (train, val))
         if train.size == 0 or val.size == 0:
             raise ValueError(f"split {f} of cv has an empty training or validation set")
         for name, rows in (("training", train), ("validation", val)):
