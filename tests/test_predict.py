@@ -62,7 +62,6 @@ def test_stacked_problems_equal_each_problem_alone(blobs, multi_class, sparse):
     # once per problem: 10 classes pickled to 4 times SVC's size)
     assert clone.models_._sv.shape[0] == unique.shape[0] and sp.issparse(clone.models_._coef)
     np.testing.assert_array_equal(clone.decision_function(Xt), dec)
-    np.testing.assert_array_equal(clone.decision_function(Xt), dec)
 
 
 def test_distinct_rows_dense_and_csr():

@@ -87,7 +87,7 @@ class _PairModels:
         col = self._coef[:, [p]]
         col = col.toarray().ravel() if sp.issparse(col) else np.asarray(col).ravel()
         rows = np.flatnonzero(col)
-        return self._sv[rows], col[rows][None, :], self._b[p:p + 1]
+        return self._sv[rows], col[rows][None, :], self._b[p:p + 1].copy()
 
     def __iter__(self):
         return (self[p] for p in range(len(self)))

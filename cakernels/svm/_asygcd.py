@@ -247,7 +247,8 @@ class AsyGCDSVC(ClassifierMixin, VersionedState, BaseEstimator):
         ).fit(X[keep], y[keep], weight[keep])
         self.support_ = np.flatnonzero(keep)[self.model_.support_]
         self.n_iter_ = self.model_.n_iter_
-        intercepts = np.array([m[2][0] for m in self.model_.models_])
+        intercepts = np.array(self.model_._stacked()[2] if len(self.model_.models_) > 1
+                              else self.model_.models_[0][2], dtype=np.float64)
         # the one-vs-one problems are stored positive for a pair's second class;
         # their decision values (and SVC's intercept_) are positive for its first
         pairs = self.classes_.size > 2 and self.model_.problems_[0][1] is not None
