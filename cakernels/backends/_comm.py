@@ -29,7 +29,10 @@ with the buffer (upper-case) calls; only small Python objects are pickled.
 """
 
 import contextlib
+import os
 import pickle
+import sys
+import time
 
 import numpy as np
 
@@ -365,11 +368,6 @@ def check_in_step(comm, got, call):
     calls = [name(g) for g in got]
     if all(c == call for c in calls):
         return got
-    import sys
-
-    import os
-    import time
-
     where = ", ".join(f"rank {r} in {c or 'another collective step'}"
                       for r, c in enumerate(calls))
     # every rank that sees this aborts at once (waiting for another in a collective
