@@ -61,6 +61,13 @@ def test_stacked_problems_equal_each_problem_alone(blobs, multi_class, sparse):
     # each support vector is stored once, with sparse coefficients (it was stored
     # once per problem: 10 classes pickled to 4 times SVC's size)
     assert clone.models_._sv.shape[0] == unique.shape[0] and sp.issparse(clone.models_._coef)
+    # a model saved before (a list of per-problem models) is stacked when loaded
+    old = pickle.loads(pickle.dumps(model))
+    old.models_ = [tuple(m) for m in model.models_]
+    old.__dict__.pop("_stacked_cache", None)
+    again = pickle.loads(pickle.dumps(old))
+    assert again.models_._sv.shape[0] == unique.shape[0]
+    np.testing.assert_array_equal(again.decision_function(Xt), dec)
     np.testing.assert_array_equal(clone.decision_function(Xt), dec)
 
 

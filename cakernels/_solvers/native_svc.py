@@ -319,6 +319,13 @@ class NativeKernelSVC:
         state.pop("_stacked_cache", None)
         return state
 
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        # a model saved before the stacked form was stored (a list of per-problem
+        # models): stacked now, so that saving it again stores each vector once
+        if "models_" in state:
+            self._store_stacked()
+
     def decision_function(self, X, n_threads=1):
         """Binary: (n,), positive for ``classes_[1]``. One-vs-one: (n, n_pairs),
         positive for the first class of a pair. One-vs-rest: (n, n_classes).
