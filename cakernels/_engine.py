@@ -1145,7 +1145,8 @@ class PartitionedEstimator(OwnInitName, VersionedState, BaseEstimator):
             on every rank.
         comm : mpi4py.MPI.Comm or SelfCommunicator, default=None
             The communicator (default: the estimator's ``MPIBackend`` one, else
-            ``COMM_WORLD``).
+            ``COMM_WORLD``; without mpi4py, one process: :meth:`predict`'s
+            predictions).
 
         Returns
         -------
@@ -1268,6 +1269,11 @@ class PartitionedEstimator(OwnInitName, VersionedState, BaseEstimator):
         backend = self._backend()
         if comm is None and isinstance(backend, MPIBackend):
             comm = backend.comm
+        if comm is None:
+            try:
+                import mpi4py  # noqa: F401
+            except ImportError:  # no MPI: one process (a model loaded elsewhere)
+                return SerialBackend().session()
         return MPIBackend(comm=comm, sharded=True).session(call="predict_sharded")
 
     @contextlib.contextmanager

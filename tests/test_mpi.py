@@ -627,6 +627,11 @@ try:
     DKRR(backend="mpi").fit(X, y)
 except ImportError as exc:
     print(exc)
+# a model fitted without MPI: predict_sharded and score_sharded are one process's
+# predict and score (they needed mpi4py)
+clf = CASVC(2, random_state=0).fit(X, y)
+assert (clf.predict_sharded(X) == clf.predict(X)).all()
+assert clf.score_sharded(X, y) == clf.score(X, y)
 """
     out = spawn([sys.executable, "-c", code])
     assert out.returncode == 0, out.stderr
