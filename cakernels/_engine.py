@@ -64,7 +64,6 @@ from .backends import (
 )
 from .backends._comm import (
     CollectiveError,
-    check_in_step,
     comm_report,
     failure_text,
     raise_if_any_failed,
@@ -184,13 +183,13 @@ def check_same_params(comm, est):
     failure = est.__dict__.pop("_param_error", None)
     if comm.size == 1 and failure is not None:
         raise failure
-    got = comm.allgather(("fit", None if failure is not None else params_fingerprint(est),
+    # (ranks in other calls than fit ended the job when the session opened)
+    got = comm.allgather((None if failure is not None else params_fingerprint(est),
                           None if failure is None else " ".join(str(failure).split())))
-    check_in_step(comm, got, "fit")  # (ranks in different calls end the job)
-    bad = [(r, g[2]) for r, g in enumerate(got) if g[2] is not None]
+    bad = [(r, g[1]) for r, g in enumerate(got) if g[1] is not None]
     if bad:  # as comm.agree: the same one-line error on every rank
         raise CollectiveError(f"rank {bad[0][0]}: {bad[0][1]}")
-    fingerprints = [g[1] for g in got]
+    fingerprints = [g[0] for g in got]
     if any(f != fingerprints[0] for f in fingerprints):
         bad = [r for r, f in enumerate(fingerprints) if f != fingerprints[0]]
         # every rank computes this same message from the same data
@@ -1177,8 +1176,7 @@ class PartitionedEstimator(OwnInitName, VersionedState, BaseEstimator):
                 failure = exc
         session = self._sharded_session(comm)
         with session, session.comm.phase("prediction"):
-            session.comm.agree(error, failure=failure, call="predict_sharded",
-                               same=self._model_digest(), mismatch=(
+            session.comm.agree(error, failure=failure, same=self._model_digest(), mismatch=(
                 "hold another model than rank 0: predict_sharded needs the same fitted "
                 "model on every rank (fit it collectively with backend='mpi', or with the "
                 "same parameters and an int random_state on every rank)"))

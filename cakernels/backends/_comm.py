@@ -193,8 +193,9 @@ class _BaseCommunicator:
         ``failure``: an unexpected exception of this rank (when ``error`` is
         None): the others hear its type and message, and this rank re-raises it.
         ``call``: the name of the public collective call this check opens
-        (``'predict_sharded'``...), sent with it: ranks in different calls end
-        the job (:func:`check_in_step`).
+        (``'load_svmlight_shard'``: calls that open no MPI session, whose
+        opening exchanges the name), sent with it: ranks in different calls
+        end the job (:func:`check_in_step`).
         """
         if failure is not None and error is None:
             if self.size == 1:
@@ -218,16 +219,12 @@ class _BaseCommunicator:
         gather = self.allgather if counted else self._allgather_uncounted
         if call is not None:
             pairs = [got[1:] for got in check_in_step(self, gather((call, error, same)), call)]
-            errors = [e for e, _ in pairs]
-            if same is not None:
-                others = [r for r, (_, v) in enumerate(pairs) if v != pairs[0][1]]
-                if others:
-                    raise CollectiveError(f"ranks {others} " + " ".join(str(mismatch).split()))
         elif same is None:
-            errors = gather(error)
+            pairs = [(e, None) for e in gather(error)]
         else:
             pairs = gather((error, same))
-            errors = [e for e, _ in pairs]
+        errors = [e for e, _ in pairs]
+        if same is not None:
             others = [r for r, (_, v) in enumerate(pairs) if v != pairs[0][1]]
             if others:
                 raise CollectiveError(f"ranks {others} " + " ".join(str(mismatch).split()))
