@@ -311,6 +311,29 @@ static PyObject *py_openmp_enabled(PyObject *module, PyObject *Py_UNUSED(args))
     return PyBool_FromLong(ck_openmp_enabled());
 }
 
+PyDoc_STRVAR(smo_team_hint_doc,
+             "smo_team_hint(set_seconds=-1.0)\n--\n\n"
+             "The SMO's memory of its last team collapse (tests): returns\n"
+             "(seconds until the team is tried again, the wait a retry\n"
+             "doubles), zeros when none.  set_seconds > 0 then keeps the teams\n"
+             "of the solves that start off for that long, as a collapse does;\n"
+             "0 forgets the collapse.  Always zeros without OpenMP.");
+
+static PyObject *py_smo_team_hint(PyObject *module, PyObject *args)
+{
+    double set_seconds = -1.0, remaining, wait;
+    (void)module;
+    if (!PyArg_ParseTuple(args, "|d:smo_team_hint", &set_seconds))
+        return NULL;
+    if (!(set_seconds == set_seconds) || set_seconds > 1e9) {
+        PyErr_SetString(PyExc_ValueError,
+                        "smo_team_hint: set_seconds must be a number <= 1e9");
+        return NULL;
+    }
+    ck_smo_team_hint(set_seconds, &remaining, &wait);
+    return Py_BuildValue("dd", remaining, wait);
+}
+
 PyDoc_STRVAR(max_threads_doc,
              "max_threads()\n--\n\n"
              "OpenMP's omp_get_max_threads(), or 1 without OpenMP (and in a\n"
@@ -1429,6 +1452,8 @@ static PyMethodDef ck_methods[] = {
     {"openmp_enabled", (PyCFunction)py_openmp_enabled, METH_NOARGS,
      openmp_enabled_doc},
     {"max_threads", (PyCFunction)py_max_threads, METH_NOARGS, max_threads_doc},
+    {"smo_team_hint", (PyCFunction)py_smo_team_hint, METH_VARARGS,
+     smo_team_hint_doc},
     {"fork_clamped", (PyCFunction)py_fork_clamped, METH_NOARGS, fork_clamped_doc},
     {"simd_path", (PyCFunction)py_simd_path, METH_NOARGS, simd_path_doc},
     {"kernel_from_gram", (PyCFunction)(void (*)(void))py_kernel_from_gram,

@@ -258,6 +258,15 @@ typedef struct {
     void *poll_ctx;
 } ck_agcd_opts;
 
+/*
+ * The SMO's memory of its last team collapse (ck_smo.c: a solve that starts
+ * before the retry time runs its passes on the calling thread): the seconds
+ * until the retry and the wait it doubles, 0 when none.  set_seconds > 0
+ * keeps the team off that long (as a collapse would), 0 forgets the
+ * collapse, < 0 only reads.  For tests; nothing without OpenMP.
+ */
+void ck_smo_team_hint(double set_seconds, double *remaining, double *wait);
+
 ck_status ck_asygcd_solve_ex(const ck_matrix *X, const double *y,
                              const double *upper, int kind, double gamma,
                              double coef0, double degree, double shift,

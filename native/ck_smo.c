@@ -77,11 +77,19 @@
 /* CK_SMO_WAIT_MAX of the regions' wall time in CK_SMO_BAD_WINDOWS          */
 /* consecutive windows of CK_SMO_WINDOW_S (one after a first collapse),    */
 /* the team collapses: every pass runs on the calling thread, and the team  */
-/* is tried again after CK_SMO_RETRY_S, doubled at each collapse (a long    */
-/* solve follows a load that comes and goes).  On an idle machine the wait  */
-/* share of a window is 4-9% (99th percentile 26%, a9a); with two busy      */
-/* processes a collapse takes 10-50 ms.  Collapsing never changes the       */
-/* result.                                                                  */
+/* is tried again after CK_SMO_RETRY_S, doubled at each collapse up to      */
+/* CK_SMO_HINT_MAX_S (a long solve follows a load that comes and goes). On  */
+/* an idle machine the wait share of a window is 4-9% (99th percentile 26%, */
+/* a9a); with two busy processes a collapse takes 10-50 ms. Collapsing      */
+/* never changes the result.                                                */
+/*                                                                          */
+/* A collapse is also remembered by the process (ck_hint_*): a solve that   */
+/* starts before the team's retry time starts collapsed, and one that       */
+/* starts after it retries with one bad window allowed, doubling the wait;  */
+/* a good window forgets it. A multiclass fit runs a solve per pair of      */
+/* classes, each a few milliseconds: too short to see two windows, they     */
+/* paid the busy team's waits one by one (usps, 45 pairs of ~180 rows with  */
+/* two other busy processes: 5-8x the time on one thread).                  */
 
 #ifndef CK_SMO_MIN_WORK
 #define CK_SMO_MIN_WORK 32768
@@ -90,6 +98,7 @@
 #define CK_SMO_WAIT_MAX 0.4
 #define CK_SMO_BAD_WINDOWS 2
 #define CK_SMO_RETRY_S 0.25
+#define CK_SMO_HINT_MAX_S 2.0 /* the longest wait before a retry */
 #define CK_SMO_MAX_THREADS 256 /* larger requests run 256 threads */
 /* The work of a pass, per variable, in units of one multiply-add of a
  * kernel column: a pass runs on the team when its work is at least
@@ -114,11 +123,81 @@ typedef struct {
     double win_wall, win_wait; /* the current window                       */
     int bad;                   /* consecutive windows with too much wait   */
     double retry_at, retry_wait;
+    int retrying; /* started after the process's hint's retry time       */
     /* counters (ck_smo_opts) */
     int64_t regions;
     double wall, wait;
     int collapses, used;
 } ck_team;
+
+#ifdef _OPENMP
+/* The process's memory of the last collapse (see the top of this file):
+ * the team's retry time and wait, 0 when none.  Shared by the solves of
+ * every thread (contention is the machine's), under one critical section,
+ * taken at a solve's start and at most once per window. */
+static double ck_hint_retry_at = 0.0, ck_hint_retry_wait = 0.0;
+
+static void ck_hint_set(double retry_at, double retry_wait)
+{
+#pragma omp critical(ck_smo_hint)
+    {
+        if (retry_at > ck_hint_retry_at) {
+            ck_hint_retry_at = retry_at;
+            ck_hint_retry_wait = retry_wait;
+        }
+    }
+}
+
+static void ck_hint_clear(void)
+{
+#pragma omp critical(ck_smo_hint)
+    {
+        ck_hint_retry_at = 0.0;
+        ck_hint_retry_wait = 0.0;
+    }
+}
+
+void ck_smo_team_hint(double set_seconds, double *remaining, double *wait)
+{
+    const double now = ck_wtime();
+#pragma omp critical(ck_smo_hint)
+    {
+        *remaining = ck_hint_retry_at > now ? ck_hint_retry_at - now : 0.0;
+        *wait = ck_hint_retry_wait;
+        if (set_seconds >= 0.0) {
+            ck_hint_retry_at = set_seconds > 0.0 ? now + set_seconds : 0.0;
+            ck_hint_retry_wait = set_seconds;
+        }
+    }
+}
+
+static void ck_hint_start(ck_team *tm)
+{
+    double at, wait;
+#pragma omp critical(ck_smo_hint)
+    {
+        at = ck_hint_retry_at;
+        wait = ck_hint_retry_wait;
+    }
+    if (wait <= 0.0)
+        return;
+    tm->retry_wait = wait;
+    tm->retrying = 1;
+    if (ck_wtime() < at) { /* the team is off until the retry time */
+        tm->on = 0;
+        tm->retry_at = at;
+    }
+}
+#endif
+
+#ifndef _OPENMP
+void ck_smo_team_hint(double set_seconds, double *remaining, double *wait)
+{
+    (void)set_seconds;
+    *remaining = 0.0;
+    *wait = 0.0;
+}
+#endif
 
 static void ck_team_init(ck_team *tm, int n_threads, const ck_smo_opts *opts)
 {
@@ -135,6 +214,10 @@ static void ck_team_init(ck_team *tm, int n_threads, const ck_smo_opts *opts)
     tm->min_work = opts != NULL && opts->min_work > 0 ? opts->min_work
                                                        : CK_SMO_MIN_WORK;
     tm->collapse_at = opts != NULL ? opts->collapse_at : 0;
+#ifdef _OPENMP
+    if (tm->T > 1 && tm->collapse_at == 0)
+        ck_hint_start(tm);
+#endif
 }
 
 #ifdef _OPENMP
@@ -146,7 +229,10 @@ static void ck_team_collapse(ck_team *tm, double now)
     tm->win_wall = tm->win_wait = 0.0;
     tm->retry_wait = tm->retry_wait > 0.0 ? 2.0 * tm->retry_wait
                                           : CK_SMO_RETRY_S;
+    if (tm->retry_wait > CK_SMO_HINT_MAX_S)
+        tm->retry_wait = CK_SMO_HINT_MAX_S;
     tm->retry_at = now + tm->retry_wait;
+    ck_hint_set(tm->retry_at, tm->retry_wait); /* collapse_at's too */
 }
 
 /* Run the next pass (work: its multiply-add units) on the team? */
@@ -190,12 +276,17 @@ static void ck_team_account(ck_team *tm, double t0, double own, double t1,
     if (tm->win_wall >= CK_SMO_WINDOW_S) {
         if (tm->win_wait > CK_SMO_WAIT_MAX * tm->win_wall) {
             /* a retry after a collapse needs one bad window */
-            if (++tm->bad >= (tm->collapses > 0 ? 1 : CK_SMO_BAD_WINDOWS)) {
+            if (++tm->bad >= (tm->collapses > 0 || tm->retrying
+                                  ? 1 : CK_SMO_BAD_WINDOWS)) {
                 ck_team_collapse(tm, t1);
                 return;
             }
         } else {
             tm->bad = 0;
+            if (tm->retrying) { /* the load has gone: forget the hint */
+                tm->retrying = 0;
+                ck_hint_clear();
+            }
         }
         tm->win_wall = tm->win_wait = 0.0;
     }
