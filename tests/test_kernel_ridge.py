@@ -337,6 +337,20 @@ def test_dkrr_refuses_a_problem_that_cannot_fit(monkeypatch):
         DKRR().fit(X, X[:, 0])
 
 
+def test_dkrr_counts_the_targets_memory(monkeypatch):
+    # the estimate counted the kernel matrix and the rows only: with many targets
+    # (n x nrhs coefficients and their copies) a fit that passed it could exceed it
+    import cakernels._memory as memory
+
+    X = np.random.RandomState(0).randn(300, 3)
+    Y = np.tile(X[:, :1], (1, 400))
+    need = 8.0 * 300 * 300 + X.nbytes  # without the targets: 0.69 MiB
+    monkeypatch.setattr(memory, "available_bytes", lambda: need / 0.8 * 1.5)
+    DKRR().fit(X, Y[:, 0])
+    with pytest.raises(ValueError, match=r"DKRR needs about 2\.5 MiB per rank .* targets"):
+        DKRR().fit(X, Y)
+
+
 def test_dkrr_counts_csr_rows_by_their_stored_bytes(monkeypatch):
     # the estimate counted n x d doubles: 200 rows with 10^7 columns (a few KB as
     # CSR) were refused as tens of GiB

@@ -600,6 +600,18 @@ def test_dkrr_equals_kernel_ridge_under_mpi(mpirun, n):
     # root mode: every rank has the DataFrame's names, then none after an array refit
     names = [f"f{j}" for j in range(6)]
     assert lines["feature-names"]["ranks"] == [[names, None]] * n, lines["feature-names"]
+    # a failure on one rank after the rows are gathered (its kernel block, before the
+    # factorisation; its row norms, after it): every rank raises, none waits for good
+    failures = lines["one-rank-failure"]["ranks"]
+    assert len(failures) == n
+    for r, (kernel, norms, again, scalar) in enumerate(failures):
+        for message in (kernel, norms):
+            if r == n - 1:  # the failing rank: its own exception
+                assert message == "MemoryError: simulated: this rank's memory ran out"
+            else:
+                assert message.startswith(f"CollectiveError: rank {n - 1} failed: "
+                                          "MemoryError: simulated"), message
+        assert again <= 1e-8 and scalar <= 1e-8, failures
 
 
 def test_backend_mpi_without_mpi4py_names_the_extra(spawn):

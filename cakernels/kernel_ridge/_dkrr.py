@@ -273,9 +273,9 @@ class DKRR(RegressorMixin, VersionedState, BaseEstimator):
         if need > _memory.MEMORY_FRACTION * per_rank:
             error = (f"DKRR needs about {_memory.fmt_bytes(need)} per rank (its part of the "
                      f"{self.n_samples_:,} x {self.n_samples_:,} kernel matrix, 8 n^2 / P "
-                     f"bytes, and the training rows), but only {_memory.fmt_bytes(per_rank)} are "
-                     "available per rank: use more ranks (or nodes), fewer samples, or a "
-                     "partitioned estimator such as BKRR2")
+                     "bytes, the training rows and the targets), but only "
+                     f"{_memory.fmt_bytes(per_rank)} are available per rank: use more ranks "
+                     "(or nodes), fewer samples, or a partitioned estimator such as BKRR2")
         comm.agree(error)
 
     def _fit_local(self, s, X, y, w=None):
@@ -283,7 +283,8 @@ class DKRR(RegressorMixin, VersionedState, BaseEstimator):
 
         n = X.shape[0]
         self.n_samples_ = n
-        self._check_memory(s.comm, 8.0 * n * n + _rows_bytes(X))
+        nrhs = 1 if y.ndim == 1 else y.shape[1]
+        self._check_memory(s.comm, 8.0 * n * n + _rows_bytes(X) + 8.0 * 2 * n * nrhs)
         t0 = time.perf_counter()
         timings = {}
         sol = solve_kernel_ridge(X, y, self.lam, kernel_params=self._kernel_params(s.threads),
@@ -315,11 +316,12 @@ class DKRR(RegressorMixin, VersionedState, BaseEstimator):
                 if s.sharded and sample_weight is not None:
                     # a shard may weigh 0 everywhere (the rows are gathered): only
                     # all the weights together must not
+                    # (a scalar 0 is every row's weight, as scikit-learn reads it)
                     sw = np.asarray(sample_weight)
-                    zero_shard = sw.ndim == 1 and sw.size > 0 and sw.dtype.kind in "biuf" \
+                    zero_shard = sw.ndim <= 1 and sw.size > 0 and sw.dtype.kind in "biuf" \
                         and bool(np.all(sw == 0))
-                result = self._validate(X, y, np.ones(len(sample_weight)) if zero_shard
-                                        else sample_weight)
+                result = self._validate(X, y, sample_weight if not zero_shard
+                                        else 1.0 if sw.ndim == 0 else np.ones(len(sw)))
                 if zero_shard:
                     result = result[:2] + (np.zeros(result[0].shape[0]),)
                 if result[0].shape[0]:
@@ -407,7 +409,11 @@ class DKRR(RegressorMixin, VersionedState, BaseEstimator):
         nprow, npcol = grid_shape(comm.size)
         rows_max = -(-n // (nb * nprow)) * nb
         cols_max = -(-n // (nb * npcol)) * nb
-        need = 8.0 * min(n, rows_max) * min(n, cols_max) + _rows_bytes(X)
+        nrhs = 1 if y.ndim == 1 else y.shape[1]
+        # the kernel block, the training rows, and the targets: every rank's copy,
+        # its block of right-hand sides, the coefficients and their reduction
+        need = 8.0 * min(n, rows_max) * min(n, cols_max) + _rows_bytes(X) \
+            + 8.0 * nrhs * (3 * n + min(n, rows_max))
         self._check_memory(comm, need)
         error = None
         try:
@@ -418,29 +424,21 @@ class DKRR(RegressorMixin, VersionedState, BaseEstimator):
             error = str(exc)
         comm.agree(error)
         yy = y.reshape(n, -1)
-        nrhs = yy.shape[1]
         params = self._kernel_params(s.threads)
+        sw = None if w is None else np.sqrt(w)
         with Grid(comm.comm) as grid:
             rows, cols = grid.rows(n, nb), grid.cols(n, nb)
-            t0 = time.perf_counter()
-            # K[rows][:, cols] in Fortran order: the transpose of K[cols][:, rows]
-            KT = kernel_block(X[cols], X[rows], **params) if rows.size and cols.size \
-                else np.zeros((max(cols.size, 1), max(rows.size, 1)))
-            A = KT.T
-            sw = None if w is None else np.sqrt(w)
-            if sw is not None and rows.size and cols.size:  # S K S, block by block
-                A *= sw[rows][:, None]
-                A *= sw[cols][None, :]
-            diag_r = np.flatnonzero(np.isin(rows, cols))
-            if diag_r.size:
-                diag_c = np.searchsorted(cols, rows[diag_r])
-                if self.kernel == "rbf":  # K(x, x) = 1 exactly, as kernel_block(X, X)
-                    A[diag_r, diag_c] = 1.0 if sw is None else w[rows[diag_r]]
-                A[diag_r, diag_c] += self.lam * total
-            t_kernel = time.perf_counter() - t0
-            B = np.zeros((max(rows.size, 1), nrhs), order="F")
-            if grid.mycol == 0 and rows.size:
-                B[:rows.size] = yy[rows] if sw is None else yy[rows] * sw[rows][:, None]
+            failure = None
+            try:
+                t0 = time.perf_counter()
+                A = self._kernel_part(X, rows, cols, params, w, sw, total)
+                t_kernel = time.perf_counter() - t0
+                B = np.zeros((max(rows.size, 1), nrhs), order="F")
+                if grid.mycol == 0 and rows.size:
+                    B[:rows.size] = yy[rows] if sw is None else yy[rows] * sw[rows][:, None]
+            except Exception as exc:  # one rank's (out of memory, say): before the
+                failure = exc  # collective solve, every rank raises, not a hang
+            comm.raise_failures(failure, counted=False)
             t0 = time.perf_counter()
             with comm.phase("training"):
                 info, rcond = cholesky_solve(grid, A, B, n, nrhs, nb)
@@ -464,9 +462,15 @@ class DKRR(RegressorMixin, VersionedState, BaseEstimator):
                 f"{rcond:.2g}): the coefficients may carry relative errors up to "
                 f"{np.finfo(np.float64).eps / rcond:.1g}. Increase lam for a trustworthy "
                 "answer.", LinAlgWarning, stacklevel=3)
-        alpha = np.zeros((n, nrhs))
-        if grid.mycol == 0 and rows.size:
-            alpha[rows] = B[:rows.size]
+        failure = None
+        try:  # this rank's part of the coefficients, and the model's row norms
+            alpha = np.zeros((n, nrhs))
+            if grid.mycol == 0 and rows.size:
+                alpha[rows] = B[:rows.size]
+            sq_norms = row_sq_norms(X) if self.kernel == "rbf" else None
+        except Exception as exc:  # as above: before the next collective call
+            failure = exc
+        comm.raise_failures(failure, counted=False)
         with comm.phase("model_gather"):
             alpha = comm.Allreduce(alpha)
         if sw is not None:
@@ -474,15 +478,34 @@ class DKRR(RegressorMixin, VersionedState, BaseEstimator):
         # the same alpha on every rank: every rank raises the one-process error
         _check_solution(LocalSolution(np.arange(n), alpha, None, 0.0, 0.0, 1),
                         f"kernel ridge (lam={self.lam:.3g})", KRR_NONFINITE_CAUSE)
+        mems, factors, kernels = zip(*comm.allgather((int(mem), t_factor, t_kernel)))
         self.X_fit_ = X
         self.dual_coef_ = alpha if y.ndim > 1 else alpha[:, 0]
         self.grid_ = (grid.nprow, grid.npcol)
-        self.memory_per_rank_ = int(max(comm.allgather(int(mem))))
-        self._sq_norms = row_sq_norms(X) if self.kernel == "rbf" else None
-        self.fit_stats_ = {"factor_seconds": float(max(comm.allgather(t_factor))),
-                           "kernel_seconds": float(max(comm.allgather(t_kernel))),
+        self.memory_per_rank_ = int(max(mems))
+        self._sq_norms = sq_norms
+        self.fit_stats_ = {"factor_seconds": float(max(factors)),
+                           "kernel_seconds": float(max(kernels)),
                            "memory_per_rank": self.memory_per_rank_, "grid": self.grid_,
                            "n_ranks": comm.size}
+
+    def _kernel_part(self, X, rows, cols, params, w, sw, total):
+        """This process's block ``K[rows][:, cols] (+ lam * total on the diagonal)``
+        of the (weighted) system, in Fortran order."""
+        # K[rows][:, cols] in Fortran order: the transpose of K[cols][:, rows]
+        KT = kernel_block(X[cols], X[rows], **params) if rows.size and cols.size \
+            else np.zeros((max(cols.size, 1), max(rows.size, 1)))
+        A = KT.T
+        if sw is not None and rows.size and cols.size:  # S K S, block by block
+            A *= sw[rows][:, None]
+            A *= sw[cols][None, :]
+        diag_r = np.flatnonzero(np.isin(rows, cols))
+        if diag_r.size:
+            diag_c = np.searchsorted(cols, rows[diag_r])
+            if self.kernel == "rbf":  # K(x, x) = 1 exactly, as kernel_block(X, X)
+                A[diag_r, diag_c] = 1.0 if sw is None else w[rows[diag_r]]
+            A[diag_r, diag_c] += self.lam * total
+        return A
 
     def predict(self, X):
         """Predictions ``K(X, X_fit_) @ dual_coef_`` (local: every rank holds the model).

@@ -217,3 +217,47 @@ memory_module.available_bytes = available_bytes
 everyone = comm.gather((node_error, node_ok), root=0)
 if rank == 0:
     print(json.dumps({"check": "node-memory", "ranks": everyone}), flush=True)
+
+# an unexpected failure on one rank after the rows are gathered (out of memory, say): in
+# its kernel block (before the collective factorisation) or in the model's row norms
+# (after it): every rank raises, the failing one its own exception (the others waited in
+# ScaLAPACK or in an allgather for good); a sharded scalar weight of 0 is one rank's
+# rows of weight 0, as an array of zeros (it was refused)
+import cakernels.kernel_ridge._dkrr as dkrr_module  # noqa: E402
+
+outcomes = []
+for name in ("kernel_block", "row_sq_norms"):
+    real = getattr(dkrr_module, name)
+
+    def failing(*args, real=real, **kwargs):
+        if rank == size - 1:
+            raise MemoryError("simulated: this rank's memory ran out")
+        return real(*args, **kwargs)
+
+    setattr(dkrr_module, name, failing)
+    try:
+        DKRR(sigma, lam, backend="mpi", block_size=64).fit(
+            X[:200] if rank == 0 else None, y[:200] if rank == 0 else None)
+        outcomes.append(None)
+    except Exception as exc:
+        outcomes.append(f"{type(exc).__name__}: {exc}")
+    finally:
+        setattr(dkrr_module, name, real)
+again = DKRR(sigma, lam, backend="mpi", block_size=64).fit(
+    X[:200] if rank == 0 else None, y[:200] if rank == 0 else None)
+outcomes.append(rel(again.predict(X[:200]),  # the next fit is whole
+                    KernelRidge(kernel="rbf", gamma=1 / (2 * sigma**2),
+                                alpha=lam * 200).fit(X[:200], y[:200]).predict(X[:200])))
+lo2, hi2 = rank * 200 // size, (rank + 1) * 200 // size
+wz2 = np.ones(200)
+if size > 1:
+    wz2[(size - 1) * 200 // size:] = 0.0
+ref = KernelRidge(kernel="rbf", gamma=1 / (2 * sigma**2), alpha=lam * wz2.sum()).fit(
+    X[:200], y[:200], sample_weight=wz2)
+scalar = DKRR(sigma, lam, backend=MPIBackend(sharded=True), block_size=64).fit(
+    X[lo2:hi2], y[lo2:hi2],
+    sample_weight=0.0 if (size > 1 and rank == size - 1) else 1.0)
+outcomes.append(rel(scalar.predict(X[:200]), ref.predict(X[:200])))
+everyone = comm.gather(outcomes, root=0)
+if rank == 0:
+    print(json.dumps({"check": "one-rank-failure", "ranks": everyone}), flush=True)
