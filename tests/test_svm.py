@@ -164,6 +164,50 @@ def test_single_class_partition_predicts_its_class():
     assert 0 in clf.fit_stats_["n_support"]
 
 
+def test_multiclass_scores_share_one_scale_across_partitions():
+    """A partition's classes beat the classes it lacks: its one-vs-rest scores are
+    raised by their number, so that a clear winner scores about n_classes - 1 in
+    every partition (a partition of 2 classes of 5 gave its winner about 1, below
+    the losers of a partition of all 5, and calibration read them wrong); the
+    lacking classes get -1. One partition (every class) gives SVC's scores."""
+    rng = np.random.RandomState(0)
+    # two far-apart groups: classes 0-3 mixed in one, class 3 and 4 in the other
+    A = rng.randn(160, 2)
+    B = rng.randn(160, 2) + 30
+    X = np.r_[A, B]
+    y = np.r_[np.arange(160) % 4, np.where(np.arange(160) % 2 == 0, 3, 4)]
+    clf = BKMSVC(n_partitions=2, C=10.0, gamma=0.5, break_ties=True, random_state=0).fit(X, y)
+    parts = clf.partitioner_.assign(X)
+    sizes = sorted(len(m.classes_) for m in clf.estimators_)
+    assert sizes == [2, 4]
+    dec = clf.decision_function(X)
+    np.testing.assert_array_equal(clf.classes_[np.argmax(dec, axis=1)], clf.predict(X))
+    for p, model in enumerate(clf.estimators_):
+        rows = parts == p
+        local = np.searchsorted(clf.classes_, model.classes_)
+        lacking = np.setdiff1d(np.arange(5), local)
+        assert np.all(dec[np.ix_(rows, lacking)] == -1.0)
+        # votes + squashed confidences in (-1/3, 1/3), raised by the lacking classes
+        scores = dec[np.ix_(rows, local)]
+        assert np.all(scores > 5 - len(local) - 1 / 3) and np.all(scores < 4 + 1 / 3)
+        if len(local) == 2:  # one duel: the winner has one vote, 1 + 3
+            top = scores.max(axis=1)
+            assert np.all((top > 4 - 1 / 3) & (top < 4 + 1 / 3)), top
+    # one partition: SVC's one-vs-rest scores
+    from sklearn.svm import SVC
+
+    one = BKMSVC(n_partitions=1, C=10.0, gamma=0.5, solver="libsvm", random_state=0).fit(X, y)
+    ref = SVC(C=10.0, gamma=0.5).fit(X, y)
+    np.testing.assert_allclose(one.decision_function(X), ref.decision_function(X),
+                               rtol=1e-9, atol=1e-9)
+    # a partition of one class: its class is the clear winner, n_classes - 1
+    Xs = np.r_[rng.randn(90, 2), rng.randn(30, 2) + 40]
+    ys = np.r_[np.arange(90) % 3, np.full(30, 3)]
+    single = CPSVC(n_partitions=2, random_state=0).fit(Xs, ys)
+    far = single.decision_function(rng.randn(5, 2) + 40)
+    np.testing.assert_array_equal(far, np.tile([-1.0, -1.0, -1.0, 3.0], (5, 1)))
+
+
 def test_decision_function_consistent_with_predict(binary, multiclass):
     X, y, Xt, _ = binary
     for cls in FRONT_DOORS:

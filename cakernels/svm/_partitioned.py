@@ -470,7 +470,18 @@ class PartitionedSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
         return _native_view(model, self._fit_kernel).predict(Xg, n_threads)
 
     def _local_decision(self, model, Xg, n_threads):
-        """Decision values of one local model, in the global class layout."""
+        """Decision values of one local model, in the global class layout.
+
+        Multiclass: the local model's one-vs-rest scores (votes plus squashed
+        confidences, as SVC's), each raised by the classes the partition lacks,
+        as if its classes won every duel against them; those get -1, below any
+        score. So every partition's scores are on the scale of the whole
+        problem's (a clear winner about ``n_classes - 1``): the winner of a
+        partition of two classes scored about 1 and a loser of one of ten up to
+        8, and tools that compare scores across rows (calibration, thresholds,
+        the weighted vote of ``routing='vote'``) read them wrong. With every
+        class present (one partition) they are SVC's.
+        """
         n_classes = self.classes_.size
         n = Xg.shape[0]
         cls = np.searchsorted(self.classes_, model.classes_)
@@ -478,7 +489,7 @@ class PartitionedSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
             if n_classes == 2:
                 return np.full(n, 1.0 if cls[0] == 1 else -1.0)
             out = np.full((n, n_classes), -1.0)
-            out[:, cls[0]] = 0.0
+            out[:, cls[0]] = n_classes - 1.0
             return out
         k = model.classes_.size
         if k == 2:
@@ -491,7 +502,7 @@ class PartitionedSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
         else:  # in blocks of rows (see NativeKernelSVC.ovr_decision)
             ovr = _native_view(model, self._fit_kernel).ovr_decision(Xg, n_threads)
         out = np.full((n, n_classes), -1.0)
-        out[:, cls] = ovr
+        out[:, cls] = ovr + (n_classes - k)
         return out
 
     def _n_voters(self):
@@ -510,7 +521,9 @@ class PartitionedSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
         dec : ndarray of shape (n_samples,) or (n_samples, n_classes)
             Binary: positive means ``classes_[1]``. Multiclass: one-vs-rest
             scores as :class:`~sklearn.svm.SVC` with
-            ``decision_function_shape='ovr'``.
+            ``decision_function_shape='ovr'`` of the partition's model, raised
+            by the number of classes the partition lacks (which get -1), so
+            that the scores of every partition share one scale.
         """
         X = self._check_X(X)
         n_classes = self.classes_.size
