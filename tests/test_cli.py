@@ -12,7 +12,7 @@ import pytest
 from sklearn.datasets import (dump_svmlight_file, load_svmlight_file, make_classification,
                               make_regression)
 
-from cakernels import __version__
+from cakernels import BKRR2, __version__
 from cakernels.__main__ import main
 
 
@@ -133,7 +133,8 @@ def test_classification_round_trip(capsys, tmp_path, clf_files):
     assert payload["format"] == "cakernels-model"
     assert meta["method"] == "bkmsvc" and meta["n_features"] == 6
     assert meta["cakernels_version"] == __version__
-    assert meta["standardization"] == {"scaler": "StandardScaler", "with_mean": False}
+    assert meta["standardization"] == {"scaler": "StandardScaler", "with_mean": False,
+                                       "target_centred": False}
 
     code, out, _ = run(capsys, "predict", model, clf_files / "test.svm")
     assert code == 0
@@ -165,6 +166,40 @@ def test_regression_round_trip(capsys, tmp_path, reg_files):
     code, out, _ = run(capsys, "evaluate", model, reg_files / "test.svm")
     assert code == 0 and "MSE:" in out and "R^2:" in out
     assert float(out.split("R^2:")[1].split()[0]) > 0.5
+
+
+def test_standardize_centres_a_regression_target(capsys, tmp_path):
+    # the kernel ridge estimators fit no intercept (as KernelRidge): a model predicts 0
+    # away from its training rows, so targets far from 0 (bodyfat's lie near 1.05) gave
+    # R^2 near 0 or below, with --standardize too; it now centres the target as well
+    X, y = make_regression(n_samples=400, n_features=4, noise=1.0, random_state=1)
+    y = y / y.std() + 50.0
+    for name, rows in (("train", slice(0, 300)), ("test", slice(300, None))):
+        dump_svmlight_file(X[rows], y[rows], str(tmp_path / f"{name}.svm"), zero_based=False)
+    model = tmp_path / "m.skops"
+    code, out, err = run(capsys, "fit", tmp_path / "train.svm", "-o", model, "-p", "2",
+                         "--standardize")
+    assert code == 0, err
+    assert "(2 partitions, standardized, target centred)" in out
+    code, out, err = run(capsys, "evaluate", model, tmp_path / "test.svm")
+    assert code == 0, err
+    assert "standardized, target centred" in out
+    assert float(out.split("R^2:")[1].split()[0]) > 0.8
+    saved = read_model(model)
+    assert saved["metadata"]["standardization"]["target_centred"] is True
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    ref = make_pipeline(StandardScaler(), BKRR2(n_partitions=2, random_state=0)).fit(
+        X[:300], y[:300] - y[:300].mean())
+    np.testing.assert_allclose(saved["estimator"].predict(X[300:]),
+                               ref.predict(X[300:]) + y[:300].mean(), rtol=1e-12)
+    # a classifier's labels are left alone
+    code, out, err = run(capsys, "fit", "demo", "-o", tmp_path / "c.skops", "--method",
+                         "cpsvc", "-p", "2", "--standardize")
+    assert code == 0 and "standardized)" in out and "target" not in out, out
+    assert read_model(tmp_path / "c.skops")["metadata"]["standardization"][
+        "target_centred"] is False
 
 
 @pytest.mark.parametrize("method, opts", [("svc", ["--C", "2"]), ("krr", ["--sigma", "3"])])
@@ -998,9 +1033,12 @@ def test_search_on_libsvm_files_saves_the_refitted_best_model(capsys, tmp_path, 
     from sklearn.preprocessing import StandardScaler
 
     Xs = StandardScaler().fit_transform(Xr.toarray())
+    # regression: the target centred too (as fit --standardize), the scores those of y
     ref = BKRR2CV(n_partitions=2, sigmas=[1, 4], lams=[1e-6, 1e-3], cv="loo",
-                  random_state=0).fit(Xs, yr)
-    assert pipe[-1].get_params() == ref.best_estimator_.get_params()
+                  random_state=0).fit(Xs, yr - yr.mean())
+    assert f"{ref.best_score_:.6f}" in out
+    assert pipe.regressor_[-1].get_params() == ref.best_estimator_.get_params()
+    np.testing.assert_allclose(pipe.predict(Xr), ref.predict(Xs) + yr.mean(), rtol=1e-10)
 
 
 @pytest.mark.parametrize("argv, needles", [

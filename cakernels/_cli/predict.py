@@ -163,7 +163,9 @@ def _cmd_evaluate(args):
                            "or infinite; the MSE and R^2 need finite targets")
     print(f"model:      {meta.get('estimator', '?')} ({meta.get('method')}), trained on "
           f"{_fmt_int(meta.get('n_samples', 0))} samples x {meta['n_features']} features"
-          + (", standardized" if meta.get("standardization") else ""))
+          + (", standardized" if meta.get("standardization") else "")
+          + (", target centred" if (meta.get("standardization") or {}).get("target_centred")
+             else ""))
     print(f"data:       {data.label}: {_fmt_int(X.shape[0])} samples")
     if meta.get("task") == "classification":
         acc = float(np.mean(pred == y))

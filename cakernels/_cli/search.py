@@ -143,14 +143,18 @@ def _cmd_search(args):
     sparse = sp.issparse(X)
     scaler = None
     t0 = time.perf_counter()
+    target = y
     if args.standardize:
-        from sklearn.preprocessing import StandardScaler
+        from .fit import _feature_scaler
 
-        scaler = StandardScaler(with_mean=not sparse)
-        X = scaler.fit_transform(X)
-    search.fit(X, y)
+        scaler = _feature_scaler(sparse)
+        X_raw, X = X, scaler.fit_transform(X)
+        if task == "regression":  # centred, as fit's (KRR fits no intercept): the
+            target = y - y.mean()  # scores (MSE, R^2) are those of y itself
+    search.fit(X, target)
     seconds = time.perf_counter() - t0
-    _report(args, search, method, data, X.shape, sparse, seconds, scaler)
+    _report(args, search, method, data, X.shape, sparse, seconds, scaler,
+            raw=(X_raw, y) if target is not y else None)
     return 0
 
 
@@ -234,13 +238,27 @@ def _make_search(args, method, task, cv, backend):
     return search
 
 
-def _report(args, search, method, data, shape, sparse, seconds, scaler, n_ranks=None):
-    """Print the best candidates and save the refitted best model."""
+def _report(args, search, method, data, shape, sparse, seconds, scaler, n_ranks=None,
+            raw=None):
+    """Print the best candidates and save the refitted best model (``raw``: the
+    features and target before a centred target's search, whose model is saved as
+    ``fit --standardize`` saves one: the best candidate fitted once more through the
+    features' scaler and the target's wrapper)."""
     _print_top(search, args.top)
     _tie_note(search, args.standardize, mpi=n_ranks is not None)
     best = search.best_estimator_
     model = best
-    if scaler is not None:
+    if raw is not None:
+        from sklearn.base import clone
+
+        from .fit import _feature_scaler, _standardized
+
+        model = _standardized(clone(best), method, "regression", _feature_scaler(sparse))
+        t0 = time.perf_counter()
+        model.fit(*raw)
+        seconds += time.perf_counter() - t0
+        best = model.regressor_[-1]
+    elif scaler is not None:
         from sklearn.pipeline import Pipeline
 
         model = Pipeline([("standardscaler", scaler), (method, best)])
