@@ -306,3 +306,107 @@ def test_sigint_during_a_pools_error_handling_waits_for_its_workers(tmp_path):
             print("raised", type(exc).__name__, exc, "| worker done:", finished, flush=True)
     """, delay=0.5)
     assert "raised ValueError bad block | worker done: [True]" in out, out
+
+
+class _Alarm(BaseException):
+    """What a signal's handler raises in the tests below (as KeyboardInterrupt)."""
+
+
+@pytest.mark.parametrize("which", ["reserve_threads", "blas_limits"])
+def test_a_signal_while_a_blocks_exit_waits_for_its_lock_still_undoes_it(which):
+    """A lock wait is interruptible: a Ctrl-C while a block's exit waited for the
+    budget's lock (another fit holding it) left the block before its undo, and the
+    threads stayed held (later fits got one thread) or BLAS stayed limited, for the
+    rest of the process."""
+    import threading
+    import time
+
+    from threadpoolctl import threadpool_info
+
+    from cakernels.backends import _budget, blas_limits, cpu_count, reserve_threads
+    from cakernels.backends import threads_available
+
+    def blas():
+        return [d["num_threads"] for d in threadpool_info() if d["user_api"] == "blas"]
+
+    block, lock = ((reserve_threads(cpu_count()), _budget._LOCK) if which == "reserve_threads"
+                   else (blas_limits(1), blas_limits._lock))
+    blas_before = blas()
+    taken, release = threading.Event(), threading.Event()
+
+    def hold():
+        with lock:
+            taken.set()
+            release.wait(10)
+
+    def handler(signum, frame):
+        release.set()  # (the holder lets go soon after: the exit then completes)
+        raise _Alarm
+
+    old = signal.signal(signal.SIGALRM, handler)
+    holder = threading.Thread(target=hold)
+    try:
+        with pytest.raises(_Alarm):
+            with block:
+                holder.start()
+                assert taken.wait(10)
+                signal.setitimer(signal.ITIMER_REAL, 0.2)  # while the exit waits
+        holder.join(10)
+        time.sleep(0.3)  # (no second alarm pending)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+        release.set()
+    assert threads_available() == cpu_count() and _budget._HELD[0] == 0
+    assert blas_limits._requests == [] and blas() == blas_before
+
+
+@pytest.mark.parametrize("when", ["first limit", "last limit", "first restore",
+                                  "last restore"])
+def test_an_interruption_while_openmp_is_limited_or_restored_restores_it(when, monkeypatch):
+    """``openmp_limits`` (K-means partitioning) sets every OpenMP runtime one by one:
+    a Ctrl-C between two of them left one at 1 thread for good (the native module's:
+    every later fit of the thread ran on one thread)."""
+    import sklearn.cluster  # noqa: F401  (scikit-learn's OpenMP runtime, as K-means)
+    import threadpoolctl
+
+    from cakernels.backends import cpu_count
+    from cakernels.backends._budget import blas_limits, openmp_limits
+
+    libs = [lib for lib in blas_limits.controller().lib_controllers
+            if lib.user_api == "openmp"]
+    assert libs or not cakernels._native.openmp_enabled()
+    if not libs:  # (a build without OpenMP, with scikit-learn's runtime elsewhere)
+        return
+    at = {"first limit": 1, "last limit": len(libs), "first restore": len(libs) + 1,
+          "last restore": 2 * len(libs)}[when]
+    before = [lib.get_num_threads() for lib in libs]
+    cores = cpu_count()
+    real = threadpoolctl.OpenMPController.set_num_threads
+    calls = [0]
+
+    def interrupted_at(self, n):  # the interruption right after call `at`
+        real(self, n)
+        calls[0] += 1
+        if calls[0] == at:
+            raise _Alarm
+
+    monkeypatch.setattr(threadpoolctl.OpenMPController, "set_num_threads", interrupted_at)
+    with pytest.raises(_Alarm):
+        with openmp_limits(1):
+            assert [lib.get_num_threads() for lib in libs] == [1] * len(libs)
+    monkeypatch.undo()
+    assert [lib.get_num_threads() for lib in libs] == before
+    assert cpu_count() == cores
+
+
+def test_openmp_limits_never_raises_a_setting():
+    from threadpoolctl import threadpool_limits
+
+    from cakernels.backends._budget import blas_limits, openmp_limits
+
+    libs = [lib for lib in blas_limits.controller().lib_controllers
+            if lib.user_api == "openmp"]
+    with threadpool_limits(1, user_api="openmp"):
+        with openmp_limits(4):
+            assert all(lib.get_num_threads() == 1 for lib in libs)

@@ -184,14 +184,38 @@ def reserve_threads(wanted):
     ...         (granted == cpu_count(), nested)
     (True, 1)
     """
-    with _LOCK:
-        granted = max(1, min(int(wanted), cpu_count() - _HELD[0]))
-        _HELD[0] += granted
+    granted = 0
     try:
+        with _LOCK:
+            take = max(1, min(int(wanted), cpu_count() - _HELD[0]))
+            _HELD[0] += take
+            granted = take
         yield granted
     finally:
-        with _LOCK:
-            _HELD[0] -= granted
+        if granted:
+            # a Ctrl-C while this waits for the lock (another fit holds it) must
+            # not skip the return: the threads stayed held for good
+            interrupted = _acquire(_LOCK)
+            try:
+                _HELD[0] -= granted
+            finally:
+                _LOCK.release()
+            if interrupted is not None:
+                raise interrupted
+
+
+def _acquire(lock):
+    """``lock.acquire()`` that finishes even when a signal's handler raises
+    while it waits (a lock wait is interruptible on POSIX); returns that
+    exception (the first), for the caller to raise once its undo is done."""
+    interrupted = None
+    while True:
+        try:
+            lock.acquire()
+            return interrupted
+        except BaseException as exc:  # noqa: PERF203 - retried until the lock is ours
+            if interrupted is None:
+                interrupted = exc
 
 
 # -------------------------------------------------------------- BLAS limits
@@ -302,7 +326,10 @@ class _BlasLimits:
         try:
             yield
         finally:
-            with self._lock:
+            # (a Ctrl-C while this waits for the lock: the request stays, and BLAS
+            # kept the limit for the rest of the process)
+            interrupted = _acquire(self._lock)
+            try:
                 self._requests.remove(n_threads)
                 try:
                     self._apply()
@@ -312,6 +339,10 @@ class _BlasLimits:
                     with contextlib.suppress(Exception):
                         self._apply()
                     raise
+            finally:
+                self._lock.release()
+            if interrupted is not None:
+                raise interrupted
 
     def controller(self):
         """The cached ``threadpoolctl.ThreadpoolController`` (refreshed when
@@ -369,6 +400,27 @@ def openmp_limits(n_threads):
     any loaded OpenMP runtime, scikit-learn's included) to ``n_threads`` for a
     block. OpenMP's thread count is a setting of each thread, so no stack is
     needed: the previous value comes back at the end. Uses the cached
-    controller of :data:`blas_limits` (a fresh ``threadpool_limits`` costs ~3 ms)."""
-    with blas_limits.controller().limit(limits=max(1, int(n_threads)), user_api="openmp"):
+    controller of :data:`blas_limits` (a fresh ``threadpool_limits`` costs ~3 ms).
+    Never raises a runtime's setting; a Ctrl-C while the runtimes are set or
+    restored one by one restores every one of them (one runtime left at 1 thread
+    made every later fit of the thread run on one thread)."""
+    libs = [lib for lib in blas_limits.controller().lib_controllers
+            if lib.user_api == "openmp"]
+    before = [lib.get_num_threads() for lib in libs]  # (nothing changed yet)
+    n = max(1, int(n_threads))
+
+    def restore():
+        for lib, threads in zip(libs, before):
+            lib.set_num_threads(threads)
+
+    try:
+        for lib, threads in zip(libs, before):
+            lib.set_num_threads(max(1, min(n, threads)))
         yield
+    finally:
+        try:
+            restore()
+        except BaseException:
+            with contextlib.suppress(Exception):  # interrupted: once more
+                restore()
+            raise
