@@ -151,3 +151,22 @@ def test_joblib_process_backends_after_a_parent_fit(spawn, backend):
         print("joblib ok")
     """, timeout=240)
     assert "joblib ok" in out
+
+
+def test_a_child_forked_inside_a_block_leaves_it_without_undoing_the_parents():
+    """A child forked inside ``reserve_threads``/``blas_limits`` starts with a fresh
+    budget; leaving the block there undid the parent's entries anyway: the child's
+    budget went negative (``threads_available()`` above ``cpu_count()``) and its BLAS
+    stack raised ``ValueError``."""
+    import os
+
+    from cakernels.backends._budget import blas_limits, cpu_count, reserve_threads
+    from cakernels.backends._budget import threads_available
+
+    with reserve_threads(1), blas_limits(1):
+        pid = os.fork()
+    if pid == 0:  # the child: its budget whole, its stack empty
+        ok = threads_available() == cpu_count() and blas_limits._requests == []
+        os._exit(0 if ok else 1)
+    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+    assert threads_available() == cpu_count() and blas_limits._requests == []

@@ -410,3 +410,35 @@ def test_openmp_limits_never_raises_a_setting():
     with threadpool_limits(1, user_api="openmp"):
         with openmp_limits(4):
             assert all(lib.get_num_threads() == 1 for lib in libs)
+
+
+@pytest.mark.parametrize("which", ["reserve_threads", "blas_limits"])
+def test_a_signal_just_as_a_blocks_exit_gets_its_lock_does_not_deadlock(tmp_path, which):
+    """The signal's handler may run just after the lock was granted to the exit that
+    waited for it: the retry then waited for its own lock, for good (and caught every
+    later Ctrl-C)."""
+    out = _child(tmp_path, f"""
+        from cakernels.backends import _budget, blas_limits, cpu_count, reserve_threads
+        from cakernels.backends import threads_available
+        budget = {which!r} == "reserve_threads"
+        lock = _budget._LOCK if budget else blas_limits._lock
+        main = threading.get_ident()
+        def other(ready):
+            lock.acquire()  # (another fit, for a moment)
+            ready.set()
+            time.sleep(0.001)
+            lock.release()
+            signal.pthread_kill(main, signal.SIGINT)  # the user's Ctrl-C, as it is granted
+        for attempt in range(20):
+            try:
+                with reserve_threads(1) if budget else blas_limits(1):
+                    ready = threading.Event()
+                    th = threading.Thread(target=other, args=(ready,))
+                    th.start(); ready.wait()
+            except KeyboardInterrupt:
+                pass
+            th.join()
+        print("held", _budget._HELD[0], "requests", blas_limits._requests,
+              "available", threads_available() == cpu_count())
+    """, timeout=60)
+    assert "held 0 requests [] available True" in out

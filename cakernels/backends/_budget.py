@@ -125,7 +125,7 @@ def _cgroup_cpu_limit():
 
 
 # ---------------------------------------------------------------- the ledger
-_LOCK = threading.Lock()
+_LOCK = threading.RLock()  # (re-entrant: _acquire can tell that it owns it)
 _HELD = [0]  # threads held by the open regions of this process
 _FORKED = [False]  # this process was forked from one that imported the package
 
@@ -184,7 +184,7 @@ def reserve_threads(wanted):
     ...         (granted == cpu_count(), nested)
     (True, 1)
     """
-    granted = 0
+    granted, pid = 0, os.getpid()
     try:
         with _LOCK:
             take = max(1, min(int(wanted), cpu_count() - _HELD[0]))
@@ -192,7 +192,8 @@ def reserve_threads(wanted):
             granted = take
         yield granted
     finally:
-        if granted:
+        # (a child forked inside the block starts with a fresh budget: nothing to undo)
+        if granted and os.getpid() == pid:
             # a Ctrl-C while this waits for the lock (another fit holds it) must
             # not skip the return: the threads stayed held for good
             interrupted = _acquire(_LOCK)
@@ -205,9 +206,11 @@ def reserve_threads(wanted):
 
 
 def _acquire(lock):
-    """``lock.acquire()`` that finishes even when a signal's handler raises
-    while it waits (a lock wait is interruptible on POSIX); returns that
-    exception (the first), for the caller to raise once its undo is done."""
+    """``lock.acquire()`` of an ``RLock`` that finishes even when a signal's
+    handler raises while it waits (a lock wait is interruptible on POSIX);
+    returns that exception (the first), for the caller to raise once its undo
+    is done. The handler may also run just after the lock was granted: the
+    lock is then ours (the caller never holds it already)."""
     interrupted = None
     while True:
         try:
@@ -216,6 +219,8 @@ def _acquire(lock):
         except BaseException as exc:  # noqa: PERF203 - retried until the lock is ours
             if interrupted is None:
                 interrupted = exc
+            if lock._is_owned():
+                return interrupted
 
 
 # -------------------------------------------------------------- BLAS limits
@@ -250,7 +255,7 @@ class _BlasLimits:
     """
 
     def __init__(self):
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # (as _LOCK)
         self._requests = []
         self._limited = []  # the BLAS libraries' controllers set by the limit in force
         self._original = {}  # BLAS library path -> its threads before the first limit
@@ -312,6 +317,7 @@ class _BlasLimits:
     @contextlib.contextmanager
     def __call__(self, n_threads):
         n_threads = max(1, int(n_threads))
+        pid = os.getpid()
         with self._lock:
             self._requests.append(n_threads)
             try:
@@ -326,23 +332,27 @@ class _BlasLimits:
         try:
             yield
         finally:
-            # (a Ctrl-C while this waits for the lock: the request stays, and BLAS
-            # kept the limit for the rest of the process)
-            interrupted = _acquire(self._lock)
+            if os.getpid() == pid:  # (a child forked inside the block has a fresh stack)
+                self._close(n_threads)
+
+    def _close(self, n_threads):
+        # (a Ctrl-C while this waits for the lock: the request stayed, and BLAS
+        # kept the limit for the rest of the process)
+        interrupted = _acquire(self._lock)
+        try:
+            self._requests.remove(n_threads)
             try:
-                self._requests.remove(n_threads)
-                try:
+                self._apply()
+            except BaseException:
+                # (a Ctrl-C during the restore): once more, or BLAS kept the
+                # limit for the rest of the process
+                with contextlib.suppress(Exception):
                     self._apply()
-                except BaseException:
-                    # (a Ctrl-C during the restore): once more, or BLAS kept the
-                    # limit for the rest of the process
-                    with contextlib.suppress(Exception):
-                        self._apply()
-                    raise
-            finally:
-                self._lock.release()
-            if interrupted is not None:
-                raise interrupted
+                raise
+        finally:
+            self._lock.release()
+        if interrupted is not None:
+            raise interrupted
 
     def controller(self):
         """The cached ``threadpoolctl.ThreadpoolController`` (refreshed when
@@ -379,10 +389,10 @@ def _after_fork_in_child():
     the parent's open regions do not exist here."""
     global _LOCK
     _FORKED[0] = True
-    _LOCK = threading.Lock()
+    _LOCK = threading.RLock()
     _HELD[0] = 0
     limits = blas_limits
-    limits._lock = threading.Lock()
+    limits._lock = threading.RLock()
     limits._requests = []
     try:  # BLAS back to its setting before the parent's first limit
         limits._apply()
