@@ -86,10 +86,13 @@
 /* A collapse is also remembered by the process (ck_hint_*): a solve that   */
 /* starts before the team's retry time starts collapsed, and one that       */
 /* starts after it retries with one bad window allowed, doubling the wait;  */
-/* a good window forgets it. A multiclass fit runs a solve per pair of      */
-/* classes, each a few milliseconds: too short to see two windows, they     */
-/* paid the busy team's waits one by one (usps, 45 pairs of ~180 rows with  */
-/* two other busy processes: 5-8x the time on one thread).                  */
+/* a good window of any solve forgets it, and so does a solve that starts   */
+/* CK_SMO_HINT_MAX_S after the retry time (no window ran since); a collapse */
+/* on demand (collapse_at, tests) is remembered too. A multiclass fit runs  */
+/* a solve per pair of classes, each a few milliseconds: too short to see   */
+/* two windows, they paid the busy team's waits one by one (usps, 45 pairs  */
+/* of ~180 rows with two other busy processes: 5-8x the time on one         */
+/* thread).                                                                 */
 
 #ifndef CK_SMO_MIN_WORK
 #define CK_SMO_MIN_WORK 32768
@@ -150,6 +153,11 @@ static void ck_hint_set(double retry_at, double retry_wait)
 
 static void ck_hint_clear(void)
 {
+    double wait;
+#pragma omp atomic read
+    wait = ck_hint_retry_wait;
+    if (wait <= 0.0) /* (the common case: nothing to forget, no lock) */
+        return;
 #pragma omp critical(ck_smo_hint)
     {
         ck_hint_retry_at = 0.0;
@@ -173,9 +181,16 @@ void ck_smo_team_hint(double set_seconds, double *remaining, double *wait)
 
 static void ck_hint_start(ck_team *tm)
 {
+    const double now = ck_wtime();
     double at, wait;
 #pragma omp critical(ck_smo_hint)
     {
+        /* a collapse long past (no solve has run a window since) is forgotten */
+        if (ck_hint_retry_wait > 0.0 &&
+            now > ck_hint_retry_at + CK_SMO_HINT_MAX_S) {
+            ck_hint_retry_at = 0.0;
+            ck_hint_retry_wait = 0.0;
+        }
         at = ck_hint_retry_at;
         wait = ck_hint_retry_wait;
     }
@@ -183,7 +198,7 @@ static void ck_hint_start(ck_team *tm)
         return;
     tm->retry_wait = wait;
     tm->retrying = 1;
-    if (ck_wtime() < at) { /* the team is off until the retry time */
+    if (now < at) { /* the team is off until the retry time */
         tm->on = 0;
         tm->retry_at = at;
     }
@@ -282,11 +297,11 @@ static void ck_team_account(ck_team *tm, double t0, double own, double t1,
                 return;
             }
         } else {
+            /* the load has gone: forget the process's collapse (whichever
+             * solve's it was) */
             tm->bad = 0;
-            if (tm->retrying) { /* the load has gone: forget the hint */
-                tm->retrying = 0;
-                ck_hint_clear();
-            }
+            tm->retrying = 0;
+            ck_hint_clear();
         }
         tm->win_wall = tm->win_wait = 0.0;
     }

@@ -199,14 +199,20 @@ def smo_fit(X, y, C, *, sample_weight=None, class_weight_vector=None,
         one thread whatever ``n_threads``). The solution is the same
         bit for bit for every ``n_threads``. When the threads keep waiting
         for each other (other programs hold the cores) the passes go back to
-        the calling thread for a while (``collapses`` in the result).
+        the calling thread for a while (``collapses`` in the result), and the
+        process remembers it: solves that start before the team's retry time
+        run on the calling thread from the start (a multiclass fit's short
+        pair solves each paid the waits again).
     min_parallel_work : int, optional
         Smallest pass run on several threads, in multiply-adds of a kernel
         column (default 32,768; ``benchmarks/bench_smo.py --parts
         threads``). For tests and tuning (1 splits every pass).
     collapse_at : int, optional
         Tests only: hand the passes to one thread after that many parallel
-        regions (-1: never), whatever the timing.
+        regions (-1: never), whatever the timing; such a solve ignores the
+        process's memory of earlier collapses, but its own collapse is
+        remembered as any other (the solves of the next 0.25 s start on one
+        thread).
     page_size : int, optional
         Tests only: doubles per page of the kernel column cache (rounded up
         to a power of two; default n/64 as a power of two in [256, 2048]).
