@@ -201,8 +201,8 @@ def build_parser():
     p.add_argument("data", metavar="DATA")
     p.add_argument("-o", "--output", required=True, metavar="MODEL", help="model file to write")
     p.add_argument("--standardize", action="store_true",
-                   help="fit a StandardScaler first (with_mean=False for sparse input); saved "
-                        "with the model")
+                   help="fit a StandardScaler first (with_mean=False for sparse input), and "
+                        "for regression centre the target; saved with the model")
     p.add_argument("--n-features", type=_positive_int, metavar="N",
                    help="a LIBSVM file's number of features (default: its largest feature index); "
                         "give the test data's when it uses indices the training file does not")

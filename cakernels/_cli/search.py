@@ -70,7 +70,8 @@ def add_search_parser(sub, add_common, positive_int, gamma_type):
                    help="number of partitions (default 8)")
     p.add_argument("--standardize", action="store_true",
                    help="fit a StandardScaler first, on all rows before the folds "
-                        "(with_mean=False for sparse input); saved with the model")
+                        "(with_mean=False for sparse input), and for regression centre the "
+                        "target; saved with the model")
     p.add_argument("--n-features", type=positive_int, metavar="N",
                    help="a LIBSVM file's number of features (default: its largest feature index); "
                         "give the test data's when it uses indices the training file does not")
