@@ -86,7 +86,6 @@ def test_collapse_on_demand_same_result(smo_problem, assert_same_solution):
         assert 50 <= got["parallel_regions"] < ref["n_iter"]
 
 
-@pytest.mark.skipif(not OMP, reason="the memory of a collapse is the OpenMP team's")
 def test_a_collapse_is_remembered_by_the_next_solves(smo_problem, assert_same_solution):
     """A team's collapse (when other programs hold the cores) keeps the teams
     of the solves that start before its retry time off: a multiclass fit's
@@ -96,6 +95,14 @@ def test_a_collapse_is_remembered_by_the_next_solves(smo_problem, assert_same_so
     X, y = smo_problem()
     ref = smo_fit(X, y, 5.0, gamma=0.5)
     kw = dict(gamma=0.5, n_threads=2, min_parallel_work=1)
+    if not OMP:  # one thread, no team: nothing to remember, the same solution
+        assert _native.smo_team_hint(3600) == (0.0, 0.0)
+        assert _native.smo_team_hint() == (0.0, 0.0)
+        got = smo_fit(X, y, 5.0, **kw, collapse_at=50)
+        assert_same_solution(got, ref)
+        assert got["threads_used"] == 1 and got["collapses"] == 0
+        assert _native.smo_team_hint() == (0.0, 0.0)
+        return
     try:
         _native.smo_team_hint(0)  # no collapse remembered: the team runs
         got = smo_fit(X, y, 5.0, **kw, collapse_at=-1)
