@@ -196,13 +196,22 @@ def reserve_threads(wanted):
         if granted and os.getpid() == pid:
             # a Ctrl-C while this waits for the lock (another fit holds it) must
             # not skip the return: the threads stayed held for good
-            interrupted = _acquire(_LOCK)
-            try:
+            with _undoing(_LOCK):
                 _HELD[0] -= granted
-            finally:
-                _LOCK.release()
-            if interrupted is not None:
-                raise interrupted
+
+
+@contextlib.contextmanager
+def _undoing(lock):
+    """``with lock:`` for an undo that must run: the lock is taken even when a
+    signal's handler raises while this waits for it (:func:`_acquire`), and
+    that exception is raised once the block has run and released the lock."""
+    interrupted = _acquire(lock)
+    try:
+        yield
+    finally:
+        lock.release()
+    if interrupted is not None:
+        raise interrupted
 
 
 def _acquire(lock):
@@ -338,8 +347,7 @@ class _BlasLimits:
     def _close(self, n_threads):
         # (a Ctrl-C while this waits for the lock: the request stayed, and BLAS
         # kept the limit for the rest of the process)
-        interrupted = _acquire(self._lock)
-        try:
+        with _undoing(self._lock):
             self._requests.remove(n_threads)
             try:
                 self._apply()
@@ -349,10 +357,6 @@ class _BlasLimits:
                 with contextlib.suppress(Exception):
                     self._apply()
                 raise
-        finally:
-            self._lock.release()
-        if interrupted is not None:
-            raise interrupted
 
     def controller(self):
         """The cached ``threadpoolctl.ThreadpoolController`` (refreshed when
