@@ -55,6 +55,7 @@ _EXPORTS = {
     "KBalancePartitioner": "partition",
     "FCFSPartitioner": "partition",
     "BKMPartitioner": "partition",
+    "CakernelsVersionWarning": "_persist",
 }
 _SUBMODULES = ("backends", "datasets", "kernel_ridge", "model_selection", "partition", "svm")
 

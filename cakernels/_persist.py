@@ -16,7 +16,14 @@ __all__ = ["CakernelsVersionWarning", "VersionedState"]
 
 class CakernelsVersionWarning(UserWarning):
     """An estimator saved by another cakernels version was loaded: its fitted
-    state may not be what this version expects (refit it to be sure)."""
+    state may not be what this version expects (refit it to be sure).
+
+    Examples
+    --------
+    >>> import warnings
+    >>> from cakernels import CakernelsVersionWarning
+    >>> warnings.filterwarnings("ignore", category=CakernelsVersionWarning)
+    """
 
 
 class VersionedState:

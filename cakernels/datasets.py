@@ -448,7 +448,8 @@ def _table_hint(path):
             return ""
         kind = "a table of numbers"
     return (f" (its first line looks like {kind}; a LIBSVM line is 'label index:value "
-            "index:value ...': convert the table with sklearn.datasets.dump_svmlight_file)")
+            "index:value ...': convert the table with sklearn.datasets.dump_svmlight_file(X, y, "
+            "path, zero_based=False), one-based as LIBSVM files are)")
 
 
 def _parse_svmlight(path: Path, n_features=None, zero_based="auto", index_0="error",

@@ -163,6 +163,9 @@ class DKRR(RegressorMixin, VersionedState, BaseEstimator):
     panel. ScaLAPACK is Intel MKL's, from the registry wheel ``mkl``, loaded
     with the MPI library that mpi4py uses (MPICH's ABI, or Open MPI's).
 
+    There is no intercept (as in :class:`~sklearn.kernel_ridge.KernelRidge`):
+    centre targets whose mean is far from 0 (see :class:`PartitionedKernelRidge`).
+
     Examples
     --------
     >>> from sklearn.datasets import make_regression

@@ -151,6 +151,12 @@ class PartitionedKernelRidge(RegressorMixin, PartitionedEstimator):
     matrix is not numerically positive definite the least-squares solution
     is used and a :class:`scipy.linalg.LinAlgWarning` is raised.
 
+    There is no intercept (as in the reference and
+    :class:`~sklearn.kernel_ridge.KernelRidge`): away from its training rows
+    a model predicts 0, so centre (or standardize) targets whose mean is far
+    from 0, e.g. ``TransformedTargetRegressor(BKRR2(),
+    transformer=StandardScaler())`` from :mod:`sklearn.compose`.
+
     Examples
     --------
     >>> from sklearn.datasets import make_regression
