@@ -484,6 +484,16 @@ def test_a_model_standardized_on_dense_data_predicts_a_libsvm_file(capsys, tmp_p
     expected = read_model(model)["estimator"].predict(X[:100])
     np.testing.assert_array_equal(pred, expected)
     assert on_file == pytest.approx(np.mean(expected == y[:100]), abs=1e-4)
+    # where the available memory is not known (no MemAvailable in /proc/meminfo), the
+    # memory check of the dense copy failed: "TypeError: unsupported operand type(s)"
+    from cakernels import _memory
+
+    monkeypatch = pytest.MonkeyPatch()
+    with monkeypatch.context() as patch:
+        patch.setattr(_memory, "available_bytes", lambda: None)
+        code, out, err = run(capsys, "predict", model, path)
+    assert code == 0, err
+    np.testing.assert_array_equal(np.array(out.split(), dtype=float), expected)
 
 
 @pytest.mark.parametrize("flag", [["--n-jobs", "2"], ["--backend", "threads"], ["-v"]])
@@ -985,7 +995,8 @@ def test_saved_estimators_record_the_cakernels_version(monkeypatch):
     import cakernels._version as version
     import skops.io as sio
     from cakernels import CASVC, DKRR, AsyGCDSVC
-    from cakernels._persist import CakernelsVersionWarning
+    # a public name to filter it by (it lived in the private module only)
+    from cakernels import CakernelsVersionWarning
 
     X, y = make_classification(n_samples=80, n_features=4, random_state=0)
     for est in (CASVC(n_partitions=2, random_state=0), AsyGCDSVC(), DKRR()):
@@ -1055,6 +1066,89 @@ def test_search_on_libsvm_files_saves_the_refitted_best_model(capsys, tmp_path, 
     assert f"{ref.best_score_:.6f}" in out
     assert pipe.regressor_[-1].get_params() == ref.best_estimator_.get_params()
     np.testing.assert_allclose(pipe.predict(Xr), ref.predict(Xs) + yr.mean(), rtol=1e-10)
+
+
+def test_search_standardize_saves_the_searched_model_without_another_fit(
+        capsys, tmp_path, reg_files, monkeypatch):
+    # search --standardize on a regression target fitted its best candidate once more
+    # through fit --standardize's wrapper; the search's own refit is that model
+    fits = []
+    real_fit = BKRR2.fit
+
+    def counted(self, *args, **kwargs):
+        fits.append(1)
+        return real_fit(self, *args, **kwargs)
+
+    monkeypatch.setattr(BKRR2, "fit", counted)
+    model = tmp_path / "m.skops"
+    code, _, err = run(capsys, "search", reg_files / "train.svm", "-o", model, "--sigmas",
+                       "1", "4", "--lams", "1e-3", "--cv", "loo", "-p", "2", "--standardize",
+                       "-q")
+    assert code == 0, err
+    assert len(fits) == 1, fits  # the search's refit of the best candidate
+    Xr, yr = load_svmlight_file(str(reg_files / "train.svm"))
+    saved = read_model(model)["estimator"]
+    ref = run_fit_standardized(Xr, yr, BKRR2(n_partitions=2, sigma=saved.regressor_[-1].sigma,
+                                             lam=1e-3, random_state=0))
+    assert repr(saved) == repr(ref)
+    np.testing.assert_allclose(saved.predict(Xr), ref.predict(Xr), rtol=1e-10)
+
+
+def run_fit_standardized(X, y, est):
+    from cakernels._cli.fit import _feature_scaler, _standardized
+
+    import scipy.sparse as sp
+
+    return _standardized(est, "bkrr2", "regression", _feature_scaler(sp.issparse(X))).fit(X, y)
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_pooled_scalers_are_those_of_all_rows(sparse):
+    # fit/search --standardize under --backend mpi: every rank's counts, means and
+    # variances pooled give StandardScaler's fit on all rows (ranks with no rows and
+    # one row, a constant feature, scales 1e-3..1e4), and the model assembled from
+    # the parts fitted apart is fit --standardize's
+    import scipy.sparse as sp
+    from sklearn.preprocessing import StandardScaler
+    from sklearn.utils.validation import check_is_fitted
+
+    from cakernels import CASVC
+    from cakernels._cli.fit import _assembled, _pooled, _row_stats, _standardized
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 5)) * [1, 1e3, 1e-3, 5, 0] + [0, 1e4, 0, 3, 7]
+    if sparse:
+        X = sp.csr_matrix(np.where(rng.random(X.shape) < 0.5, X, 0.0))
+    y = rng.normal(size=300) * 8 + 19
+    cuts = [(0, 100), (100, 101), (101, 101), (101, 300)]
+    stats = [_row_stats(X[a:b] if b > a else None, y[a:b], sparse, True) for a, b in cuts]
+    features, target = _pooled(stats, sparse, True)
+    ref = StandardScaler(with_mean=not sparse).fit(X)
+    for name in ("mean_", "var_", "scale_"):
+        np.testing.assert_allclose(getattr(features, name), getattr(ref, name), rtol=1e-13,
+                                   atol=1e-13)
+    assert features.with_mean == (not sparse) and features.n_samples_seen_ == 300
+    assert features.n_features_in_ == 5 and (features.scale_[4] == 1.0 or sparse)  # constant
+    np.testing.assert_allclose(target.mean_, [y.mean()], rtol=1e-14)
+    assert target.var_ is None and target.scale_ is None
+
+    est = BKRR2(n_partitions=2, sigma=2.0, random_state=0)
+    est.fit(features.transform(X), y - target.mean_[0])
+    model = _assembled(est, "bkrr2", "regression", features, target)
+    check_is_fitted(model)
+    one = run_fit_standardized(X, y, BKRR2(n_partitions=2, sigma=2.0, random_state=0))
+    assert repr(model) == repr(one) and model.regressor_[-1] is est
+    np.testing.assert_allclose(model.predict(X), one.predict(X), rtol=1e-10)
+    assert model.transformer_ is target
+
+    features, target = _pooled(stats, sparse, False)
+    assert target is None
+    clf = CASVC(n_partitions=2, random_state=0).fit(features.transform(X), y > 19)
+    model = _assembled(clf, "casvc", "classification", features, None)
+    one = _standardized(CASVC(n_partitions=2, random_state=0), "casvc", "classification",
+                        StandardScaler(with_mean=not sparse)).fit(X, y > 19)
+    assert repr(model) == repr(one)
+    np.testing.assert_array_equal(model.predict(X), one.predict(X))
 
 
 @pytest.mark.parametrize("argv, needles", [

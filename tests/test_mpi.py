@@ -732,10 +732,9 @@ def test_cli_fit_root_mode_gives_the_kernel_width_note(mpi_cli, cakernels_cli, t
     assert serial.returncode == 0 and out.returncode == 0, out.stderr
     notes = [line for line in out.stderr.splitlines() if "nearly the identity" in line]
     assert len(notes) == 1, out.stderr
-    # the advice without --standardize, which --backend mpi refuses
-    assert "Standardize the features beforehand (StandardScaler)" in notes[0]
-    assert "--standardize" not in notes[0] and "--standardize" in serial.stderr
-    assert notes[0].split("Standardize")[0] in serial.stderr
+    # the one-process note itself (--standardize applies under --backend mpi too)
+    assert "Standardize the features (--standardize)" in notes[0]
+    assert notes[0] in serial.stderr
 
 
 def test_cli_sharded_fit_and_search_give_the_kernel_width_note(mpi_cli, cakernels_cli,
@@ -866,8 +865,8 @@ def test_cli_mpi_refuses_to_overwrite_a_registry_dataset(mpirun, spawn, tmp_path
         assert (home / "bodyfat" / "bodyfat").read_bytes() == before
 
 
-def test_cli_mpi_tie_note_does_not_advise_standardize(mpi_cli, tmp_path):
-    # it ended "(or standardize the features, --standardize)", which --backend mpi refuses
+def test_cli_mpi_tie_note_advises_standardize(mpi_cli, tmp_path):
+    # the one-process note's advice, --standardize, which --backend mpi now takes too
     from sklearn.datasets import dump_svmlight_file, make_regression
 
     X, y = make_regression(n_samples=150, n_features=4, noise=1.0, random_state=0)
@@ -877,7 +876,55 @@ def test_cli_mpi_tie_note_does_not_advise_standardize(mpi_cli, tmp_path):
                   "--backend", "mpi")
     assert out.returncode == 0, out.stderr
     (note,) = [line for line in out.stderr.splitlines() if "scored the same" in line]
-    assert note.endswith("widen the grid (or standardize the features beforehand)"), note
+    assert note.endswith("widen the grid (or standardize the features, --standardize)"), note
+
+
+def test_cli_standardize_under_mpi_is_the_one_process_model(mpi_cli, cakernels_cli,
+                                                             tmp_path):
+    # --standardize was refused under --backend mpi ("standardize the file beforehand":
+    # the features only, and a regression target far from 0 was then fitted without an
+    # intercept, R^2 0.005 on bodyfat); the scalers of all ranks' rows (sharded: pooled
+    # from every rank's counts, means and variances) now give fit --standardize's model
+    from sklearn.datasets import dump_svmlight_file, make_regression
+
+    X, y = make_regression(n_samples=300, n_features=5, noise=1.0, random_state=0)
+    X = X * [1, 1e3, 1e-2, 5, 1] + [0, 1e4, 0, 3, 7]
+    y = y / y.std() * 8 + 50
+    train = tmp_path / "train.svm"
+    dump_svmlight_file(X, y, str(train), zero_based=False)
+
+    def predictions(model, data=train):
+        out = cakernels_cli("predict", model, data, "-o", tmp_path / "p.txt")
+        assert out.returncode == 0, out.stderr
+        return np.loadtxt(tmp_path / "p.txt")
+
+    runs = {"fit": ["-p", "4"], "search": ["-p", "2", "--sigmas", "1", "4", "--lams", "1e-3",
+                                           "--cv", "3", "-q"]}
+    for command, extra in runs.items():
+        ref = cakernels_cli(command, train, "-o", tmp_path / "one.skops", "--standardize",
+                            *extra)
+        assert ref.returncode == 0, ref.stderr
+        for n in (2, 3):
+            out = mpi_cli(n, command, train, "-o", tmp_path / f"mpi{n}.skops",
+                          "--standardize", "--backend", "mpi", *extra)
+            assert out.returncode == 0, out.stderr
+            last = out.stdout.splitlines()[-1]
+            assert f"standardized, target centred, {n} MPI ranks, sharded input" in last
+            assert out.stdout.splitlines()[:-1] == ref.stdout.splitlines()[:-1]
+            np.testing.assert_allclose(predictions(tmp_path / f"mpi{n}.skops"),
+                                       predictions(tmp_path / "one.skops"), rtol=1e-9)
+        ev = cakernels_cli("evaluate", tmp_path / "mpi2.skops", train)
+        assert "standardized, target centred" in ev.stdout, ev.stdout
+        assert float(ev.stdout.split("R^2:")[1].split()[0]) > 0.9
+    # root mode (rank 0 loads the demo), a classifier: its labels are left alone
+    args = ("fit", "demo", "--method", "cpsvc", "-p", "2", "--standardize")
+    ref = cakernels_cli(*args, "-o", tmp_path / "c1.skops")
+    out = mpi_cli(2, *args, "-o", tmp_path / "c2.skops", "--backend", "mpi")
+    assert ref.returncode == 0 and out.returncode == 0, out.stderr
+    assert "support vectors, standardized, 2 MPI ranks, root mode)" in out.stdout, out.stdout
+    preds = [cakernels_cli("predict", tmp_path / m, "demo").stdout for m in ("c1.skops",
+                                                                            "c2.skops")]
+    assert preds[0] == preds[1] and preds[0]
 
 
 def test_cli_mpi_shows_the_warnings_of_every_rank(mpi_cli, cakernels_cli, tmp_path):
@@ -942,16 +989,13 @@ def test_cli_one_process_commands_refused_under_mpiexec(mpi_cli, clf_split, tmp_
         "predict": ["predict", tmp_path / "none.skops", train, "-o", tmp_path / "p.txt"],
         "evaluate": ["evaluate", tmp_path / "none.skops", train],
         "info": ["info"],  # printed its whole report once per process
-        "standardize": ["search", train, "-o", tmp_path / "s.skops", "--backend", "mpi",
-                        "--standardize"],
     }
     for name, args in runs.items():
         out = mpi_cli(2, *args)
         lines = out.stderr.strip().splitlines()
         assert out.returncode == 2 and len(lines) == 1, (name, out.stderr)
         assert out.stdout == "", (name, out.stdout)
-        assert ("--standardize does not apply" if name == "standardize"
-                else "running under mpiexec with 2 processes") in lines[0], lines
+        assert "running under mpiexec with 2 processes" in lines[0], lines
     assert not list(tmp_path.glob("s.skops*")) and not (tmp_path / "p.txt").exists()
     out = mpi_cli(3, "fit", train, "-o", tmp_path / "m.skops", "--bogus")
     assert out.returncode == 2

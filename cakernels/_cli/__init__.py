@@ -152,11 +152,13 @@ datasets:
   NAME         any registry dataset (downloaded if missing). Regression datasets run
                DCKRR, KKRR, KKRR2, BKRR, BKRR2, the oracle bounds BKRR3/KKRR3 and
                scikit-learn's KernelRidge (gamma = 1/(2 sigma^2), alpha = lam n) on
-               standardized X; cadata also standardizes y and trains on 16,000 samples
-               of a fixed random split (8 partitions). KernelRidge is skipped when its
+               standardized X and y centred by the training mean (kernel ridge fits no
+               intercept); cadata standardizes y and trains on 16,000 samples of a
+               fixed random split (8 partitions). KernelRidge is skipped when its
                n x n kernel needs more than 8 GiB, or its 3 copies more than 80% of
                the memory available.
-  FILE         a LIBSVM file, with a fixed random 80/20 split.
+  FILE         a LIBSVM file, with a fixed random 80/20 split (regression: X
+               standardized and y centred, as above).
 
 note: OpenBLAS' SkylakeX kernels crash in multi-threaded Cholesky factorizations of
 16,000 or more rows (scikit-learn's KernelRidge on that many samples). When a run may
@@ -202,7 +204,8 @@ def build_parser():
     p.add_argument("-o", "--output", required=True, metavar="MODEL", help="model file to write")
     p.add_argument("--standardize", action="store_true",
                    help="fit a StandardScaler first (with_mean=False for sparse input), and "
-                        "for regression centre the target; saved with the model")
+                        "for regression centre the target; saved with the model (under --backend "
+                        "mpi fitted on all ranks' rows)")
     p.add_argument("--n-features", type=_positive_int, metavar="N",
                    help="a LIBSVM file's number of features (default: its largest feature index); "
                         "give the test data's when it uses indices the training file does not")

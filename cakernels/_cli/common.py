@@ -133,14 +133,9 @@ def _mpi_world():
 
 
 def _check_mpi_launch(args, work):
-    """``--backend mpi`` goes with mpiexec and without --standardize; without it, one
-    process: ``work`` says what every process would otherwise repeat."""
-    if args.backend == "mpi":
-        if args.standardize:
-            raise CLIError("--standardize does not apply to --backend mpi (a scaler fitted on "
-                           "one rank's rows would differ between ranks): standardize the data "
-                           "beforehand")
-    elif _launched_by_mpiexec() > 1:
+    """Without ``--backend mpi``, one process: ``work`` says what every process would
+    otherwise repeat."""
+    if args.backend != "mpi" and _launched_by_mpiexec() > 1:
         raise CLIError(f"running under mpiexec with {_launched_by_mpiexec()} processes, but "
                        f"without --backend mpi every process would {work} and write the same "
                        "file: add --backend mpi")

@@ -180,6 +180,97 @@ def _standardized(est, method, task, scaler):
                                       transformer=StandardScaler(with_std=False))
 
 
+def _pooled_scalers(comm, X, y, sparse, regression):
+    """``--standardize`` under ``--backend mpi``: ``(features' scaler, target's scaler or
+    None)``, fitted as :func:`_standardized`'s model fits them in one process, on the
+    rows of all ranks together (a scaler fitted on one rank's rows would differ between
+    ranks, and the models with it): every rank's :func:`_row_stats`, gathered and
+    pooled in rank order (:func:`_pooled`), so every rank holds the same scalers; in
+    root mode rank 0's rows are all the rows. Bad values (NaN, inf) are the same error
+    on every rank."""
+    stats = comm.allgather(_collective(comm, _row_stats, X, y, sparse, regression))
+    return _pooled(stats, sparse, regression)
+
+
+def _row_stats(X, y, sparse, regression):
+    """``(n, means, variances, target sum)`` of one rank's rows (float64; no rows:
+    ``(0, None, None, 0.0)``)."""
+    import numpy as np
+
+    if X is None or X.shape[0] == 0:
+        return 0, None, None, 0.0
+    from sklearn.utils import check_array
+    from sklearn.utils.sparsefuncs import mean_variance_axis
+
+    A = check_array(X, accept_sparse="csr", dtype="numeric", ensure_all_finite=True)
+    if sparse:
+        mean, var = mean_variance_axis(A, axis=0)
+    else:
+        mean, var = A.mean(axis=0, dtype=np.float64), A.var(axis=0, dtype=np.float64)
+    total = (float(check_array(y, ensure_2d=False, input_name="y").sum(dtype=np.float64))
+             if regression else 0.0)
+    return A.shape[0], np.asarray(mean, np.float64), np.asarray(var, np.float64), total
+
+
+def _pooled(stats, sparse, regression):
+    """The scalers of :func:`_pooled_scalers` from every rank's :func:`_row_stats`: the
+    mean of the means and the pooled variance (Chan, Golub and LeVeque's formula)."""
+    import numpy as np
+    from sklearn.preprocessing import StandardScaler
+
+    stats = [s for s in stats if s[0]]
+    n = sum(s[0] for s in stats)
+    mean = sum(s[0] * s[1] for s in stats) / n
+    var = sum(s[0] * (s[2] + (s[1] - mean) ** 2) for s in stats) / n
+    features = _fitted_scaler(_feature_scaler(sparse), n, mean, var)
+    if not regression:
+        return features, None
+    target = np.array([sum(s[3] for s in stats) / n])
+    return features, _fitted_scaler(StandardScaler(with_std=False), n, target, None)
+
+
+def _fitted_scaler(scaler, n, mean, var):
+    """``scaler`` (a ``StandardScaler``) with the fitted state ``fit`` gives it on ``n``
+    rows of these means and variances: scikit-learn's public attributes, a near-constant
+    feature's scale 1 as its ``fit`` decides it."""
+    import numpy as np
+
+    scaler.n_features_in_ = int(mean.shape[0])
+    scaler.n_samples_seen_ = int(n)
+    scaler.mean_ = mean
+    scaler.var_ = var if scaler.with_std else None
+    scaler.scale_ = None
+    if scaler.with_std:
+        eps = np.finfo(np.float64).eps
+        constant = (var <= n * eps * var + (n * mean * eps) ** 2) | (np.sqrt(var) < 10 * eps)
+        scaler.scale_ = np.where(constant, 1.0, np.sqrt(var))
+    return scaler
+
+
+def _assembled(est, method, task, scaler, target):
+    """``--standardize``'s model (:func:`_standardized`) from parts fitted apart: ``est``
+    fitted on the features ``scaler`` scales and, for regression, on the target that
+    ``target`` (a fitted ``StandardScaler(with_std=False)``) centres. The object that
+    fitting :func:`_standardized`'s model gives, without fitting ``est`` again."""
+    import numpy as np
+    from sklearn.base import clone
+    from sklearn.frozen import FrozenEstimator
+    from sklearn.pipeline import Pipeline
+
+    pipeline = Pipeline([("standardscaler", scaler), (method, est)])
+    if task != "regression":
+        return pipeline
+    model = _standardized(clone(est), method, task, clone(scaler))
+    params = model.get_params(deep=False)
+    # the wrapper's own fit sets its state: on the frozen pipeline (fit leaves it as it
+    # is) and the target's mean alone; then the parts themselves, and the unfitted
+    # parameters as its fit leaves them
+    model.set_params(regressor=FrozenEstimator(pipeline))
+    model.fit(None, np.asarray(target.mean_, dtype=np.float64))
+    model.regressor_, model.transformer_ = pipeline, target
+    return model.set_params(regressor=params["regressor"])
+
+
 def _load_data_mpi(args, comm):
     """``(summary, X, y, backend, n_samples)`` on every rank: a LIBSVM file is read in
     sharded mode (every rank its own rows, :func:`cakernels.datasets.load_svmlight_shard`);
@@ -268,18 +359,46 @@ def _fit_mpi(args, params, method):
     est = _collective(comm, _make_estimator, method, params, n)
     width = _rbf_width(est, method, params)
     # the one-process fit's note, as search's, on rank 0's rows
-    _collective(comm, lambda: _kernel_width_note(X, *width, mpi=True)
+    _collective(comm, lambda: _kernel_width_note(X, *width, standardize=args.standardize)
                 if width is not None and _width_note_rows(comm, backend, X, n) else None)
+    sparse = _sparse_on_rank_0(comm, X)
     t0 = time.perf_counter()
+    X, y, scalers = _standardized_mpi(comm, args, X, y, sparse, task)
     with _warnings_of_every_rank(comm):
         est.fit(X, y)  # collective: bad input anywhere is the same error on every rank
     fit_seconds = time.perf_counter() - t0
+    model = est if scalers is None else _assembled(est, method, task, *scalers)
     shape = (n, est.n_features_in_)
-    sparse = summary.kind == "file"
-    _collective(comm, lambda: _save(args, est, est, method, chosen, summary, shape, sparse,
+    _collective(comm, lambda: _save(args, model, est, method, chosen, summary, shape, sparse,
                                     fit_seconds, n_ranks=comm.size)
                 if comm.rank == 0 else None)
     return 0
+
+
+def _sparse_on_rank_0(comm, X):
+    """Whether the rows are sparse (every rank's in sharded mode, rank 0's in root mode:
+    the registry's LIBSVM datasets too)."""
+    import scipy.sparse as sp
+
+    return bool(comm.bcast_obj(sp.issparse(X) if comm.rank == 0 else None))
+
+
+def _standardized_mpi(comm, args, X, y, sparse, task):
+    """``(X, y, scalers)``: without ``--standardize`` the data as they are and None;
+    with it every rank's rows scaled (and a regression target centred) by the scalers of
+    all ranks' rows (:func:`_pooled_scalers`), which :func:`_assembled` makes the model
+    of, ``(features' scaler, target's or None)``."""
+    if not args.standardize:
+        return X, y, None
+    scalers = _pooled_scalers(comm, X, y, sparse, task == "regression")
+
+    def scaled():
+        if X is None:  # (root mode: rank 0's rows only)
+            return X, y
+        return (scalers[0].transform(X),
+                y if scalers[1] is None else y - scalers[1].mean_[0])
+
+    return (*_collective(comm, scaled), scalers)
 
 
 def _save(args, model, est, method, chosen, data, shape, sparse, fit_seconds, n_ranks=None):

@@ -335,7 +335,7 @@ def _compact_columns(X, columns):
                          shape=(X.shape[0], columns.size))
 
 
-def _kernel_width_note(X, name, widths, default=False, standardize=False, mpi=False):
+def _kernel_width_note(X, name, widths, default=False, standardize=False):
     """Note when the RBF kernel is nearly the identity on ``X`` for every width in
     ``widths`` (``name`` 'sigma' or 'gamma'): the typical sample's nearest
     neighbour then lies where the kernel is ~0, and the model recalls its training
@@ -392,7 +392,5 @@ def _kernel_width_note(X, name, widths, default=False, standardize=False, mpi=Fa
           f"nearest neighbour lies at squared distance d^2 = {d2:.3g}"
           f"{' after standardizing' if standardize else ''}, where {formula} < "
           f"{_NEAR_IDENTITY:g} for {what}, so the model can only recall its training rows. "
-          + ("Choose " if standardize else
-             # (--backend mpi refuses --standardize: the data are scaled beforehand)
-             "Standardize the features beforehand (StandardScaler) or choose " if mpi else
-             "Standardize the features (--standardize) or choose ") + hint)
+          + ("Choose " if standardize else "Standardize the features (--standardize) or choose ")
+          + hint)

@@ -71,7 +71,8 @@ def add_search_parser(sub, add_common, positive_int, gamma_type):
     p.add_argument("--standardize", action="store_true",
                    help="fit a StandardScaler first, on all rows before the folds "
                         "(with_mean=False for sparse input), and for regression centre the "
-                        "target; saved with the model")
+                        "target; saved with the model (under --backend mpi fitted on all ranks' "
+                        "rows)")
     p.add_argument("--n-features", type=positive_int, metavar="N",
                    help="a LIBSVM file's number of features (default: its largest feature index); "
                         "give the test data's when it uses indices the training file does not")
@@ -142,27 +143,39 @@ def _cmd_search(args):
     X, y = data.X, data.y
     _grid_width_note(search, task, X, args.standardize)
     sparse = sp.issparse(X)
-    scaler = None
     t0 = time.perf_counter()
-    target = y
+    scalers = None
     if args.standardize:
-        from .fit import _feature_scaler
-
-        scaler = _feature_scaler(sparse)
-        X_raw, X = X, scaler.fit_transform(X)
-        if task == "regression":  # centred, as fit's (KRR fits no intercept): the
-            target = y - y.mean()  # scores (MSE, R^2) are those of y itself
-    search.fit(X, target)
+        X, y, scalers = _standardized_rows(X, y, sparse, task)
+    search.fit(X, y)
     seconds = time.perf_counter() - t0
-    _report(args, search, method, data, X.shape, sparse, seconds, scaler,
-            raw=(X_raw, y) if target is not y else None)
+    _report(args, search, method, data, X.shape, sparse, seconds, scalers)
     return 0
+
+
+def _standardized_rows(X, y, sparse, task):
+    """``search --standardize`` in one process: ``(X, y, scalers)``, the features scaled
+    on all rows before the folds and a regression target centred, as ``fit
+    --standardize``'s model does (kernel ridge fits no intercept; the scores, MSE and
+    R^2, are then those of y itself); ``scalers`` (features', target's or None) for
+    :func:`.fit._assembled`."""
+    from sklearn.preprocessing import StandardScaler
+
+    from .fit import _feature_scaler
+
+    scaler = _feature_scaler(sparse)
+    X = scaler.fit_transform(X)
+    if task != "regression":
+        return X, y, (scaler, None)
+    target = StandardScaler(with_std=False).fit(y.reshape(-1, 1))
+    return X, target.transform(y.reshape(-1, 1)).ravel(), (scaler, target)
 
 
 def _search_mpi(args, cv):
     """``search --backend mpi`` under mpiexec: every rank runs this; rank 0 prints
-    and writes. The data are loaded as by ``fit --backend mpi``."""
-    from .fit import _check_output_mpi, _load_data_mpi, _width_note_rows
+    and writes. The data are loaded (and standardized) as by ``fit --backend mpi``."""
+    from .fit import (_check_output_mpi, _load_data_mpi, _sparse_on_rank_0,
+                      _standardized_mpi, _width_note_rows)
 
     comm = _mpi_world()
     _check_output_mpi(comm, args, [args.data])  # before spending time on the data
@@ -175,16 +188,17 @@ def _search_mpi(args, cv):
     if args.method is not None:
         _collective(comm, _method_against_data, task, summary, f"--method {method}",
                     methods=SEARCHES, task_given=args.task)
-    _collective(comm, lambda: _grid_width_note(search, task, X, False, mpi=True)
+    _collective(comm, lambda: _grid_width_note(search, task, X, args.standardize)
                 if _width_note_rows(comm, backend, X, n) else None)
+    sparse = _sparse_on_rank_0(comm, X)
     t0 = time.perf_counter()
+    X, y, scalers = _standardized_mpi(comm, args, X, y, sparse, task)
     with _warnings_of_every_rank(comm):
         search.fit(X, y)  # collective: bad input anywhere is the same error on every rank
     seconds = time.perf_counter() - t0
     shape = (n, search.best_estimator_.n_features_in_)
-    _collective(comm, lambda: _report(args, search, method, summary, shape,
-                                      summary.kind == "file", seconds, None,
-                                      n_ranks=comm.size)
+    _collective(comm, lambda: _report(args, search, method, summary, shape, sparse, seconds,
+                                      scalers, n_ranks=comm.size)
                 if comm.rank == 0 else None)
     return 0
 
@@ -239,30 +253,17 @@ def _make_search(args, method, task, cv, backend):
     return search
 
 
-def _report(args, search, method, data, shape, sparse, seconds, scaler, n_ranks=None,
-            raw=None):
-    """Print the best candidates and save the refitted best model (``raw``: the
-    features and target before a centred target's search, whose model is saved as
-    ``fit --standardize`` saves one: the best candidate fitted once more through the
-    features' scaler and the target's wrapper)."""
+def _report(args, search, method, data, shape, sparse, seconds, scalers, n_ranks=None):
+    """Print the best candidates and save the refitted best model (``scalers``: those of
+    ``--standardize``, the saved model then that of ``fit --standardize``)."""
+    from .fit import _assembled
+
     _print_top(search, args.top)
-    _tie_note(search, args.standardize, mpi=n_ranks is not None)
+    _tie_note(search, args.standardize)
     best = search.best_estimator_
     model = best
-    if raw is not None:
-        from sklearn.base import clone
-
-        from .fit import _feature_scaler, _standardized
-
-        model = _standardized(clone(best), method, "regression", _feature_scaler(sparse))
-        t0 = time.perf_counter()
-        model.fit(*raw)
-        seconds += time.perf_counter() - t0
-        best = model.regressor_[-1]
-    elif scaler is not None:
-        from sklearn.pipeline import Pipeline
-
-        model = Pipeline([("standardscaler", scaler), (method, best)])
+    if scalers is not None:
+        model = _assembled(best, method, _task_of_method(method), *scalers)
     n_cand = len(search.cv_results_["params"])
     chosen = (f" (searched {n_cand} candidates x {search.n_splits_} split"
               f"{'s' if search.n_splits_ != 1 else ''}; best "
@@ -271,7 +272,7 @@ def _report(args, search, method, data, shape, sparse, seconds, scaler, n_ranks=
     _save(args, model, best, method, chosen, data, shape, sparse, seconds, n_ranks=n_ranks)
 
 
-def _grid_width_note(search, task, X, standardize, mpi=False):
+def _grid_width_note(search, task, X, standardize):
     """The kernel-width note of ``fit`` (:func:`._kernel_width_note`) for a grid: when
     the RBF kernel is nearly the identity for every width of the grid."""
     import numbers
@@ -282,12 +283,11 @@ def _grid_width_note(search, task, X, standardize, mpi=False):
     widths = list(getattr(search, name + "s"))
     if widths and all(isinstance(w, numbers.Real) and not isinstance(w, bool)
                       for w in widths):  # not 'scale': derived from the data
-        _kernel_width_note(X, name, widths, standardize=standardize, mpi=mpi)
+        _kernel_width_note(X, name, widths, standardize=standardize)
 
 
-def _tie_note(search, standardized, mpi=False):
-    """Note when every candidate scored the same: the grid did not change the model
-    (--standardize is refused under --backend mpi: standardize the data beforehand)."""
+def _tie_note(search, standardized):
+    """Note when every candidate scored the same: the grid did not change the model."""
     import numpy as np
 
     scores = np.asarray(search.cv_results_["mean_test_score"], dtype=float)
@@ -295,8 +295,7 @@ def _tie_note(search, standardized, mpi=False):
         _note(f"all {_fmt_int(scores.size)} candidates scored the same ({scores[0]:.6g}): "
               "the grid does not change the model on this data, and the best one is simply "
               "the first; widen the grid"
-              + ("" if standardized else " (or standardize the features beforehand)" if mpi
-                 else " (or standardize the features, --standardize)"))
+              + ("" if standardized else " (or standardize the features, --standardize)"))
 
 
 def _print_top(search, top):
