@@ -1103,3 +1103,29 @@ def test_r2_of_overflowing_sums_is_nan_as_gridsearchcv():
         BKRR2CV(n_partitions=1, cv=cv, random_state=0, **grid).fit(X, y)
     assert any("4 of 4 candidates gave non-finite predictions or scores" in str(w.message)
                for w in caught)
+
+
+@pytest.mark.parametrize("cv", [3, "loo"])
+def test_the_krr_search_refuses_partitions_too_large_for_its_memory(monkeypatch, cv):
+    # the fast KRR searches allocated their m x m matrices (the Gram matrix, the kernels
+    # alive, every thread's block and its factorisation: 5.8-8.3 kernel matrices
+    # measured on one process) with no memory check at all: where the estimator's fit
+    # is refused with a ValueError, the search was killed by the system instead
+    import cakernels._memory as memory
+    from cakernels.model_selection._krr_search import _search_copies
+
+    X, y = make_regression(n_samples=1200, n_features=3, random_state=0)
+    matrix = 8.0 * 1200 ** 2  # 11 MiB
+    monkeypatch.setattr(memory, "available_bytes", lambda: 3 * matrix / 0.8)
+    BKRR2(n_partitions=1).fit(X, y)  # the fit's 2 copies fit
+    search = BKRR2CV(n_partitions=1, sigmas=[1.0, 2.0], lams=[1e-3], cv=cv, refit=False)
+    with pytest.raises(ValueError, match=r"the search on a partition of 1,200 rows needs "
+                                         r"about .* copies of its 1,200 x 1,200 kernel "
+                                         r"matrix, 8 m\^2 bytes\).*use more partitions"):
+        search.fit(X, y)
+    search.set_params(n_partitions=4).fit(X, y)  # 300-row partitions fit
+    # the bound: the Gram matrix and a temporary, the kernels alive, every thread's
+    # block and its factorisation, the routed rows' block
+    assert _search_copies(1, 3, False, False, 2) == pytest.approx(2 + 2 + 3 * (2 / 3) ** 2 + 1)
+    assert _search_copies(2, 1, True, True, 1) == 2 + 1 + 2 * 1
+    assert _search_copies(4, 5, False, True, 10) == pytest.approx(2 + 2 + 4 * 3 * 0.64)

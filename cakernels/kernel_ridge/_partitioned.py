@@ -28,22 +28,24 @@ PARTITION_COPIES = 2
 
 
 
-def _partition_memory_error(m, concurrent, node_need=None, ranks=1):
+def _partition_memory_error(m, concurrent, node_need=None, ranks=1, copies=PARTITION_COPIES,
+                            work="a partition"):
     """The message refusing partitions of ``m`` rows (``concurrent`` solved at
     once by this process, ``node_need`` bytes by the ``ranks`` of its node), or
-    None when they fit in ``MEMORY_FRACTION`` of the available memory."""
+    None when they fit in ``MEMORY_FRACTION`` of the available memory; ``copies``
+    m x m float64 matrices per solve (``work`` names the solve)."""
     avail = _memory.available_bytes()
     if avail is None:
         return None
-    need = PARTITION_COPIES * 8.0 * m * m * concurrent
+    need = copies * 8.0 * m * m * concurrent
     total = need if node_need is None else max(need, float(node_need))
     share = _memory.MEMORY_FRACTION * avail
     if total <= share:
         return None
     whose = f"{_memory.MEMORY_FRACTION:.0%} of the {_memory.fmt_bytes(avail)} available"
     on_node = total > need and ranks > 1
-    return (f"a partition of {m:,} rows needs about {_memory.fmt_bytes(need)} "
-            f"({PARTITION_COPIES} copies of its {m:,} x {m:,} kernel matrix, 8 m^2 bytes"
+    return (f"{work} of {m:,} rows needs about {_memory.fmt_bytes(need)} "
+            f"({copies:.3g} copies of its {m:,} x {m:,} kernel matrix, 8 m^2 bytes"
             + (f", for each of {concurrent} partitions solved at once"
                if concurrent > 1 else "")
             + (f"; the {ranks} ranks of this node solve at the same time: "
@@ -52,6 +54,30 @@ def _partition_memory_error(m, concurrent, node_need=None, ranks=1):
             "partitions (m = n / P), fewer samples"
             + (", or fewer workers (n_jobs)" if concurrent > 1 else "")
             + (", or fewer ranks per node" if on_node else ""))
+
+
+def check_solve_memory(comm, sizes, concurrent, copies=PARTITION_COPIES, work="a partition"):
+    """Before the rows move (collective): refuse the work when this rank's
+    ``concurrent`` largest partitions (``sizes``: this rank's, halo included), of
+    ``copies`` m x m float64 matrices each, added up over the ranks that share its
+    node (they work at the same time, from the same memory), exceed
+    ``MEMORY_FRACTION`` of the node's available memory. Every rank raises the same
+    error."""
+    m = int(np.max(sizes)) if np.size(sizes) else 0
+    need = copies * 8.0 * m * m * concurrent
+    node_need, ranks = need, 1
+    mpi_comm = getattr(comm, "comm", None)
+    if comm.size > 1 and mpi_comm is not None:
+        from mpi4py import MPI
+
+        node = mpi_comm.Split_type(MPI.COMM_TYPE_SHARED)
+        try:
+            node_need, ranks = float(node.allreduce(need)), node.Get_size()
+        finally:
+            node.Free()
+    comm.agree(_partition_memory_error(m, concurrent, node_need, ranks, copies, work)
+               if m else None)
+
 
 class PartitionedKernelRidge(RegressorMixin, PartitionedEstimator):
     """Partitioned kernel ridge regression with a choice of partitioner and combiner.
@@ -297,24 +323,9 @@ class PartitionedKernelRidge(RegressorMixin, PartitionedEstimator):
             raise ValueError(error)
 
     def _check_solve_memory(self, comm, sizes, concurrent):
-        """Before the rows move (collective): refuse the fit when this rank's
-        ``concurrent`` largest partitions (``sizes``: this rank's, halo included),
-        added up over the ranks that share its node (they solve at the same
-        time, from the same memory), exceed ``MEMORY_FRACTION`` of the node's
-        available memory. Every rank raises the same error."""
-        m = int(np.max(sizes)) if np.size(sizes) else 0
-        need = PARTITION_COPIES * 8.0 * m * m * concurrent
-        node_need, ranks = need, 1
-        mpi_comm = getattr(comm, "comm", None)
-        if comm.size > 1 and mpi_comm is not None:
-            from mpi4py import MPI
-
-            node = mpi_comm.Split_type(MPI.COMM_TYPE_SHARED)
-            try:
-                node_need, ranks = float(node.allreduce(need)), node.Get_size()
-            finally:
-                node.Free()
-        comm.agree(_partition_memory_error(m, concurrent, node_need, ranks) if m else None)
+        """Before the rows move (collective): :func:`check_solve_memory` of this
+        rank's ``concurrent`` largest partitions (``sizes``, halo included)."""
+        check_solve_memory(comm, sizes, concurrent)
 
     # ------------------------------------------------------------------ predict
     def _check_X(self, X, allow_empty=False):

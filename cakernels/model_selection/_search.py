@@ -107,6 +107,11 @@ class _PartitionedSearchCV(PartitionedEstimator):
                 comm.agree(f"partitions {empty.tolist()} are empty; use fewer partitions or "
                            "another partitioner")
             owners = self._place_partitions(s, part, place_y, labels, sizes)
+            check = getattr(self, "_check_search_memory", None)
+            if check is not None:  # before any row moves (collective under MPI)
+                mine = sizes[owners == comm.rank]
+                check(comm, mine, max(1, min(int(s.n_workers), mine.size)), s.threads,
+                      n_splits, loo, grid)
             t0 = time.perf_counter()
             with comm.phase("redistribution"):
                 tasks = self._distribute(s, Xt, rows_t, None, compact, labels, owners, part)
