@@ -592,6 +592,52 @@ def test_centres_beyond_the_available_memory_are_refused(monkeypatch):
     KBalancePartitioner(n_partitions=4, random_state=0).fit(X)  # 10 features: fine
 
 
+@pytest.mark.parametrize("cls", [KBalancePartitioner, FCFSPartitioner, BKMPartitioner,
+                                 KMeansPartitioner])
+def test_distances_beyond_the_available_memory_are_refused(cls, monkeypatch):
+    # the distance-based partitioners hold the n x P distances to the centres (three
+    # of them at once: 2.9 GiB for 500,000 rows and 256 partitions, one now) with no
+    # check: millions of rows and thousands of partitions were killed by the system
+    import cakernels._memory as memory
+
+    X = np.random.RandomState(0).randn(2000, 3)
+    need = 2 * 8.0 * 2000 * 64  # 2 MiB: DISTANCE_COPIES n x P arrays
+    monkeypatch.setattr(memory, "available_bytes", lambda: need / 0.8 / 2)
+    with pytest.raises(ValueError, match=r"the distances of 2,000 rows to the 64 partition "
+                                         r"centres need about 2.0 MiB .*fewer partitions"):
+        cls(n_partitions=64, random_state=0).fit(X)
+    cls(n_partitions=8, random_state=0).fit(X)  # 8 partitions fit
+    # random partitions measure no distances (and their halo does)
+    RandomPartitioner(n_partitions=64, random_state=0).fit(X)
+    with pytest.raises(ValueError, match="the distances of 2,000 rows"):
+        RandomPartitioner(n_partitions=64, halo=0.5, random_state=0).fit(X)
+
+
+def test_squared_distances_hold_one_n_by_p_array_with_the_same_bits(monkeypatch):
+    # ||x||^2 + ||c||^2 - 2 x.c was three n x P temporaries; now the product's own
+    # array, block by block, with the same bits as the whole-array expression
+    import tracemalloc
+
+    from cakernels.partition import _storage
+    from cakernels.partition._storage import row_sq_norms, squared_distances
+
+    monkeypatch.setattr(_storage, "DISTANCE_BLOCK_ELEMENTS", 64 * 1000)  # 40 blocks
+    rng = np.random.RandomState(0)
+    C = rng.randn(64, 5)
+    for X in (rng.randn(40000, 5), sp.random(40000, 5, density=0.4, format="csr",
+                                             random_state=0)):
+        a, c = row_sq_norms(X), np.einsum("ij,ij->i", C, C)
+        ref = np.maximum(a[:, None] + c[None, :] - 2.0 * np.asarray(X @ C.T), 0.0)
+        tracemalloc.start()
+        try:
+            D = squared_distances(X, C, a)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        np.testing.assert_array_equal(D, ref)
+        assert peak < 1.5 * D.nbytes, peak / D.nbytes  # 3x before
+
+
 def test_nearest_center_refuses_bad_storage_and_blocks():
     from cakernels.partition import nearest_center
     from cakernels.partition._storage import nearest_centers

@@ -59,7 +59,7 @@ def _kth_positions(choice, counts, labels, k):
     return by_label[first[labels] + k - 1]
 
 
-def greedy_capacity_assign(D, cap, order=None):
+def greedy_capacity_assign(D, cap, order=None, overwrite=False):
     """Assign samples in order to their nearest partition that still has room.
 
     This is the loop of Algorithms 3, 4 and 9 (``if dist < mindis and
@@ -74,6 +74,10 @@ def greedy_capacity_assign(D, cap, order=None):
         Capacity state, updated in place.
     order : ndarray of shape (n,), default=None
         Processing order of the rows; data order when None.
+    overwrite : bool, default=False
+        Whether ``D`` (float64, C-contiguous) may be overwritten: without an
+        ``order`` it is then masked in place instead of copied (an n x P array
+        less at the peak).
 
     Returns
     -------
@@ -83,7 +87,11 @@ def greedy_capacity_assign(D, cap, order=None):
     n, P = D.shape
     if order is None:
         order = np.arange(n)
-    Dq = np.array(D[order], dtype=np.float64)  # a copy we may mask
+        in_place = (overwrite and isinstance(D, np.ndarray) and D.dtype == np.float64
+                    and D.flags.writeable and D.flags.c_contiguous)
+        Dq = D if in_place else np.array(D, dtype=np.float64)  # one we may mask
+    else:
+        Dq = np.asarray(D, dtype=np.float64)[order]  # (a copy: fancy indexing)
     closed = cap.room() == 0
     Dq[:, closed] = np.inf
     choice = np.argmin(Dq, axis=1)

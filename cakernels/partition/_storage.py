@@ -27,6 +27,8 @@ SPARSE_DENSITY = 0.05
 
 #: rows per block of :func:`nearest_center`
 ASSIGN_BLOCK_ROWS = 65536
+#: elements of the temporaries of :func:`squared_distances` (32 MiB)
+DISTANCE_BLOCK_ELEMENTS = 1 << 22
 
 
 def dense_partitioning(n_samples, n_features):
@@ -182,14 +184,20 @@ def squared_distances(X, centers, X_sq_norms=None):
     """Squared Euclidean distances between rows of ``X`` and ``centers``.
 
     Computed as ``||x||^2 + ||c||^2 - 2 x.c`` (one matrix product, dense or
-    CSR ``X``), clipped at zero.
+    CSR ``X``), clipped at zero, in the product's own n x P array (block by block
+    of rows: the temporaries are one block's, not two more n x P arrays).
     """
     if X_sq_norms is None:
         X_sq_norms = row_sq_norms(X)
     c_sq = np.einsum("ij,ij->i", centers, centers)
-    XC = X @ centers.T
-    XC = np.asarray(XC, dtype=np.float64)
-    D = X_sq_norms[:, None] + c_sq[None, :] - 2.0 * XC
+    D = np.asarray(X @ centers.T, dtype=np.float64)
+    if not (D.flags.writeable and D.flags.c_contiguous):
+        D = np.array(D, dtype=np.float64, order="C")
+    block = max(1, DISTANCE_BLOCK_ELEMENTS // max(1, D.shape[1]))
+    for start in range(0, D.shape[0], block):
+        rows = slice(start, start + block)
+        # (the same arithmetic, so the same bits, as the whole-array expression)
+        np.subtract(X_sq_norms[rows, None] + c_sq[None, :], 2.0 * D[rows], out=D[rows])
     np.maximum(D, 0.0, out=D)
     return D
 
