@@ -1102,6 +1102,29 @@ def run_fit_standardized(X, y, est):
     return _standardized(est, "bkrr2", "regression", _feature_scaler(sp.issparse(X))).fit(X, y)
 
 
+def test_a_huge_feature_index_is_refused_before_the_scaler_or_kernels(capsys, tmp_path,
+                                                                       monkeypatch):
+    # one feature index of 10^9 (hashed features): --standardize's scaler allocated ~39
+    # bytes per column (37 GiB: killed by the system, or numpy's "Unable to allocate")
+    # and --method krr's kernels 4; both are now refused with the reason first
+    from cakernels import _memory
+
+    path = tmp_path / "huge.svm"
+    rows = [f"{i % 2} 1:{i * 0.1:g} 3:{i % 7}" for i in range(40)]
+    rows[0] += " 1000000000:1"
+    path.write_text("\n".join(rows) + "\n")
+    monkeypatch.setattr(_memory, "available_bytes", lambda: 4 * 2**30)
+    for argv in (["fit", "--standardize"], ["search", "--standardize", "--Cs", "1", "-q"],
+                 ["fit", "--method", "krr"]):
+        code, _, err = run(capsys, argv[0], path, "-o", tmp_path / "m.skops", *argv[1:])
+        what = "--method krr's kernels" if "krr" in argv else "--standardize's scaler"
+        assert code == 2 and f"error: {what} on 1,000,000,000 features needs about" in err, err
+        assert "renumber the file's feature indices" in err and "Traceback" not in err
+    assert not (tmp_path / "m.skops").exists()
+    code, out, err = run(capsys, "fit", path, "-o", tmp_path / "m.skops")  # no scaler
+    assert code == 2 and "partition centres are dense vectors" in err, err
+
+
 @pytest.mark.parametrize("sparse", [False, True])
 def test_pooled_scalers_are_those_of_all_rows(sparse):
     # fit/search --standardize under --backend mpi: every rank's counts, means and

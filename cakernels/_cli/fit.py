@@ -28,6 +28,7 @@ from .registry import (
 )
 from .methods import (
     _check_class_labels,
+    _check_feature_memory,
     _check_kernel_ridge_memory,
     _check_options,
     _choose_task,
@@ -136,6 +137,7 @@ def _cmd_fit(args):
     if data.kind == "file":
         _index_base_note(data, X.shape[0], data.read.rows_with_index_0)
     _check_kernel_ridge_memory(method, X.shape[0])
+    _check_feature_memory(X.shape[1], sp.issparse(X), method, args.standardize)
     est = _make_estimator(method, params, X.shape[0])
     width = _rbf_width(est, method, params)
     if width is not None:
@@ -390,6 +392,8 @@ def _standardized_mpi(comm, args, X, y, sparse, task):
     of, ``(features' scaler, target's or None)``."""
     if not args.standardize:
         return X, y, None
+    _collective(comm, lambda: None if X is None else
+                _check_feature_memory(X.shape[1], sparse, None, True, n_ranks=comm.size))
     scalers = _pooled_scalers(comm, X, y, sparse, task == "regression")
 
     def scaled():

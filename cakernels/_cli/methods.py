@@ -273,6 +273,41 @@ def _check_kernel_ridge_memory(method, n):
                        "mpiexec, or fewer samples")
 
 
+#: bytes per feature column that ``--standardize``'s scaler holds on sparse input
+#: (its means, variances and scales, and the variance pass's temporaries: measured 39)
+SCALER_BYTES_PER_FEATURE = 40
+#: bytes per feature column of scikit-learn's kernels on CSR input (the transposed
+#: matrix's column pointers: measured 4)
+SPARSE_KERNEL_BYTES_PER_FEATURE = 8
+
+
+def _check_feature_memory(n_features, sparse, method, standardize, n_ranks=1):
+    """Refuse, before the data goes in, what allocates per feature column on sparse
+    input beyond the available memory: ``--standardize``'s scaler (under
+    ``--backend mpi`` also every rank's gathered statistics) and ``--method krr``'s
+    kernels. A LIBSVM file has as many features as its largest index, so one huge
+    index (hashed features) made them allocate gigabytes, or be killed by the system."""
+    from .. import _memory
+
+    if not sparse:
+        return
+    parts = []
+    if standardize:
+        parts.append(("--standardize's scaler", SCALER_BYTES_PER_FEATURE + 24 * (n_ranks - 1)))
+    if method == "krr":
+        parts.append(("--method krr's kernels", SPARSE_KERNEL_BYTES_PER_FEATURE))
+    need = float(sum(per for _, per in parts)) * n_features
+    avail = _memory.shortfall(need) if need else None
+    if avail is not None:
+        raise CLIError(f"{' and '.join(what for what, _ in parts)} on {_fmt_int(n_features)} "
+                       f"features need{'s' if len(parts) == 1 else ''} about "
+                       f"{_memory.fmt_bytes(need)}, more than "
+                       f"{_memory.MEMORY_FRACTION:.0%} of the {_memory.fmt_bytes(avail)} "
+                       "available: a LIBSVM file has as many features as its largest index; "
+                       "renumber the file's feature indices to the columns it uses"
+                       + (", or leave out --standardize" if standardize else ""))
+
+
 def _estimator_params(args):
     return {k: getattr(args, k, None) for k in
             ("C", "gamma", "kernel", "sigma", "lam", "n_partitions", "halo", "routing",

@@ -19,6 +19,7 @@ from .common import (
 from .fit import _index_base_note, _save
 from .methods import (
     _check_class_labels,
+    _check_feature_memory,
     _task_override_note,
     _kernel_width_note,
     _method_against_data,
@@ -146,6 +147,7 @@ def _cmd_search(args):
     t0 = time.perf_counter()
     scalers = None
     if args.standardize:
+        _check_feature_memory(X.shape[1], sparse, method, True)
         X, y, scalers = _standardized_rows(X, y, sparse, task)
     search.fit(X, y)
     seconds = time.perf_counter() - t0
