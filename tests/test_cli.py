@@ -1602,3 +1602,14 @@ def test_the_task_override_counts_classes_and_follows_the_checks(capsys, tmp_pat
                          "dckrr", "-p", "2")
     assert code == 0, err
     assert "is a classification dataset; --task regression overrides that" in err
+
+
+def test_out_of_memory_advice_names_the_features_too():
+    # it said "use fewer samples (or ... more partitions)": for an allocation of a
+    # huge feature index's width (the centres: P x n_features) more partitions are worse
+    from cakernels._cli.common import _error_message
+
+    msg = _error_message(MemoryError("Unable to allocate 1.79 GiB for an array with shape "
+                                     "(8, 30000000)"))
+    assert msg.startswith("out of memory (Unable to allocate 1.79 GiB")
+    assert "fewer features (a LIBSVM file has as many as its largest feature index)" in msg

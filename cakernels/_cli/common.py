@@ -54,7 +54,8 @@ def _one_line(text):
 def _error_message(exc):
     if isinstance(exc, MemoryError):
         return (f"out of memory ({_one_line(exc) or 'MemoryError'}); use fewer samples "
-                "(or, for the partitioned methods, more partitions)")
+                "(or, for the partitioned methods, more partitions), or fewer features (a "
+                "LIBSVM file has as many as its largest feature index)")
     msg = _one_line(exc)
     if isinstance(exc, (CLIError, ValueError, OSError, ImportError)) and msg:
         return msg
