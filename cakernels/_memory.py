@@ -1,7 +1,8 @@
 """How much memory this node has available, for refusing work that would not fit.
 
-Used by DKRR (its block of the kernel matrix per rank), the partitioners (their
-dense centres) and ``cakernels fit --method krr`` (scikit-learn's KernelRidge): each
+Used by DKRR (its block of the kernel matrix per rank), the KRR fits and searches
+(their partitions' matrices), the partitioners (their dense centres and distances)
+and the command line (``--method krr``'s kernel, ``--standardize``'s scaler): each
 refuses a problem beyond :data:`MEMORY_FRACTION` of :func:`available_bytes` with a
 message, before anything is allocated, instead of being killed by the system.
 Tests replace :func:`available_bytes` on this module.
@@ -12,12 +13,100 @@ MEMORY_FRACTION = 0.8
 
 
 def available_bytes():
-    """Memory available on this node (``MemAvailable``), or None when unknown."""
+    """Memory available to this process (``MemAvailable`` of ``/proc/meminfo``, or
+    less within its cgroup's memory limit or its address-space limit, ``ulimit
+    -v``: a container or a batch job's limit kills at the limit, not at the node's
+    memory), or None when unknown."""
+    room = [r for r in (_meminfo_available(), _cgroup_room(), _address_space_room())
+            if r is not None]
+    return min(room) if room else None
+
+
+def _meminfo_available(path="/proc/meminfo"):
     try:
-        with open("/proc/meminfo", encoding="ascii") as fh:
+        with open(path, encoding="ascii") as fh:
             for line in fh:
                 if line.startswith("MemAvailable:"):
                     return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+#: a cgroup memory limit at or above this is no limit (cgroup v1 reports ~2^63)
+_NO_LIMIT = 2**60
+
+
+def _read_int(path):
+    try:
+        with open(path, encoding="ascii") as fh:
+            text = fh.read().strip()
+    except OSError:
+        return None
+    if text == "max":
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        return None
+    return value if value < _NO_LIMIT else None
+
+
+def _cgroup_room(proc="/proc/self/cgroup", root="/sys/fs/cgroup"):
+    """The bytes left under this process's cgroup memory limits (the tightest of
+    its cgroup and their parents; v2, or v1's memory controller), or None without
+    a limit."""
+    import os
+
+    try:
+        with open(proc, encoding="ascii") as fh:
+            lines = fh.read().splitlines()
+    except OSError:
+        return None
+    found = []
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        _, controllers, path = parts
+        if controllers == "":  # v2: the unified hierarchy
+            base, limit, usage = root, "memory.max", "memory.current"
+            if not os.path.exists(os.path.join(root, "cgroup.controllers")):
+                base = os.path.join(root, "unified")
+        elif "memory" in controllers.split(","):
+            base, limit, usage = os.path.join(root, "memory"), "memory.limit_in_bytes", \
+                "memory.usage_in_bytes"
+        else:
+            continue
+        path = path.strip("/")
+        while True:
+            folder = os.path.join(base, path) if path else base
+            cap, used = _read_int(os.path.join(folder, limit)), _read_int(
+                os.path.join(folder, usage))
+            if cap is not None and used is not None:
+                found.append(max(0, cap - used))
+            if not path:
+                break
+            path = os.path.dirname(path)
+    return min(found) if found else None
+
+
+def _address_space_room(status="/proc/self/status"):
+    """The bytes of address space left under ``RLIMIT_AS`` (``ulimit -v``), or None
+    without that limit."""
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+    except (ImportError, OSError, ValueError):
+        return None
+    if soft == resource.RLIM_INFINITY or soft < 0:
+        return None
+    try:
+        with open(status, encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("VmSize:"):
+                    return max(0, soft - int(line.split()[1]) * 1024)
     except (OSError, ValueError, IndexError):
         pass
     return None

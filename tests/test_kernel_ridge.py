@@ -569,3 +569,44 @@ def test_weights_whose_sum_overflows_give_the_model_of_scaled_weights():
     with pytest.raises(FloatingPointError, match=r"sum\(sample_weight\) = inf.*scale the "
                        "weights down"):
         BKRR2CV(n_partitions=2, cv=2).fit(X, y, sample_weight=w * 1e307)
+
+
+def test_available_memory_counts_cgroup_and_address_space_limits(tmp_path):
+    # the memory checks read MemAvailable only: in a container (a cgroup memory limit)
+    # or under `ulimit -v` a problem that passed them was killed, or failed in numpy,
+    # instead of being refused with the reason
+    import subprocess
+    import sys
+
+    from cakernels import _memory
+
+    # cgroup v2, nested: the tightest limit of the cgroup and its parents counts
+    root = tmp_path / "v2"
+    (root / "job" / "step").mkdir(parents=True)
+    (root / "cgroup.controllers").write_text("memory\n")
+    (root / "job" / "memory.max").write_text(f"{3 * 2**30}\n")
+    (root / "job" / "memory.current").write_text(f"{2**30}\n")
+    (root / "job" / "step" / "memory.max").write_text("max\n")
+    (root / "job" / "step" / "memory.current").write_text(f"{2**29}\n")
+    proc = tmp_path / "cgroup"
+    proc.write_text("0::/job/step\n")
+    assert _memory._cgroup_room(str(proc), str(root)) == 2 * 2**30
+    # cgroup v1's memory controller; v1 reports "no limit" as ~2^63
+    v1 = tmp_path / "v1" / "memory" / "batch"
+    v1.mkdir(parents=True)
+    (v1 / "memory.limit_in_bytes").write_text(f"{2**30}\n")
+    (v1 / "memory.usage_in_bytes").write_text(f"{2**28}\n")
+    (v1.parent / "memory.limit_in_bytes").write_text("9223372036854771712\n")
+    (v1.parent / "memory.usage_in_bytes").write_text(f"{2**33}\n")
+    proc.write_text("4:memory:/batch\n3:cpu:/other\n")
+    assert _memory._cgroup_room(str(proc), str(tmp_path / "v1")) == 3 * 2**28
+    proc.write_text("4:cpu:/batch\n")  # no memory controller: no limit
+    assert _memory._cgroup_room(str(proc), str(tmp_path / "v1")) is None
+    # ulimit -v: the address space left, below MemAvailable
+    code = ("import resource; from cakernels import _memory as m; "
+            "resource.setrlimit(resource.RLIMIT_AS, (6 * 2**30, resource.RLIM_INFINITY)); "
+            "room, avail = m._address_space_room(), m.available_bytes(); "
+            "print(0 < room < 6 * 2**30, avail == min(room, m._meminfo_available()))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60)
+    assert out.stdout.split() == ["True", "True"], out.stderr
