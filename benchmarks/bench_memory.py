@@ -33,10 +33,17 @@ default unless named):
   partition (n for KernelRidge);
 * the fast search BKRR2CV (P=8, lams 1e-6, 1e-4, 1e-2, cv=3) on 8,000 cadata
   rows with 2 and with 10 sigmas (geomspace(0.25, 4)): more sigmas should not
-  multiply its memory.
+  multiply its memory;
+* the partitioners on 200,000 x 20 standard normal rows with P=256: the
+  distance-based ones hold the n x P distances to the centres.
+
+The KRR, search and partitioner tables put the peak next to the bound the
+pre-allocation memory checks reserve (in m x m kernel matrices, or n x P distance
+arrays): a peak above it would let a problem the check passed be killed instead.
 
 ``--quick``: 5,000 ijcnn1 rows, 5,000 a9a rows, 2,000 cadata rows (KernelRidge and
-the search on 1,000), 20,000 predicted rows; well under a minute.
+the search on 1,000), 20,000 predicted rows, 20,000 partitioned rows with P=64;
+well under a minute.
 
     python benchmarks/bench_memory.py [--quick] [--out FILE] [--data-home DIR]
                                       [--no-warmup] [--tracemalloc]
@@ -54,6 +61,10 @@ import time
 
 import _common as common  # noqa: I001  (puts a built checkout on sys.path)
 import numpy as np
+from cakernels._cli.methods import KERNEL_RIDGE_COPIES
+from cakernels.kernel_ridge._partitioned import PARTITION_COPIES
+from cakernels.model_selection._krr_search import _search_copies
+from cakernels.partition._partitioners import DISTANCE_COPIES
 
 SVM_IJCNN1 = dict(C=32.0, gamma=2.0, cache_size=4)
 SVM_A9A = dict(C=1.0, gamma=0.05, cache_size=4)
@@ -94,6 +105,9 @@ def _load(case, home):
     from cakernels.datasets import load_dataset
 
     name, rows = case["data"], case.get("rows")
+    if name == "normal":
+        X = np.random.RandomState(0).standard_normal((rows, case["d"]))
+        return X, None
     if name == "cadata":
         X, y = load_dataset("cadata", data_home=home, return_X_y=True, n_samples=case["n_load"],
                             random_state=0, dense=True, download_if_missing=False)
@@ -166,7 +180,7 @@ def child(case, home):
             idx = np.sort(np.random.RandomState(0).choice(X.shape[0], min(600, X.shape[0] // 4),
                                                           replace=False))
             try:
-                _make(case).fit(X[idx], y[idx])
+                _make(case).fit(X[idx], None if y is None else y[idx])
             except Exception as exc:  # noqa: BLE001 (a warm-up only)
                 res["warmup_error"] = repr(exc)
     else:
@@ -364,19 +378,21 @@ def main():
     krow = []
     for name, res in kr.items():
         if res is None:
-            krow.append([name, "failed"] + ["-"] * 8)
+            krow.append([name, "failed"] + ["-"] * 9)
             continue
         m = res["rows"] if name == "KernelRidge" else res.get("max_part", res["rows"] // P)
         krow.append([name, f"{res['rows']:,}", f"{m:,}", f"{res['x_mb']:.2f}",
                      f"{res['baseline_mb']:.0f}", f1(res["peak_mb"]),
                      f"{res['peak_mb'] / res['x_mb']:.0f}x",
                      f"{res['peak_mb'] * MB / (8.0 * m * m):.2f}",
+                     f"{KERNEL_RIDGE_COPIES if name == 'KernelRidge' else PARTITION_COPIES}",
                      "ref" if name == "KernelRidge" else ratio(res["peak_mb"], ref),
                      f"{res['seconds']:.2f}"])
     report.table(f"fit, cadata (standardised; BKRR2/DCKRR on {n_cad:,} rows, P=8, sigma=1, "
                  f"lam=1e-4; KernelRidge on {n_half:,} rows only)",
                  ["estimator", "rows", "m", "X MB", "baseline MB", "peak MB", "peak / X",
-                  "m x m matrices held", f"vs KernelRidge ({n_half:,})", "s"], krow,
+                  "m x m matrices held", "check's bound", f"vs KernelRidge ({n_half:,})",
+                  "s"], krow,
                  note=f"m: rows per partition (the largest; KernelRidge: all its rows); "
                       f"'m x m matrices held' = peak / (8 m^2 bytes). KernelRidge runs on "
                       f"{n_half:,} rows only: its kernel matrix grows as n^2 "
@@ -394,22 +410,47 @@ def main():
                           args, timeout)
     crow = []
     m = n_half // P
+    threads = os.cpu_count() or 1
     for ns, res in cv.items():
         if res is None:
-            crow.append([ns, "failed"] + ["-"] * 7)
+            crow.append([ns, "failed"] + ["-"] * 8)
             continue
         crow.append([f"{ns} x 3", f"{res['rows']:,}", f"{m:,}", f"{res['baseline_mb']:.0f}",
                      f1(res["peak_mb"]), f"{res['peak_mb'] / res['x_mb']:.0f}x",
                      f"{res['peak_mb'] * MB / (8.0 * m * m):.2f}",
+                     f"{_search_copies(threads, 3, False, False, ns):.2f}",
                      "ref" if ns == 2 else ratio(res["peak_mb"], peak(cv[2])),
                      f"{res['seconds']:.2f}"])
     report.table(f"BKRR2CV fast search, cadata {n_half:,} rows (P=8, cv=3, lams 1e-6/1e-4/1e-2, "
                  f"sigmas geomspace(0.25, 4))",
                  ["sigmas x lams", "rows", "m", "baseline MB", "peak MB", "peak / X",
-                  "m x m matrices held", "vs 2 sigmas", "s"], crow,
+                  "m x m matrices held", "check's bound", "vs 2 sigmas", "s"], crow,
                  note=f"m = rows / P = {m:,} (a fold's training part of a partition is about "
                       f"2/3 of it); X is {n_half:,} x 8 doubles "
-                      f"({n_half * 8 * 8 / MB:.2f} MB).")
+                      f"({n_half * 8 * 8 / MB:.2f} MB); check's bound: the m x m matrices "
+                      f"the search's memory check reserves with {threads} threads.")
+
+    # ---------------------------------------------------------- the partitioners
+    n_part, p_part = (20_000, 64) if quick else (200_000, 256)
+    print(f"\npartitioners, {n_part:,} x 20, P={p_part}", flush=True)
+    prow = []
+    for name in ("RandomPartitioner", "KMeansPartitioner", "KBalancePartitioner",
+                 "FCFSPartitioner", "BKMPartitioner"):
+        res = run_case(dict(op="fit", data="normal", rows=n_part, d=20, est=name,
+                            params=dict(n_partitions=p_part)), args, timeout)
+        if res is None:
+            prow.append([name, "failed"] + ["-"] * 5)
+            continue
+        held = res["peak_mb"] * MB / (8.0 * n_part * p_part)
+        prow.append([name, f"{res['rows']:,}", f"{res['baseline_mb']:.0f}", f1(res["peak_mb"]),
+                     f"{held:.2f}", "0" if name == "RandomPartitioner" else
+                     f"{DISTANCE_COPIES}", f"{res['seconds']:.2f}"])
+    report.table(f"partitioners, {n_part:,} x 20 standard normal rows, P={p_part}",
+                 ["partitioner", "rows", "baseline MB", "peak MB", "n x P arrays held",
+                  "check's bound", "s"], prow,
+                 note=f"n x P arrays held = peak / (8 n P bytes) ({8 * n_part * p_part / MB:,.0f}"
+                      " MB each); the check's bound counts the distances (none for random "
+                      "partitions without a halo) and 4 copies of the P x d centres.")
     tmp.cleanup()
     report.line(f"\ntotal {time.perf_counter() - t_start:.0f} s, load average at the end "
                 f"{common.load_avg()}")

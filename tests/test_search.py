@@ -1124,8 +1124,8 @@ def test_the_krr_search_refuses_partitions_too_large_for_its_memory(monkeypatch,
                                          r"matrix, 8 m\^2 bytes\).*use more partitions"):
         search.fit(X, y)
     search.set_params(n_partitions=4).fit(X, y)  # 300-row partitions fit
-    # the bound: the Gram matrix and a temporary, the kernels alive, every thread's
-    # block and its factorisation, the routed rows' block
-    assert _search_copies(1, 3, False, False, 2) == pytest.approx(2 + 2 + 3 * (2 / 3) ** 2 + 1)
-    assert _search_copies(2, 1, True, True, 1) == 2 + 1 + 2 * 1
-    assert _search_copies(4, 5, False, True, 10) == pytest.approx(2 + 2 + 4 * 3 * 0.64)
+    # the bound: the Gram matrix, a temporary and the routing and result arrays, the
+    # kernels alive, every thread's block and its factorisation, the routed rows' block
+    assert _search_copies(1, 3, False, False, 2) == pytest.approx(3 + 2 + 3 * (2 / 3) ** 2 + 1)
+    assert _search_copies(2, 1, True, True, 1) == 3 + 1 + 2 * 1
+    assert _search_copies(4, 5, False, True, 10) == pytest.approx(3 + 2 + 4 * 3 * 0.64)

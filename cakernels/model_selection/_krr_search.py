@@ -435,13 +435,15 @@ class PartitionedKernelRidgeCV(RegressorMixin, _PartitionedSearchCV):
 
 def _search_copies(n_threads, n_splits, loo, average, n_sigmas):
     """Peak memory of one partition's search (:meth:`_SearchJob.run`) in units of its
-    m x m float64 kernel matrix, an upper bound: the Gram matrix and a temporary, the
-    kernels alive at once (``window``), every thread's training block with its
-    factorisation (LAPACK dsyevd's workspace is two blocks; the Cholesky path copies
-    the block and may rebuild it) or, for leave-one-out, the workspace of its kernel's
-    eigendecomposition, and the routed rows' Gram block. Measured on 4,000-row
-    partitions: 5.8-8.3 on one process with 2 threads against 6.7-8.8 here; two 4,000-row
-    partitions on the threads backend, 8.2-9.3 against 12-12.7."""
+    m x m float64 kernel matrix, an upper bound: the Gram matrix, a temporary and the
+    routing and result arrays, the kernels alive at once (``window``), every thread's
+    training block with its factorisation (LAPACK dsyevd's workspace is two blocks; the
+    Cholesky path copies the block and may rebuild it) or, for leave-one-out, the
+    workspace of its kernel's eigendecomposition, and the routed rows' Gram block.
+    Measured on 4,000-row partitions: 5.8-8.3 on one process with 2 threads against
+    7.7-9.8 here; two 4,000-row partitions on the threads backend, 8.2-9.3 against
+    14-14.7; 1,000-row partitions (``benchmarks/bench_memory.py``), 7.8-8.5 against
+    8.7."""
     n_fold = 1 if loo else max(1, int(n_splits))
     window = min(max(2, -(-n_threads // n_fold)), max(1, n_sigmas))
     if loo:
@@ -450,7 +452,7 @@ def _search_copies(n_threads, n_splits, loo, average, n_sigmas):
         block = ((n_fold - 1) / n_fold) ** 2 if n_fold > 1 else 1.0
         per_task = 3.0 * block
     tasks = min(n_threads, max(1, n_sigmas) * n_fold)
-    return 2.0 + window + tasks * per_task + (0.0 if loo or average else 1.0)
+    return 3.0 + window + tasks * per_task + (0.0 if loo or average else 1.0)
 
 
 class _SearchJob:
