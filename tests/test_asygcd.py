@@ -796,3 +796,19 @@ def test_cache_beyond_memory_stops_growing(tmp_path):
                          text=True, timeout=300, cwd=tmp_path, env=env)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "same" in out.stdout
+
+
+@pytest.mark.parametrize("C", [100.0, 0.01])
+def test_one_update_is_the_exact_coordinate_step(C):
+    # a mutation halving every coordinate step survived (it still converges, in more
+    # updates): from alpha = 0 one update is the exact minimiser along its
+    # coordinate, min(1 / Q_jj, C) (the gradient is -1), and the gradient follows it
+    X, y = make_classification(n_samples=60, n_features=4, random_state=0)
+    ypm = np.where(y == 1, 1.0, -1.0)
+    with pytest.warns(ConvergenceWarning):
+        res = asygcd_fit(X, ypm, C, kernel="linear", max_iter=1, n_threads=1, random_state=0)
+    alpha = res["alpha"]
+    (j,) = np.flatnonzero(alpha)
+    Q = (ypm[:, None] * ypm[None, :]) * (X @ X.T)
+    assert alpha[j] == pytest.approx(min(1.0 / Q[j, j], C), rel=1e-12)
+    np.testing.assert_allclose(res["grad"], Q[:, j] * alpha[j] - 1.0, rtol=1e-12, atol=1e-12)

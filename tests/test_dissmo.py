@@ -378,3 +378,36 @@ def test_iterations_run_on_one_blas_thread(binary, monkeypatch):
         seen.clear()
         DisSMOSVC(C=1.0, backend=backend, n_jobs=2, max_iter=50).fit(X, y)
         assert seen and set(seen) == {1}, (backend, set(seen))
+
+
+@pytest.mark.parametrize("working_set", ["first-order", "second-order"])
+def test_dissmo_stops_within_tol(working_set):
+    # the maximal KKT violation of the returned alphas, recomputed in NumPy, is below
+    # tol (a mutation stopping the second-order path at 2 tol survived the looser
+    # iteration and objective comparisons)
+    from sklearn.metrics.pairwise import rbf_kernel
+
+    X, y = make_classification(n_samples=300, n_features=6, random_state=3)
+    tol, C, gamma = 1e-2, 2.0, 0.1
+    clf = DisSMOSVC(C=C, gamma=gamma, tol=tol, working_set=working_set).fit(X, y)
+    ypm = np.where(y == clf.classes_[1], 1.0, -1.0)
+    alpha = np.zeros(X.shape[0])
+    alpha[clf.support_] = np.abs(clf.model_.dual_coef_[0])
+    G = (ypm[:, None] * ypm[None, :] * rbf_kernel(X, gamma=gamma)) @ alpha - 1.0
+    F = -ypm * G
+    up = ((ypm > 0) & (alpha < C)) | ((ypm < 0) & (alpha > 0))
+    low = ((ypm > 0) & (alpha > 0)) | ((ypm < 0) & (alpha < C))
+    assert F[up].max() - F[low].min() < tol * (1 + 1e-6)
+
+
+@pytest.mark.parametrize("backend, n_jobs", [("serial", None), ("threads", 2)])
+def test_dissmo_intercept_without_free_support_vectors(backend, n_jobs):
+    # every alpha at a bound: the intercept is the middle of the feasible range (the
+    # largest lower bound of all blocks or ranks); a mutation taking the smallest
+    # survived (intercept -0.0008 against SVC's -0.98)
+    X, y = make_classification(n_samples=200, n_features=4, flip_y=0.3, random_state=0)
+    C = 1e-3
+    clf = DisSMOSVC(C=C, gamma=0.5, tol=1e-6, backend=backend, n_jobs=n_jobs).fit(X, y)
+    svc = SVC(C=C, gamma=0.5, tol=1e-6).fit(X, y)
+    assert np.all(np.abs(clf.model_.dual_coef_[0]) >= C * (1 - 1e-9))  # no free alpha
+    np.testing.assert_allclose(clf.decision_function(X), svc.decision_function(X), atol=1e-6)

@@ -389,3 +389,12 @@ def test_shared_centres_by_value():
     c = np.array([[1.0, 2.0], [3.0, 4.0], [1.0, 2.0], [0.0, 0.0], [-0.0, 0.0], [5.0, 5.0]])
     assert _shared_centres(c).tolist() == [True, False, True, True, True, False]
     assert _shared_centres(np.zeros((0, 3))).size == 0
+
+
+def test_halo_sizes_use_true_division():
+    # a mutation taking m // P instead of m / P survived: with 157 rows on 5
+    # partitions round(h m / P) and round(h (m // P)) agree for the tested h
+    from cakernels.partition._halo import halo_sizes
+
+    # m = 10, P = 4, h = 0.2: h m / P = 0.5 rounds up to 1 (m // P would give 0.4 -> 0)
+    assert halo_sizes(np.array([3, 3, 2, 2]), 0.2, True).tolist() == [1, 1, 1, 1]

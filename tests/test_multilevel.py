@@ -357,3 +357,12 @@ def test_cascade_passes_reach_the_svm_when_every_alpha_is_at_a_bound(C):
     two = CascadeSVC(n_partitions=4, C=C, gamma=gamma, n_passes=clf.n_passes_,
                      random_state=0).fit(X, y)
     np.testing.assert_array_equal(two.decision_function(X), clf.decision_function(X))
+
+
+def test_cascade_odd_node_is_carried_without_a_solve():
+    # "an odd node is carried down unchanged" was never checked: a mutation that
+    # filtered and re-solved it at every layer survived (the model barely changes)
+    X, y = make_classification(n_samples=300, n_features=5, random_state=0)
+    clf = CascadeSVC(n_partitions=3, random_state=0).fit(X, y)
+    solved = [layer["solved"] for layer in clf.fit_stats_["layers"]]
+    assert solved == [3, 1, 1], solved

@@ -666,3 +666,29 @@ def test_a_large_common_offset_is_named_in_the_distinct_centre_errors():
         FCFSPartitioner(4, random_state=0).fit(X + 1e14)
     with pytest.raises(ValueError, match="large common offset.*centred features"):
         CASVC(4, random_state=0).fit(X + 1e14, y)
+
+
+def test_kbalance_regret_order_is_the_literal_loop():
+    # assign_order='regret' was checked for balance and cost only: a mutation reversing
+    # the order survived. The literal loop of Algorithm 9 over the rows in decreasing
+    # regret (second-nearest minus nearest distance), as the data-order test does
+    from sklearn.datasets import make_blobs
+
+    from cakernels.partition._storage import squared_distances
+
+    X, _ = make_blobs(n_samples=103, centers=4, n_features=2, cluster_std=3.0, random_state=0)
+    P = 4
+    part = KBalancePartitioner(P, assign_order="regret", recompute_centers=False,
+                               random_state=0).fit(X)
+    D = squared_distances(X, part.centers_)
+    two = np.sort(D, axis=1)[:, :2]
+    order = np.argsort(-(two[:, 1] - two[:, 0]), kind="stable")
+    lo, r = X.shape[0] // P, X.shape[0] % P
+    sizes, n_hi, labels = np.zeros(P, int), 0, np.empty(X.shape[0], int)
+    for i in order:
+        cap = lo + 1 if n_hi < r else lo
+        best = min((j for j in range(P) if sizes[j] < cap), key=lambda j: (D[i, j], j))
+        labels[i] = best
+        sizes[best] += 1
+        n_hi += sizes[best] == lo + 1
+    np.testing.assert_array_equal(part.labels_, labels)

@@ -1129,3 +1129,54 @@ def test_the_krr_search_refuses_partitions_too_large_for_its_memory(monkeypatch,
     assert _search_copies(1, 3, False, False, 2) == pytest.approx(3 + 2 + 3 * (2 / 3) ** 2 + 1)
     assert _search_copies(2, 1, True, True, 1) == 3 + 1 + 2 * 1
     assert _search_copies(4, 5, False, True, 10) == pytest.approx(3 + 2 + 4 * 3 * 0.64)
+
+
+def test_tied_candidates_rank_and_best_index_as_gridsearchcv():
+    # no test had exactly tied candidates: mutations ranking ties by their largest rank
+    # or taking the last of the best survived (both differ from GridSearchCV's)
+    from scipy.stats import rankdata
+
+    X, y = make_regression(n_samples=120, n_features=4, noise=1.0, random_state=0)
+    # a linear kernel: sigma plays no part, so every lam scores the same for every sigma
+    search = BKRR2CV(n_partitions=2, sigmas=(1.0, 2.0, 4.0), lams=(1e-3, 1e-1),
+                     kernel="linear", cv=3, random_state=0).fit(X, y)
+    mean = search.cv_results_["mean_test_score"]
+    assert len(set(mean.tolist())) == 2  # the premise: ties
+    np.testing.assert_array_equal(search.cv_results_["rank_test_score"],
+                                  rankdata(-mean, method="min").astype(int))
+    assert search.best_index_ == int(np.flatnonzero(mean == mean.max())[0])
+
+
+def test_svm_search_warm_path_honours_class_weight():
+    # the warm-started C path was never run with class_weight: a mutation dropping it
+    # there (and only there) survived
+    from sklearn.datasets import make_classification
+
+    from cakernels import CASVCCV
+
+    X, y = make_classification(n_samples=240, n_features=5, weights=[0.8], random_state=1)
+    kw = dict(n_partitions=2, Cs=(0.1, 1.0, 10.0), cv=3, random_state=0,
+              class_weight={0: 1.0, 1: 8.0}, solver="smo", tol=1e-6)
+    warm = CASVCCV(warm_start=True, **kw).fit(X, y)
+    cold = CASVCCV(warm_start=False, **kw).fit(X, y)
+    plain = CASVCCV(warm_start=False, **dict(kw, class_weight=None)).fit(X, y)
+    np.testing.assert_allclose(warm.cv_results_["mean_test_score"],
+                               cold.cv_results_["mean_test_score"], atol=1e-9)
+    assert not np.allclose(cold.cv_results_["mean_test_score"],
+                           plain.cv_results_["mean_test_score"])  # the weights matter
+
+
+def test_classifier_search_int_cv_is_stratified():
+    # "an int cv is a shuffled StratifiedKFold for classifiers" (docstring, README)
+    # was never checked: a mutation giving classifiers KFold survived
+    from sklearn.datasets import make_classification
+
+    from cakernels.model_selection._search import _masks_from_cv
+
+    X, y = make_classification(n_samples=200, n_features=4, weights=[0.9], random_state=0)
+    masks = _masks_from_cv(5, X, y, classifier=True, random_state=0)
+    val = masks[:, -5:].astype(bool)  # every split's validation rows
+    n_min = int(np.sum(y == 1))
+    for f in range(5):
+        assert np.sum(y[val[:, f]] == 1) in (n_min // 5, -(-n_min // 5))
+    assert np.array_equal(val.sum(axis=1), np.ones(200))  # every row validated once

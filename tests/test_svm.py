@@ -786,3 +786,46 @@ def test_integer_weights_equal_repeated_rows_with_a_fixed_gamma(make):
 
     est = make()
     check_sample_weight_equivalence_on_dense_data(type(est).__name__, est)
+
+
+def test_multiclass_decision_of_class_incomplete_partitions_is_their_own_svcs():
+    # partitions holding 3 of 4 classes, 2 of them and 1 (K-means regions): the
+    # decision of a row is its partition's own SVC's one-vs-rest scores raised by the
+    # classes the partition lacks (which get -1); a single class scores n_classes - 1.
+    # Only scikit-learn's generic checks caught sign errors here before
+    from sklearn.svm import SVC
+    from sklearn.utils.multiclass import _ovr_decision_function
+
+    from cakernels import CPSVC
+
+    rng = np.random.RandomState(0)
+
+    def blob(centre, n):
+        return rng.randn(n, 2) * 0.6 + centre
+
+    regions = [
+        (np.vstack([blob([0, 0], 40), blob([1.5, 0], 40), blob([0.7, 1.2], 40)]),
+         np.repeat([0, 1, 2], 40)),
+        (np.vstack([blob([20, 0], 40), blob([21.5, 0], 40)]), np.repeat([1, 2], 40)),
+        (blob([0, 20], 30), np.full(30, 3)),
+    ]
+    X = np.vstack([r[0] for r in regions])
+    y = np.concatenate([r[1] for r in regions])
+    clf = CPSVC(n_partitions=3, solver="libsvm", C=1.0, gamma=0.5, random_state=0).fit(X, y)
+    dec = clf.decision_function(X)
+    start = 0
+    for Xr, yr in regions:
+        rows = slice(start, start + Xr.shape[0])
+        start += Xr.shape[0]
+        classes = np.unique(yr)
+        expected = np.full((Xr.shape[0], 4), -1.0)
+        if classes.size == 1:
+            expected[:, classes[0]] = 3.0
+        else:
+            ref = SVC(C=1.0, gamma=0.5).fit(Xr, yr)
+            d = ref.decision_function(Xr)
+            ovr = (d if classes.size > 2 else  # a binary SVC: one-vs-one value -d
+                   _ovr_decision_function(d[:, None] > 0, d[:, None], 2))
+            expected[:, classes] = ovr + (4 - classes.size)
+        np.testing.assert_allclose(dec[rows], expected, rtol=1e-9, atol=1e-9)
+    np.testing.assert_array_equal(clf.classes_[np.argmax(dec, axis=1)], clf.predict(X))

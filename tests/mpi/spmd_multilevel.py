@@ -25,6 +25,8 @@ Xb, yb = make_classification(n_samples=400, n_features=6, flip_y=0.05, random_st
 Xc, yc = make_classification(n_samples=360, n_features=8, n_informative=5, n_classes=3,
                              random_state=0)
 SVM = {"kernel": "rbf", "C": 4.0, "gamma": 0.2}
+# every alpha at its bound C: the intercept is the middle of the ranks' feasible range
+Xn, yn = make_classification(n_samples=200, n_features=4, flip_y=0.3, random_state=0)
 CASES = [
     ("CascadeSVC", lambda b: CascadeSVC(5, backend=b, random_state=0, **SVM), Xb, yb),
     ("CascadeSVC-passes", lambda b: CascadeSVC(4, n_passes=3, backend=b, random_state=0,
@@ -42,6 +44,7 @@ CASES = [
                                                      **SVM), sp.csr_matrix(Xc), yc),
     ("DisSMOSVC-second-order-csr", lambda b: DisSMOSVC(backend=b, working_set="second-order",
                                                        **SVM), sp.csr_matrix(Xb), yb),
+    ("DisSMOSVC-no-free", lambda b: DisSMOSVC(backend=b, C=1e-3, gamma=0.5, tol=1e-6), Xn, yn),
 ]
 
 
