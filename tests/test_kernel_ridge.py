@@ -1,6 +1,7 @@
 """Partitioned kernel ridge regression: invariants against KernelRidge and brute force."""
 
 import pickle
+import sys
 import warnings
 
 import numpy as np
@@ -571,42 +572,68 @@ def test_weights_whose_sum_overflows_give_the_model_of_scaled_weights():
         BKRR2CV(n_partitions=2, cv=2).fit(X, y, sample_weight=w * 1e307)
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="cgroups and /proc: Linux")
 def test_available_memory_counts_cgroup_and_address_space_limits(tmp_path):
     # the memory checks read MemAvailable only: in a container (a cgroup memory limit)
     # or under `ulimit -v` a problem that passed them was killed, or failed in numpy,
     # instead of being refused with the reason
     import subprocess
-    import sys
 
     from cakernels import _memory
 
-    # cgroup v2, nested: the tightest limit of the cgroup and its parents counts
+    # cgroup v2, nested: the tightest limit of the cgroup and its parents counts, and
+    # the inactive page cache (reclaimed before the kernel kills) is room
     root = tmp_path / "v2"
     (root / "job" / "step").mkdir(parents=True)
     (root / "cgroup.controllers").write_text("memory\n")
     (root / "job" / "memory.max").write_text(f"{3 * 2**30}\n")
-    (root / "job" / "memory.current").write_text(f"{2**30}\n")
+    (root / "job" / "memory.current").write_text(f"{2**30 + 2**29}\n")
+    (root / "job" / "memory.stat").write_text(f"anon 1\ninactive_file {2**29}\nfile 3\n")
     (root / "job" / "step" / "memory.max").write_text("max\n")
     (root / "job" / "step" / "memory.current").write_text(f"{2**29}\n")
     proc = tmp_path / "cgroup"
     proc.write_text("0::/job/step\n")
     assert _memory._cgroup_room(str(proc), str(root)) == 2 * 2**30
+    # a container near its limit with page cache: the cache is room, not refused
+    (root / "job" / "memory.current").write_text(f"{3 * 2**30 - 2**20}\n")
+    (root / "job" / "memory.stat").write_text(f"inactive_file {2**31}\n")
+    assert _memory._cgroup_room(str(proc), str(root)) == 2**31 + 2**20
     # cgroup v1's memory controller; v1 reports "no limit" as ~2^63
     v1 = tmp_path / "v1" / "memory" / "batch"
     v1.mkdir(parents=True)
     (v1 / "memory.limit_in_bytes").write_text(f"{2**30}\n")
     (v1 / "memory.usage_in_bytes").write_text(f"{2**28}\n")
+    (v1 / "memory.stat").write_text(f"cache 9\ntotal_inactive_file {2**27}\n")
     (v1.parent / "memory.limit_in_bytes").write_text("9223372036854771712\n")
     (v1.parent / "memory.usage_in_bytes").write_text(f"{2**33}\n")
     proc.write_text("4:memory:/batch\n3:cpu:/other\n")
-    assert _memory._cgroup_room(str(proc), str(tmp_path / "v1")) == 3 * 2**28
+    assert _memory._cgroup_room(str(proc), str(tmp_path / "v1")) == 2**30 - 2**27
     proc.write_text("4:cpu:/batch\n")  # no memory controller: no limit
     assert _memory._cgroup_room(str(proc), str(tmp_path / "v1")) is None
-    # ulimit -v: the address space left, below MemAvailable
+    proc.write_bytes(b"0::/caf\xe9\n")  # not ASCII, not there: no limit, no error
+    assert _memory._cgroup_room(str(proc), str(root)) is None
+    # ulimit -v: the address space left to this process, not the node's memory
     code = ("import resource; from cakernels import _memory as m; "
+            "m._meminfo_available = lambda: 100 * 2**30; m._cgroup_room = lambda: None; "
             "resource.setrlimit(resource.RLIMIT_AS, (6 * 2**30, resource.RLIM_INFINITY)); "
-            "room, avail = m._address_space_room(), m.available_bytes(); "
-            "print(0 < room < 6 * 2**30, avail == min(room, m._meminfo_available()))")
+            "room = m.process_room(); "
+            "print(0 < room < 6 * 2**30, m.available_bytes() == 100 * 2**30, "
+            "m.limit_bytes() == room)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=60)
-    assert out.stdout.split() == ["True", "True"], out.stderr
+    assert out.stdout.split() == ["True", "True", "True"], out.stderr
+
+
+def test_a_solve_beyond_the_address_space_limit_is_refused_per_process(monkeypatch):
+    # ulimit -v limits each process: a partition of one process is refused against it
+    # (and, under MPI, the node's ranks together only against the node's memory)
+    import cakernels._memory as memory
+
+    X, y = make_regression(n_samples=1200, n_features=3, random_state=0)
+    monkeypatch.setattr(memory, "available_bytes", lambda: 100 * 2**30)
+    monkeypatch.setattr(memory, "process_room", lambda: 20 * 2**20)
+    with pytest.raises(ValueError, match=r"a partition of 1,200 rows needs about .* of "
+                                         r"address space this process may still map .*"
+                                         r"ulimit -v\): use more partitions"):
+        BKRR2(n_partitions=1).fit(X, y)
+    BKRR2(n_partitions=4).fit(X, y)

@@ -925,6 +925,13 @@ def test_cli_standardize_under_mpi_is_the_one_process_model(mpi_cli, cakernels_c
     preds = [cakernels_cli("predict", tmp_path / m, "demo").stdout for m in ("c1.skops",
                                                                             "c2.skops")]
     assert preds[0] == preds[1] and preds[0]
+    # a rank without rows: the estimator's own error (the scaler's "Found array with 0
+    # sample(s) ... required by StandardScaler" came first)
+    dump_svmlight_file(X[:3], y[:3], str(tmp_path / "three.svm"), zero_based=False)
+    out = mpi_cli(4, "fit", tmp_path / "three.svm", "-o", tmp_path / "t.skops", "--method",
+                  "bkrr2", "-p", "1", "--standardize", "--backend", "mpi")
+    assert out.returncode == 2 and "shard is empty" in out.stderr, out.stderr
+    assert "StandardScaler" not in out.stderr
 
 
 def test_cli_mpi_shows_the_warnings_of_every_rank(mpi_cli, cakernels_cli, tmp_path):

@@ -692,3 +692,25 @@ def test_kbalance_regret_order_is_the_literal_loop():
         sizes[best] += 1
         n_hi += sizes[best] == lo + 1
     np.testing.assert_array_equal(part.labels_, labels)
+
+
+def test_regret_order_holds_one_distance_array_more_than_data_order(monkeypatch):
+    # the regret was a view of np.partition's whole n x P copy, which stayed alive
+    # while the distances were permuted: 3 n x P arrays at the peak, 1 in data order
+    import tracemalloc
+
+    from cakernels.partition import _storage
+
+    monkeypatch.setattr(_storage, "DISTANCE_BLOCK_ELEMENTS", 64 * 1000)  # small blocks
+    X = np.random.RandomState(0).randn(50000, 4)
+    peaks = {}
+    for order in ("data", "regret"):
+        part = KBalancePartitioner(64, assign_order=order, random_state=0)
+        tracemalloc.start()
+        try:
+            part.fit(X)
+            peaks[order] = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    # one more: the distances in the regret order (DISTANCE_COPIES = 2)
+    assert peaks["regret"] < peaks["data"] + 1.2 * 8 * 50000 * 64, peaks

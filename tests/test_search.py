@@ -1180,3 +1180,33 @@ def test_classifier_search_int_cv_is_stratified():
     for f in range(5):
         assert np.sum(y[val[:, f]] == 1) in (n_min // 5, -(-n_min // 5))
     assert np.array_equal(val.sum(axis=1), np.ones(200))  # every row validated once
+
+
+def test_the_krr_search_memory_check_counts_halos_and_a_splitters_training_share(
+        monkeypatch):
+    # the search's check took the partitions without their halos ((1 + h)^2 too little
+    # with halo=h) and assumed k folds' (k - 1) / k of the rows in training (a
+    # ShuffleSplit with test_size=0.05 trains on 95%)
+    import cakernels._memory as memory
+    from sklearn.model_selection import ShuffleSplit
+
+    from cakernels.model_selection._krr_search import _search_copies
+
+    X, y = make_regression(n_samples=1200, n_features=3, random_state=0)
+    half = 8.0 * 600 ** 2  # one 600-row partition's kernel matrix
+    bound = _search_copies(1, 3, False, False, 1)
+    monkeypatch.setattr(memory, "process_room", lambda: None)
+    monkeypatch.setattr(memory, "available_bytes", lambda: 2 * bound * half / 0.8)
+    kw = dict(n_partitions=2, sigmas=[1.0], lams=[1e-3], cv=3, refit=False,
+              backend="threads", n_jobs=2)
+    BKRR2CV(**kw).fit(X, y)  # two 600-row partitions at once fit
+    with pytest.raises(ValueError, match=r"the search on a partition of 1,200 rows"):
+        BKRR2CV(halo=1.0, **kw).fit(X, y)  # each trains on 1,200 rows with its halo
+    assert _search_copies(1, 2, False, False, 1, train=0.95) == pytest.approx(
+        3 + 1 + 3 * 0.95 ** 2 + 1)
+    monkeypatch.setattr(memory, "available_bytes",
+                        lambda: 2 * _search_copies(1, 2, False, False, 1) * half / 0.8)
+    BKRR2CV(**dict(kw, cv=2)).fit(X, y)
+    with pytest.raises(ValueError, match=r"the search on a partition of 600 rows"):
+        BKRR2CV(**dict(kw, cv=ShuffleSplit(n_splits=2, test_size=0.05,
+                                           random_state=0))).fit(X, y)

@@ -397,8 +397,8 @@ def _standardized_mpi(comm, args, X, y, sparse, task):
     scalers = _pooled_scalers(comm, X, y, sparse, task == "regression")
 
     def scaled():
-        if X is None:  # (root mode: rank 0's rows only)
-            return X, y
+        if X is None or X.shape[0] == 0:  # (root mode: rank 0's rows only; an empty
+            return X, y  # shard: the estimator's own error says what is wrong)
         return (scalers[0].transform(X),
                 y if scalers[1] is None else y - scalers[1].mean_[0])
 

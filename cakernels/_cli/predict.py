@@ -65,7 +65,7 @@ def _dense_for_centring(X, meta, label):
 
     if not (sp.issparse(X) and (meta.get("standardization") or {}).get("with_mean")):
         return X
-    need, available = 8.0 * X.shape[0] * X.shape[1], _memory.available_bytes()
+    need, available = 8.0 * X.shape[0] * X.shape[1], _memory.limit_bytes()
     if available is not None and need > 0.5 * available:  # (None: not known here)
         raise CLIError(f"{label}: the model standardizes by centring (it was fitted on dense "
                        f"data), so this sparse file must be made dense first: "

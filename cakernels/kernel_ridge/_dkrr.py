@@ -268,10 +268,13 @@ class DKRR(RegressorMixin, VersionedState, BaseEstimator):
 
     def _check_memory(self, comm, need):
         """Refuse, on every rank, a problem whose blocks do not fit in memory."""
-        avail = _memory.available_bytes()
-        if avail is None:
+        avail, room = _memory.available_bytes(), _memory.process_room()
+        if avail is None and room is None:
             return
-        per_rank = avail / _ranks_on_node(getattr(comm, "comm", None))
+        # the node's memory shared by its ranks, within this rank's address space
+        per_rank = min(v for v in (None if avail is None else
+                                   avail / _ranks_on_node(getattr(comm, "comm", None)),
+                                   room) if v is not None)
         error = None
         if need > _memory.MEMORY_FRACTION * per_rank:
             error = (f"DKRR needs about {_memory.fmt_bytes(need)} per rank (its part of the "

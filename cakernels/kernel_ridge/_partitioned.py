@@ -32,27 +32,32 @@ def _partition_memory_error(m, concurrent, node_need=None, ranks=1, copies=PARTI
                             work="a partition"):
     """The message refusing partitions of ``m`` rows (``concurrent`` solved at
     once by this process, ``node_need`` bytes by the ``ranks`` of its node), or
-    None when they fit in ``MEMORY_FRACTION`` of the available memory; ``copies``
-    m x m float64 matrices per solve (``work`` names the solve)."""
-    avail = _memory.available_bytes()
-    if avail is None:
-        return None
+    None when they fit in ``MEMORY_FRACTION`` of the node's available memory (this
+    process's within its address space, ``ulimit -v``); ``copies`` m x m float64
+    matrices per solve (``work`` names the solve)."""
+    avail, room = _memory.available_bytes(), _memory.process_room()
     need = copies * 8.0 * m * m * concurrent
     total = need if node_need is None else max(need, float(node_need))
-    share = _memory.MEMORY_FRACTION * avail
-    if total <= share:
+    share = None if avail is None else _memory.MEMORY_FRACTION * avail
+    own = None if room is None else _memory.MEMORY_FRACTION * room
+    if (share is None or total <= share) and (own is None or need <= own):
         return None
-    whose = f"{_memory.MEMORY_FRACTION:.0%} of the {_memory.fmt_bytes(avail)} available"
-    on_node = total > need and ranks > 1
-    return (f"{work} of {m:,} rows needs about {_memory.fmt_bytes(need)} "
+    what = (f"{work} of {m:,} rows needs about {_memory.fmt_bytes(need)} "
             f"({copies:.3g} copies of its {m:,} x {m:,} kernel matrix, 8 m^2 bytes"
             + (f", for each of {concurrent} partitions solved at once"
-               if concurrent > 1 else "")
+               if concurrent > 1 else ""))
+    fewer = ("use more partitions (m = n / P), fewer samples"
+             + (", or fewer workers (n_jobs)" if concurrent > 1 else ""))
+    if share is None or total <= share:  # this process's address space
+        return (f"{what}), more than {_memory.fmt_bytes(own)} ({_memory.MEMORY_FRACTION:.0%} "
+                f"of the {_memory.fmt_bytes(room)} of address space this process may still "
+                f"map under its limit, ulimit -v): {fewer}, or raise the limit")
+    whose = f"{_memory.MEMORY_FRACTION:.0%} of the {_memory.fmt_bytes(avail)} available"
+    on_node = total > need and ranks > 1
+    return (what
             + (f"; the {ranks} ranks of this node solve at the same time: "
                f"{_memory.fmt_bytes(total)} together" if on_node else "")
-            + f"), more than {_memory.fmt_bytes(share)} ({whose}): use more "
-            "partitions (m = n / P), fewer samples"
-            + (", or fewer workers (n_jobs)" if concurrent > 1 else "")
+            + f"), more than {_memory.fmt_bytes(share)} ({whose}): {fewer}"
             + (", or fewer ranks per node" if on_node else ""))
 
 

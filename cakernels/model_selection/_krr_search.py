@@ -413,12 +413,14 @@ class PartitionedKernelRidgeCV(RegressorMixin, _PartitionedSearchCV):
                    "candidate ties); use scoring='neg_mean_squared_error', or cv='loo' "
                    "(the r2 of all rows' leave-one-out predictions together)")
 
-    def _check_search_memory(self, comm, sizes, concurrent, n_threads, n_splits, loo, grid):
+    def _check_search_memory(self, comm, sizes, concurrent, n_threads, n_splits, loo, grid,
+                             train=None):
         """Refuse the search before the rows move (collective), as the estimators'
         fit refuses partitions too large for the memory, with the search's own
-        peak (:func:`_search_copies`)."""
+        peak (:func:`_search_copies`; ``sizes`` with the halos, ``train`` the largest
+        share of rows a split trains on)."""
         copies = _search_copies(n_threads, n_splits, loo, self._is_average,
-                                len(grid["sigmas"]))
+                                len(grid["sigmas"]), train)
         check_solve_memory(comm, sizes, concurrent, copies, work="the search on a partition")
 
     def _make_job(self, s, grid, n_splits, loo, facts, n_cols, n_partitions):
@@ -433,13 +435,15 @@ class PartitionedKernelRidgeCV(RegressorMixin, _PartitionedSearchCV):
                 "n_threads": int(n_threads)}
 
 
-def _search_copies(n_threads, n_splits, loo, average, n_sigmas):
+def _search_copies(n_threads, n_splits, loo, average, n_sigmas, train=None):
     """Peak memory of one partition's search (:meth:`_SearchJob.run`) in units of its
     m x m float64 kernel matrix, an upper bound: the Gram matrix, a temporary and the
     routing and result arrays, the kernels alive at once (``window``), every thread's
     training block with its factorisation (LAPACK dsyevd's workspace is two blocks; the
     Cholesky path copies the block and may rebuild it) or, for leave-one-out, the
-    workspace of its kernel's eigendecomposition, and the routed rows' Gram block.
+    workspace of its kernel's eigendecomposition, and the routed rows' Gram block
+    (``train``: the largest share of rows a split trains on, for splitters other than
+    k folds).
     Measured on 4,000-row partitions: 5.8-8.3 on one process with 2 threads against
     7.7-9.8 here; two 4,000-row partitions on the threads backend, 8.2-9.3 against
     14-14.7; 1,000-row partitions (``benchmarks/bench_memory.py``), 7.8-8.5 against
@@ -448,9 +452,9 @@ def _search_copies(n_threads, n_splits, loo, average, n_sigmas):
     window = min(max(2, -(-n_threads // n_fold)), max(1, n_sigmas))
     if loo:
         per_task = 2.0
-    else:
-        block = ((n_fold - 1) / n_fold) ** 2 if n_fold > 1 else 1.0
-        per_task = 3.0 * block
+    else:  # a split's training block: (k - 1) / k of the rows for k folds, or ``train``
+        share = train if train is not None else (n_fold - 1) / n_fold if n_fold > 1 else 1.0
+        per_task = 3.0 * min(1.0, share) ** 2
     tasks = min(n_threads, max(1, n_sigmas) * n_fold)
     return 3.0 + window + tasks * per_task + (0.0 if loo or average else 1.0)
 

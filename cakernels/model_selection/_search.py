@@ -109,9 +109,14 @@ class _PartitionedSearchCV(PartitionedEstimator):
             owners = self._place_partitions(s, part, place_y, labels, sizes)
             check = getattr(self, "_check_search_memory", None)
             if check is not None:  # before any row moves (collective under MPI)
-                mine = sizes[owners == comm.rank]
+                halo = np.asarray(getattr(part, "halo_sizes_", np.zeros_like(sizes)))
+                mine = (sizes + halo)[owners == comm.rank]
+                # the largest share of rows a split trains on (of this rank's rows:
+                # a custom splitter's may be far above (k - 1) / k)
+                train = (float(np.max(masks[:, :n_splits].mean(axis=0)))
+                         if not loo and masks.shape[0] else None)
                 check(comm, mine, max(1, min(int(s.n_workers), mine.size)), s.threads,
-                      n_splits, loo, grid)
+                      n_splits, loo, grid, train)
             t0 = time.perf_counter()
             with comm.phase("redistribution"):
                 tasks = self._distribute(s, Xt, rows_t, None, compact, labels, owners, part)

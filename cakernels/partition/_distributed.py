@@ -242,6 +242,6 @@ def local_capacity_assign(D, regret=False):
         return np.zeros(0, dtype=np.intp)
     order = None
     if regret and P > 1:
-        two = np.partition(D, 1, axis=1)[:, :2]
+        two = np.partition(D, 1, axis=1)[:, :2].copy()  # (not a view keeping n x P alive)
         order = np.argsort(-(two[:, 1] - two[:, 0]), kind="stable")
     return greedy_capacity_assign(D, _Capacity(n, P), order)

@@ -1054,7 +1054,7 @@ class KBalancePartitioner(_KMeansBasedBalanced):
         D = squared_distances(X, centers)
         order = None
         if self.assign_order == "regret" and centers.shape[0] > 1:
-            two = np.partition(D, 1, axis=1)[:, :2]
+            two = np.partition(D, 1, axis=1)[:, :2].copy()  # (not a view keeping n x P alive)
             order = np.argsort(-(two[:, 1] - two[:, 0]), kind="stable")
         cap = _Capacity(X.shape[0], centers.shape[0])
         labels = greedy_capacity_assign(D, cap, order, overwrite=True)
