@@ -714,3 +714,50 @@ def test_regret_order_holds_one_distance_array_more_than_data_order(monkeypatch)
             tracemalloc.stop()
     # one more: the distances in the regret order (DISTANCE_COPIES = 2)
     assert peaks["regret"] < peaks["data"] + 1.2 * 8 * 50000 * 64, peaks
+
+
+def test_training_indices_refuses_an_index_outside_the_partitions():
+    # training_indices(-1) gave the last partition's halo without its own rows (halo=0:
+    # nothing), j past the end a bare IndexError, True partition 1
+    X = np.random.RandomState(0).randn(30, 2)
+    part = KBalancePartitioner(3, halo=0.5, random_state=0).fit(X)
+    assert part.training_indices(np.int64(2)).size == 10 + part.halo_sizes_[2]
+    for j in (-1, 3, True, 1.0):
+        with pytest.raises(ValueError, match=r"j must be a partition index, an int in "
+                                             r"\[0, 3\)"):
+            part.training_indices(j)
+
+
+def test_fit_sharded_records_and_forgets_feature_names_as_fit():
+    # fit_sharded kept the names of an earlier fit (3 names next to 5 features: assign
+    # then warned or refused) and recorded none of a DataFrame
+    pd = pytest.importorskip("pandas")
+    from cakernels.backends._comm import SelfCommunicator
+
+    import warnings
+
+    X = np.random.RandomState(0).randn(40, 5)
+    part = FCFSPartitioner(2, random_state=0).fit(pd.DataFrame(X[:, :3], columns=list("abc")))
+    part.fit_sharded(SelfCommunicator(), X)
+    assert part.n_features_in_ == 5 and not hasattr(part, "feature_names_in_")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        part.assign(X)
+    df = pd.DataFrame(X, columns=list("vwxyz"))
+    part.fit_sharded(SelfCommunicator(), df)
+    assert list(part.feature_names_in_) == list("vwxyz")
+    brute = np.argmin(((X[:, None, :] - part.centers_[None]) ** 2).sum(axis=2), axis=1)
+    np.testing.assert_array_equal(part.assign(df), brute)
+
+
+def test_a_halos_distances_beyond_memory_advise_a_smaller_halo(monkeypatch):
+    # random partitions measure distances for their halo only: the refusal advised
+    # "random partitions (CASVC, DCKRR), which measure no distances" to a CASVC
+    import cakernels._memory as memory
+
+    X = np.random.RandomState(0).randn(2000, 3)
+    monkeypatch.setattr(memory, "available_bytes", lambda: 2 * 8.0 * 2000 * 64 / 0.8 / 2)
+    with pytest.raises(ValueError, match=r"or no halo \(halo=0"):
+        RandomPartitioner(n_partitions=64, halo=0.5, random_state=0).fit(X)
+    with pytest.raises(ValueError, match=r"random partitions without a halo"):
+        KBalancePartitioner(n_partitions=64, random_state=0).fit(X)

@@ -19,7 +19,7 @@ the ``k_j`` outside samples closest to its border:
   at 0 tied them all and took the first rows of the file: one class of a
   label-sorted file; deepest-first or nearest-the-border-first samples were
   up to 0.4 and 0.6 points less accurate on ijcnn1 than an even one);
-* ``k_j = round(h * m / P)`` for the balanced partitioners (every partition
+* ``k_j = round(h * m / P)`` (halves rounded up) for the balanced partitioners (every partition
   the same halo, so training sets still differ by at most one sample) and
   ``round(h * sizes_[j])`` for unbalanced ones (K-means), at most the number
   of outside samples;

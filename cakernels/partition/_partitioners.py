@@ -225,11 +225,12 @@ CENTER_COPIES = 4
 DISTANCE_COPIES = 2
 
 
-def _center_memory_error(n_partitions, n_features, n_rows=0):
+def _center_memory_error(n_partitions, n_features, n_rows=0, halo_only=False):
     """A message when the partitions' dense centres (``n_partitions x n_features``
     float64, :data:`CENTER_COPIES` arrays of it) and the distances of ``n_rows``
     rows to them (``n_rows x n_partitions``, :data:`DISTANCE_COPIES` arrays; 0 rows
-    for partitioners that measure none) would not fit in the available memory - a
+    for partitioners that measure none; ``halo_only``: only their halo does) would not
+    fit in the available memory - a
     LIBSVM file with one huge feature index makes ``n_features`` huge, millions of
     rows and thousands of partitions the distances, and the fit would be killed by
     the system - else None."""
@@ -243,8 +244,10 @@ def _center_memory_error(n_partitions, n_features, n_rows=0):
                 f"need about {_memory.fmt_bytes(centres + distances)} ({DISTANCE_COPIES} "
                 f"dense {n_rows:,} x {n_partitions} arrays), but only "
                 f"{_memory.fmt_bytes(avail)} are available; use fewer partitions, fewer "
-                "rows per process (MPI's sharded mode divides them), or random partitions "
-                "(CASVC, DCKRR), which measure no distances")
+                "rows per process (MPI's sharded mode divides them), or "
+                + ("no halo (halo=0: random partitions measure no distances otherwise)"
+                   if halo_only else "random partitions without a halo (CASVC, DCKRR), "
+                   "which measure no distances"))
     return (f"the {n_partitions} partition centres are dense vectors of {n_features:,} "
             f"features: about {_memory.fmt_bytes(centres + distances)} with the copies the "
             f"partitioners hold, but only {_memory.fmt_bytes(avail)} are available; drop "
@@ -291,7 +294,8 @@ class _BasePartitioner(OwnInitName, VersionedState, BaseEstimator):
         _check_n_partitions(self.n_partitions, X.shape[0])
         measured = self._uses_distances or self._halo() > 0
         error = _center_memory_error(self.n_partitions, X.shape[1],
-                                     X.shape[0] if measured else 0)
+                                     X.shape[0] if measured else 0,
+                                     halo_only=not self._uses_distances)
         if error:
             raise ValueError(error)
         rng = check_random_state(self.random_state)
@@ -351,6 +355,10 @@ class _BasePartitioner(OwnInitName, VersionedState, BaseEstimator):
             Indices into the training data, increasing.
         """
         check_is_fitted(self)
+        if (isinstance(j, (bool, np.bool_)) or not isinstance(j, (int, np.integer))
+                or not 0 <= j < len(self.halo_indices_)):
+            raise ValueError(f"j must be a partition index, an int in [0, "
+                             f"{len(self.halo_indices_)}), got {j!r}")
         own = np.flatnonzero(self.labels_ == j).astype(np.int64)
         halo = self.halo_indices_[j]
         return np.sort(np.concatenate([own, halo])) if halo.size else own
@@ -475,7 +483,7 @@ class _BasePartitioner(OwnInitName, VersionedState, BaseEstimator):
                    f"({n}); every partition needs at least one sample")
         comm.agree(_center_memory_error(self.n_partitions, X.shape[1],
                                         X.shape[0] if self._uses_distances or self._halo() > 0
-                                        else 0))
+                                        else 0, halo_only=not self._uses_distances))
         nnz = comm.allreduce(count_nonzero(X))
         self._storage = storage_for(n, X.shape[1], nnz)
         X = to_partition_storage(X, self._storage)
@@ -519,6 +527,7 @@ class _BasePartitioner(OwnInitName, VersionedState, BaseEstimator):
         waiting in the next collective. One uncounted allgather: a control
         message, not the partitioning's traffic."""
         from sklearn.utils import check_array
+        from sklearn.utils.validation import _check_feature_names
 
         from .._engine import params_fingerprint
         from ..backends._comm import (
@@ -530,11 +539,15 @@ class _BasePartitioner(OwnInitName, VersionedState, BaseEstimator):
 
         if not isinstance(comm, _BaseCommunicator):
             comm = Communicator(comm)  # TypeError for what is not a communicator
-        error = shape = fingerprint = None
+        error = shape = fingerprint = names = None
         magnitude = (0.0, 0.0)
         try:
             self._validate_params()
             fingerprint = params_fingerprint(self)
+            # a DataFrame's column names, as fit records them (and forgets old ones)
+            _check_feature_names(self, X, reset=True)
+            names = getattr(self, "feature_names_in_", None)
+            names = None if names is None else tuple(str(v) for v in names)
             X = check_array(X, accept_sparse="csr", dtype=np.float64, ensure_min_samples=0)
             if X.shape[0]:
                 check_magnitude(X)
@@ -547,7 +560,8 @@ class _BasePartitioner(OwnInitName, VersionedState, BaseEstimator):
             error = " ".join(str(exc).split())
         except Exception as exc:  # any other: every rank raises, not a hang
             error = " ".join(failure_text(exc).split())
-        got = comm._allgather_uncounted(("fit_sharded", error, fingerprint, shape, magnitude))
+        got = comm._allgather_uncounted(("fit_sharded", error, fingerprint, shape, magnitude,
+                                         names))
         got = [g[1:] for g in check_in_step(comm, got, "fit_sharded")]
         bad = [(r, g[0]) for r, g in enumerate(got) if g[0] is not None]
         if bad:
@@ -568,6 +582,11 @@ class _BasePartitioner(OwnInitName, VersionedState, BaseEstimator):
                     f"the shards differ: rank {q} has {d0} features ({kinds[s0]}), rank {r} "
                     f"{d1} ({kinds[s1]}); every rank must pass rows of the same features and "
                     "storage")
+        other = [r for r, g in enumerate(got) if g[4] != got[0][4]]
+        if other:
+            raise CollectiveError(f"ranks {other} passed other feature names than rank 0 "
+                                  f"({'none' if got[0][4] is None else list(got[0][4])}); "
+                                  "every rank must pass rows of the same columns")
         # all shards' rows together, as fit checks its rows (the same error everywhere)
         error = tiny_features_error(*np.max([g[3] for g in got], axis=0))
         if error is not None:
@@ -607,7 +626,7 @@ class RandomPartitioner(_BasePartitioner):
         Number of partitions P.
     halo : float, default=0.0
         Fraction h >= 0 of the mean partition size: every partition also
-        trains on the ``round(h * m / P)`` outside samples nearest to its
+        trains on the ``round(h * m / P)`` (halves up) outside samples nearest to its
         border (``round(h * sizes_[j])`` for unbalanced partitioners), see
         :mod:`cakernels.partition._halo`. Ownership, ``labels_``, ``sizes_``
         and routing are unchanged; 0 is the reference's partition.
