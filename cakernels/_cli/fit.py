@@ -184,14 +184,14 @@ def _standardized(est, method, task, scaler):
 
 def _pooled_scalers(comm, X, y, sparse, regression):
     """``--standardize`` under ``--backend mpi``: ``(features' scaler, target's scaler or
-    None)``, fitted as :func:`_standardized`'s model fits them in one process, on the
+    None)`` (None without any row), fitted as :func:`_standardized`'s model fits them in one process, on the
     rows of all ranks together (a scaler fitted on one rank's rows would differ between
     ranks, and the models with it): every rank's :func:`_row_stats`, gathered and
     pooled in rank order (:func:`_pooled`), so every rank holds the same scalers; in
     root mode rank 0's rows are all the rows. Bad values (NaN, inf) are the same error
     on every rank."""
     stats = comm.allgather(_collective(comm, _row_stats, X, y, sparse, regression))
-    return _pooled(stats, sparse, regression)
+    return _pooled(stats, sparse, regression) if any(s[0] for s in stats) else None
 
 
 def _row_stats(X, y, sparse, regression):
@@ -395,6 +395,8 @@ def _standardized_mpi(comm, args, X, y, sparse, task):
     _collective(comm, lambda: None if X is None else
                 _check_feature_memory(X.shape[1], sparse, None, True, n_ranks=comm.size))
     scalers = _pooled_scalers(comm, X, y, sparse, task == "regression")
+    if scalers is None:  # no rows anywhere: the estimator's own error
+        return X, y, None
 
     def scaled():
         if X is None or X.shape[0] == 0:  # (root mode: rank 0's rows only; an empty
