@@ -121,7 +121,7 @@ def factor_part(rep, sizes, repeat):
     rep.table("Cholesky factorization (median ms; `dpotrf / ours` > 1: ours faster)",
               ["setting", "rows", "back to back: ours", "dpotrf", "after a pause: ours",
                "dpotrf", "dpotrf / ours, back to back", "after a pause",
-               "max |factor difference|"], rows)
+               "max abs. factor difference"], rows)
 
 
 @contextlib.contextmanager
@@ -171,7 +171,7 @@ def fit_part(rep, home, quick, repeat):
                 print(rows[-1], flush=True)
     rep.table(f"Full BKRR2 fits, cadata {n:,} rows, sigma=1, lam=1e-4 (median seconds)",
               ["setting", "estimator", "rows per partition", "ours (s)", "before (s)",
-               "before / ours", "max |prediction difference|"], rows)
+               "before / ours", "max abs. prediction difference"], rows)
 
 
 def main(argv=None):

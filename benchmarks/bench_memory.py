@@ -308,6 +308,9 @@ def main():
     n_pred = 20_000 if quick else 200_000
     timeout = 600 if quick else 3600
     report = common.Report()
+    small = (" --quick: at these small sizes the fixed arrays weigh more than the matrices,"
+             " and a peak may pass the check's bound, which is for the full sizes."
+             if quick else "")
     report.machine([
         f"setup      : each case in a fresh process; peak = VmHWM after resetting it "
         f"(/proc/self/clear_refs) minus VmRSS at the reset; "
@@ -398,7 +401,8 @@ def main():
                       f"{n_half:,} rows only: its kernel matrix grows as n^2 "
                       f"({8 * n_half ** 2 / MB:,.0f} MB at {n_half:,} rows, "
                       f"{8 * n_cad ** 2 / MB:,.0f} MB at {n_cad:,}), so its peak on the "
-                      f"{n_cad:,} rows of the partitioned fits would be about 4x the one shown.")
+                      f"{n_cad:,} rows of the partitioned fits would be about 4x the one shown."
+                      + small)
 
     # ---------------------------------------------------------- the fast search
     print(f"\nBKRR2CV, cadata {n_half:,}", flush=True)
@@ -428,7 +432,7 @@ def main():
                  note=f"m = rows / P = {m:,} (a fold's training part of a partition is about "
                       f"2/3 of it); X is {n_half:,} x 8 doubles "
                       f"({n_half * 8 * 8 / MB:.2f} MB); check's bound: the m x m matrices "
-                      f"the search's memory check reserves with {threads} threads.")
+                      f"the search's memory check reserves with {threads} threads." + small)
 
     # ---------------------------------------------------------- the partitioners
     n_part, p_part = (20_000, 64) if quick else (200_000, 256)
@@ -450,7 +454,7 @@ def main():
                   "check's bound", "s"], prow,
                  note=f"n x P arrays held = peak / (8 n P bytes) ({8 * n_part * p_part / MB:,.0f}"
                       " MB each); the check's bound counts the distances (none for random "
-                      "partitions without a halo) and 4 copies of the P x d centres.")
+                      "partitions without a halo) and 4 copies of the P x d centres." + small)
     tmp.cleanup()
     report.line(f"\ntotal {time.perf_counter() - t_start:.0f} s, load average at the end "
                 f"{common.load_avg()}")

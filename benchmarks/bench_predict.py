@@ -255,7 +255,7 @@ def main(argv=None):
                 f"{int(np.sum(lab['ours'] != lab['before']))}"
             if data == "cadata":
                 diff = float(np.max(np.abs(lab["ours"] - lab["before"])))
-                same = f"max |diff| {diff:.1e}"
+                same = f"max abs. diff {diff:.1e}"
             elif libsvm:
                 same += f" / {int(np.sum(lab['ours'] != lab['LIBSVM']))}"
             r_before = t["before"] / t["ours"]
@@ -307,7 +307,7 @@ def main(argv=None):
     rep.table("KRR fits (the kernel matrices: shared row blocks against the old product + "
               "OpenMP transform), median seconds", ["estimator", "train rows", "setting",
                                                     "ours s", "before s", "before / ours",
-                                                    "max |prediction diff|"], fit_rows)
+                                                    "max abs. prediction diff"], fit_rows)
     rep.table("small predictions: the first rows of ijcnn1's test set, BKMSVC's model above, "
               "median of 50 (milliseconds)",
               ["setting", "rows", "ours ms", "before ms", "before / ours"], small_rows,

@@ -27,7 +27,7 @@ SPARSE_DENSITY = 0.05
 
 #: rows per block of :func:`nearest_center`
 ASSIGN_BLOCK_ROWS = 65536
-#: elements of the temporaries of :func:`squared_distances` (32 MiB)
+#: elements of the one temporary block of :func:`squared_distances` (32 MiB)
 DISTANCE_BLOCK_ELEMENTS = 1 << 22
 
 
@@ -185,7 +185,7 @@ def squared_distances(X, centers, X_sq_norms=None):
 
     Computed as ``||x||^2 + ||c||^2 - 2 x.c`` (one matrix product, dense or
     CSR ``X``), clipped at zero, in the product's own n x P array (block by block
-    of rows: the temporaries are one block's, not two more n x P arrays).
+    of rows through one temporary block, not two more n x P arrays).
     """
     if X_sq_norms is None:
         X_sq_norms = row_sq_norms(X)
@@ -193,11 +193,16 @@ def squared_distances(X, centers, X_sq_norms=None):
     D = np.asarray(X @ centers.T, dtype=np.float64)
     if not (D.flags.writeable and D.flags.c_contiguous):
         D = np.array(D, dtype=np.float64, order="C")
-    block = max(1, DISTANCE_BLOCK_ELEMENTS // max(1, D.shape[1]))
+    block = max(1, min(D.shape[0], DISTANCE_BLOCK_ELEMENTS // max(1, D.shape[1])))
+    buf = np.empty((block, D.shape[1]))
     for start in range(0, D.shape[0], block):
         rows = slice(start, start + block)
-        # (the same arithmetic, so the same bits, as the whole-array expression)
-        np.subtract(X_sq_norms[rows, None] + c_sq[None, :], 2.0 * D[rows], out=D[rows])
+        part, tmp = D[rows], buf[: min(block, D.shape[0] - start)]
+        # (the same arithmetic, so the same bits, as the whole-array expression
+        # (a + c) - 2 x.c: doubling is exact)
+        np.add(X_sq_norms[rows, None], c_sq[None, :], out=tmp)
+        part *= 2.0
+        np.subtract(tmp, part, out=part)
     np.maximum(D, 0.0, out=D)
     return D
 
