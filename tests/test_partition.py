@@ -750,6 +750,29 @@ def test_fit_sharded_records_and_forgets_feature_names_as_fit():
     np.testing.assert_array_equal(part.assign(df), brute)
 
 
+def test_fit_sharded_sets_its_documented_placement_attributes_and_fit_removes_them():
+    # owners_, rows_stay_local_ and n_assign_events_ were set but documented nowhere
+    from cakernels.backends._comm import SelfCommunicator
+
+    X = np.random.RandomState(0).randn(60, 3)
+    rnd = RandomPartitioner(4, random_state=0).fit_sharded(SelfCommunicator(), X)
+    np.testing.assert_array_equal(rnd.owners_, np.zeros(4, dtype=int))  # j mod 1 rank
+    assert rnd.rows_stay_local_ is True
+    assert not hasattr(rnd, "n_assign_events_")
+    for part, events in ((KBalancePartitioner(4, random_state=0), (1, 5)),
+                         (KBalancePartitioner(4, sharded_assign="local", random_state=0),
+                          (0, 0)),
+                         (FCFSPartitioner(4, random_state=0), (1, 5))):
+        part.fit_sharded(SelfCommunicator(), X)
+        assert part.owners_ is None and part.rows_stay_local_ is False
+        assert events[0] <= part.n_assign_events_ <= events[1]
+        part.fit(X)
+        for name in ("owners_", "rows_stay_local_", "n_assign_events_"):
+            assert not hasattr(part, name), name
+    assert "``owners_``" in RandomPartitioner.fit_sharded.__doc__
+    assert "``n_assign_events_``" in KBalancePartitioner.fit_sharded.__doc__
+
+
 def test_a_halos_distances_beyond_memory_advise_a_smaller_halo(monkeypatch):
     # random partitions measure distances for their halo only: the refusal advised
     # "random partitions (CASVC, DCKRR), which measure no distances" to a CASVC

@@ -472,6 +472,25 @@ class _BasePartitioner(OwnInitName, VersionedState, BaseEstimator):
         Returns
         -------
         self : object
+
+        Notes
+        -----
+        Besides :meth:`fit`'s attributes it sets two that describe where the
+        rows are, which the estimators' MPI engine reads to skip moving rows:
+
+        ``owners_`` : ndarray of shape (n_partitions_,) or None
+            The rank that trains every partition when the partitioner fixes it
+            (:class:`RandomPartitioner`: partition ``j`` on rank ``j mod R``),
+            None when the engine may place partitions as it likes.
+        ``rows_stay_local_`` : bool
+            True when every row already sits on the rank that owns its
+            partition (no rows move before the solves).
+
+        :class:`KBalancePartitioner` (``sharded_assign='exact'``) and
+        :class:`FCFSPartitioner` also set ``n_assign_events_``: the rounds
+        (of two allgathers each) the distributed greedy assignment took, at
+        most ``n_partitions + 1`` (0 with ``sharded_assign='local'``, which
+        does not communicate). A later :meth:`fit` removes all three.
         """
         from . import _distributed as dist
 
