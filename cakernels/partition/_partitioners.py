@@ -819,7 +819,8 @@ n_features_in_, feature_names_in_
     n_iter_ : int
         K-means iterations run.
     inertia_ : float
-        K-means objective.
+        K-means objective, of K-means' own clusters (before empty clusters
+        are dropped and coinciding centres merged).
 
     Notes
     -----
@@ -1023,7 +1024,9 @@ class KBalancePartitioner(_KMeansBasedBalanced):
     Attributes
     ----------
     labels_, centers_, sizes_, n_partitions_, fit_seconds_, n_iter_, inertia_
-        See :class:`KMeansPartitioner`.
+        See :class:`KMeansPartitioner`. ``n_iter_`` and ``inertia_`` are the
+        K-means step's, before the balanced assignment moves rows
+        (``inertia_`` is not the objective of ``labels_`` and ``centers_``).
     halo_indices_, halo_sizes_, n_features_in_, feature_names_in_
         See :class:`RandomPartitioner`.
 
@@ -1214,7 +1217,9 @@ class BKMPartitioner(_KMeansBasedBalanced):
     Attributes
     ----------
     labels_, centers_, sizes_, n_partitions_, fit_seconds_, n_iter_, inertia_
-        See :class:`KMeansPartitioner`.
+        See :class:`KMeansPartitioner`. ``n_iter_`` and ``inertia_`` are the
+        K-means step's, before the balanced assignment moves rows
+        (``inertia_`` is not the objective of ``labels_`` and ``centers_``).
     halo_indices_, halo_sizes_, n_features_in_, feature_names_in_
         See :class:`RandomPartitioner`.
 
