@@ -124,6 +124,68 @@ def test_too_few_distinct_samples_error_counts_no_kmeans_mean_as_a_sample(cls):
         cls(n_partitions=8, random_state=0).fit(X)
 
 
+@pytest.mark.parametrize("method", ["kmeans", "minibatch"])
+def test_kmeans_partitions_of_duplicates_touch_no_process_wide_warning_filter(monkeypatch,
+                                                                              method):
+    # scikit-learn's K-means warns when it finds fewer distinct clusters than asked;
+    # the partitioner silenced that with warnings.catch_warnings, which (before Python
+    # 3.14) swaps the process-wide filter list: two threads fitting at once left the
+    # "ignore ConvergenceWarning" filter installed for good. Now K-means is asked for
+    # no more clusters than distinct rows, and nothing is filtered.
+    import warnings
+
+    from sklearn.cluster import MiniBatchKMeans
+    from sklearn.exceptions import ConvergenceWarning
+
+    seen = []
+    cls_km = KMeans if method == "kmeans" else MiniBatchKMeans
+    real = cls_km.fit
+
+    def spy(self, *args, **kwargs):
+        seen.append([f for f in warnings.filters if f[2] is ConvergenceWarning])
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(cls_km, "fit", spy)
+    rng = np.random.RandomState(0)
+    X = np.repeat(rng.randn(3, 2) * 5, [40, 30, 30], axis=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no warning escapes either
+        part = KMeansPartitioner(n_partitions=5, method=method, random_state=0).fit(X)
+    assert seen == [[]]
+    assert part.n_partitions_ == 3 and sorted(part.sizes_.tolist()) == [30, 30, 40]
+    brute = np.argmin(((X[:, None, :] - part.centers_[None]) ** 2).sum(axis=2), axis=1)
+    np.testing.assert_array_equal(part.labels_, brute)
+    # on distinct rows K-means is asked for all n_partitions, as before
+    Xd = rng.randn(200, 2)
+    assert KMeansPartitioner(n_partitions=5, method=method,
+                             random_state=0).fit(Xd).n_partitions_ == 5
+
+
+def test_asygcd_blocks_touch_no_process_wide_warning_filter(monkeypatch):
+    # variable_blocks' k-means++ was wrapped in a catch_warnings that ignored
+    # ConvergenceWarning and RuntimeWarning: the same process-wide race as above
+    import warnings
+
+    import cakernels._solvers.asygcd as asygcd
+
+    seen = []
+    real = asygcd.kmeans_plusplus
+
+    def spy(*args, **kwargs):
+        seen.append(list(warnings.filters))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(asygcd, "kmeans_plusplus", spy)
+    X = np.repeat(np.random.RandomState(0).randn(2, 3), 50, axis=0)  # 2 distinct rows
+    before = list(warnings.filters)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        filters = list(warnings.filters)
+        blocks = asygcd.variable_blocks(X, 4, random_state=0)
+    assert seen == [filters] and list(warnings.filters) == before
+    assert np.bincount(blocks, minlength=4).tolist() == [25] * 4
+
+
 def test_the_pass_for_distinct_rows_keeps_wide_sparse_blocks_small():
     # the pass densified 4,096 rows whatever their width (5,000 x 200,000: 6 GiB)
     import tracemalloc

@@ -164,11 +164,13 @@ def _lloyd(X, k, seed, max_iter=100):
     (``benchmarks/bench_contention.py``); the blocks need no threads.
     """
     Xd = X if sp.issparse(X) else np.asarray(X, dtype=np.float64)
-    with warnings.catch_warnings():
-        # fewer distinct points than clusters: the balancing after it still
-        # gives every block its share
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        warnings.simplefilter("ignore", RuntimeWarning)
+    # fewer distinct points than clusters (duplicate centres: the balancing
+    # after it still gives every block its share) warns of nothing; floating-
+    # point warnings are muted per thread (np.errstate), not with a
+    # warnings.catch_warnings filter: before Python 3.14 that swaps the
+    # process-wide filter list, and two threads inside it at once left the
+    # "ignore" filters installed for good
+    with np.errstate(all="ignore"):
         centers, _ = kmeans_plusplus(Xd, n_clusters=k, random_state=seed)
     labels = None
     for _ in range(max_iter):

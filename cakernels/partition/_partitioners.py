@@ -147,10 +147,14 @@ def _make_distinct(centers, fetch, n, rng, what, scan):
     # the pass found every sample equal to no centre kept so far: X has fewer
     # distinct samples than centres (how many fewer is unknown when the kept
     # centres are K-means means, not samples)
-    raise ValueError(
-        f"{what} needs {centers.shape[0]} distinct centres but X has fewer than "
-        f"{centers.shape[0]} distinct samples (to about 12 significant digits; found "
-        f"{centers.shape[0] - len(todo)} distinct centres); use fewer partitions or remove "
+    raise _too_few_distinct(what, centers.shape[0], centers.shape[0] - len(todo))
+
+
+def _too_few_distinct(what, n_centers, found):
+    return ValueError(
+        f"{what} needs {n_centers} distinct centres but X has fewer than "
+        f"{n_centers} distinct samples (to about 12 significant digits; found "
+        f"{found} distinct centres); use fewer partitions or remove "
         "the duplicates (features with a large common offset, whose rows differ only beyond "
         "12 digits, count as duplicates: centre them, e.g. StandardScaler)")
 
@@ -876,17 +880,22 @@ n_features_in_, feature_names_in_
         X = _int32_indices(X, purpose=f"{type(self).__name__} (scikit-learn's K-means)",
                            canonical=True)
         seed = rng.randint(np.iinfo(np.int32).max)
+        # no more clusters than distinct rows (to about 12 digits, as
+        # _one_of_equal merges centres): scikit-learn's K-means warns
+        # (ConvergenceWarning) when it finds fewer distinct clusters than asked,
+        # and a warnings.catch_warnings filter around it is not an option:
+        # before Python 3.14 it swaps the process-wide filter list, and two
+        # threads fitting at once left the "ignore" filter installed for good.
+        # One pass over the rows in blocks that stops at n_partitions distinct
+        # ones (at the first rows on most data).
+        k = self._n_clusters(X)
         if self.method == "minibatch":
-            km = MiniBatchKMeans(n_clusters=self.n_partitions, init=self.init,
+            km = MiniBatchKMeans(n_clusters=k, init=self.init,
                                  n_init=self.n_init, max_iter=self.max_iter, tol=self.tol,
                                  random_state=seed, batch_size=4096)
         else:
-            km = KMeans(n_clusters=self.n_partitions, init=self.init, n_init=self.n_init,
+            km = KMeans(n_clusters=k, init=self.init, n_init=self.n_init,
                         max_iter=self.max_iter, tol=self.tol, random_state=seed)
-        import warnings
-
-        from sklearn.exceptions import ConvergenceWarning
-
         # one OpenMP thread on small data (as fast, and no spinning team next to
         # busy processes) and in a forked child (scikit-learn's GNU OpenMP
         # runtime may have run a team in the parent: see backends/_budget.py)
@@ -898,15 +907,16 @@ n_features_in_, feature_names_in_
         # threads inside the package's one-thread regions, or one thread for
         # good). Holding the package's own limit of 1 around it makes every
         # such context see and restore 1.
-        with warnings.catch_warnings(), blas_limits(1), (
+        with blas_limits(1), (
                 openmp_limits(1) if one_thread else contextlib.nullcontext()):
-            # fewer distinct points than clusters: handled below by dropping
-            # the empty clusters
-            warnings.simplefilter("ignore", ConvergenceWarning)
             km.fit(X)
         self.n_iter_ = int(km.n_iter_)
         self.inertia_ = float(km.inertia_)
         return np.asarray(km.cluster_centers_, dtype=np.float64)
+
+    def _n_clusters(self, X):
+        """``n_partitions``, or fewer when X has fewer distinct rows."""
+        return max(1, min(self.n_partitions, len(_scan_distinct(X, set(), self.n_partitions))))
 
     def _kmeans_sharded(self, comm, X, rng):
         """Distributed Lloyd K-means (``method='minibatch'`` runs it too); the
@@ -975,7 +985,10 @@ class _KMeansBasedBalanced(KMeansPartitioner):
     def _distinct_kmeans(self, X, rng):
         """K-means centres, those that collapsed onto another replaced by
         distinct samples (balanced partitions need all P)."""
-        return _make_distinct(self._kmeans(X, rng), _dense_rows(X), X.shape[0], rng,
+        centers = self._kmeans(X, rng)
+        if centers.shape[0] < self.n_partitions:  # (K-means asked for no more)
+            raise _too_few_distinct(type(self).__name__, self.n_partitions, centers.shape[0])
+        return _make_distinct(centers, _dense_rows(X), X.shape[0], rng,
                               type(self).__name__, lambda seen, need: _scan_distinct(X, seen,
                                                                                     need))
 
