@@ -1,6 +1,7 @@
 """Build and run-time facts: versions, OpenMP, BLAS, MPI availability."""
 
 import importlib.util
+import os
 import platform
 import sys
 
@@ -36,13 +37,14 @@ def build_info():
 
             library = " ".join(MPI.Get_library_version().strip().splitlines()[0].split())
         except Exception as exc:  # pragma: no cover - broken install
-            mpi = mpi or f"unusable ({exc})"
-            library = f"unusable ({exc})"
+            why = " ".join(str(exc).split())  # (mpi4py's message spans lines)
+            mpi = mpi or f"unusable ({why})"
+            library = f"unusable ({why})"
     from pathlib import Path
 
     from ._solvers.scalapack import _find
 
-    mpiexec = Path(sys.executable).with_name("mpiexec")
+    mpiexec = Path(sys.executable).with_name("mpiexec.exe" if os.name == "nt" else "mpiexec")
     blas = [
         f"{d.get('internal_api')} {d.get('version')} ({d.get('architecture')}, "
         f"{d.get('num_threads')} threads)"

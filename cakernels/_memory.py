@@ -121,7 +121,7 @@ def _address_space_room(status="/proc/self/status"):
         import resource
 
         soft = resource.getrlimit(resource.RLIMIT_AS)[0]
-    except (ImportError, OSError, ValueError):
+    except (ImportError, AttributeError, OSError, ValueError):  # (no RLIMIT_AS: not Linux)
         return None
     if soft == resource.RLIM_INFINITY or soft < 0:
         return None

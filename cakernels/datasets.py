@@ -748,12 +748,17 @@ def load_svmlight_shard(path, comm=None, *, n_features=None, zero_based="auto"):
     from .backends import Communicator, SelfCommunicator
 
     if comm is None:
-        try:
-            from mpi4py import MPI
-        except ImportError:
+        import importlib.util
+
+        if importlib.util.find_spec("mpi4py") is None:
             wrapped = SelfCommunicator()
-        else:
-            wrapped = Communicator(MPI.COMM_WORLD)
+        else:  # (an mpi4py that cannot load its MPI library: the [mpi] hint)
+            from .backends._backend import import_mpi
+
+            wrapped = Communicator(import_mpi(
+                "load_svmlight_shard(comm=None) reads with MPI.COMM_WORLD when mpi4py is "
+                'installed, which needs an MPI library: pip install "cakernels[mpi]"'
+            ).COMM_WORLD)
     else:
         wrapped = comm if hasattr(comm, "agree") else Communicator(comm)
     error = None

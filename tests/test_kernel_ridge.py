@@ -408,6 +408,37 @@ def test_dkrr_without_scalapack_names_the_extra(monkeypatch):
         scalapack.load.cache_clear()
 
 
+def test_dkrr_scalapack_outside_linux_is_an_import_error(monkeypatch):
+    # load() evaluated os.RTLD_GLOBAL (absent on Windows): an AttributeError, which
+    # DKRR's fit (catching ImportError) passed on raw
+    from cakernels._solvers import scalapack
+
+    monkeypatch.setattr(scalapack.sys, "platform", "win32")
+    scalapack.load.cache_clear()
+    try:
+        with pytest.raises(ImportError, match=r"cakernels\[scalapack\].*Linux only"):
+            scalapack.load()
+    finally:
+        scalapack.load.cache_clear()
+
+
+def test_scalapack_finds_the_versioned_elf_library_not_a_linker_script(monkeypatch,
+                                                                       tmp_path):
+    # without /proc/self/maps the MPI library was the first of sorted(glob): the
+    # MPICH wheel's lib/libmpi.so, a 20-byte linker script ("file too short")
+    from cakernels._solvers import scalapack
+
+    (tmp_path / "libmpi.so").write_text("INPUT(libmpi.so.12)\n")
+    (tmp_path / "libmpi.so.12").write_bytes(b"\x7fELF" + bytes(60))
+    (tmp_path / "libmkl_core.so.2").write_bytes(b"\x7fELF" + bytes(60))
+    (tmp_path / "libmkl_junk.so").write_text("not a library")
+    monkeypatch.setattr(scalapack, "_mkl_dirs", lambda: [str(tmp_path)])
+    assert scalapack._find("libmpi.so") == str(tmp_path / "libmpi.so.12")
+    assert scalapack._find("libmkl_core.so") == str(tmp_path / "libmkl_core.so.2")
+    assert scalapack._find("libmkl_junk.so") is None
+    assert scalapack._find("libmkl_absent.so") is None
+
+
 @pytest.mark.parametrize("sigma", [1e-300, 1e-170, 1e160])
 def test_sigma_beyond_float64_is_a_clear_error(sigma):
     """1/(2 sigma^2) underflows or overflows: a ValueError naming sigma, not
@@ -613,6 +644,21 @@ def test_available_memory_counts_cgroup_and_address_space_limits(tmp_path):
     assert _memory._cgroup_room(str(proc), str(tmp_path / "v1")) is None
     proc.write_bytes(b"0::/caf\xe9\n")  # not ASCII, not there: no limit, no error
     assert _memory._cgroup_room(str(proc), str(root)) is None
+
+
+def test_memory_outside_linux_is_unknown_and_refuses_nothing(monkeypatch, tmp_path):
+    # a resource module without RLIMIT_AS (not Linux) raised AttributeError; no
+    # /proc/meminfo and no cgroup files: every figure is unknown (None), no refusal
+    import types
+
+    from cakernels import _memory
+
+    monkeypatch.setitem(sys.modules, "resource", types.ModuleType("resource"))
+    assert _memory._address_space_room() is None
+    monkeypatch.setattr(_memory, "_meminfo_available", lambda: None)
+    monkeypatch.setattr(_memory, "_cgroup_room", lambda: None)
+    assert _memory.available_bytes() is None and _memory.process_room() is None
+    assert _memory.shortfall(1e18) is None
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_AS and /proc: Linux")

@@ -654,6 +654,49 @@ assert clf.score_sharded(X, y) == clf.score(X, y)
     assert 'pip install "cakernels[scalapack]"' in lines[2]
 
 
+def test_an_mpi4py_that_cannot_load_its_mpi_library_names_the_extra(spawn, tmp_path):
+    # mpi4py installed, its MPI library not loadable (a removed MPI wheel, Windows
+    # without MS-MPI): mpi4py raises RuntimeError("cannot load MPI library ..."), which
+    # reached users raw (the CLI: "error: RuntimeError: cannot load MPI library")
+    pytest.importorskip("mpi4py")
+    env = dict(os.environ, MPI4PY_LIBMPI=str(tmp_path / "missing" / "libmpi.so"))
+    code = """
+import numpy as np
+from cakernels import CASVC, DKRR
+from cakernels.datasets import load_svmlight_shard
+X = np.random.RandomState(0).randn(40, 3); y = np.arange(40) % 2
+for fit in (lambda: CASVC(2, backend="mpi").fit(X, y),
+            lambda: DKRR(backend="mpi").fit(X, y.astype(float)),
+            lambda: load_svmlight_shard("unused.svm")):
+    try:
+        fit()
+    except ImportError as exc:
+        print(exc)
+"""
+    out = spawn([sys.executable, "-c", code], env=env)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.strip().splitlines()
+    assert len(lines) == 3, out.stdout
+    for line in lines:
+        assert 'pip install "cakernels[mpi]"' in line
+        assert "mpi4py is installed but cannot load an MPI library: cannot load MPI " \
+               "library" in line and "missing" in line
+    assert 'pip install "cakernels[scalapack]"' in lines[1]
+    data = tmp_path / "d.svm"
+    data.write_text("".join(f"{1 if i % 2 else -1} 1:{i / 10}\n" for i in range(8)))
+    cli = spawn([sys.executable, "-m", "cakernels", "fit", str(data), "-o",
+                 str(tmp_path / "m.skops"), "--backend", "mpi"], env=env)
+    assert cli.returncode != 0
+    err = cli.stderr.strip().splitlines()
+    assert len(err) == 1 and "RuntimeError" not in err[0], cli.stderr
+    assert 'pip install "cakernels[mpi]"' in err[0] and "cannot load an MPI library" in err[0]
+    info = spawn([sys.executable, "-m", "cakernels", "info"], env=env)
+    assert info.returncode == 0, info.stderr
+    mpi_line = [line for line in info.stdout.splitlines() if line.startswith("MPI ")]
+    assert len(mpi_line) == 1 and "unusable (cannot load MPI library" in mpi_line[0], \
+        info.stdout
+
+
 # --------------------------------------------------------------------------- command line
 
 

@@ -122,12 +122,14 @@ def _warn(text):
 
 def _mpi_world():
     """``(mpi4py COMM_WORLD, counted Communicator)`` for ``--backend mpi``."""
-    try:
-        from mpi4py import MPI
-    except ImportError as exc:
-        raise CLIError(f'--backend mpi needs mpi4py and an MPI library: pip install '
-                       f'"cakernels[mpi]" ({exc})') from None
     from ..backends import Communicator
+    from ..backends._backend import import_mpi
+
+    try:
+        MPI = import_mpi('--backend mpi needs mpi4py and an MPI library: pip install '
+                         '"cakernels[mpi]"')
+    except ImportError as exc:
+        raise CLIError(str(exc)) from None
 
     _Run.mpi = (MPI.COMM_WORLD, Communicator(MPI.COMM_WORLD))
     return _Run.mpi[1]

@@ -47,11 +47,25 @@ def _mkl_dirs():
 
 
 def _find(name):
+    """The first shared library ``name*`` in :func:`_mkl_dirs`, versioned names
+    (``libmpi.so.12``) first: an unversioned ``libmpi.so`` can be a linker
+    script (the MPICH wheel's ``INPUT(libmpi.so.12)``), which cannot be loaded;
+    files that are no ELF object are skipped."""
     for d in _mkl_dirs():
-        hits = sorted(glob.glob(os.path.join(d, name + "*")))
-        if hits:
-            return hits[0]
+        hits = sorted(glob.glob(os.path.join(d, name + "*")),
+                      key=lambda p: (os.path.basename(p) == name, p))
+        for path in hits:
+            if _is_elf(path):
+                return path
     return None
+
+
+def _is_elf(path):
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(4) == b"\x7fELF"
+    except OSError:
+        return False
 
 
 @functools.lru_cache(maxsize=1)
@@ -71,10 +85,14 @@ def load():
     """
     import types
 
-    try:
-        from mpi4py import MPI
-    except ImportError as exc:
-        raise ImportError(f"{_HINT} ({exc})") from None
+    from ..backends._backend import import_mpi
+
+    if not sys.platform.startswith("linux"):
+        # (the loading below needs ELF libraries, os.RTLD_GLOBAL and /proc; MKL's
+        # ScaLAPACK wheel is for Linux x86_64 and Windows only)
+        raise ImportError(f"{_HINT} (Linux only: DKRR under MPI is unavailable on "
+                          f"{sys.platform})")
+    MPI = import_mpi(_HINT)
     version = MPI.Get_library_version()
     if "Open MPI" in version:
         abi, blacs_name = "openmpi", "libmkl_blacs_openmpi_lp64.so"

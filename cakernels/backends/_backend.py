@@ -37,6 +37,22 @@ _MPI_HINT = ('backend="mpi" needs mpi4py and an MPI library: install them with '
              'packages needed)')
 
 
+def import_mpi(hint=_MPI_HINT):
+    """``mpi4py.MPI``, or an ``ImportError`` that starts with ``hint``: when mpi4py
+    is missing, and when it is installed but cannot load its MPI library (mpi4py
+    raises ``RuntimeError("cannot load MPI library ...")`` then: an MPI wheel
+    removed, ``MPI4PY_LIBMPI`` pointing nowhere, Windows without MS-MPI)."""
+    try:
+        from mpi4py import MPI
+    except ImportError as exc:
+        raise ImportError(f"{hint} ({exc})") from None
+    except RuntimeError as exc:
+        why = " ".join(str(exc).split())
+        raise ImportError(f"{hint} (mpi4py is installed but cannot load an MPI library: "
+                          f"{why}; on Windows install MS-MPI)") from None
+    return MPI
+
+
 def effective_n_jobs(n_jobs, n_cpu=None):
     """Workers for ``n_jobs``: scikit-learn's counts, but None is every core.
 
@@ -334,10 +350,7 @@ class MPIBackend(Backend):
 
     def mpi_comm(self):
         """The mpi4py communicator (imports mpi4py; ImportError names the extra)."""
-        try:
-            from mpi4py import MPI
-        except ImportError as exc:
-            raise ImportError(f"{_MPI_HINT} ({exc})") from None
+        MPI = import_mpi(_MPI_HINT)
         return MPI.COMM_WORLD if self.comm is None else self.comm
 
     def session(self, n_jobs=None, verbose=False, call="fit"):
