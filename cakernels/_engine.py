@@ -1163,9 +1163,12 @@ class PartitionedEstimator(OwnInitName, VersionedState, BaseEstimator):
         check_is_fitted(self)
         return self._predict_sharded(X, comm)
 
-    def _predict_sharded(self, X, comm, error=None):
+    def _predict_sharded(self, X, comm, error=None, weighted=None):
         """:meth:`predict_sharded`, with the check of ``X`` and this rank's other
-        ``error`` (of ``score_sharded``'s ``y``) agreed in one collective."""
+        ``error`` (of ``score_sharded``'s ``y``) agreed in one collective.
+        ``weighted`` (``score_sharded``, on every rank): ``(rows, weights given)``,
+        checked as ``fit`` checks them: weights on every rank that has rows, or on
+        none (else some ranks' rows counted with weight 1: a score of neither)."""
         failure = None
         if error is None:
             try:  # bad rows on one rank: the same error on every rank, not a hang
@@ -1176,6 +1179,14 @@ class PartitionedEstimator(OwnInitName, VersionedState, BaseEstimator):
                 failure = exc
         session = self._sharded_session(comm)
         with session, session.comm.phase("prediction"):
+            if weighted is not None and session.comm.size > 1:
+                given = [(r, w) for r, (n, w) in enumerate(session.comm.allgather(weighted))
+                         if n]
+                odd = [r for r, w in given if w != given[0][1]]
+                if odd and error is None:
+                    error = ("sample_weight must be given on every rank that has rows (each "
+                             f"its own rows' weights) or on none: rank {given[0][0]} and "
+                             f"rank {odd[0]} differ")
             session.comm.agree(error, failure=failure, same=self._model_digest(), mismatch=(
                 "hold another model than rank 0: predict_sharded needs the same fitted "
                 "model on every rank (fit it collectively with backend='mpi', or with the "
@@ -1207,7 +1218,9 @@ class PartitionedEstimator(OwnInitName, VersionedState, BaseEstimator):
         from :meth:`predict_sharded` and one reduction (two for R^2: the
         weighted mean of ``y`` first, so that targets far from zero do not
         cancel). Collective; a ``y`` or ``sample_weight`` that does not fit
-        ``X`` on any rank is the same ``ValueError`` on every rank.
+        ``X`` on any rank is the same ``ValueError`` on every rank, and so is a
+        ``sample_weight`` given on some of the ranks that have rows only (as
+        ``fit``: every such rank passes its rows' weights, or none does).
 
         Parameters
         ----------
@@ -1227,7 +1240,9 @@ class PartitionedEstimator(OwnInitName, VersionedState, BaseEstimator):
         check_is_fitted(self)
         classifier = is_classifier(self)
         y, w, error = _check_score_targets(self, X, y, sample_weight, classifier)
-        pred = self._predict_sharded(X, comm, error)
+        pred = self._predict_sharded(X, comm, error,
+                                     weighted=(0 if w is None else int(w.size),
+                                               sample_weight is not None))
         with self._sharded_session(comm) as s:
             if classifier:
                 hits = np.array([np.sum(w * (pred == y)), np.sum(w), w.size], dtype=float)

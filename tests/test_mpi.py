@@ -148,6 +148,9 @@ BAD_INPUT = {
     # score_sharded scored them: a NaN target (R^2 0.0), text labels against numbers
     "score-nan-y": "rank 3: Input y contains NaN or infinity",
     "score-labels": "rank 3: Mix of label input types (string and number)",
+    # score_sharded counted the unweighted rank's rows with weight 1 (fit refuses it)
+    "score-weights-some": "sample_weight must be given on every rank that has rows (each "
+                          "its own rows' weights) or on none: rank 0 and rank 3 differ",
     # a partitioner's fit_sharded: one rank's error left the others waiting
     "part-invalid": "rank 3: The 'n_partitions' parameter of KBalancePartitioner must be",
     "part-params": "ranks [3] were given other parameters than rank 0; every rank must call "

@@ -144,6 +144,14 @@ def run():
         if rank == bad:
             yq[0] = np.nan
         est.score_sharded(Xs, yq)
+    elif case == "score-weights-some":      # collective score: weights on some ranks only
+        est = CASVC(4, backend=sharded).fit(Xs, ys)
+        w = np.linspace(0.5, 2.0, ys.size)
+        # a rank without rows may pass none (it has no weights to give)
+        est.score_sharded(Xs[:0] if rank == 2 else Xs, ys[:0] if rank == 2 else ys,
+                          sample_weight=None if rank == 2 else w)
+        # they counted rank 3's rows with weight 1: a score neither weighted nor not
+        est.score_sharded(Xs, ys, sample_weight=None if rank == bad else w)
     elif case == "score-labels":            # collective score: text labels on one rank
         est = CASVC(4, backend=sharded).fit(Xs, ys)
         est.score_sharded(Xs, np.where(ys == 1, "a", "b") if rank == bad else ys)
