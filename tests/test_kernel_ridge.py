@@ -604,6 +604,35 @@ def test_weights_whose_sum_overflows_give_the_model_of_scaled_weights():
         BKRR2CV(n_partitions=2, cv=2).fit(X, y, sample_weight=w * 1e307)
 
 
+@pytest.mark.parametrize("tiny", [1e-310, 2.0 ** -1060, 2.0 ** -600])
+def test_tiny_weights_give_the_model_of_scaled_weights(tiny):
+    # the weighted kernel S K S of weights near 1e-310 is subnormal: its digits were
+    # lost (predictions off by 3e-3 at 1e-320, a "not positive definite" warning at
+    # 1e-310); weights all multiplied by one number give the same model (integer
+    # weights: w * 2**-1060 is exact, a subnormal with 14 bits)
+    import warnings
+
+    from cakernels import BKRR2, DKRR
+    from cakernels.model_selection import BKRR2CV
+
+    rng = np.random.RandomState(0)
+    X, y = rng.randn(100, 3), rng.randn(100)
+    w = rng.randint(1, 9, 100).astype(float)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for make in (lambda: BKRR2(n_partitions=2, lam=1e-3, random_state=0),
+                     lambda: DKRR(lam=1e-3)):
+            small = make().fit(X, y, sample_weight=w * tiny)
+            ref = make().fit(X, y, sample_weight=w)
+            np.testing.assert_allclose(small.predict(X), ref.predict(X), rtol=1e-9, atol=1e-9)
+        grid = dict(n_partitions=2, sigmas=[0.5, 2.0], lams=[1e-3, 1e-1], cv=3, random_state=0)
+        small = BKRR2CV(**grid).fit(X, y, sample_weight=w * tiny)
+        ref = BKRR2CV(**grid).fit(X, y, sample_weight=w)
+    np.testing.assert_allclose(small.cv_results_["mean_test_score"],
+                               ref.cv_results_["mean_test_score"], rtol=1e-9)
+    np.testing.assert_allclose(small.predict(X), ref.predict(X), rtol=1e-9, atol=1e-9)
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="cgroups and /proc: Linux")
 def test_available_memory_counts_cgroup_and_address_space_limits(tmp_path):
     # the memory checks read MemAvailable only: in a container (a cgroup memory limit)

@@ -48,21 +48,38 @@ def check_ridge_shift(lam, scale=1.0):
             "about 1, so any lam above ~1e3 already gives a model of almost zero")
 
 
+#: weights whose largest is below this are scaled up (:func:`shift_weights`):
+#: the weighted kernel ``S K S`` of weights near 1e-308 is subnormal (digits lost)
+TINY_WEIGHT = 2.0 ** -500
+
+
 def shift_weights(w, lam):
     """``(w, sum(w))`` for the weighted ridge shift ``lam * sum(w)``: ``w`` itself
-    unless that shift overflows float64, else ``w`` times a power of 4 that makes
-    ``max(w) <= 1``. Weights all multiplied by one number give the same model
-    (``S (S K S + lam sum(w) I)^-1 S y`` with ``S = diag(sqrt(w))``), and a power
-    of 4 is exact for the weights, their square roots and every product after
-    them; the error for a ``lam`` that is too large then stays ``lam``'s."""
+    unless that shift overflows float64 or the largest weight is below
+    :data:`TINY_WEIGHT`, else ``w`` times a power of 4 that makes ``1/4 < max(w)
+    <= 1``. Weights all multiplied by one number give the same model (``S (S K S
+    + lam sum(w) I)^-1 S y`` with ``S = diag(sqrt(w))``), and a power of 4 is
+    exact for the weights, their square roots and every product after them; the
+    error for a ``lam`` that is too large then stays ``lam``'s, and weights of
+    1e-320 (subnormal: ``S K S`` lost its digits, predictions off by 3e-3) give
+    the model of weights 1."""
     w = np.asarray(w, dtype=np.float64)
     with np.errstate(over="ignore"):
         total = float(np.sum(w))
         shift = float(np.max(lam)) * total
-    if not np.isfinite(shift) and w.size and np.max(w) > 1:
-        w = w * 4.0 ** -np.ceil(np.log2(np.max(w)) / 2)
+    top = float(np.max(w)) if w.size else 0.0
+    if (not np.isfinite(shift) and top > 1) or 0 < top < TINY_WEIGHT:
+        w = scale_by_power_of_4(w, top)
         total = float(np.sum(w))
     return w, total
+
+
+def scale_by_power_of_4(a, top):
+    """``a * 4**-j`` with ``j = ceil(log2(top) / 2)``, which puts ``top * 4**-j``
+    in (1/4, 1]: exact (frexp gives the exponent of subnormals too)."""
+    mantissa, exponent = np.frexp(top)  # top = mantissa * 2**exponent, in [0.5, 1)
+    j = int(exponent) // 2 if mantissa == 0.5 else (int(exponent) + 1) // 2
+    return a * 2.0 ** -j * 2.0 ** -j  # (two steps: 4**j alone overflows for j > 511)
 
 
 def solve_krr(K, y, reg, rebuild=None, n_threads=1):

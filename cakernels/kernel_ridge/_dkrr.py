@@ -405,6 +405,7 @@ class DKRR(RegressorMixin, VersionedState, BaseEstimator):
             # and the same model as the one-process fit's)
             w, total = shift_weights(w, self.lam)
         check_ridge_shift(self.lam, total)  # the same on every rank
+        shift = "lam*n" if w is None else "lam*sum(sample_weight)"  # (for the errors)
         # every rank holds every row: the one-process fit's checks, the same on
         # every rank (a polynomial diagonal that overflows was reported as an
         # overflow "though K(x, x) is finite" by the norm check of the factorisation)
@@ -452,19 +453,20 @@ class DKRR(RegressorMixin, VersionedState, BaseEstimator):
             mem = A.nbytes
         # ScaLAPACK returns the same info and rcond on every process
         if info != 0:
-            raise CollectiveError(f"the kernel matrix + lam*n*I is not positive definite (leading "
-                                  f"minor {info} of {n}); increase lam or check the kernel")
+            raise CollectiveError(f"the kernel matrix + {shift}*I is not positive definite "
+                                  f"(leading minor {info} of {n}); increase lam or check the "
+                                  "kernel")
         if not rcond > np.finfo(np.float64).eps:
             # the one-process fit falls back to least squares here (LAPACK's dgelsd);
             # ScaLAPACK has no distributed minimum-norm least squares
             raise CollectiveError(
-                f"the kernel matrix + lam*n*I is numerically singular (reciprocal condition "
+                f"the kernel matrix + {shift}*I is numerically singular (reciprocal condition "
                 f"number {rcond:.2g}, below machine precision): its Cholesky factor is rounding "
                 "noise. Increase lam (the one-process DKRR returns the least-squares "
                 "solution with a LinAlgWarning; under MPI there is no distributed fallback)")
         if rcond < RCOND_WARN:  # the one-process solve's warning, on every rank
             warnings.warn(
-                f"kernel matrix + lam*n*I is ill-conditioned (reciprocal condition number "
+                f"kernel matrix + {shift}*I is ill-conditioned (reciprocal condition number "
                 f"{rcond:.2g}): the coefficients may carry relative errors up to "
                 f"{np.finfo(np.float64).eps / rcond:.1g}. Increase lam for a trustworthy "
                 "answer.", LinAlgWarning, stacklevel=3)

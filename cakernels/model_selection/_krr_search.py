@@ -59,7 +59,14 @@ from .._kernels import (
 )
 from .._params import Count
 from .._solvers.eigh import eigh_in_place
-from .._solvers.krr import RCOND_WARN, SHIFTED_KERNEL, check_ridge_shift, solve_krr
+from .._solvers.krr import (
+    RCOND_WARN,
+    SHIFTED_KERNEL,
+    TINY_WEIGHT,
+    check_ridge_shift,
+    scale_by_power_of_4,
+    solve_krr,
+)
 from ..backends._pool import run_graph
 from ..kernel_ridge import BKRR, BKRR2, DCKRR, KKRR, KKRR2, PartitionedKernelRidge
 from ..kernel_ridge._partitioned import check_solve_memory
@@ -397,6 +404,12 @@ class PartitionedKernelRidgeCV(RegressorMixin, _PartitionedSearchCV):
                                    [np.sum(wv)]])
         if s.size > 1:
             sums = s.comm.Allreduce(sums)
+        if w is not None and 0 < sums[-1] < TINY_WEIGHT:
+            # all weights tiny (1e-320: the weighted kernels subnormal, their digits
+            # lost): every weight, and the sums, times one power of 4 that makes the
+            # total about 1; exact, and the same models and weighted scores
+            wv = scale_by_power_of_4(wv, sums[-1])
+            sums = scale_by_power_of_4(sums, sums[-1])
         # the largest diagonal shift any split can use, before any work
         check_ridge_shift(np.max(self._grid()["lams"]), sums[-1])
         per = sums[:-1].reshape(val.shape[1], 1 + y2.shape[1])
@@ -404,7 +417,7 @@ class PartitionedKernelRidgeCV(RegressorMixin, _PartitionedSearchCV):
         facts = {"shift": per[:, 1:] / np.maximum(per[:, :1], np.finfo(np.float64).tiny),
                  "n_outputs": y2.shape[1],
                  "n_zero_weight": 0 if w is None else count_zero_weights(s, w)}
-        return (y2 if w is None else np.column_stack([y2, w])), facts
+        return (y2 if w is None else np.column_stack([y2, wv])), facts
 
     def _min_validation_rows(self):
         if self.scoring not in (None, "r2"):
