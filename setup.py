@@ -52,16 +52,44 @@ import textwrap
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
+# The test program uses every OpenMP construct of the sources (OpenMP 4.0:
+# seq_cst atomics, simd reductions), so that a compiler whose OpenMP is older
+# (MSVC's /openmp is OpenMP 2.0, which refuses "atomic read") builds the serial
+# code instead of failing the build.
 OPENMP_TEST_PROGRAM = textwrap.dedent(
     """\
     #include <omp.h>
     #include <stdio.h>
     int main(void) {
-        int n = 0;
+        int n = 0, seen = 0, old = 0, i;
+        double v[4] = {1.0, 3.0, 2.0, 0.5}, top = 0.0;
     #pragma omp parallel reduction(+:n)
         n += 1;
-        printf("%d %d\\n", n, omp_get_max_threads());
+    #pragma omp atomic write seq_cst
+        seen = n;
+    #pragma omp atomic capture seq_cst
+        { old = seen; seen += 1; }
+    #pragma omp atomic read seq_cst
+        i = seen;
+    #pragma omp simd reduction(max : top)
+        for (int k = 0; k < 4; ++k)
+            top = v[k] > top ? v[k] : top;
+        printf("%d %d %d %d %g\\n", n, old, i, omp_get_max_threads(), top);
         return n >= 1 ? 0 : 1;
+    }
+    """
+)
+
+# The serial build still honours the sources' "omp simd" reductions with
+# -fopenmp-simd (GCC, Clang: no runtime library) when the compiler takes it.
+SIMD_TEST_PROGRAM = textwrap.dedent(
+    """\
+    int main(void) {
+        double v[4] = {1.0, 3.0, 2.0, 0.5}, top = 0.0;
+    #pragma omp simd reduction(max : top)
+        for (int k = 0; k < 4; ++k)
+            top = v[k] > top ? v[k] : top;
+        return top == 3.0 ? 0 : 1;
     }
     """
 )
@@ -119,17 +147,18 @@ def _env_flag(name):
     return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
 
 
-def _openmp_flags(compiler):
-    """Return (compile_args, link_args) for OpenMP, or None if unusable."""
-    if compiler.compiler_type == "msvc":
+def _openmp_flags(compiler, program=OPENMP_TEST_PROGRAM, candidates=None):
+    """Return (compile_args, link_args) for OpenMP, or None if unusable (the
+    first of ``candidates`` that builds ``program``)."""
+    if candidates is None and compiler.compiler_type == "msvc":
         candidates = [(["/openmp"], [])]
-    else:
+    elif candidates is None:
         candidates = [(["-fopenmp"], ["-fopenmp"])]
     tmpdir = tempfile.mkdtemp(prefix="cakernels_omp_")
     try:
         src = os.path.join(tmpdir, "omp_test.c")
         with open(src, "w") as fh:
-            fh.write(OPENMP_TEST_PROGRAM)
+            fh.write(program)
         # the extension's own link takes LDFLAGS; the test program's must too (with
         # CFLAGS=-fsanitize=thread alone the probe failed to link, and the build
         # fell back to serial code)
@@ -174,9 +203,14 @@ class BuildExt(build_ext):
         macros = [("CK_SOURCE_HASH", '"%s"' % native_source_hash())]
         if not msvc and not any("-fopenmp" == f for f in compile_args):
             # without OpenMP threads, still honour the `omp simd` reductions
-            # of the solvers (GCC/Clang; no runtime library involved)
-            compile_args.append("-fopenmp-simd")
-            macros.append(("CK_OPENMP_SIMD", "1"))
+            # of the solvers (GCC/Clang; no runtime library involved), when
+            # the compiler takes the flag (a failed probe: plain loops)
+            if _openmp_flags(compiler, SIMD_TEST_PROGRAM,
+                             [(["-fopenmp-simd"], [])]) is not None:
+                compile_args.append("-fopenmp-simd")
+                macros.append(("CK_OPENMP_SIMD", "1"))
+            else:
+                print("cakernels: the compiler takes no -fopenmp-simd; plain loops")
         if _env_flag("CAKERNELS_NO_SIMD_DISPATCH"):
             print("cakernels: baseline ISA only (CAKERNELS_NO_SIMD_DISPATCH)")
             macros.append(("CK_NO_SIMD_DISPATCH", "1"))

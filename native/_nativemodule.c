@@ -994,7 +994,7 @@ PyDoc_STRVAR(
     "float64, > 0 and finite; alpha: writable (n,) float64, a feasible warm\n"
     "start on input (zeros for a cold start), the solution on output.\n"
     "kind: 0 linear, 1 rbf, 2 poly, 3 sigmoid.  Stops when the maximal\n"
-    "violating pair gap is <= tol, or after max_iter steps (<= 0: no\n"
+    "violating pair gap is < tol (LIBSVM's test), or after max_iter steps (<= 0: no\n"
     "limit).  cache_size_mb: kernel column cache in MiB (inf: unlimited;\n"
     "must hold at least two columns, 16 * n bytes).\n"
     "n_threads >= 1: the OpenMP team of the passes over long ranges of\n"

@@ -398,8 +398,8 @@ static void ck_agcd_signs(double a, double u, double *s1, double *s2)
 CK_AGCD_CLONES
 static double ck_agcd_scan(const ck_agcd_worker *w, int64_t *where)
 {
-    const double *restrict g = w->g, *restrict s1 = w->s1,
-                           *restrict s2 = w->s2;
+    const double *CK_RESTRICT g = w->g, *CK_RESTRICT s1 = w->s1,
+                           *CK_RESTRICT s2 = w->s2;
     const int64_t m = w->na;
     double best = 0.0, nan_check = 0.0;
     int64_t c0, j, best_c = -1;
@@ -441,12 +441,12 @@ static double ck_agcd_scan(const ck_agcd_worker *w, int64_t *where)
  * doubles: one vectorised loop per page, inside one call. */
 CK_AGCD_CLONES
 static void ck_agcd_axpy(int64_t lo, int64_t hi, double delta, ck_col q,
-                         int shift, double *restrict g)
+                         int shift, double *CK_RESTRICT g)
 {
     int64_t k, e, j;
     for (k = lo; k < hi; k = e) {
-        const double *restrict qp = ck_page_at(q, shift, 0, k);
-        double *restrict gp = g + k;
+        const double *CK_RESTRICT qp = ck_page_at(q, shift, 0, k);
+        double *CK_RESTRICT gp = g + k;
         e = ck_page_end(k, hi, shift, 0);
         for (j = 0; j < e - k; ++j)
             gp[j] += delta * qp[j];

@@ -14,6 +14,18 @@
 
 #include "cakernels.h"
 
+/* C99's restrict, spelled so that every compiler takes it (MSVC's C mode
+ * knows only __restrict). */
+#ifndef CK_RESTRICT
+#if defined(__GNUC__) || defined(__clang__)
+#define CK_RESTRICT __restrict__
+#elif defined(_MSC_VER)
+#define CK_RESTRICT __restrict
+#else
+#define CK_RESTRICT restrict
+#endif
+#endif
+
 /* Wall-clock seconds (CPU seconds without OpenMP: one thread only). */
 static inline double ck_wtime(void)
 {

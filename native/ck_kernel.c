@@ -25,15 +25,13 @@
 #include <omp.h>
 #endif
 
+/* (CK_RESTRICT: ck_internal.h) */
 #if defined(__GNUC__) || defined(__clang__)
 #define CK_INLINE static inline __attribute__((always_inline))
-#define CK_RESTRICT __restrict__
 #elif defined(_MSC_VER)
 #define CK_INLINE static __forceinline
-#define CK_RESTRICT __restrict
 #else
 #define CK_INLINE static inline
-#define CK_RESTRICT restrict
 #endif
 
 /* Below this many entries a block is transformed by the calling thread only:

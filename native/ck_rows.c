@@ -371,13 +371,13 @@ void ck_fmajor_free(ck_fmajor *f)
  * ((double)x[j] is the original value) */
 #define CK_DEFINE_FMAJOR_AXPY(NAME, T)                                       \
     CK_CLONES static void NAME(int64_t a, int64_t b, double v,               \
-                               const T *restrict x, double *const *pages,    \
+                               const T *CK_RESTRICT x, double *const *pages,    \
                                int shift, int64_t base)                      \
     {                                                                        \
         int64_t k, e, j;                                                     \
         for (k = a; k < b; k = e) {                                          \
-            double *restrict out = ck_page_at(pages, shift, base, k);        \
-            const T *restrict xk = x + k;                                    \
+            double *CK_RESTRICT out = ck_page_at(pages, shift, base, k);        \
+            const T *CK_RESTRICT xk = x + k;                                    \
             e = ck_page_end(k, b, shift, base);                              \
             for (j = 0; j < e - k; ++j)                                      \
                 out[j] += v * (double)xk[j];                                 \
@@ -402,9 +402,9 @@ CK_DEFINE_FMAJOR_AXPY(ck_fmajor_axpy_f, float)
         const double v0 = v[0], v1 = v[1], v2 = v[2], v3 = v[3];             \
         int64_t k, e, j;                                                     \
         for (k = a; k < b; k = e) {                                          \
-            double *restrict out = ck_page_at(pages, shift, base, k);        \
-            const T *restrict x0 = x[0] + k, *restrict x1 = x[1] + k;        \
-            const T *restrict x2 = x[2] + k, *restrict x3 = x[3] + k;        \
+            double *CK_RESTRICT out = ck_page_at(pages, shift, base, k);        \
+            const T *CK_RESTRICT x0 = x[0] + k, *CK_RESTRICT x1 = x[1] + k;        \
+            const T *CK_RESTRICT x2 = x[2] + k, *CK_RESTRICT x3 = x[3] + k;        \
             e = ck_page_end(k, b, shift, base);                              \
             /* two loops: one with `init ? 0.0 : out[j]` measured 2-4%    \
              * slower (ijcnn1's columns) */                                  \

@@ -576,7 +576,7 @@ static int ck_is_lower(const ck_smo_state *s, int64_t i)
 
 /* y += a * x over [lo, hi) */
 static void ck_axpy(int64_t lo, int64_t hi, double a,
-                    const double *restrict x, double *restrict y)
+                    const double *CK_RESTRICT x, double *CK_RESTRICT y)
 {
     int64_t k;
     for (k = lo; k < hi; ++k)
@@ -584,9 +584,9 @@ static void ck_axpy(int64_t lo, int64_t hi, double a,
 }
 
 /* G[0 .. m) += Qi * dai + Qj * daj */
-static void ck_grad_update(int64_t m, const double *restrict Qi, double dai,
-                           const double *restrict Qj, double daj,
-                           double *restrict G)
+static void ck_grad_update(int64_t m, const double *CK_RESTRICT Qi, double dai,
+                           const double *CK_RESTRICT Qj, double daj,
+                           double *CK_RESTRICT G)
 {
     int64_t k;
     for (k = 0; k < m; ++k)
@@ -761,10 +761,10 @@ static ck_status ck_smo_shrink(ck_smo_state *s, int *unshrunk)
  *
  * v[t] = -y_t G_t on I_up = {y > 0, alpha < C} u {y < 0, alpha > 0}, NaN
  * elsewhere (NaN compares false, so the scan below never picks it). */
-CK_CLONES static void ck_smo_select_up(int64_t m, const double *restrict y,
-                             const double *restrict G,
-                             const double *restrict alpha,
-                             const double *restrict upper, double *restrict v)
+CK_CLONES static void ck_smo_select_up(int64_t m, const double *CK_RESTRICT y,
+                             const double *CK_RESTRICT G,
+                             const double *CK_RESTRICT alpha,
+                             const double *CK_RESTRICT upper, double *CK_RESTRICT v)
 {
     int64_t t;
     for (t = 0; t < m; ++t) {
@@ -778,14 +778,14 @@ CK_CLONES static void ck_smo_select_up(int64_t m, const double *restrict y,
 /* v[t] = y_t G_t on I_low = {y > 0, alpha > 0} u {y < 0, alpha < C}, -inf
  * elsewhere; obj[t] = LIBSVM's obj_diff of the pair (i, t) when t is in I_low
  * and violating (Gmax + y_t G_t > 0), a value <= 0, else +1. */
-CK_CLONES static void ck_smo_select_low(int64_t m, const double *restrict y,
-                              const double *restrict G,
-                              const double *restrict alpha,
-                              const double *restrict upper,
-                              const double *restrict QD,
-                              const double *restrict Qi, double Gmax,
-                              double QDi, double two_yi, double *restrict v,
-                              double *restrict obj)
+CK_CLONES static void ck_smo_select_low(int64_t m, const double *CK_RESTRICT y,
+                              const double *CK_RESTRICT G,
+                              const double *CK_RESTRICT alpha,
+                              const double *CK_RESTRICT upper,
+                              const double *CK_RESTRICT QD,
+                              const double *CK_RESTRICT Qi, double Gmax,
+                              double QDi, double two_yi, double *CK_RESTRICT v,
+                              double *CK_RESTRICT obj)
 {
     int64_t t;
     for (t = 0; t < m; ++t) {
@@ -821,7 +821,7 @@ static void ck_select_up_fn(void *ctx, int t, int64_t lo, int64_t hi)
 {
     ck_select_job *job = (ck_select_job *)ctx;
     const ck_smo_state *s = job->s;
-    const double *restrict v = s->sel_v;
+    const double *CK_RESTRICT v = s->sel_v;
     double Gmax = -INFINITY;
     int64_t k, ii = -1;
     ck_smo_select_up(hi - lo, s->y + lo, s->G + lo, s->alpha + lo,
@@ -840,8 +840,8 @@ static void ck_select_low_fn(void *ctx, int t, int64_t lo, int64_t hi)
 {
     ck_select_job *job = (ck_select_job *)ctx;
     const ck_smo_state *s = job->s;
-    const double *restrict v = s->sel_v;
-    const double *restrict obj = s->sel_obj;
+    const double *CK_RESTRICT v = s->sel_v;
+    const double *CK_RESTRICT obj = s->sel_obj;
     double Gmax2 = -INFINITY, obj_min = 0.5;
     const int shift = s->cache.shift;
     int64_t k, e, jj = -1;
@@ -865,7 +865,7 @@ static void ck_select_low_fn(void *ctx, int t, int64_t lo, int64_t hi)
     job->idx[t] = jj;
 }
 
-/* WSS2 over the active set.  Returns 1 when optimal there (gap <= tol or
+/* WSS2 over the active set.  Returns 1 when optimal there (gap < tol or
  * no admissible pair), else 0 with the pair in *out_i, *out_j.
  *
  * LIBSVM's single loop has four data-dependent branches per variable, whose
@@ -914,7 +914,7 @@ static ck_status ck_smo_select(ck_smo_state *s, int64_t *out_i,
             jj = job.idx[t];
         }
     }
-    *optimal = jj < 0 || Gmax + Gmax2 <= s->tol;
+    *optimal = jj < 0 || Gmax + Gmax2 < s->tol; /* LIBSVM's test: strictly below */
     *out_j = jj;
     return CK_OK;
 }

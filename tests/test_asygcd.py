@@ -359,6 +359,25 @@ def test_bad_input_native():
         _native.asygcd_solve(**dict(ok, alpha=alpha, upper=alpha))  # aliasing
 
 
+@pytest.mark.parametrize("tol", [1.0, 5.0])
+def test_a_tol_of_one_or_more_is_an_error_not_the_model_zero(tol):
+    # every variable's projected gradient is 1 at alpha = 0: tol >= 1 stopped before
+    # the first step and returned the model 0 (one class everywhere), silently
+    from cakernels import CASVC, AsyGCDSVC
+
+    X, y = data(60, 3)
+    labels = np.where(y > 0, "a", "b")
+    for fit in (lambda: asygcd_fit(X, y, 1.0, tol=tol),
+                lambda: AsyGCDSVC(tol=tol).fit(X, labels),
+                lambda: CASVC(n_partitions=2, solver="pscd", tol=tol,
+                              random_state=0).fit(X, labels)):
+        with pytest.raises(ValueError, match=r"tol=.* is not below 1: .* every variable's "
+                                             r"is 1"):
+            fit()
+    # just below 1: it trains
+    assert asygcd_fit(X, y, 1.0, tol=0.999)["n_updates"] >= 1
+
+
 def test_bad_input_python():
     X, y = data(20, 3)
     with pytest.raises(ValueError):

@@ -126,6 +126,38 @@ def test_a_build_with_other_flags_rebuilds_the_module(tmp_path, spawn):
     assert "differ" not in log and same_mtime == mtime
 
 
+def test_the_openmp_probe_uses_every_openmp_construct_of_the_sources():
+    # the probe used "parallel reduction" only, which MSVC's OpenMP 2.0 (/openmp)
+    # accepts: the build then failed on the sources' "atomic read seq_cst" instead of
+    # falling back to serial code. Every kind of pragma the sources use must be in it.
+    import re
+
+    namespace = {"__name__": "not_main"}
+    text = (REPO / "setup.py").read_text()
+    program_src = text[text.index("OPENMP_TEST_PROGRAM = "):text.index("SIMD_TEST_PROGRAM = ")]
+    exec("import textwrap\n" + program_src, namespace)  # (setup.py calls setup())
+    program = namespace["OPENMP_TEST_PROGRAM"]
+
+    def pragmas(source):
+        # every pragma's directive and clause names, without the clauses' arguments
+        return {" ".join(dict.fromkeys(re.sub(r"\([^)]*\)", "", m).split()))
+                for m in re.findall(r"^\s*#pragma omp (.*)$", source, flags=re.M)}
+
+    used = set()
+    for path in sorted((REPO / "native").glob("*.c")):
+        used |= pragmas(path.read_text())
+    probed = pragmas(program)
+    assert {"atomic read seq_cst", "atomic capture seq_cst"} <= used  # (what it guards)
+    for kind in sorted(k for k in used if k.startswith(("atomic ", "simd"))):
+        # the probe's seq_cst atomics cover the plain ones (OpenMP 4.0 over 3.1)
+        assert kind in probed or f"{kind} seq_cst" in probed, (kind, sorted(probed))
+    # and no bare "restrict" (MSVC's C mode takes __restrict only): CK_RESTRICT
+    for path in sorted((REPO / "native").glob("*.c")):
+        code = re.sub(r"/\*.*?\*/", "", path.read_text(), flags=re.S)
+        code = re.sub(r"#define CK_RESTRICT restrict", "", code)
+        assert not re.search(r"\brestrict\b", code), path.name
+
+
 def cakernels_site():
     """sys.path entries of this interpreter (NumPy, scikit-learn) for a child
     that must not see the package under test."""

@@ -326,6 +326,22 @@ def test_default_limit_is_libsvms():
     assert abs(y @ res["alpha"]) < 1e-10
 
 
+def test_a_gap_equal_to_tol_is_not_optimal_as_in_libsvm():
+    # at alpha = 0 the maximal violating pair's gap is exactly 2: with tol=2 the SMO
+    # stopped before its first step ("gap <= tol") and predicted one class everywhere;
+    # LIBSVM (SVC, solver='libsvm', DisSMOSVC) stops only below tol and trains
+    from cakernels import CASVC
+
+    X, y = dataset("moons")
+    res = smo_fit(X, y, 1.0, kernel="rbf", gamma=1.0, tol=2.0)
+    ref = SVC(C=1.0, gamma=1.0, tol=2.0).fit(X, y)
+    assert res["n_iter"] >= 1 and ref.n_iter_[0] >= 1
+    clf = CASVC(n_partitions=1, gamma=1.0, tol=2.0).fit(X, y)
+    assert clf.score(X, y) > 0.8 and abs(clf.score(X, y) - ref.score(X, y)) < 0.05
+    # just above the gap: no step, as LIBSVM
+    assert smo_fit(X, y, 1.0, kernel="rbf", gamma=1.0, tol=2.0 + 1e-12)["n_iter"] == 0
+
+
 def test_max_iter_not_converged():
     X, y = dataset("moons")
     with pytest.warns(ConvergenceWarning):

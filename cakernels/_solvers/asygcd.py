@@ -234,7 +234,8 @@ def asygcd_fit(X, y, C, *, sample_weight=None, kernel="rbf", gamma="scale",
     degree, coef0 : float
         Kernel parameters (poly / sigmoid).
     tol : float
-        Stop when the largest absolute projected gradient is <= tol.
+        Stop when the largest absolute projected gradient is <= tol; below 1
+        (every variable's is 1 at ``alpha = 0``).
     max_iter : int
         Maximum number of coordinate updates (all threads together); <= 0:
         :func:`default_max_updates` of the problem's variables.
@@ -325,6 +326,13 @@ def asygcd_fit(X, y, C, *, sample_weight=None, kernel="rbf", gamma="scale",
         X, y, C, kernel=kernel, tol=tol, sample_weight=sample_weight, alpha0=alpha0)
     if selection not in ("greedy", "random"):
         raise ValueError(f"selection must be 'greedy' or 'random', got {selection!r}")
+    if not float(tol) < 1.0:
+        # (it returned the model 0, predicting one class everywhere, without a word)
+        raise ValueError(
+            f"tol={tol} is not below 1: Asy-GCD stops when the largest projected gradient "
+            "is at most tol, and at the start (every alpha 0) every variable's is 1, so it "
+            "would take no step and return the model 0; use a tol below 1 (the default is "
+            "1e-3)")
     if shrinking not in (True, False):
         raise ValueError(f"shrinking must be True or False, got {shrinking!r}")
     intercept_scaling = float(intercept_scaling)

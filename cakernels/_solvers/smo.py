@@ -173,7 +173,7 @@ def smo_fit(X, y, C, *, sample_weight=None, class_weight_vector=None,
     degree, coef0 : float
         Kernel parameters (poly / sigmoid).
     tol : float
-        Stop when the maximal violating pair gap is <= tol.
+        Stop when the maximal violating pair gap is < tol (LIBSVM's test).
     max_iter : int
         Maximum number of SMO steps; <= 0: :func:`default_max_iter` of the
         problem's variables (LIBSVM's limit).

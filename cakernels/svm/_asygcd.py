@@ -55,7 +55,9 @@ class AsyGCDSVC(ClassifierMixin, VersionedState, BaseEstimator):
         As in :class:`sklearn.svm.SVC`.
     coef0 : float, default=0.0
     tol : float, default=1e-3
-        Stop when the largest projected gradient is at most ``tol``.
+        Stop when the largest projected gradient is at most ``tol``; below 1
+        (at the start, every alpha 0, every variable's projected gradient is
+        1: a larger ``tol`` is a ``ValueError``, not the model 0).
     max_iter : int, default=-1
         Limit on the total number of coordinate updates of each binary
         problem; reaching it raises a ConvergenceWarning. -1 (or 0): 1,000

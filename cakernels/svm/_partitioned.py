@@ -179,7 +179,8 @@ class PartitionedSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
     coef0 : float, default=0.0
         Independent term of the polynomial and sigmoid kernels.
     tol : float, default=1e-3
-        Stopping tolerance of the local solver.
+        Stopping tolerance of the local solver (below 1 for ``'asygcd'`` and
+        ``'pscd'``: see :class:`AsyGCDSVC`).
     cache_size : float, default=200
         Kernel cache of every local solver, in MB (a cache too small for two
         kernel columns of a partition is rounded up to them, as LIBSVM does).
