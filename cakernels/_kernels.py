@@ -563,13 +563,14 @@ def kernel_dot(X, Y, coef, *, kernel="rbf", gamma=1.0, degree=3, coef0=0.0,
     def rows_dot(start, stop):
         K = _kernel_rows(X[start:stop], Yt, None if xn is None else xn[start:stop], yn,
                          kernel, gamma, degree, coef0)
-        return (coef.T @ K.T).T if sparse_coef else K @ coef
+        with np.errstate(over="ignore", invalid="ignore"):  # (_finite_dot's error)
+            return (coef.T @ K.T).T if sparse_coef else K @ coef
 
     blocks = _shared_blocks(n_x, n_y, X.shape[1], block_bytes)
     if blocks is None:  # small: one thread, BLAS as it is
         step = block_rows(n_y, block_bytes)
         if n_x <= step:
-            return np.asarray(rows_dot(0, n_x), dtype=np.float64)
+            return _finite_dot(np.asarray(rows_dot(0, n_x), dtype=np.float64))
         blocks, n_threads = row_blocks(n_x, step), 0
     out = np.empty((n_x,) + coef.shape[1:], dtype=np.float64)
 
@@ -581,4 +582,16 @@ def kernel_dot(X, Y, coef, *, kernel="rbf", gamma=1.0, degree=3, coef0=0.0,
             one(start, stop)
     else:
         run_blocks(one, blocks, n_threads)
+    return _finite_dot(out)
+
+
+def _finite_dot(out):
+    """``out`` of :func:`kernel_dot`, or the fit's ``FloatingPointError`` when a
+    value is NaN or inf: the coefficients and rows are finite (checked), so the
+    kernel overflowed on rows the fit never saw (a polynomial kernel on large test
+    rows), and a NaN decision value predicted a class silently."""
+    if not np.all(np.isfinite(out)):
+        raise FloatingPointError(
+            f"{int(np.sum(~np.isfinite(out)))} of {out.size} kernel sums K(x, .) @ coef are "
+            f"NaN or inf: {KERNEL_OVERFLOW}")
     return out

@@ -299,6 +299,39 @@ def test_predict_and_partitioners_refuse_rows_whose_norm_overflows():
             part.assign(big)
 
 
+def test_a_kernel_that_overflows_on_test_rows_only_is_an_error_not_a_class():
+    # rows of 1e80 pass the norm check (1e160 < 1e308) but (x.x' / 3)^5 overflows: the
+    # decision values were NaN, which predict turned into classes_[0] (SVC: [1]) and
+    # the KRR estimators returned as predictions, with NumPy's RuntimeWarning only
+    from cakernels import DCFilterSVC, CascadeSVC, DisSMOSVC, KKRR2
+
+    rng = np.random.RandomState(0)
+    X = rng.randn(120, 3)
+    y = (X[:, 0] > 0).astype(int) + (X[:, 1] > 0.5)
+    Xt = np.vstack([X[:3], np.full((1, 3), 1e80)])
+    kw = dict(kernel="poly", degree=5)
+    models = [CASVC(2, random_state=0, **kw), CASVC(2, solver="libsvm", random_state=0, **kw),
+              DCSVC(2, random_state=0, **kw), DCFilterSVC(2, random_state=0, **kw),
+              CascadeSVC(2, random_state=0, **kw), DisSMOSVC(**kw), AsyGCDSVC(**kw)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # (NumPy's only word before)
+        for est in models:
+            for labels in (y > 0, y):  # binary and three classes
+                est.fit(X, labels)
+                for method in (est.predict, est.decision_function):
+                    with pytest.raises(FloatingPointError, match=r"\d+ of \d+ kernel sums .* "
+                                                                 r"are NaN or inf: kernel values "
+                                                                 r"overflow float64"):
+                        method(Xt)
+                assert np.all(np.isfinite(est.decision_function(X[:3])))
+        for est in (BKRR2(2, random_state=0, **kw), DCKRR(2, random_state=0, **kw),
+                    KKRR2(2, random_state=0, **kw), DKRR(**kw)):
+            est.fit(X, y.astype(float))
+            with pytest.raises(FloatingPointError, match="kernel values overflow float64"):
+                est.predict(Xt)
+            assert np.all(np.isfinite(est.predict(X[:3])))
+
+
 @pytest.mark.parametrize("make", ESTIMATORS + [
     lambda **kw: __import__("cakernels").CASVCCV(n_partitions=2, Cs=[1.0, 10.0], cv=2,
                                                  random_state=0, **kw)])
