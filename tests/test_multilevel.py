@@ -111,6 +111,37 @@ def test_cascade_passes_without_support_vectors_stop(binary):
     np.testing.assert_array_equal(two.decision_function(X), one.decision_function(X))
 
 
+def test_cascade_out_of_passes_before_the_optimum_warns_once(monkeypatch):
+    # n_passes ran out while rows still violated the final SVM's optimality conditions
+    # by far more than tol: the tree's own SVM came back without a word (and
+    # n_passes_ == n_passes cannot tell it from converging on the last pass)
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning
+
+    X0, y0 = make_classification(n_samples=300, n_features=6, random_state=0)
+    X, y = np.r_[X0, X0[:50]], np.r_[y0, 1 - y0[:50]]  # duplicates with flipped labels
+    with pytest.warns(ConvergenceWarning, match=r"stopped before the optimum \(out of "
+                      r"passes, after 2 of n_passes=2\): .* violates the optimality "
+                      r"conditions on its training rows by [\d.]+ \(tol=0.001\)") as rec:
+        short = CascadeSVC(n_partitions=3, n_passes=2, C=1e4, random_state=0).fit(X, y)
+    assert short.n_passes_ == 2
+    assert sum(issubclass(w.category, ConvergenceWarning) for w in rec) == 1
+    # enough passes: the optimum, no warning; one pass (the reference's) never checks
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        full = CascadeSVC(n_partitions=3, n_passes=10, C=1e4, random_state=0).fit(X, y)
+        CascadeSVC(n_partitions=3, C=1e4, random_state=0).fit(X, y)
+    assert full.n_passes_ < 10
+    # three classes: one warning for every pair's tree together
+    X0, y0 = make_classification(n_samples=300, n_features=6, n_classes=3, n_informative=4,
+                                 random_state=0)
+    X3, y3 = np.r_[X0, X0[:60]], np.r_[y0, (y0[:60] + 1) % 3]
+    with pytest.warns(ConvergenceWarning, match="3 class pairs short") as rec:
+        CascadeSVC(n_partitions=3, n_passes=2, C=1e4, random_state=0).fit(X3, y3)
+    assert sum(issubclass(w.category, ConvergenceWarning) for w in rec) == 1
+
+
 def test_early_prediction_uses_a_layers_models():
     X, y = make_blobs(n_samples=400, centers=4, cluster_std=2.0, random_state=0)
     full = DCSVC(n_partitions=4, C=2.0, random_state=0).fit(X, y)

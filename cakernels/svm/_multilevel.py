@@ -245,6 +245,20 @@ class _MultiLevelSVC(_FullModelSVC):
             early.append(kept)
         if "passes" in ctx:  # Cascade: the most passes any class pair's tree ran
             self.n_passes_ = max(ctx["passes"])
+        if ctx.get("short"):  # Cascade's passes stopped before the optimum: once per fit
+            import warnings
+
+            from sklearn.exceptions import ConvergenceWarning
+
+            gap, why = max(ctx["short"])
+            pairs_note = (f"; {len(ctx['short'])} class pairs short"
+                          if len(ctx["short"]) > 1 else "")
+            warnings.warn(
+                f"{type(self).__name__} stopped before the optimum ({why}, after "
+                f"{self.n_passes_} of n_passes={self.n_passes}): the final SVM violates the "
+                f"optimality conditions on its training rows by {gap:.3g} (tol={self.tol}"
+                f"{pairs_note}); raise n_passes for the SVM of all rows",
+                ConvergenceWarning, stacklevel=4)
         # the final model travels from the root's owner to every rank
         t0 = time.perf_counter()
         with comm.phase("model_gather"):
@@ -667,7 +681,10 @@ class CascadeSVC(_MultiLevelSVC):
         first-layer node. (Deviation: Graf et al. feed back the support
         vectors only and stop when they repeat; with every alpha at a bound,
         at a small C, a violating pair could lie in two leaves that no leaf can
-        move alone, and the passes stopped at another SVM.)
+        move alone, and the passes stopped at another SVM.) When the passes
+        run out, or the support vectors repeat, while rows still violate by
+        ``tol``, a ``ConvergenceWarning`` gives the violation (``n_passes=1``,
+        the single pass of the reference, does not check).
 """ + _COMMON_ATTRS + """    n_passes_ : int
         Passes the tree ran (with several classes, every one-vs-one pair's tree
         stops on its own: the most any pair ran).
@@ -746,11 +763,15 @@ class CascadeSVC(_MultiLevelSVC):
                     final.solution.intercept = 0.0 - rho  # (not -0.0)
                 break
             if n_pass + 1 == self.n_passes:
-                break  # out of passes: the tree's own SVM (not the optimum)
+                # out of passes: the tree's own SVM (not the optimum), said once per fit
+                ctx.setdefault("short", []).append((float(gap), "out of passes"))
+                break
             if violators is not None:
                 back = _Node.merge(back, violators, shared=False)
             elif svs == previous:
-                break  # every violator is a support vector already: Graf's fixed point
+                # every violator is a support vector already: Graf's fixed point
+                ctx.setdefault("short", []).append((float(gap), "support vectors repeat"))
+                break
             previous = svs
             current = {}
             for q, leaf in leaves.items():
