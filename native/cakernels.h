@@ -318,7 +318,7 @@ ck_status ck_matrix_check(const ck_matrix *X);
  * |y^T a| <= 1e-6 * max(1, sum a) is repaired, anything else is CK_ERR_ARG
  * (alpha then untouched); out, the solution.
  *
- * Stops when the maximal violating pair gap m(a) - M(a) <= tol (tol > 0),
+ * Stops when the maximal violating pair gap m(a) - M(a) < tol (tol > 0, LIBSVM's test),
  * with *converged = 1, or after max_iter steps (max_iter <= 0: no limit)
  * with *converged = 0 -- not an error.  Outputs: *rho (LIBSVM convention:
  * decision f(x) = sum_i a_i y_i K(x_i, x) - rho), *objective (dual value

@@ -829,3 +829,30 @@ def test_multiclass_decision_of_class_incomplete_partitions_is_their_own_svcs():
             expected[:, classes] = ovr + (4 - classes.size)
         np.testing.assert_allclose(dec[rows], expected, rtol=1e-9, atol=1e-9)
     np.testing.assert_array_equal(clf.classes_[np.argmax(dec, axis=1)], clf.predict(X))
+
+
+def test_libsvm_objective_forms_no_support_vector_matrix(monkeypatch):
+    # solver='libsvm' computed its dual objective from the dense n_sv x n_sv kernel
+    # (7 GB at 30,000 support vectors, whatever cache_size): now K @ c in row blocks
+    from sklearn.metrics.pairwise import rbf_kernel
+    from sklearn.svm import SVC
+
+    from cakernels._solvers import local
+
+    def boom(*args, **kwargs):
+        raise AssertionError("the support vectors' kernel matrix was formed")
+
+    monkeypatch.setattr(local, "kernel_block", boom)
+    X, y = make_classification(n_samples=300, random_state=0)
+    y_pm = np.where(y == 1, 1.0, -1.0)
+    sol = local.solve_binary_svm(X, y_pm, 2.0, solver="libsvm",
+                                 kernel_params=dict(kernel="rbf", gamma=0.1, degree=3,
+                                                    coef0=0.0, n_threads=1))
+    ref = SVC(gamma=0.1, C=2.0).fit(X, y)
+    c = ref.dual_coef_[0]
+    K = rbf_kernel(ref.support_vectors_, gamma=0.1)
+    assert sol.objective == pytest.approx(0.5 * c @ K @ c - np.abs(c).sum(), rel=1e-10)
+    # and through an estimator whose trees report it
+    from cakernels import DCSVC
+
+    DCSVC(n_partitions=2, solver="libsvm", random_state=0).fit(X, y)
