@@ -128,6 +128,9 @@ BAD_INPUT = {
     "zero-weight-scalar": "rank 3: every sample_weight of this rank's shard is 0: in sharded "
                           "mode",
     "krr-weights": "sample_weight must be given on every rank",
+    # both multi-output: the message said "(single and multi-output)"
+    "krr-y-columns": "the shards' targets have different shapes: rank 0 passes y of shape "
+                     "(n_local, 2), rank 3 y of shape (n_local, 3)",
     "svm-weights": "sample_weight must be given on every rank",
     # raised before any collective on that rank only, they left the others waiting
     "invalid-param": "rank 3: The 'C' parameter of CASVC must be",

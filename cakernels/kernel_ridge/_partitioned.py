@@ -302,8 +302,13 @@ class PartitionedKernelRidge(RegressorMixin, PartitionedEstimator):
         return {"tail": tuple(y.shape[1:])}
 
     def _merge_y_meta(self, metas):
-        if any(m["tail"] != metas[0]["tail"] for m in metas):
-            return "the shards' targets have different shapes (single and multi-output)"
+        odd = [r for r, m in enumerate(metas) if m["tail"] != metas[0]["tail"]]
+        if odd:
+            def shape(tail):
+                return "one output (1-D y)" if not tail else f"y of shape (n_local, {tail[0]})"
+
+            return (f"the shards' targets have different shapes: rank 0 passes "
+                    f"{shape(metas[0]['tail'])}, rank {odd[0]} {shape(metas[odd[0]]['tail'])}")
         return None
 
     def _empty_y(self, meta):

@@ -84,6 +84,11 @@ def run():
 
         BKRR2(4, backend=sharded).fit(Xs, ys.astype(float), sample_weight=None if rank == bad
                                       else np.ones(len(ys)))
+    elif case == "krr-y-columns":           # targets of 3 columns on one rank, 2 elsewhere
+        from cakernels import BKRR2
+
+        Y = np.column_stack([ys, ys, ys]).astype(float)
+        BKRR2(4, backend=sharded).fit(Xs, Y if rank == bad else Y[:, :2])
     elif case == "svm-weights":             # the same for a classifier (ones were filled in)
         CASVC(4, backend=sharded).fit(Xs, ys, sample_weight=None if rank == bad
                                       else np.full(len(ys), 0.01))
