@@ -1057,6 +1057,10 @@ class PartitionedEstimator(OwnInitName, VersionedState, BaseEstimator):
             tasks = self._distribute(s, X, y, w, index, labels, owners, part)
         t_move = time.perf_counter() - t0
 
+        # the local solves' warnings (kernel ridge's ill-conditioned systems): one per
+        # fit for every partition of every rank, raised after the solves
+        reports = ctx.setdefault("solve_reports", [])
+
         def solve(task):
             t = time.perf_counter()
             p = task.materialize()
@@ -1077,8 +1081,12 @@ class PartitionedEstimator(OwnInitName, VersionedState, BaseEstimator):
         # timings and counters of every rank in one collective (it is not counted)
         gathered = comm.allgather(((t_part, t_move, t_train, t_gather),
                                    comm.counter.summary(),
-                                   min(s.n_workers, len(tasks)) if len(tasks) else 0))
+                                   min(s.n_workers, len(tasks)) if len(tasks) else 0,
+                                   list(reports)))
         timings = [g[0] for g in gathered]
+        solve_reports = [r for g in gathered for r in g[3]]
+        if solve_reports:  # (the same on every rank)
+            self._warn_solve_reports(solve_reports, int(sizes.size))
         _set_partitions(self, part, sizes)
         self.estimators_ = [r[1] for r in results]
         report = comm_report([g[1] for g in gathered])

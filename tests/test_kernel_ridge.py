@@ -2,6 +2,7 @@
 
 import os
 import pickle
+import re
 import sys
 import warnings
 
@@ -152,6 +153,32 @@ def test_multi_output(data):
     assert oracle_score(model, Xt, P) == pytest.approx(0.0, abs=1e-12)
     avg = DCKRR(n_partitions=3, sigma=2.0, random_state=0).fit(X, Y)
     assert avg.predict(Xt).shape == (len(Xt), 3)
+
+
+@pytest.mark.parametrize("backend", ["serial", "threads"])
+def test_ill_conditioned_partitions_warn_once_per_fit(backend):
+    # every partition warned with its own numbers (sklearn's default filter shows
+    # each distinct text: 8 lines for one fit, 27 for a search); now one line per kind
+    import warnings
+
+    rng = np.random.RandomState(0)
+    X, y = rng.randn(400, 3), rng.randn(400)
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        BKRR2(n_partitions=8, lam=1e-14, sigma=3.0, random_state=0, backend=backend,
+              n_jobs=2).fit(X, y)
+    ill = [str(r.message) for r in rec if issubclass(r.category, LinAlgWarning)]
+    assert len(ill) == 1, ill
+    assert re.search(r"is ill-conditioned in \d of 8 partitions \(reciprocal condition "
+                     r"numbers down to [\d.e-]+\)", ill[0]), ill[0]
+    # singular partitions: one line too (the least-squares fallback)
+    Xd = np.repeat(rng.randn(40, 2), 4, axis=0)
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        BKRR2(n_partitions=4, lam=0.0, sigma=1.0, random_state=0, backend=backend,
+              n_jobs=2).fit(Xd, np.repeat(rng.randn(40), 4))
+    lines = [str(r.message) for r in rec if issubclass(r.category, LinAlgWarning)]
+    assert len([m for m in lines if "not numerically positive definite in" in m]) == 1, lines
 
 
 def test_not_positive_definite_falls_back_with_warning():

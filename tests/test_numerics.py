@@ -156,7 +156,8 @@ def test_a_nan_gradient_is_a_floating_point_error(monkeypatch, solver):
 def test_krr_nan_solution_is_a_floating_point_error(monkeypatch):
     import cakernels._solvers.krr as krr
 
-    monkeypatch.setattr(krr, "solve_krr", lambda K, y, reg, rebuild=None, n_threads=1: y * np.nan)
+    monkeypatch.setattr(krr, "solve_krr", lambda K, y, reg, rebuild=None, n_threads=1,
+                        report=None: y * np.nan)
     X, y = _data(30)
     with pytest.raises(FloatingPointError, match="kernel ridge.*non-finite"):
         local.solve_kernel_ridge(X, X[:, 0], 1e-3,

@@ -82,7 +82,7 @@ def scale_by_power_of_4(a, top):
     return a * 2.0 ** -j * 2.0 ** -j  # (two steps: 4**j alone overflows for j > 511)
 
 
-def solve_krr(K, y, reg, rebuild=None, n_threads=1):
+def solve_krr(K, y, reg, rebuild=None, n_threads=1, report=None):
     """Solve ``(K + reg * I) alpha = y`` in place by Cholesky.
 
     ``K`` is overwritten. When the regularised matrix is not numerically
@@ -106,6 +106,11 @@ def solve_krr(K, y, reg, rebuild=None, n_threads=1):
         Threads of the factorization (:func:`~cakernels._solvers.cholesky.cholesky_in_place`);
         the triangular solves and the condition estimate run on one BLAS
         thread. ``alpha`` does not depend on it, bit for bit.
+    report : list, default=None
+        When given, the two warnings are not raised but appended to it as
+        ``('singular', message)`` or ``('ill', rcond)``, for a caller that
+        solves many partitions to raise one warning for all
+        (:func:`warn_solves`).
 
     Returns
     -------
@@ -146,18 +151,23 @@ def solve_krr(K, y, reg, rebuild=None, n_threads=1):
     except linalg.LinAlgError as exc:
         failure = str(exc)  # not the exception: its traceback would keep K alive
     if failure is not None:
-        warnings.warn(
-            f"{SHIFTED_KERNEL} is not numerically positive definite ({failure}); "
-            "using the least-squares solution. Increase lam or check the kernel.",
-            linalg.LinAlgWarning,
-            stacklevel=3,
-        )
+        if report is not None:
+            report.append(("singular", failure))
+        else:
+            warnings.warn(
+                f"{SHIFTED_KERNEL} is not numerically positive definite ({failure}); "
+                "using the least-squares solution. Increase lam or check the kernel.",
+                linalg.LinAlgWarning,
+                stacklevel=3,
+            )
         if rebuild is not None:
             del K  # the factor: one m x m matrix at a time
             backup = rebuild()
         backup.flat[:: m + 1] += reg
         return _lstsq_in_place(backup, y)
-    if rcond < RCOND_WARN:
+    if rcond < RCOND_WARN and report is not None:
+        report.append(("ill", float(rcond)))
+    elif rcond < RCOND_WARN:
         warnings.warn(
             f"{SHIFTED_KERNEL} is ill-conditioned (reciprocal condition number "
             f"{rcond:.2g}): the coefficients may carry relative errors up to "
@@ -166,6 +176,28 @@ def solve_krr(K, y, reg, rebuild=None, n_threads=1):
             stacklevel=3,
         )
     return alpha
+
+
+def warn_solves(reports, n_solves, what="partitions", stacklevel=3):
+    """One :class:`scipy.linalg.LinAlgWarning` per kind for the ``reports`` that
+    :func:`solve_krr` collected over ``n_solves`` solves (a fit's partitions):
+    one line per fit, not one per partition, each naming how many solves and
+    the worst case."""
+    singular = [r[1] for r in reports if r[0] == "singular"]
+    ill = [r[1] for r in reports if r[0] == "ill"]
+    if singular:
+        warnings.warn(
+            f"{SHIFTED_KERNEL} is not numerically positive definite in {len(singular)} of "
+            f"{n_solves} {what} ({singular[0]}{'' if len(singular) == 1 else ', ...'}): they "
+            "use the least-squares solution. Increase lam or check the kernel.",
+            linalg.LinAlgWarning, stacklevel=stacklevel)
+    if ill:
+        worst = min(ill)
+        warnings.warn(
+            f"{SHIFTED_KERNEL} is ill-conditioned in {len(ill)} of {n_solves} {what} "
+            f"(reciprocal condition numbers down to {worst:.2g}): the coefficients may "
+            f"carry relative errors up to {np.finfo(np.float64).eps / worst:.1g}. Increase "
+            "lam for a trustworthy answer.", linalg.LinAlgWarning, stacklevel=stacklevel)
 
 
 def _lstsq_in_place(A, y):

@@ -243,7 +243,7 @@ def _solve_binary_svm(X, y_pm, C, kp, solver, sample_weight, tol, max_iter, cach
 
 
 def solve_kernel_ridge(X, y, lam, *, kernel_params, index=None, sample_weight=None,
-                       timings=None):
+                       timings=None, report=None):
     """Solve ``(K + lam m I) alpha = y`` for one partition of ``m`` rows.
 
     With ``sample_weight`` ``w`` (positive), the weighted problem
@@ -255,7 +255,7 @@ def solve_kernel_ridge(X, y, lam, *, kernel_params, index=None, sample_weight=No
 
     ``timings``, a dict when given, gets ``kernel_seconds``: the time spent
     forming the kernel matrix (twice when the solve falls back to least
-    squares).
+    squares). ``report``: :func:`~cakernels._solvers.krr.solve_krr`'s.
 
     Returns
     -------
@@ -289,13 +289,13 @@ def solve_kernel_ridge(X, y, lam, *, kernel_params, index=None, sample_weight=No
         # no reference kept here: solve_krr frees the factor before its fallback
         # rebuilds K
         alpha = solve_krr(kernel(), y, lam * m, rebuild=kernel,
-                          n_threads=params.get("n_threads", 1))
+                          n_threads=params.get("n_threads", 1), report=report)
     else:
         col = sw.reshape((m,) + (1,) * (np.ndim(y) - 1))
 
         alpha = solve_krr(kernel(), np.asarray(y, dtype=np.float64) * col,
                           lam * total, rebuild=kernel,
-                          n_threads=params.get("n_threads", 1))
+                          n_threads=params.get("n_threads", 1), report=report)
         alpha *= col
     index = np.arange(m) if index is None else index
     sol = LocalSolution(index, alpha, None, 0.0, np.nan, 1)

@@ -317,8 +317,18 @@ class PartitionedKernelRidge(RegressorMixin, PartitionedEstimator):
     def _fit_partition(self, p, ctx):
         self._check_partition_memory(p.X.shape[0], ctx.get("concurrent", 1))
         sol = solve_kernel_ridge(p.X, p.y, self.lam, kernel_params=ctx["params"],
-                                 index=p.index, sample_weight=p.sample_weight)
+                                 index=p.index, sample_weight=p.sample_weight,
+                                 report=ctx["solve_reports"])
         return _LocalKRR(p.X, sol.alpha, ctx["params"]), 1, p.X.shape[0]
+
+    @staticmethod
+    def _warn_solve_reports(reports, n_partitions):
+        """One LinAlgWarning per kind for every partition's ill-conditioned or
+        singular system (it was one per partition, each with its own numbers:
+        27 lines for one search)."""
+        from .._solvers.krr import warn_solves
+
+        warn_solves(reports, n_partitions, stacklevel=6)
 
     @staticmethod
     def _check_partition_memory(m, concurrent):
