@@ -51,7 +51,13 @@ from .._engine import (
     keeps_state_on_failure,
     validate_params_for,
 )
-from .._kernels import KERNEL_OVERFLOW, check_kernel_diagonal, kernel_block, row_sq_norms
+from .._kernels import (
+    KERNEL_OVERFLOW,
+    check_kernel_diagonal,
+    kernel_block,
+    kernel_column,
+    row_sq_norms,
+)
 from .._solvers.native_svc import NativeKernelSVC
 from .._solvers.smo import LIBSVM_ITER_PER_VARIABLE, default_max_iter
 from ..backends._backend import BACKEND_NAMES, Backend
@@ -180,14 +186,14 @@ class _Block:
             self.hits += 1
             return row
         self.misses += 1
-        Xb, norms = self.X, self.norms
-        if Xb.shape[0] == 1 and not self.sparse:
-            # a 1 x d by d x 1 product is a dot product, which rounds otherwise than
-            # the matrix-vector product of a longer block: two rows keep the values
-            # (and the iterations) the same for every split of the rows
-            Xb, norms = np.vstack([Xb, Xb]), np.r_[norms, norms]
-        row = kernel_block(Xb, x, X_sq_norms=norms, Y_sq_norms=row_sq_norms(x),
-                           **self.kp).ravel()[:self.X.shape[0]]
+        if self.sparse:  # (SciPy's CSR product: every row's sum from that row alone)
+            row = kernel_block(self.X, x, X_sq_norms=self.norms, Y_sq_norms=row_sq_norms(x),
+                               **self.kp).ravel()
+        else:
+            # every entry from its own row: a BLAS matrix-vector product rounds a row
+            # by the block's length and its place in it, so that the second-order
+            # choice between near ties, and the iterations, depended on the split
+            row = kernel_column(self.X, x, X_sq_norms=self.norms, **self.kp)
         # the sample's own entry is its diagonal (RBF: 1 exactly; the product form
         # cancels for rows far from the origin, and a row disagreeing with the
         # diagonal kept the solver from converging)
@@ -680,7 +686,7 @@ class DisSMOSVC(_FullModelSVC):
                                 f"objective: {KERNEL_OVERFLOW}")
                         if not conv:
                             warnings.warn(self._not_converged(budget), ConvergenceWarning,
-                                          stacklevel=2)
+                                          stacklevel=3)
                         model = self._gather_support(comm, blocks, rho)
                         if s.verbose:  # LIBSVM's closing line of every binary problem
                             print(f"{name}: optimization finished, #iter = {it}, "
