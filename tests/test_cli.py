@@ -1255,6 +1255,150 @@ def test_fit_dissmo_with_the_second_order_working_set(capsys, tmp_path, clf_file
     assert_one_line_error(code, err, "--working-set does not apply", "casvc")
 
 
+def _fit_and_load(capsys, model, train, *argv):
+    code, _, err = run(capsys, "fit", train, "-o", model, *argv)
+    assert code == 0, err
+    return read_model(model)["estimator"]
+
+
+@pytest.mark.parametrize("method, opts", [("casvc", ["-p", "2"]), ("dcfiltersvc", ["-p", "4"]),
+                                          ("dissmosvc", []), ("svc", [])])
+def test_fit_with_a_stopping_tolerance(capsys, tmp_path, clf_files, method, opts):
+    """--tol is LIBSVM's -e: every SVM method's estimator gets it, and the model is the
+    Python API's with that tol."""
+    from sklearn.base import clone
+
+    from cakernels._cli.registry import REGISTRY
+    from cakernels.datasets import load_svmlight
+
+    est = _fit_and_load(capsys, tmp_path / "m.skops", clf_files / "train.svm", "--method",
+                        method, "--C", "10", "--tol", "0.5", *opts)
+    assert est.tol == 0.5 and est.C == 10
+    X, y = load_svmlight(clf_files / "train.svm")
+    Xt, _ = load_svmlight(clf_files / "test.svm", n_features=X.shape[1])
+    params = {"C": 10, "tol": 0.5}
+    if opts:
+        params.update(n_partitions=int(opts[1]), random_state=0)
+    ref = REGISTRY[method].estimator_class()(**params).fit(X, y)
+    np.testing.assert_array_equal(est.predict(Xt), ref.predict(Xt))
+    np.testing.assert_array_equal(est.decision_function(Xt), ref.decision_function(Xt))
+    # the loose tolerance changed the model (the default's differs)
+    default = clone(ref).set_params(tol=1e-3).fit(X, y)
+    assert not np.array_equal(default.decision_function(Xt), ref.decision_function(Xt))
+
+
+def test_tol_is_refused_for_kernel_ridge_and_checked(capsys, tmp_path, clf_files, reg_files):
+    out = tmp_path / "x.skops"
+    # kernel ridge has no tolerance: one line, before loading the data
+    for method in ("bkrr2", "dkrr", "krr"):
+        code, _, err = run(capsys, "fit", reg_files / "train.svm", "-o", out, "--method",
+                           method, "--tol", "0.1")
+        assert_one_line_error(code, err, f"--tol does not apply to --method {method}",
+                              "stopping tolerance of the SVM methods", "dissmosvc, svc")
+    code, _, err = run(capsys, "fit", "demo_regression", "-o", out, "--tol", "0.1")
+    assert_one_line_error(code, err, "--tol does not apply to --method bkrr2")
+    # a regression file without --method chooses bkrr2 (the note says why), then refuses
+    code, _, err = run(capsys, "fit", reg_files / "train.svm", "-o", out, "--tol", "0.1")
+    lines = err.strip().splitlines()
+    assert code == 2 and "regression inferred" in lines[0] and len(lines) == 2, err
+    assert lines[1].startswith("cakernels: error: --tol does not apply to --method bkrr2")
+    # tol must be > 0: the estimator's error, in one line, before loading the data
+    for method, value, name in (("casvc", "0", "CASVC"), ("svc", "-1", "SVC"),
+                                ("dissmosvc", "0", "DisSMOSVC"), ("cascadesvc", "-0.1",
+                                                                  "CascadeSVC")):
+        code, _, err = run(capsys, "fit", tmp_path / "missing.svm", "-o", out, "--method",
+                           method, "--tol", value)
+        assert_one_line_error(code, err, f"The 'tol' parameter of {name} must be",
+                              "range (0.0, inf)")
+    assert not out.exists()
+
+
+def test_fit_cascade_with_feedback_passes(capsys, tmp_path, clf_files):
+    """--n-passes is CascadeSVC's n_passes: with enough passes the exact SVM."""
+    from sklearn.svm import SVC
+
+    from cakernels.datasets import load_svmlight
+    from cakernels.svm import CascadeSVC
+
+    est = _fit_and_load(capsys, tmp_path / "m.skops", clf_files / "train.svm", "--method",
+                        "cascadesvc", "-p", "4", "--C", "10", "--n-passes", "5", "--tol", "1e-6")
+    assert isinstance(est, CascadeSVC) and est.n_passes == 5 and est.tol == 1e-6
+    assert est.n_passes_ == 2  # stopped early: no row violates the SVM by tol
+    X, y = load_svmlight(clf_files / "train.svm")
+    Xt, _ = load_svmlight(clf_files / "test.svm", n_features=X.shape[1])
+    ref = CascadeSVC(4, C=10, n_passes=5, tol=1e-6, random_state=0).fit(X, y)
+    np.testing.assert_array_equal(est.predict(Xt), ref.predict(Xt))
+    np.testing.assert_array_equal(est.decision_function(Xt), ref.decision_function(Xt))
+    # the exact SVM (one pass, the default, is not it on this data)
+    svc = SVC(C=10, tol=1e-6).fit(X, y)
+    np.testing.assert_allclose(est.decision_function(Xt), svc.decision_function(Xt), atol=1e-4)
+    assert est.support_.size == svc.support_.size
+    one = _fit_and_load(capsys, tmp_path / "one.skops", clf_files / "train.svm", "--method",
+                        "cascadesvc", "-p", "4", "--C", "10")
+    assert one.n_passes == 1 and one.support_.size < svc.support_.size
+    # other methods refuse it, in one line, before loading the data; 0 is the estimator's error
+    for method in ("casvc", "dcsvc", "svc", "bkrr2"):
+        code, _, err = run(capsys, "fit", tmp_path / "missing.svm", "-o", tmp_path / "x.skops",
+                           "--method", method, "--n-passes", "2")
+        assert_one_line_error(code, err, f"--n-passes does not apply to --method {method}",
+                              "it applies to cascadesvc")
+    code, _, err = run(capsys, "fit", tmp_path / "missing.svm", "-o", tmp_path / "x.skops",
+                       "--method", "cascadesvc", "--n-passes", "0")
+    assert_one_line_error(code, err, "The 'n_passes' parameter of CascadeSVC", "[1, inf)")
+    assert not (tmp_path / "x.skops").exists()
+
+
+def test_fit_dc_svm_with_early_prediction(capsys, tmp_path, clf_files):
+    """--predict-layer is DCSVC's predict_layer: DC-SVM's early prediction by the models
+    of an earlier layer of the tree."""
+    from cakernels.datasets import load_svmlight
+    from cakernels.svm import DCSVC
+
+    X, y = load_svmlight(clf_files / "train.svm")
+    Xt, _ = load_svmlight(clf_files / "test.svm", n_features=X.shape[1])
+    for layer in (1, 2):
+        model = tmp_path / f"l{layer}.skops"
+        est = _fit_and_load(capsys, model, clf_files / "train.svm", "--method", "dcsvc",
+                            "-p", "4", "--predict-layer", str(layer))
+        assert isinstance(est, DCSVC) and est.predict_layer == layer
+        assert est.model_ is None and len(est.layer_models_) == 4 // 2 ** (layer - 1)
+        ref = DCSVC(4, predict_layer=layer, random_state=0).fit(X, y)
+        np.testing.assert_array_equal(est.predict(Xt), ref.predict(Xt))
+        np.testing.assert_array_equal(est.decision_function(Xt), ref.decision_function(Xt))
+        code, out, _ = run(capsys, "predict", model, clf_files / "test.svm")
+        assert code == 0 and out.split() == [str(int(v)) for v in ref.predict(Xt)]
+    # 4 partitions make 3 layers: layer 4 is the estimator's error, in one line, no model
+    code, _, err = run(capsys, "fit", clf_files / "train.svm", "-o", tmp_path / "x.skops",
+                       "--method", "dcsvc", "-p", "4", "--predict-layer", "4")
+    assert_one_line_error(code, err, "predict_layer=4, but 4 partitions make 3 layers")
+    code, _, err = run(capsys, "fit", tmp_path / "missing.svm", "-o", tmp_path / "x.skops",
+                       "--method", "dcsvc", "--predict-layer", "0")
+    assert_one_line_error(code, err, "The 'predict_layer' parameter of DCSVC", "[1, inf)")
+    # other methods refuse it, in one line, before loading the data
+    for method in ("casvc", "cascadesvc", "dcfiltersvc", "bkrr2"):
+        code, _, err = run(capsys, "fit", tmp_path / "missing.svm", "-o", tmp_path / "x.skops",
+                           "--method", method, "--predict-layer", "1")
+        assert_one_line_error(code, err, f"--predict-layer does not apply to --method {method}",
+                              "it applies to dcsvc")
+    assert not (tmp_path / "x.skops").exists()
+
+
+def test_bench_takes_the_svm_options_and_help_lists_them(capsys):
+    # bench runs several methods: each option applies to the methods that take it
+    code, out, err = run(capsys, "bench", "demo", "--methods", "cascadesvc", "dcsvc", "svc",
+                         "-p", "4", "--tol", "1e-2", "--n-passes", "3", "--predict-layer", "1")
+    assert code == 0, err
+    assert all(name in out for name in ("CascadeSVC", "DCSVC", "SVC"))
+    code, _, err = run(capsys, "bench", "demo", "--methods", "casvc", "svc", "--tol", "0")
+    assert_one_line_error(code, err, "The 'tol' parameter")
+    for command in ("fit", "bench"):
+        code, out, _ = run(capsys, command, "--help")
+        assert code == 0
+        for flag in ("--tol TOL", "LIBSVM's -e", "--n-passes N", "cascadesvc's passes",
+                     "--predict-layer L", "dcsvc's early prediction"):
+            assert flag in out, (command, flag)
+
+
 # --------------------------------------------------------------------------- kernel width and memory
 
 

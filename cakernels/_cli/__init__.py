@@ -108,6 +108,9 @@ def _add_estimator_options(parser, *, bench=False):
                    + ("; 32 for ijcnn1)" if bench else ")"))
     g.add_argument("--gamma", type=_gamma, help="SVM kernel coefficient: number, 'scale' or "
                    "'auto' (default 'scale'" + ("; 2 for ijcnn1)" if bench else ")"))
+    g.add_argument("--tol", type=float, metavar="TOL",
+                   help="SVM stopping tolerance, LIBSVM's -e (default 1e-3; kernel ridge "
+                        + ("methods ignore it)" if bench else "methods refuse it)"))
     g.add_argument("--kernel", choices=("rbf", "linear", "poly", "sigmoid"), type=str.lower,
                    help="kernel (default rbf)")
     g.add_argument("--sigma", type=float,
@@ -133,6 +136,15 @@ def _add_estimator_options(parser, *, bench=False):
                         "violating pair, or LIBSVM's second-order one (fewer iterations; "
                         "use it with a large --C) (default first-order"
                         + ("; other methods ignore it)" if bench else ")"))
+    g.add_argument("--n-passes", type=int, metavar="N",
+                   help="cascadesvc's passes over the tree (Graf et al.'s feedback loop): it "
+                        "stops once no training row violates the SVM by --tol (the exact "
+                        "SVM) and warns when the passes run out first (default 1: one pass, "
+                        "unchecked" + ("; other methods ignore it)" if bench else ")"))
+    g.add_argument("--predict-layer", type=int, metavar="L",
+                   help="dcsvc's early prediction: stop after layer L (1: the partitions' own "
+                        "models) and predict by the models of that layer (default: the last "
+                        "layer, the full SVM" + ("; other methods ignore it)" if bench else ")"))
     g.add_argument("--backend", choices=BACKENDS, help="how partitions are run (default serial)")
     g.add_argument("--n-jobs", type=int, metavar="N",
                    help="workers of the threads backend (default: all cores)")

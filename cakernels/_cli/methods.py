@@ -27,7 +27,8 @@ def _given(args, *names):
 
 _FLAG = {"C": "--C", "gamma": "--gamma", "sigma": "--sigma", "lam": "--lam",
          "n_partitions": "--n-partitions", "halo": "--halo", "routing": "--routing",
-         "n_voters": "--n-voters", "working_set": "--working-set"}
+         "n_voters": "--n-voters", "working_set": "--working-set", "tol": "--tol",
+         "n_passes": "--n-passes", "predict_layer": "--predict-layer"}
 
 
 def _verb(items):
@@ -184,6 +185,11 @@ def _check_options(methods, task, args):
                        f"{_task_of_method(wrong[0])} overrides the data's task)")
 
 
+def _taking(option):
+    """The methods whose estimator takes ``option``, in registry order."""
+    return [m.name for m in REGISTRY.values() if option in m.options]
+
+
 def _make_estimator(method, p, n_train, strict=True):
     """The estimator of ``method`` (see :mod:`.registry`) with the parameters in ``p``
     (None: the estimator's default). ``strict``: an option the method does not take
@@ -208,6 +214,14 @@ def _make_estimator(method, p, n_train, strict=True):
     if p.get("working_set") is not None and "working_set" not in entry.options and strict:
         raise CLIError(f"--working-set does not apply to --method {method}: it applies to "
                        "dissmosvc")
+    if p.get("tol") is not None and "tol" not in entry.options and strict:
+        raise CLIError(f"--tol does not apply to --method {method}: it is the stopping "
+                       f"tolerance of the SVM methods ({', '.join(_taking('tol'))}); kernel "
+                       "ridge solves its linear systems directly, with no tolerance")
+    for name in ("n_passes", "predict_layer"):
+        if p.get(name) is not None and name not in entry.options and strict:
+            raise CLIError(f"{_FLAG[name]} does not apply to --method {method}: it applies "
+                           f"to {', '.join(_taking(name))}")
     if method == "krr":
         from sklearn.kernel_ridge import KernelRidge
 
@@ -310,8 +324,9 @@ def _check_feature_memory(n_features, sparse, method, standardize, n_ranks=1):
 
 def _estimator_params(args):
     return {k: getattr(args, k, None) for k in
-            ("C", "gamma", "kernel", "sigma", "lam", "n_partitions", "halo", "routing",
-             "n_voters", "working_set", "backend", "n_jobs", "random_state", "verbose")}
+            ("C", "gamma", "tol", "kernel", "sigma", "lam", "n_partitions", "halo", "routing",
+             "n_voters", "working_set", "n_passes", "predict_layer", "backend", "n_jobs",
+             "random_state", "verbose")}
 
 
 def _n_partitions_of(est):

@@ -12,7 +12,7 @@ import importlib
 from dataclasses import dataclass
 
 _COMMON = ("kernel", "backend", "n_jobs", "random_state", "verbose")
-SVM_OPTIONS = ("C", "gamma", "n_partitions") + _COMMON
+SVM_OPTIONS = ("C", "gamma", "tol", "n_partitions") + _COMMON
 KRR_OPTIONS = ("sigma", "lam", "n_partitions", "halo") + _COMMON
 #: the single-level partitioned SVMs also take a halo and soft routing (the
 #: multi-level ones do not)
@@ -58,16 +58,16 @@ REGISTRY = {m.name: m for m in (
     Method("cpsvc", "CPSVC", "classification", "partitioned", "cakernels.svm:CPSVC",
            HALO_SVM_OPTIONS),
     Method("cascadesvc", "CascadeSVC", "classification", "partitioned",
-           "cakernels.svm:CascadeSVC", SVM_OPTIONS, bench=False),
+           "cakernels.svm:CascadeSVC", SVM_OPTIONS + ("n_passes",), bench=False),
     Method("dcsvc", "DCSVC", "classification", "partitioned", "cakernels.svm:DCSVC",
-           SVM_OPTIONS, bench=False),
+           SVM_OPTIONS + ("predict_layer",), bench=False),
     Method("dcfiltersvc", "DCFilterSVC", "classification", "partitioned",
            "cakernels.svm:DCFilterSVC", SVM_OPTIONS, bench=False),
     Method("dissmosvc", "DisSMOSVC", "classification", "exact", "cakernels.svm:DisSMOSVC",
-           ("C", "gamma", "kernel", "working_set", "backend", "n_jobs", "verbose"),
+           ("C", "gamma", "tol", "kernel", "working_set", "backend", "n_jobs", "verbose"),
            bench=False),
     Method("svc", "SVC", "classification", "baseline", "sklearn.svm:SVC",
-           ("C", "gamma", "kernel")),
+           ("C", "gamma", "tol", "kernel")),
     Method("dckrr", "DCKRR", "regression", "partitioned", "cakernels.kernel_ridge:DCKRR",
            KRR_OPTIONS),
     Method("kkrr", "KKRR", "regression", "partitioned", "cakernels.kernel_ridge:KKRR",
