@@ -350,13 +350,24 @@ def test_ctrl_c_ends_the_cli_job(mpirun, tmp_path):
         + [p for p in [os.environ.get("PYTHONPATH")] if p]))
     proc = subprocess.Popen([MPIEXEC, "-n", "2", Path(sys.executable).with_name("cakernels"),
                              "fit", tmp_path / "slow.svm", "-o", tmp_path / "m.skops",
-                             "--method", "dissmosvc", "--C", "1e6", "--backend", "mpi"],
+                             "--method", "dissmosvc", "--C", "1e6", "--backend", "mpi",
+                             "--verbose"],
                             env=env, text=True, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, start_new_session=True)
     try:
-        time.sleep(5.0)  # started, data read, iterating
+        # iterating: its first progress line (a fixed 5 s sleep was too short on a busy
+        # machine: SIGINT reached the ranks before the command line's handler)
+        seen, deadline = [], time.monotonic() + 120
+        while time.monotonic() < deadline:
+            line = proc.stderr.readline()
+            seen.append(line)
+            if not line or "iteration" in line:
+                break
+        assert "iteration" in seen[-1], "".join(seen)
+        time.sleep(0.5)
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)
+        err = "".join(seen) + err
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate()
