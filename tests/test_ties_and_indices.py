@@ -204,6 +204,41 @@ def test_the_pass_for_distinct_rows_keeps_wide_sparse_blocks_small():
     assert peak < 600 * 2**20, peak  # 4,096 dense rows alone are 3.1 GiB
 
 
+@pytest.mark.parametrize("distinct", [3, 500])
+def test_kmeans_counts_distinct_rows_without_dense_copies_of_wide_sparse_data(distinct):
+    # asking K-means for no more clusters than distinct rows densified 4,096 rows per
+    # block to count them (3 GiB for 3,000 x 100,000 CSR, on every KMeans fit)
+    import tracemalloc
+
+    from cakernels.partition._partitioners import _count_distinct
+
+    rng = np.random.RandomState(0)
+    base = sp.random(distinct, 100_000, density=2e-4, format="csr", random_state=0)
+    base.data += 1.0
+    X = sp.csr_matrix(base[rng.randint(0, distinct, 3000)])
+    tracemalloc.start()
+    try:
+        part = KMeansPartitioner(n_partitions=7, random_state=0).fit(X)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert part.n_partitions_ == min(7, distinct) and part.sizes_.sum() == 3000
+    assert peak < 200 * 2**20, peak
+    # the sparse count is the dense one (keys to 12 digits, explicit zeros, -0.0)
+    for need in (2, 7, 600):
+        assert _count_distinct(X, need) == min(need, distinct)
+    Y = np.repeat(rng.randn(5, 4), 3, axis=0)
+    Y[1] = Y[0] * (1 + 1e-15)  # equal to 12 digits
+    for need in (1, 4, 5, 20):
+        assert _count_distinct(sp.csr_matrix(Y), need) == _count_distinct(Y, need) \
+            == min(need, 5)
+    # an explicit zero and -0.0 are the same row as none
+    twins = sp.csr_matrix((np.array([1.0, 0.0, 2.0, 1.0, 2.0, 1.0, -0.0, 2.0]),
+                           np.array([0, 1, 2, 0, 2, 0, 1, 2]), np.array([0, 3, 5, 8])),
+                          shape=(3, 3))
+    assert _count_distinct(twins, 3) == 1
+
+
 def test_cascade_takes_data_whose_random_partition_means_coincide():
     # the final model predicts every row: nothing is routed by centre (as DC-KRR)
     rng = np.random.RandomState(0)
