@@ -614,5 +614,7 @@ def _finite_dot(out):
     if not np.all(np.isfinite(out)):
         raise FloatingPointError(
             f"{int(np.sum(~np.isfinite(out)))} of {out.size} kernel sums K(x, .) @ coef are "
-            f"NaN or inf: {KERNEL_OVERFLOW}")
+            "NaN or inf: kernel values overflow float64 on these rows (a polynomial "
+            "kernel of large feature values, a large gamma or degree, or a negative "
+            "coef0); scale the features as for the fit, or lower gamma or degree")
     return out
