@@ -430,11 +430,31 @@ def test_eigh_routes_warn_on_ill_conditioned_candidates(cv, solver):
         warnings.simplefilter("always")
         BKRR2CV(lams=[1e-13, 1e-4], **kw).fit(X, y)
     messages = [str(r.message) for r in rec if issubclass(r.category, linalg.LinAlgWarning)]
-    assert messages and all(re.search(r"ill-conditioned for lam in \[1e-13\] \(reciprocal "
-                                      r"condition number down to", m) for m in messages)
+    # one warning for the whole search (it was one per solve, each with its numbers)
+    assert len(messages) == 1 and re.search(r"ill-conditioned in \d+ of the search's \d+ "
+                                            r"solves \(lam in \[1e-13\]; reciprocal "
+                                            r"condition numbers down to", messages[0]), messages
     with warnings.catch_warnings():
         warnings.simplefilter("error", linalg.LinAlgWarning)  # well-conditioned: silent
         BKRR2CV(lams=[1e-4, 1e-2], **kw).fit(X, y)
+
+
+@pytest.mark.parametrize("solver", ["cholesky", "eigh"])
+def test_a_search_warns_once_for_all_its_ill_conditioned_solves(solver):
+    # every partition, sigma, split (and lambda, Cholesky) warned with its own numbers:
+    # 25 lines for one search of 4 partitions under the default filter
+    rng = np.random.RandomState(0)
+    X, y = rng.randn(400, 3), rng.randn(400)
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        BKRR2CV(n_partitions=4, cv=3, sigmas=[3.0, 10.0], lams=[1e-13, 1e-2], solver=solver,
+                refit=False, random_state=0).fit(X, y)
+    ill = [r for r in rec if issubclass(r.category, linalg.LinAlgWarning)
+           and "ill-conditioned" in str(r.message)]
+    assert len(ill) == 1, [str(r.message) for r in rec]
+    assert re.search(r"in \d+ of the search's \d+ solves \(lam in \[1e-13\];",
+                     str(ill[0].message))
+    assert ill[0].filename == __file__  # the caller's line
 
 
 def test_cv_results_have_grid_search_format_and_order():

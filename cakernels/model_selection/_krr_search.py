@@ -498,6 +498,9 @@ class _SearchJob:
         # (the same bits for every thread count), so that a worker holds one sum and
         # the partitions still out of order, not one array per partition
         self._preds, self._next, self._pending = None, 0, {}
+        #: the solves' ill-conditioned or singular systems (solve_krr and
+        #: _shifted_inverse reports), warned once per search (:meth:`warn`)
+        self.reports = []
         self._lock = threading.Lock()
 
     def absorb(self, position, result):
@@ -518,6 +521,32 @@ class _SearchJob:
                         acc += add
                 self._next += 1
         return None, times, nf
+
+    def warn(self, reports, n_solves):
+        """One LinAlgWarning per kind for every rank's ill-conditioned or singular
+        systems of the search (``reports``: ``(kind, value, lams)``), naming the
+        lambdas: it was one per solve, each with its own numbers (25 lines for
+        one search of 4 partitions)."""
+        def lams_of(kind):
+            return sorted({v for r in reports if r[0] == kind for v in r[2]})
+
+        singular = [r for r in reports if r[0] == "singular"]
+        ill = [r for r in reports if r[0] == "ill"]
+        if singular:
+            warnings.warn(
+                f"{SHIFTED_KERNEL} is singular, or not numerically positive definite, in "
+                f"{len(singular)} of the search's {n_solves} solves (lam in "
+                f"{lams_of('singular')}): they use the least-squares solution. Increase lam "
+                "or check the kernel.", linalg.LinAlgWarning, stacklevel=6)
+        if ill:
+            worst = min(r[1] for r in ill)
+            warnings.warn(
+                f"{SHIFTED_KERNEL} is ill-conditioned in {len(ill)} of the search's "
+                f"{n_solves} solves (lam in {lams_of('ill')}; reciprocal condition numbers "
+                f"down to {worst:.2g}): their scores may carry relative errors up to "
+                f"{np.finfo(np.float64).eps / worst:.1g}, and differ from refits' (which "
+                "warn too). Increase lam for a trustworthy answer.", linalg.LinAlgWarning,
+                stacklevel=6)
 
     def stats(self, n_fact):
         return {"solver": self.solver, "n_factorizations": int(n_fact)}
@@ -552,13 +581,16 @@ class _SearchJob:
             out = np.empty((m, L, k))
             for i, reg in enumerate(shifts):
                 t = time.perf_counter()
+                got = []
                 out[:, i, :] = solve_krr(KT.copy(), yT, float(reg), rebuild=KT.copy,
-                                         n_threads=1).reshape(m, k)
+                                         n_threads=1, report=got).reshape(m, k)
+                self.reports.extend((kind, value, [float(self.lams[i])])
+                                    for kind, value in got)
                 times_fit[i] += time.perf_counter() - t
             return out.reshape(m, L * k), 1 * L
         t = time.perf_counter()
         w, Q = eigh_in_place(KT)
-        inv = _shifted_inverse(w, shifts, lams=self.lams)
+        inv = _shifted_inverse(w, shifts, lams=self.lams, report=self.reports)
         Qty = Q.T @ yT
         alpha = Q @ (inv[:, :, None] * Qty[:, None, :]).reshape(m, L * k)
         times_fit += (time.perf_counter() - t) / L
@@ -691,7 +723,7 @@ class _SearchJob:
         t = time.perf_counter()
         w, Q = eigh_in_place(K)
         inv, singular = _shifted_inverse(w, self.lams * (m - 1), return_singular=True,
-                                         warn=False, lams=self.lams)
+                                         warn=False, lams=self.lams, report=self.reports)
         Qty = Q.T @ yj
         alpha = (Q @ (inv[:, :, None] * Qty[:, None, :]).reshape(m, L * k)).reshape(m, L, k)
         diag = (Q * Q) @ inv  # (A^-1)_ii for every lambda
@@ -836,7 +868,7 @@ def _stats(y, pred, shift, w=None):
     return out
 
 
-def _shifted_inverse(w, shifts, return_singular=False, warn=True, lams=None):
+def _shifted_inverse(w, shifts, return_singular=False, warn=True, lams=None, report=None):
     """``1 / (w_i + s)`` for every eigenvalue and shift, ``(m, n_shifts)``;
     terms whose magnitude is below the least-squares cutoff (``eps * m`` times
     the largest) count as zero with a :class:`~scipy.linalg.LinAlgWarning`, as
@@ -855,7 +887,11 @@ def _shifted_inverse(w, shifts, return_singular=False, warn=True, lams=None):
     mag = np.abs(denom)
     cutoff = np.finfo(np.float64).eps * w.size * np.max(mag, axis=0)
     bad = mag <= cutoff[None, :]
-    if warn and np.any(bad):
+    if warn and np.any(bad) and report is not None:
+        report.append(("singular", "a shifted eigenvalue below the least-squares cutoff",
+                       [float(v) for v in np.asarray(lams)[bad.any(axis=0)]]
+                       if lams is not None else []))
+    elif warn and np.any(bad):
         warnings.warn(f"{SHIFTED_KERNEL} is singular for some lambda; using the "
                       "least-squares (pseudo-inverse) solution. Increase lam or check the "
                       "kernel.", linalg.LinAlgWarning, stacklevel=4)
@@ -863,7 +899,10 @@ def _shifted_inverse(w, shifts, return_singular=False, warn=True, lams=None):
         with np.errstate(divide="ignore", invalid="ignore"):
             rcond = np.min(mag, axis=0) / np.max(mag, axis=0)
         ill = (rcond < RCOND_WARN) & ~bad.any(axis=0)
-        if np.any(ill):
+        if np.any(ill) and report is not None:
+            report.append(("ill", float(np.min(rcond[ill])),
+                           [float(v) for v in np.asarray(lams)[ill]]))
+        elif np.any(ill):
             worst = float(np.min(rcond[ill]))
             warnings.warn(
                 f"{SHIFTED_KERNEL} is ill-conditioned for lam in "

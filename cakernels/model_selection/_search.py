@@ -144,7 +144,11 @@ class _PartitionedSearchCV(PartitionedEstimator):
             with comm.phase("validation"):
                 comm.raise_failures(failure)
                 scores, fit_t, score_t, n_fact = job.combine(comm, results, queries)
-            gathered = comm.allgather(((t_part, t_move, t_search), comm.counter.summary()))
+            gathered = comm.allgather(((t_part, t_move, t_search), comm.counter.summary(),
+                                       list(getattr(job, "reports", ()))))
+        solve_reports = [r for g in gathered for r in g[2]]
+        if solve_reports:  # (the same on every rank: one warning per kind)
+            job.warn(solve_reports, int(n_fact))
         self._set_results(job.params, scores, fit_t, score_t,
                           getattr(job, "empty_splits", ()))
         _set_partitions(self, part, sizes)
