@@ -47,9 +47,13 @@ def import_mpi(hint=_MPI_HINT):
     except ImportError as exc:
         raise ImportError(f"{hint} ({exc})") from None
     except RuntimeError as exc:
+        import os
+
         why = " ".join(str(exc).split())
+        fix = ("install MS-MPI" if os.name == "nt" else
+               "reinstall the extra, or point MPI4PY_LIBMPI at an MPI library")
         raise ImportError(f"{hint} (mpi4py is installed but cannot load an MPI library: "
-                          f"{why}; on Windows install MS-MPI)") from None
+                          f"{why}; {fix})") from None
     return MPI
 
 

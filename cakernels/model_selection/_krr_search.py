@@ -407,7 +407,8 @@ class PartitionedKernelRidgeCV(RegressorMixin, _PartitionedSearchCV):
         if w is not None and 0 < sums[-1] < TINY_WEIGHT:
             # all weights tiny (1e-320: the weighted kernels subnormal, their digits
             # lost): every weight, and the sums, times one power of 4 that makes the
-            # total about 1; exact, and the same models and weighted scores
+            # total about 1 (the weights exactly; the sums, taken of the tiny weights,
+            # only centre the scores), the same models and weighted scores
             wv = scale_by_power_of_4(wv, sums[-1])
             sums = scale_by_power_of_4(sums, sums[-1])
         # the largest diagonal shift any split can use, before any work

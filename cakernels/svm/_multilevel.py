@@ -253,12 +253,14 @@ class _MultiLevelSVC(_FullModelSVC):
             gap, why = max(ctx["short"])
             pairs_note = (f"; {len(ctx['short'])} class pairs short"
                           if len(ctx["short"]) > 1 else "")
+            advice = ("raise n_passes for the SVM of all rows" if why == "out of passes" else
+                      "more passes would repeat them: DCSVC's last layer or DisSMOSVC give "
+                      "the SVM of all rows")
             warnings.warn(
                 f"{type(self).__name__} stopped before the optimum ({why}, after "
                 f"{self.n_passes_} of n_passes={self.n_passes}): the final SVM violates the "
                 f"optimality conditions on its training rows by {gap:.3g} (tol={self.tol}"
-                f"{pairs_note}); raise n_passes for the SVM of all rows",
-                ConvergenceWarning, stacklevel=4)
+                f"{pairs_note}); {advice}", ConvergenceWarning, stacklevel=4)
         # the final model travels from the root's owner to every rank
         t0 = time.perf_counter()
         with comm.phase("model_gather"):
