@@ -1411,16 +1411,22 @@ class PartitionedEstimator(OwnInitName, VersionedState, BaseEstimator):
                     send.setdefault(key, []).append(arr)
             got = {key: comm.Alltoallv(arrs) for key, arrs in sorted(send.items())}
             # evaluate what was received, source by source
-            replies = []
-            for src in range(comm.size):
-                part_src = {key: got[key][src] for key in got}
-                Xs = _unpack_rows(part_src, self.n_features_in_, sp.issparse(X))
-                res = np.zeros((Xs.shape[0],) + tuple(shape))
-                for j in np.unique(part_src["part"]):
-                    sel = np.flatnonzero(part_src["part"] == j)
-                    vals = local(self.estimators_[j], Xs[sel])
-                    res[sel] = encode(vals) if encode is not None else vals
-                replies.append(np.ascontiguousarray(res, dtype=np.float64))
+            replies, failure = [], None
+            try:
+                for src in range(comm.size):
+                    part_src = {key: got[key][src] for key in got}
+                    Xs = _unpack_rows(part_src, self.n_features_in_, sp.issparse(X))
+                    res = np.zeros((Xs.shape[0],) + tuple(shape))
+                    for j in np.unique(part_src["part"]):
+                        sel = np.flatnonzero(part_src["part"] == j)
+                        vals = local(self.estimators_[j], Xs[sel])
+                        res[sel] = encode(vals) if encode is not None else vals
+                    replies.append(np.ascontiguousarray(res, dtype=np.float64))
+            except Exception as exc:  # (a kernel that overflows on a row sent here)
+                failure = exc
+            # every rank raises when one failed (it skipped the Alltoallv below and the
+            # others waited there for good); a control message, not counted
+            comm.raise_failures(failure, counted=False)
             back = comm.Alltoallv(replies)
             for r in range(comm.size):
                 items = send["row"][r]

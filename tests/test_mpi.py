@@ -185,6 +185,23 @@ def test_bad_input_on_one_rank_is_the_same_error_on_every_rank(mpirun, case, tmp
     assert "finished without error" not in out.stdout
 
 
+def test_a_test_row_that_overflows_on_its_owner_ends_every_rank(mpirun, tmp_path):
+    # predict_sharded: the rank that evaluates a row whose kernel overflows raised, and
+    # the others waited in the next Alltoallv for good (launched without -m mpi4py)
+    out = mpirun(4, "spmd_errors.py", "predict-overflow", tmp_path, mpi4py=False,
+                 timeout=120)
+    assert out.returncode != 0
+    raised = _raised(tmp_path)
+    assert all(r is not None for r in raised), (raised, out.stderr)
+    own = [r for r, text in enumerate(raised) if text.startswith("FloatingPointError: ")]
+    assert len(own) == 1, raised  # the owner: its own exception
+    for r, text in enumerate(raised):
+        if r != own[0]:
+            assert text.startswith(f"CollectiveError: rank {own[0]} failed: "
+                                   "FloatingPointError: "), text
+    assert "kernel values overflow float64 on these rows" in raised[own[0]]
+
+
 def test_one_shard_of_tiny_features_is_fine_next_to_the_others(mpirun, tmp_path):
     # the check of features too small is on all shards together, as the data's scale
     out = mpirun(4, "spmd_errors.py", "tiny-one-shard", tmp_path, mpi4py=False, timeout=120)

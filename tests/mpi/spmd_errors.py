@@ -321,6 +321,22 @@ def run():
             assert clean.score(X, y) > 0.8
             raise exc
         raise AssertionError("no error")
+    elif case == "predict-overflow":        # a test row whose kernel overflows on its owner
+        from cakernels import BKRR2
+
+        Xt = np.random.RandomState(rank).randn(6, 5)
+        if rank == bad:
+            Xt[0] = 1e150  # (its squared norm passes the check: only K(x, .) overflows)
+        for est in (CASVC(4, kernel="poly", backend=sharded, random_state=0).fit(Xs, ys),
+                    BKRR2(4, kernel="poly", backend=sharded, random_state=0).fit(
+                        Xs, ys.astype(float))):
+            try:  # the owner of its partition raised; the other ranks waited for good
+                est.predict_sharded(Xt)
+            except (ValueError, FloatingPointError) as exc:
+                last = exc
+            else:
+                raise AssertionError("no error")
+        raise last
     elif case == "uncaught":                # an error outside any collective (needs -m mpi4py)
         if rank == bad:
             raise KeyError("user code failed on one rank")
@@ -335,7 +351,8 @@ except Exception as exc:
     # one file per rank (mpiexec may interleave the ranks' output), then the traceback
     assert isinstance(exc, ValueError) or case in (
         "solver-raises", "dies", "uncaught", "tree-solve-raises", "dissmo-raises",
-        "violators-raises", "cv-raises", "cv-raises-sharded", "validation-raises")
+        "violators-raises", "cv-raises", "cv-raises-sharded", "validation-raises",
+        "predict-overflow")
     with open(os.path.join(outdir, f"rank{rank}.txt"), "w") as fh:
         fh.write(f"{type(exc).__name__}: {exc}")
     raise
