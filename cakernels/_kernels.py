@@ -498,27 +498,6 @@ def _kernel_rows(X, Yt, xn, yn, kernel, gamma, degree, coef0, out=None):
     return G
 
 
-def kernel_column(X, x, *, X_sq_norms, kernel="rbf", gamma=1.0, degree=3, coef0=0.0,
-                  n_threads=1):
-    """``K(X, x)`` of one dense row ``x`` (shape ``(1, d)`` or ``(d,)``) against the
-    dense rows ``X``, ``(n,)``: every entry from its own row of ``X`` alone.
-
-    The dot products are einsum's row by row, whose rounding depends on ``d``
-    only: the same bits for a row whatever block ``X`` is cut from. A BLAS
-    matrix-vector product rounds a row by its place in the block and the
-    block's length (6.7e-16 apart), which made an algorithm that splits its rows
-    over workers (Dis-SMO's second-order choice of near ties) depend on the split.
-    ``n_threads`` is accepted for the kernel parameters' sake (one thread).
-    """
-    x = np.ascontiguousarray(x, dtype=np.float64).reshape(-1)
-    G = np.einsum("ij,j->i", X, x).reshape(-1, 1)
-    if kernel != "linear":
-        xn = np.ascontiguousarray(X_sq_norms, dtype=np.float64)
-        _native.kernel_from_gram(G, xn, row_sq_norms(x.reshape(1, -1)), _KIND[kernel],
-                                 float(gamma), float(coef0), float(degree), 1)
-    return G.ravel()
-
-
 def _shared_blocks(n_x, n_y, n_features, block_bytes=BLOCK_BYTES):
     """The row blocks of a kernel block of ``n_x`` x ``n_y`` entries that
     :func:`run_blocks` shares among threads, or None for a block too small to

@@ -313,30 +313,6 @@ def test_a_block_of_one_row_keeps_the_iterations_of_every_split():
         np.testing.assert_allclose(split.objective_, serial.objective_, rtol=1e-13)
 
 
-@pytest.mark.parametrize("working_set", ["first-order", "second-order"])
-def test_the_iterations_are_the_same_for_every_split_of_the_rows(working_set):
-    # a BLAS matrix-vector product rounds a row by the block's length and its place in
-    # it (6.7e-16 apart): LIBSVM's second-order choice between near ties then depended
-    # on the split (1955 iterations on 1, 2 and 4 workers, 1958 on 3)
-    from cakernels._kernels import kernel_column
-
-    X, y = make_classification(n_samples=800, n_features=10, n_informative=6, n_classes=3,
-                               n_clusters_per_class=1, flip_y=0.1, random_state=0)
-    runs = [DisSMOSVC(C=5, gamma=0.1, tol=1e-6, working_set=working_set, backend="threads",
-                      n_jobs=n).fit(X, y) for n in (1, 2, 3, 4)]
-    for run in runs[1:]:
-        np.testing.assert_array_equal(run.n_iter_, runs[0].n_iter_)
-        # (the intercept is a sum over the blocks: its last bit depends on the split)
-        np.testing.assert_allclose(run.decision_function(X), runs[0].decision_function(X),
-                                   rtol=1e-13, atol=1e-15)
-    # the kernel column of a row: the same bits from every block it can be cut from
-    norms = np.einsum("ij,ij->i", X, X)
-    full = kernel_column(X, X[5], X_sq_norms=norms, gamma=0.1)
-    for a, b in ((0, 1), (0, 2), (3, 10), (5, 6), (400, 403), (401, 800)):
-        np.testing.assert_array_equal(
-            kernel_column(X[a:b], X[5], X_sq_norms=norms[a:b], gamma=0.1), full[a:b])
-
-
 def test_a_bound_that_underflows_is_a_zero_weight():
     # C * sample_weight == 0 with sample_weight > 0: the rows take no part (they
     # joined the working sets, left them at F = +-inf and made the objective NaN)

@@ -31,7 +31,10 @@ iteration: the first-order pair zigzags for millions of iterations on a large
 C with duplicate samples of opposite labels); the update is LIBSVM's (it
 clips both variables to their boxes, which the algorithm's formula leaves
 implicit); ties between equal violations go to the smallest
-global index, so that the iterations do not depend on how the rows are split.
+global index, so that the iterations do not depend on how the rows are split
+(with the second-order choice, near ties compare gains from kernel rows whose last
+bits depend on the block a row is in: they may take another path on another split,
+to the same model within ``tol``).
 """
 
 import sys
@@ -51,13 +54,7 @@ from .._engine import (
     keeps_state_on_failure,
     validate_params_for,
 )
-from .._kernels import (
-    KERNEL_OVERFLOW,
-    check_kernel_diagonal,
-    kernel_block,
-    kernel_column,
-    row_sq_norms,
-)
+from .._kernels import KERNEL_OVERFLOW, check_kernel_diagonal, kernel_block, row_sq_norms
 from .._solvers.native_svc import NativeKernelSVC
 from .._solvers.smo import LIBSVM_ITER_PER_VARIABLE, default_max_iter
 from ..backends._backend import BACKEND_NAMES, Backend
@@ -186,14 +183,18 @@ class _Block:
             self.hits += 1
             return row
         self.misses += 1
-        if self.sparse:  # (SciPy's CSR product: every row's sum from that row alone)
-            row = kernel_block(self.X, x, X_sq_norms=self.norms, Y_sq_norms=row_sq_norms(x),
-                               **self.kp).ravel()
-        else:
-            # every entry from its own row: a BLAS matrix-vector product rounds a row
-            # by the block's length and its place in it, so that the second-order
-            # choice between near ties, and the iterations, depended on the split
-            row = kernel_column(self.X, x, X_sq_norms=self.norms, **self.kp)
+        Xb, norms = self.X, self.norms
+        if Xb.shape[0] == 1 and not self.sparse:
+            # a 1 x d by d x 1 product is a dot product, which rounds otherwise than
+            # the matrix-vector product of a longer block: two rows keep the values
+            # (and the iterations) the same for every split of the rows
+            Xb, norms = np.vstack([Xb, Xb]), np.r_[norms, norms]
+        # (BLAS rounds a row's product by the block's length and its place in it, in
+        # the last bits: the second-order choice between near ties can then differ
+        # by split; einsum's row-wise products, the same bits for every split, took
+        # 10% longer and made Dis-SMO on features far from the origin zigzag)
+        row = kernel_block(Xb, x, X_sq_norms=norms, Y_sq_norms=row_sq_norms(x),
+                           **self.kp).ravel()[:self.X.shape[0]]
         # the sample's own entry is its diagonal (RBF: 1 exactly; the product form
         # cancels for rows far from the origin, and a row disagreeing with the
         # diagonal kept the solver from converging)
@@ -575,7 +576,9 @@ class DisSMOSVC(_FullModelSVC):
     (which choose the second index by second-order information, as
     ``working_set='second-order'`` does); there is no shrinking, as in the
     reference. Ties go to the smallest global sample index, so the
-    iterations are the same for any number of workers. Under MPI, every rank
+    iterations are the same for any number of workers (the first-order pair;
+    the second-order one's near ties may differ by split, to the same model
+    within ``tol``). Under MPI, every rank
     keeps its own kernel-row cache of ``cache_size`` MB.
 
     Examples
