@@ -530,21 +530,26 @@ class _MultiLevelSVC(_FullModelSVC):
                             np.empty(X.shape[0], dtype=self.classes_.dtype))
 
     def _routed(self, X, local, out):
-        from ..partition import nearest_center
+        from ..partition import _storage, nearest_center
 
         with self._local_session(X.shape[0] / len(self.layer_models_), self.support_.size) as s:
-            # CSR rows densified block by block (as the whole dense copy, bit for bit)
+            # CSR rows densified block by block (as the whole dense copy, bit for bit),
+            # in blocks whose dense copy stays within DENSE_BUDGET_BYTES, as the
+            # partitioners' assign (65,536 rows at once: 49 GiB of 100,000 columns)
             storage = "dense" if sp.issparse(X) else "as_is"
+            rows_cap = max(1, min(_storage.ASSIGN_BLOCK_ROWS,
+                                  _storage.DENSE_BUDGET_BYTES // (8 * max(X.shape[1], 1))))
+            block = {"block_rows": rows_cap} if sp.issparse(X) else {}
             span = getattr(self, "_early_span", None)
             if span is None:  # a model pickled before 2026-11-27
-                route = nearest_center(X, self.layer_centers_, storage=storage)
+                route = nearest_center(X, self.layer_centers_, storage=storage, **block)
             else:
                 # the nearest partition's centre, then the node that trained on that
                 # partition's rows: the tree merges partitions by index, and the
                 # mean of two far-apart partitions' centres (layer_centers_) lay
                 # nearer other nodes' rows (a quarter of the training rows went to a
                 # node that never saw them)
-                route = nearest_center(X, self.centers_, storage=storage) // span
+                route = nearest_center(X, self.centers_, storage=storage, **block) // span
             for q in np.unique(route):
                 rows = np.flatnonzero(route == q)
                 out[rows] = local(self.layer_models_[q], X[rows], s.threads)
