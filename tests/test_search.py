@@ -1230,3 +1230,20 @@ def test_the_krr_search_memory_check_counts_halos_and_a_splitters_training_share
     with pytest.raises(ValueError, match=r"the search on a partition of 600 rows"):
         BKRR2CV(**dict(kw, cv=ShuffleSplit(n_splits=2, test_size=0.05,
                                            random_state=0))).fit(X, y)
+
+
+def test_a_leave_one_out_search_warns_once_for_its_singular_partitions():
+    # cv='loo' warned once per (partition, sigma), each with its own numbers, and the
+    # full models of the routed rows once more per call: 26 warnings for one search
+    rng = np.random.RandomState(0)
+    X, y = rng.randn(400, 3), rng.randn(400)
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        BKRR2CV(n_partitions=8, kernel="linear", sigmas=[0.5, 1.0, 2.0], lams=[0.0, 1e-2],
+                cv="loo", refit=False, random_state=0).fit(X, y)
+    linalg_warnings = [str(r.message) for r in rec
+                       if issubclass(r.category, linalg.LinAlgWarning)]
+    loo = [m for m in linalg_warnings if m.startswith("cv='loo'")]
+    assert len(loo) == 1 and re.search(r"singular for lam in \[0.0\] in 24 \(partition, "
+                                       r"sigma\) pairs", loo[0]), linalg_warnings
+    assert len(linalg_warnings) <= 3, linalg_warnings  # one per kind

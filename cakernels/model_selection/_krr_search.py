@@ -533,6 +533,15 @@ class _SearchJob:
 
         singular = [r for r in reports if r[0] == "singular"]
         ill = [r for r in reports if r[0] == "ill"]
+        loo = [r for r in reports if r[0] == "loo_singular"]
+        if loo:
+            warnings.warn(
+                f"cv='loo': kernel matrix + lam*(m-1)*I is singular for lam in "
+                f"{lams_of('loo_singular')} in {len(loo)} (partition, sigma) pairs "
+                f"(partitions {sorted({r[1][0] for r in loo})}, sigma in "
+                f"{sorted({r[1][1] for r in loo})}): the closed-form leave-one-out error "
+                "needs it invertible, so these candidates score NaN; use larger lams, or "
+                "cv=LeaveOneOut() (refits)", linalg.LinAlgWarning, stacklevel=6)
         if singular:
             warnings.warn(
                 f"{SHIFTED_KERNEL} is singular, or not numerically positive definite, in "
@@ -734,13 +743,9 @@ class _SearchJob:
             # the closed form needs A invertible: with the pseudo-inverse it is
             # no leave-one-out refit (lam = 0 on a linear or polynomial kernel)
             loo_pred[:, singular] = np.nan
-            warnings.warn(
-                f"cv='loo': kernel matrix + lam*(m-1)*I of partition {p.j} is singular "
-                f"at sigma={self.sigmas[a]:g} for lam in "
-                f"{[float(v) for v in self.lams[singular]]}: the closed-form "
-                "leave-one-out error needs it invertible, so these candidates score NaN; "
-                "use larger lams, or cv=LeaveOneOut() (refits)", linalg.LinAlgWarning,
-                stacklevel=4)
+            # (one warning for the search: :meth:`warn`)
+            self.reports.append(("loo_singular", (int(p.j), float(self.sigmas[a])),
+                                 [float(v) for v in self.lams[singular]]))
         times[a, :, 0, 0] += (time.perf_counter() - t) / L
         t = time.perf_counter()
         if not self.average:
@@ -754,8 +759,9 @@ class _SearchJob:
             pred[:, inside] = loo_pred[at[inside]].transpose(1, 0, 2)
             if not np.all(inside):
                 outside = np.flatnonzero(~inside)
-                full = Q @ (_shifted_inverse(w, self.lams * m)[:, :, None]
-                            * Qty[:, None, :]).reshape(m, L * k)
+                inv_full = _shifted_inverse(w, self.lams * m, lams=self.lams,
+                                            report=self.reports)
+                full = Q @ (inv_full[:, :, None] * Qty[:, None, :]).reshape(m, L * k)
                 pv = self._predict(Xq[outside], p.X, xn, full, gamma)
                 pred[:, outside] = pv.reshape(outside.size, L, k).transpose(1, 0, 2)
             out[a, :, 0] += _stats(yq[:, :k], pred, self.shift[0])
@@ -763,8 +769,9 @@ class _SearchJob:
             Xq, yq, iq = q
             own = np.searchsorted(iq, p.index)
             others = np.setdiff1d(np.arange(iq.size), own, assume_unique=True)
-            full = Q @ (_shifted_inverse(w, self.lams * m)[:, :, None]
-                        * Qty[:, None, :]).reshape(m, L * k)
+            inv_full = _shifted_inverse(w, self.lams * m, lams=self.lams,
+                                        report=self.reports)
+            full = Q @ (inv_full[:, :, None] * Qty[:, None, :]).reshape(m, L * k)
             pv = self._predict(Xq[others], p.X, xn, full, gamma)
             out[0][a][:, others] += pv.reshape(others.size, L, k).transpose(1, 0, 2)
             out[0][a][:, own] += loo_pred.transpose(1, 0, 2)
