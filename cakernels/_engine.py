@@ -1225,7 +1225,8 @@ class PartitionedEstimator(OwnInitName, VersionedState, BaseEstimator):
         (regressors, averaged over the outputs) of all ranks' rows together,
         from :meth:`predict_sharded` and one reduction (two for R^2: the
         weighted mean of ``y`` first, so that targets far from zero do not
-        cancel), after one small allgather of whether each rank passed weights. Collective; a ``y`` or ``sample_weight`` that does not fit
+        cancel), after one small allgather of whether each rank passed
+        weights. Collective; a ``y`` or ``sample_weight`` that does not fit
         ``X`` on any rank is the same ``ValueError`` on every rank, and so is a
         ``sample_weight`` given on some of the ranks that have rows only (as
         ``fit``: every such rank passes its rows' weights, or none does).
