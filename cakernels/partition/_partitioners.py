@@ -71,14 +71,25 @@ def _row_keys(rows):
     the row's largest magnitude (about 12 significant digits of it; a value
     below that, such as K-means' -5.6e-17 next to 1, counts as 0)."""
     rows = np.asarray(rows, dtype=np.float64).reshape(np.shape(rows)[0], -1)
-    bits = float(2 ** _DISTINCT_BITS)
-    top = np.max(np.abs(rows), axis=1) if rows.shape[1] else np.zeros(rows.shape[0])
-    m, e = np.frexp(top)
-    top = np.ldexp(np.round(m * bits) / bits, e)  # the scale, itself rounded
-    safe = np.where(top > 0, top, 1.0)
-    with np.errstate(over="ignore", invalid="ignore"):
-        q = np.round(rows / safe[:, None] * bits) + 0.0
+    top = _key_scale(np.max(np.abs(rows), axis=1) if rows.shape[1]
+                     else np.zeros(rows.shape[0]))
+    q = _key_values(rows, top[:, None])
     return [t.tobytes() + r.tobytes() for t, r in zip(top, np.ascontiguousarray(q))]
+
+
+def _key_scale(top):
+    """The rows' largest magnitudes, rounded to :data:`_DISTINCT_BITS` bits."""
+    bits = float(2 ** _DISTINCT_BITS)
+    m, e = np.frexp(top)
+    return np.ldexp(np.round(m * bits) / bits, e)
+
+
+def _key_values(values, scale):
+    """``values`` in units of ``scale`` (of :func:`_key_scale`; 0: 1), rounded to
+    :data:`_DISTINCT_BITS` bits, -0.0 made 0.0."""
+    bits = float(2 ** _DISTINCT_BITS)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.round(values / np.where(scale > 0, scale, 1.0) * bits) + 0.0
 
 
 def _duplicate_rows(C):
@@ -168,8 +179,7 @@ def _scan_distinct(X, seen, need):
     """Up to ``need`` rows of ``X`` (dense, in data order) whose keys are in
     neither ``seen`` nor each other: one pass in blocks, stopping early."""
     found, keys = [], set(seen)
-    rows = max(1, min(_SCAN_BLOCK_ROWS,
-                      _storage.DENSE_BUDGET_BYTES // (8 * max(X.shape[1], 1))))
+    rows = _storage.dense_block_rows(X.shape[1], _SCAN_BLOCK_ROWS)
     for start in range(0, X.shape[0], rows):
         block = X[start:start + rows]
         block = block.toarray() if sp.issparse(block) else np.asarray(block, np.float64)
@@ -187,16 +197,12 @@ def _sparse_row_keys(X):
     rounded values of every stored entry that does not round to 0, with its column
     (canonical CSR: sorted columns, no duplicates). Two rows get equal keys exactly
     when their dense keys are equal."""
-    bits = float(2 ** _DISTINCT_BITS)
     keys = []
     for i in range(X.shape[0]):
         lo, hi = X.indptr[i], X.indptr[i + 1]
         data = np.asarray(X.data[lo:hi], dtype=np.float64)
-        top = float(np.max(np.abs(data))) if data.size else 0.0
-        m, e = np.frexp(top)
-        top = float(np.ldexp(np.round(m * bits) / bits, e))
-        with np.errstate(over="ignore", invalid="ignore"):
-            q = np.round(data / (top if top > 0 else 1.0) * bits) + 0.0
+        top = float(_key_scale(np.max(np.abs(data)) if data.size else 0.0))
+        q = _key_values(data, top)
         nz = q != 0
         keys.append(np.float64(top).tobytes()
                     + np.asarray(X.indices[lo:hi], dtype=np.int64)[nz].tobytes()
@@ -211,7 +217,7 @@ def _count_distinct(X, need):
     pass of :func:`_scan_distinct` densified 4,096 rows at once: 3 GiB of a
     100,000-column CSR matrix), and CSR rows are keyed without a dense copy."""
     keys, start, rows = set(), 0, max(2 * int(need), 64)
-    cap = max(1, min(_SCAN_BLOCK_ROWS, _storage.DENSE_BUDGET_BYTES // (8 * max(X.shape[1], 1))))
+    cap = _storage.dense_block_rows(X.shape[1], _SCAN_BLOCK_ROWS)
     sparse = sp.issparse(X)
     while start < X.shape[0] and len(keys) < need:
         block = X[start:start + (rows if sparse else min(rows, cap))]
@@ -440,8 +446,7 @@ class _BasePartitioner(OwnInitName, VersionedState, BaseEstimator):
         # blocks of at most DENSE_BUDGET_BYTES dense, the same blocks for every
         # storage format (dense input up to 2048 features keeps the default
         # blocks), each in the storage the partition was computed on
-        rows = min(_storage.ASSIGN_BLOCK_ROWS,
-                   max(1, _storage.DENSE_BUDGET_BYTES // (8 * X.shape[1])))
+        rows = _storage.dense_block_rows(X.shape[1])
         return nearest_center(X, self.centers_, block_rows=rows, storage=storage)
 
     def nearest_partitions(self, X, n_nearest):
@@ -488,8 +493,7 @@ class _BasePartitioner(OwnInitName, VersionedState, BaseEstimator):
         storage = getattr(self, "_storage", "as_is")
         if storage == "as_is":
             return nearest_centers(X, self.centers_, n_nearest)
-        rows = min(_storage.ASSIGN_BLOCK_ROWS,
-                   max(1, _storage.DENSE_BUDGET_BYTES // (8 * X.shape[1])))
+        rows = _storage.dense_block_rows(X.shape[1])
         return nearest_centers(X, self.centers_, n_nearest, block_rows=rows, storage=storage)
 
     def fit_sharded(self, comm, X):

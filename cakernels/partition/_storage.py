@@ -27,6 +27,15 @@ SPARSE_DENSITY = 0.05
 
 #: rows per block of :func:`nearest_center`
 ASSIGN_BLOCK_ROWS = 65536
+
+
+def dense_block_rows(n_features, most=ASSIGN_BLOCK_ROWS):
+    """Rows of a block whose dense float64 copy stays within
+    :data:`DENSE_BUDGET_BYTES` (at least 1, at most ``most``): the blocks in which
+    wide CSR rows are densified."""
+    return max(1, min(int(most), DENSE_BUDGET_BYTES // (8 * max(int(n_features), 1))))
+
+
 #: elements of the one temporary block of :func:`squared_distances` (32 MiB)
 DISTANCE_BLOCK_ELEMENTS = 1 << 22
 

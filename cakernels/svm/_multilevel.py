@@ -537,9 +537,8 @@ class _MultiLevelSVC(_FullModelSVC):
             # in blocks whose dense copy stays within DENSE_BUDGET_BYTES, as the
             # partitioners' assign (65,536 rows at once: 49 GiB of 100,000 columns)
             storage = "dense" if sp.issparse(X) else "as_is"
-            rows_cap = max(1, min(_storage.ASSIGN_BLOCK_ROWS,
-                                  _storage.DENSE_BUDGET_BYTES // (8 * max(X.shape[1], 1))))
-            block = {"block_rows": rows_cap} if sp.issparse(X) else {}
+            block = ({"block_rows": _storage.dense_block_rows(X.shape[1])}
+                     if sp.issparse(X) else {})
             span = getattr(self, "_early_span", None)
             if span is None:  # a model pickled before 2026-11-27
                 route = nearest_center(X, self.layer_centers_, storage=storage, **block)
