@@ -453,18 +453,22 @@ def _table_hint(path):
 
 
 def _parse_svmlight(path: Path, n_features=None, zero_based="auto", index_0="error",
-                    _stacklevel=3):
+                    _stacklevel=3, warn_truncated=True):
     """Read a (possibly compressed) LIBSVM file; errors become one-line ValueErrors.
 
     ``zero_based``: ``"auto"`` reads the file zero-based when feature index 0 occurs
     anywhere in it and one-based otherwise (as scikit-learn decides);
     ``True``/``False`` force the base. In a file read one-based, entries with index 0
     cannot be placed: ``index_0="error"`` raises, ``"drop"`` drops them (and counts
-    them). Warns (``UserWarning``) when the file does not end with a newline.
+    them). Warns (``UserWarning``) when the file does not end with a newline, unless
+    ``warn_truncated=False`` (the caller reads ``truncated`` and warns itself: a
+    ``warnings.catch_warnings`` around this call would swap the process-wide filters,
+    which races with other threads before Python 3.14).
 
     Returns a Bunch: ``X`` (CSR, float64), ``y`` (float64), ``index_base`` (0 or 1),
     ``rows_with_index_0`` (rows that use index 0; a row holds each index at most
-    once), ``dropped_index_0`` (entries dropped) and ``uses_index_0``.
+    once), ``dropped_index_0`` (entries dropped), ``uses_index_0`` and ``truncated``
+    (the last line has no newline).
     """
     check_regular_file(path)
     try:
@@ -479,7 +483,8 @@ def _parse_svmlight(path: Path, n_features=None, zero_based="auto", index_0="err
     n_rows = X.shape[0]
     if n_rows == 0:
         raise ValueError(f"{path}: the file is empty (no samples)")
-    if last not in (b"", b"\n"):
+    truncated = last not in (b"", b"\n")
+    if truncated and warn_truncated:
         import warnings
 
         warnings.warn(
@@ -522,7 +527,7 @@ def _parse_svmlight(path: Path, n_features=None, zero_based="auto", index_0="err
     X = type(X)((data, indices, indptr), shape=(n_rows, width))
     return Bunch(X=X, y=np.asarray(y, dtype=np.float64), index_base=base,
                  rows_with_index_0=n_index_0, dropped_index_0=dropped,
-                 uses_index_0=n_index_0 > 0)
+                 uses_index_0=n_index_0 > 0, truncated=truncated)
 
 
 def _read_svmlight(path: Path, n_features=None, zero_based="auto"):

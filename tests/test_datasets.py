@@ -547,6 +547,36 @@ def test_load_svmlight_warns_when_the_last_line_has_no_newline(tmp_path, monkeyp
     assert yc.tolist() == y.tolist()
 
 
+@pytest.mark.parametrize("suffix", ["", ".gz"])
+def test_load_svmlight_shard_warns_of_a_cut_file_without_swapping_the_filters(
+        tmp_path, monkeypatch, suffix):
+    # rank 0 read a compressed file inside warnings.catch_warnings(record=True) to learn
+    # whether it was cut: before Python 3.14 that swaps the process-wide filters and
+    # showwarning, so another thread's warnings were lost meanwhile
+    import warnings
+
+    from cakernels.backends import SelfCommunicator
+
+    def swapped(*args, **kwargs):
+        raise AssertionError("warnings.catch_warnings in the library")
+
+    from cakernels._svmlight_shard import read_shard
+
+    cut = _write(tmp_path / f"cut.svm{suffix}", BASES.encode()[:-4])
+    whole = _write(tmp_path / f"whole.svm{suffix}", BASES.encode())
+    with pytest.warns(UserWarning) as record, monkeypatch.context() as patch:
+        patch.setattr(warnings, "catch_warnings", swapped)
+        X, y = cds.load_svmlight_shard(cut, comm=SelfCommunicator())
+    texts = [str(w.message) for w in record]
+    assert len(texts) == 1 and "no newline" in texts[0] and "3 rows" in texts[0], texts
+    assert X.shape[0] == 3
+    for path, truncated in ((cut, True), (whole, False)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            info = read_shard(path, SelfCommunicator())[2]
+        assert info["truncated"] is truncated
+
+
 def test_svmlight_huge_index_and_byte_order_mark_are_clear_errors(tmp_path):
     big = tmp_path / "big.svm"
     big.write_text("1 1:1 2147483648:1\n-1 1:2\n")
