@@ -408,6 +408,12 @@ def test_bench_demo_forced_with_chosen_methods(capsys):
     assert "ijcnn1" not in out and "150 train / 50 test" in out
     rows = [line.split()[0] for line in out.split("-----------")[-1].splitlines() if line.strip()]
     assert rows == ["SVC", "CPSVC"]
+    assert "parameters: C=1 gamma=scale tol=0.001 kernel=rbf; 2 partitions" in out
+    # the parameters line says the tolerance the fits used
+    code, out, err = run(capsys, "bench", "--demo", "--methods", "cpsvc", "-p", "2",
+                         "--max-train", "150", "--max-test", "50", "--tol", "0.25", "--C", "3")
+    assert code == 0, err
+    assert "parameters: C=3 gamma=scale tol=0.25 kernel=rbf; 2 partitions" in out
 
 
 def test_bench_regression_demo(capsys):
@@ -1311,6 +1317,34 @@ def test_tol_is_refused_for_kernel_ridge_and_checked(capsys, tmp_path, clf_files
         assert_one_line_error(code, err, f"The 'tol' parameter of {name} must be",
                               "range (0.0, inf)")
     assert not out.exists()
+
+
+def test_search_with_a_stopping_tolerance(capsys, tmp_path, clf_files, reg_files):
+    """search --tol: every fit of the SVM grid (and the refitted model) uses it, as the
+    Python search with that tol; kernel ridge searches refuse it, bad values are one line."""
+    from cakernels import CASVCCV
+    from cakernels.datasets import load_svmlight
+
+    model = tmp_path / "svm.skops"
+    code, out, err = run(capsys, "search", clf_files / "train.svm", "-o", model, "--Cs", "1",
+                         "10", "--cv", "3", "-p", "2", "-q", "--tol", "0.5")
+    assert code == 0, err
+    X, y = load_svmlight(clf_files / "train.svm")
+    ref = CASVCCV(n_partitions=2, Cs=[1, 10], cv=3, tol=0.5, random_state=0).fit(X, y)
+    saved = read_model(model)["estimator"]
+    assert saved.tol == 0.5 and saved.get_params() == ref.best_estimator_.get_params()
+    assert f"{ref.best_score_:.6f}" in out.splitlines()[1]
+    Xt, _ = load_svmlight(clf_files / "test.svm", n_features=X.shape[1])
+    np.testing.assert_array_equal(saved.decision_function(Xt),
+                                  ref.best_estimator_.decision_function(Xt))
+    code, _, err = run(capsys, "search", reg_files / "train.svm", "-o", model, "--method",
+                       "bkrr2", "--tol", "0.1")
+    assert_one_line_error(code, err, "--tol does not apply to --method bkrr2",
+                          "no tolerance")
+    code, _, err = run(capsys, "search", clf_files / "train.svm", "-o", model, "--method",
+                       "casvc", "--tol", "-1")
+    assert_one_line_error(code, err, "The 'tol' parameter of CASVCCV must be",
+                          "range (0.0, inf)")
 
 
 def test_fit_cascade_with_feedback_passes(capsys, tmp_path, clf_files):

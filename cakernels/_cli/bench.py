@@ -317,7 +317,8 @@ def _cmd_bench(args):
     if task == "classification":
         gamma = "scale" if params["gamma"] is None else params["gamma"]
         kp = f"C={1.0 if params['C'] is None else params['C']:g} " + \
-             (f"gamma={gamma:g}" if isinstance(gamma, float) else f"gamma={gamma}")
+             (f"gamma={gamma:g}" if isinstance(gamma, float) else f"gamma={gamma}") + \
+             f" tol={1e-3 if params.get('tol') is None else params['tol']:g}"
     else:
         kp = f"sigma={params['sigma']:.4g} lam={params['lam']:g}"
     kernel = params["kernel"] or "rbf"

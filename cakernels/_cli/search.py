@@ -58,6 +58,9 @@ def add_search_parser(sub, add_common, positive_int, gamma_type):
                    help="kernel ridge: Gaussian widths (default 0.25 0.5 1 2 4 8)")
     p.add_argument("--lams", nargs="+", type=float, metavar="L",
                    help="kernel ridge: values of lambda (default 1e-8 1e-6 1e-4 1e-2)")
+    p.add_argument("--tol", type=float, metavar="TOL",
+                   help="SVM: stopping tolerance of every fit of the grid, LIBSVM's -e "
+                        "(default 1e-3; the kernel ridge searches refuse it)")
     p.add_argument("--cv", default="5", metavar="K",
                    help="number of shuffled folds (stratified for SVMs), or 'loo' (kernel "
                         "ridge: closed-form leave-one-out); default 5")
@@ -215,6 +218,10 @@ def _check_search(args, data, cv):
     given = [k for k, v in other.items() if v is not None]
     if given:
         raise CLIError(f"{', '.join(given)} do not apply to --method {method} ({task})")
+    if args.tol is not None and task == "regression":
+        raise CLIError(f"--tol does not apply to --method {method}: it is the SVM searches' "
+                       "stopping tolerance; kernel ridge solves its linear systems directly, "
+                       "with no tolerance")
     if cv == "loo" and task == "classification":
         raise CLIError("--cv loo is the kernel ridge searches' closed-form leave-one-out; "
                        "give a number of folds for an SVM")
@@ -247,6 +254,8 @@ def _make_search(args, method, task, cv, backend):
 
     cls = getattr(model_selection, SEARCHES[method])
     params = {k: v for k, v in _grids(args, task).items() if v is not None}
+    if args.tol is not None:  # (_check_search refused it for kernel ridge)
+        params["tol"] = args.tol
     search = cls(n_partitions=args.n_partitions, cv=cv, backend=backend,
                  n_jobs=args.n_jobs, random_state=args.random_state, verbose=not args.quiet,
                  scoring=args.scoring, **params)
