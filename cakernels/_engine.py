@@ -695,6 +695,35 @@ def _check_custom_partition(part, n_rows, n_features):
     if np.shape(part.centers_) != (sizes.size, n_features):
         raise ValueError(f"{name}.centers_ must have shape ({sizes.size}, {n_features}), got "
                          f"{np.shape(part.centers_)}")
+    if not isinstance(part, _BasePartitioner):  # (a subclass's are recomputed)
+        _check_custom_halo(part, labels, sizes.size)
+
+
+def _check_custom_halo(part, labels, n_parts):
+    """A user's partitioner may set ``halo_indices_`` (one array of row indices per
+    partition, the rows it trains on besides its own): within the rows, none of the
+    partition's own, none twice (they would train twice, with double weight)."""
+    halo = getattr(part, "halo_indices_", None)
+    if halo is None:
+        return
+    name = type(part).__name__
+    if len(halo) != n_parts:
+        raise ValueError(f"{name}.halo_indices_ must hold one array per partition "
+                         f"({n_parts}), got {len(halo)}")
+    for j, rows in enumerate(halo):
+        rows = np.asarray(rows)
+        if rows.size == 0:
+            continue
+        if rows.ndim != 1 or rows.dtype.kind not in "iu" or rows.min() < 0 \
+                or rows.max() >= labels.size:
+            raise ValueError(f"{name}.halo_indices_[{j}] must be row indices in "
+                             f"[0, {labels.size})")
+        if np.unique(rows).size != rows.size:
+            raise ValueError(f"{name}.halo_indices_[{j}] repeats rows (they would train "
+                             "twice)")
+        if np.any(labels[rows] == j):
+            raise ValueError(f"{name}.halo_indices_[{j}] holds rows of partition {j} itself "
+                             "(they would train twice)")
 
 
 def _fit_custom_checked(part, X):
@@ -702,6 +731,8 @@ def _fit_custom_checked(part, X):
     part = part.fit(X)
     if not _own_method(part, "fit"):
         _check_custom_partition(part, X.shape[0], X.shape[1])
+        if isinstance(part, _BasePartitioner):  # a subclass overriding fit
+            part._halo_of_own_partition(X)
     return part
 
 
@@ -950,6 +981,8 @@ class PartitionedEstimator(OwnInitName, VersionedState, BaseEstimator):
                 failure = exc
             comm.agree(error, counted=False, failure=failure)
         start = int(index[0]) if index.size else 0
+        if isinstance(part, _BasePartitioner) and not _own_method(part, "fit_sharded"):
+            part._halo_of_own_partition(X, comm, start)  # (collective)
         return part, np.asarray(part.labels_[start:start + X.shape[0]])
 
     # ------------------------------------------------------------------ redistribution

@@ -229,6 +229,85 @@ def test_estimator_halo_replaces_the_instances():
     assert b.partitioner_.halo == 0.3 and inst.halo == 0.1  # never modified
 
 
+class _SplitAtMedian(KBalancePartitioner):
+    """A subclass whose fit never calls the base class's: two halves of feature 0."""
+
+    def fit(self, X, y=None):
+        X = np.asarray(X)
+        self.labels_ = (X[:, 0] > np.median(X[:, 0])).astype(np.intp)
+        self.sizes_ = np.bincount(self.labels_, minlength=2)
+        self.centers_ = np.array([X[self.labels_ == j].mean(0) for j in range(2)])
+        self.n_partitions_ = 2
+        return self
+
+
+class _Relabel(KBalancePartitioner):
+    """super().fit, then 30 rows of partition 1 moved to partition 0."""
+
+    def fit(self, X, y=None):
+        super().fit(X)
+        rows = np.flatnonzero(self.labels_ == 1)[:30]
+        self.labels_[rows] = 0
+        self.sizes_ = np.bincount(self.labels_, minlength=self.n_partitions_)
+        return self
+
+
+@pytest.mark.parametrize("part", [_SplitAtMedian(2), _Relabel(3, random_state=0)])
+def test_a_subclass_overriding_fit_gets_the_halo_of_its_own_partition(part):
+    # the halos were those of the base class's fit: none when the subclass never
+    # called it (halo=0.5 silently the thesis' method), and after a relabelling rows
+    # of a partition in its own halo (trained twice, with double weight)
+    X, y = make_classification(n_samples=300, n_features=5, random_state=0)
+    clf = PartitionedSVC(partitioner=part, halo=0.5, gamma=0.3, solver="libsvm",
+                         random_state=0).fit(X, y)
+    p = clf.partitioner_
+    P = p.sizes_.size
+    expected = halo_indices(X, p.labels_, p.centers_, p.sizes_, 0.5, True)
+    assert p.halo_sizes_.tolist() == [round(0.5 * 300 / P)] * P
+    assert clf.fit_stats_["halo_sizes"] == p.halo_sizes_.tolist()
+    for j, est in enumerate(clf.estimators_):
+        np.testing.assert_array_equal(p.halo_indices_[j], expected[j])
+        rows = p.training_indices(j)
+        assert np.unique(rows).size == rows.size and not np.any(
+            p.labels_[p.halo_indices_[j]] == j)
+        # every row once, with weight 1
+        ref = SVC(gamma=0.3).fit(X[rows], y[rows])
+        np.testing.assert_allclose(est.decision_function(X), ref.decision_function(X),
+                                   atol=1e-8)
+
+
+def test_a_custom_partitioners_halo_is_checked():
+    class Custom:
+        def __init__(self, halo=0.0, bad="own"):
+            self.halo, self.bad = halo, bad
+
+        def get_params(self, deep=True):
+            return {"halo": self.halo, "bad": self.bad}
+
+        def set_params(self, **kw):
+            for k, v in kw.items():
+                setattr(self, k, v)
+            return self
+
+        def fit(self, X):
+            X = np.asarray(X)
+            self.labels_ = (np.arange(X.shape[0]) % 2).astype(np.intp)
+            self.sizes_ = np.bincount(self.labels_, minlength=2)
+            self.centers_ = np.array([X[self.labels_ == j].mean(0) for j in range(2)])
+            other = {"own": [0, 2], "twice": [1, 1], "outside": [1, X.shape[0] + 1]}
+            self.halo_indices_ = [np.array(other[self.bad]), np.array([0, 2])]
+            return self
+
+        def assign(self, X):
+            return np.zeros(len(X), dtype=np.intp)
+
+    X, y = make_classification(n_samples=60, random_state=0)
+    for bad, match in (("own", "rows of partition 0 itself"), ("twice", "repeats rows"),
+                       ("outside", r"row indices in \[0, 60\)")):
+        with pytest.raises(ValueError, match=match):
+            PartitionedSVC(partitioner=Custom(bad=bad), halo=0.2).fit(X, y)
+
+
 # --------------------------------------------------------------------------- estimators
 @pytest.mark.parametrize("cls", [CASVC, FCFSSVC, BKMSVC, CPSVC])
 def test_svm_partitions_train_on_own_and_halo_rows(cls):

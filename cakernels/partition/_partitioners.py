@@ -391,6 +391,25 @@ class _BasePartitioner(OwnInitName, VersionedState, BaseEstimator):
         self.halo_indices_ = halo
         self.halo_sizes_ = np.array([h.size for h in halo], dtype=np.int64)
 
+    def _halo_of_own_partition(self, X, comm=None, offset=0):
+        """Recompute the halos from ``labels_``, ``centers_`` and ``sizes_`` as
+        they stand, for a subclass whose ``fit`` (or ``fit_sharded``) overrides
+        this class's: the halos this class's fit computed belong to its own
+        partition (a subclass that relabels after ``super().fit`` trained rows of
+        a partition in its own halo, twice), and one that never calls it has
+        none. ``X``: the rows fitted (this rank's, from global row ``offset``,
+        with ``comm`` under MPI: collective)."""
+        labels = np.asarray(self.labels_, dtype=np.int64)
+        centers = np.ascontiguousarray(self.centers_, dtype=np.float64)
+        sizes = np.asarray(self.sizes_, dtype=np.int64)
+        X = to_partition_storage(X, partition_storage(X))
+        if comm is None:
+            halo = halo_indices(X, labels, centers, sizes, self._halo(), self.balanced)
+        else:
+            halo = halo_indices_sharded(comm, X, labels[offset:offset + X.shape[0]], offset,
+                                        centers, sizes, self._halo(), self.balanced)
+        self._set_halo(halo)
+
     def training_indices(self, j):
         """Samples partition ``j`` trains on: its own and its halo, sorted.
 
