@@ -534,6 +534,7 @@ def test_communicator_arguments(mpirun, n):
     if n > 1:
         assert got["intercomm"].startswith("ValueError: comm is an intercommunicator"), got
     assert got["unwrapped"] == got["fit-sharded-raw-comm"] == got["empty-dense-shard"] == "ok"
+    assert got["fit-sharded-override-halo"] == "ok", got  # its own partition's halos
     # (one rank fits with fit itself)
     assert ("_Dealt overrides fit but not fit_sharded" in got["fit-override-sharded"]
             if n > 1 else got["fit-override-sharded"] == "ok"), got

@@ -158,6 +158,37 @@ got = outcome(lambda: PartitionedSVC(
     backend=MPIBackend(sharded=True)).fit(X[lo:hi], y[lo:hi]))
 out.append({"check": "fit-override-sharded", "got": got,
             "same": len(set(world.allgather(got))) == 1})
+
+
+# a subclass overriding fit and fit_sharded, relabelling after the base class's: its
+# halos are recomputed for its own partition (the base class's held rows of a
+# partition in its own halo, trained twice), the same as one process's
+class _Moved(KMeansPartitioner):
+    def _move(self):
+        rows = np.flatnonzero(self.labels_ == 1)[:30]
+        self.labels_[rows] = 0
+        self.sizes_ = np.bincount(self.labels_, minlength=self.n_partitions_)
+        return self
+
+    def fit(self, X, y=None):
+        super().fit(X)
+        return self._move()
+
+    def fit_sharded(self, comm, X):
+        super().fit_sharded(comm, X)
+        return self._move()
+
+
+from cakernels.partition._halo import halo_indices  # noqa: E402
+
+fitted = PartitionedSVC(partitioner=_Moved(n_partitions=3, random_state=0), halo=0.5,
+                        backend=MPIBackend(sharded=True)).fit(X[lo:hi], y[lo:hi]).partitioner_
+expected = halo_indices(X, fitted.labels_, fitted.centers_, fitted.sizes_, 0.5, False)
+got = "ok" if all(np.array_equal(a, b) for a, b in zip(fitted.halo_indices_, expected)) \
+    and not any(np.any(fitted.labels_[h] == j) for j, h in enumerate(fitted.halo_indices_)) \
+    else f"halos {[h.tolist()[:5] for h in fitted.halo_indices_]}"
+out.append({"check": "fit-sharded-override-halo", "got": got,
+            "same": len(set(world.allgather(got))) == 1})
 if rank == 0:
     for line in out:
         print(json.dumps(line), flush=True)
