@@ -815,6 +815,17 @@ def test_svm_search_format_errors_and_front_doors():
     ok = CASVCCV(n_partitions=2, cv=2, Cs=np.array([1, 10]), gammas=[np.float32(0.5)],
                  random_state=0).fit(X, y)
     assert ok.best_params_["C"] in (1.0, 10.0)
+    # a 0-d array of gammas was a TypeError (iteration over a 0-d array), as Cs' is not
+    for name, value in (("Cs", np.array(1.0)), ("gammas", np.array(0.1)),
+                        ("gammas", np.array("scale"))):
+        with pytest.raises(ValueError, match=rf"{name} must be a non-empty one-dimensional "
+                                             r"sequence.*got shape \(\)"):
+            CASVCCV(n_partitions=2, cv=2, **{name: value}).fit(X, y)
+    # an array of strings gives Python strs in params (np.str_ leaked into best_params_)
+    ok = CASVCCV(n_partitions=2, cv=2, Cs=[1.0], gammas=np.array(["scale", "auto"]),
+                 random_state=0).fit(X, y)
+    assert all(type(p["gamma"]) is str for p in ok.cv_results_["params"])
+    assert type(ok.best_params_["gamma"]) is str
     with pytest.raises(ValueError, match="classes"):
         CASVCCV(n_partitions=2, cv=2).fit(X, np.zeros(len(y)))
     # the estimators' class_weight error (was "sample_weight must be non-negative")

@@ -108,6 +108,10 @@ def _check_gammas(values):
     """Validate ``gammas``: positive floats and the strings 'scale' and 'auto'."""
     if isinstance(values, str):
         values = [values]
+    if isinstance(values, np.ndarray) and values.ndim != 1:
+        # (a 0-d array failed in list(): a TypeError)
+        raise ValueError(f"gammas must be a non-empty one-dimensional sequence, got shape "
+                         f"{values.shape}")
     values = list(values) if not isinstance(values, numbers.Real) else [values]
     strings = [v for v in values if isinstance(v, str)]
     bad = [v for v in strings if v not in ("scale", "auto")]
@@ -120,7 +124,7 @@ def _check_gammas(values):
         check_grid("gammas", numbers_)
     elif not values:
         raise ValueError("gammas must be a non-empty sequence")
-    return [v if isinstance(v, str) else float(v) for v in values]
+    return [str(v) if isinstance(v, str) else float(v) for v in values]  # (not np.str_)
 
 
 class PartitionedSVCCV(ClassifierMixin, _ClassifierInput, _PartitionedSearchCV):
