@@ -432,6 +432,9 @@ def test_fast_search_with_halo_equals_refits():
         got = -np.array([cv.cv_results_[f"split{f}_test_score"][i] for f in range(3)])
         np.testing.assert_allclose(got, ref, rtol=1e-8)
     assert cv.best_estimator_.halo == 0.5
+    # fit_stats_ reports the halos as the estimators' does (it had partition sizes only)
+    assert cv.fit_stats_["halo_sizes"] == part.halo_sizes_.tolist() == \
+        cv.best_estimator_.fit_stats_["halo_sizes"]
 
 
 def test_leave_one_out_with_halo_equals_refits():

@@ -106,10 +106,12 @@ class _PartitionedSearchCV(PartitionedEstimator):
             if empty.size:
                 comm.agree(f"partitions {empty.tolist()} are empty; use fewer partitions or "
                            "another partitioner")
-            owners = self._place_partitions(s, part, place_y, labels, sizes)
+            halo = np.asarray(getattr(part, "halo_sizes_", np.zeros_like(sizes)),
+                              dtype=np.int64)
+            # (placed by the rows they train on, halos included, as the estimators')
+            owners = self._place_partitions(s, part, place_y, labels, sizes + halo)
             check = getattr(self, "_check_search_memory", None)
             if check is not None:  # before any row moves (collective under MPI)
-                halo = np.asarray(getattr(part, "halo_sizes_", np.zeros_like(sizes)))
                 mine = (sizes + halo)[owners == comm.rank]
                 # the largest share of rows a split trains on (of this rank's rows:
                 # a custom splitter's may be far above (k - 1) / k)
@@ -161,6 +163,7 @@ class _PartitionedSearchCV(PartitionedEstimator):
             **job.stats(n_fact),
             "n_candidates": len(job.params),
             "partition_sizes": sizes.tolist(),
+            "halo_sizes": halo.tolist(),
             "owners": owners.tolist(),
             "comm": report,
             "comm_bytes": int(report["total"]["bytes"]),
