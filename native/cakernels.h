@@ -13,7 +13,8 @@
  *     starts of consecutive rows (ld >= n_cols);
  *   - every routine returns a ck_status and never aborts or prints;
  *   - `n_threads <= 0` means "the OpenMP default" (omp_get_max_threads());
- *     without OpenMP every routine runs serially and ignores n_threads;
+ *     a team has at most 256 threads (larger requests run 256); without
+ *     OpenMP every routine runs serially and ignores n_threads;
  *   - routines do not keep pointers to caller memory after they return.
  */
 #ifndef CAKERNELS_H
@@ -48,8 +49,10 @@ const char *ck_status_string(ck_status status);
 /*
  * Cancellation.  A solver given a poll function calls poll(ctx) now and
  * then from its calling thread only (never from its OpenMP team): about
- * every 64 steps of the SMO, every 256 passes of Asy-GCD's thread 0, so
- * that a solve stops within milliseconds; a nonzero return ends the solve
+ * every 64 steps of the SMO, every 256 passes of Asy-GCD's thread 0, and
+ * every 64 kernel columns while either builds a warm start's gradient or
+ * reconstructs a shrunk one, so that a solve stops within milliseconds
+ * (per 64 columns); a nonzero return ends the solve
  * with CK_ERR_INTERRUPTED (all memory freed, alpha and the outputs
  * unspecified).  The poll must be cheap (it may throttle itself on a
  * clock); the CPython binding uses it to deliver Ctrl-C during a solve.

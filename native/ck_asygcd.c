@@ -507,58 +507,6 @@ static void ck_agcd_shrink(ck_agcd_worker *w, double M)
         ck_qcache_apply_swaps(&w->cache, w->pairs, w->n_pairs);
 }
 
-/* Bring every variable back: recompute the gradient entries of the shrunk
- * positions [na, m) from alpha_all as LIBSVM's reconstruct_gradient,
- * g_j = -1 + G_bar_j + sum_i alpha_i Q_ji over the free variables i (in
- * the order of i; over every nonzero alpha_i without G_bar): from the
- * cached slices where they hold those entries, the rest computed into the
- * scratch (not cached: extending every support vector's slice would evict
- * the short slices the shrunk solve uses, when the budget does not hold
- * them all).  G_bar matters where most support vectors are bounded (a9a,
- * C = 1: 10,728 of 11,572; a rebuild over all of them took ~0.5 s). */
-static ck_status ck_agcd_unshrink(ck_agcd_worker *w)
-{
-    const int64_t n = w->p->X->n_rows, na = w->na, m = w->m;
-    double *const one[1] = {w->scratch};
-    int64_t i, j;
-    if (na == m)
-        return CK_OK;
-    ++w->n_rebuilds;
-    for (j = na; j < m; ++j)
-        w->g[j] = w->gbar != NULL ? -1.0 + w->gbar[j] : -1.0;
-    for (i = 0; i < n; ++i) {
-        const double ai = w->alpha_all[i];
-        ck_col q;
-        int64_t have;
-        if (ai == 0.0 || (w->gbar != NULL && ai >= w->p->upper[i]))
-            continue;
-        ck_agcd_beat(w);
-        have = ck_qcache_peek(&w->cache, i, &q);
-        if (have > na) {
-            if (have > m)
-                have = m;
-            ck_agcd_axpy(na, have, ai, q, w->cache.shift, w->g);
-        } else {
-            have = na;
-        }
-        if (have < m) {
-            const double t0 = w->time_slices ? ck_wtime() : 0.0;
-            const ck_status st =
-                ck_agcd_fill_at(w, i, one, CK_ONE_PAGE, have, have, m);
-            if (w->time_slices)
-                w->slice_seconds += ck_wtime() - t0;
-            ++w->n_slices;
-            if (st != CK_OK)
-                return st;
-            for (j = have; j < m; ++j)
-                w->g[j] += ai * w->scratch[j - have];
-        }
-    }
-    w->na = m;
-    return CK_OK;
-}
-
-
 static uint64_t ck_agcd_splitmix(uint64_t x)
 {
     x += 0x9E3779B97F4A7C15ULL;
@@ -669,6 +617,64 @@ static void ck_agcd_fail(ck_agcd_shared *sh, ck_status st)
             sh->err = st;
     }
     ck_agcd_set_stop(sh, CK_AGCD_ERROR);
+}
+
+/* Bring every variable back: recompute the gradient entries of the shrunk
+ * positions [na, m) from alpha_all as LIBSVM's reconstruct_gradient,
+ * g_j = -1 + G_bar_j + sum_i alpha_i Q_ji over the free variables i (in
+ * the order of i; over every nonzero alpha_i without G_bar): from the
+ * cached slices where they hold those entries, the rest computed into the
+ * scratch (not cached: extending every support vector's slice would evict
+ * the short slices the shrunk solve uses, when the budget does not hold
+ * them all).  G_bar matters where most support vectors are bounded (a9a,
+ * C = 1: 10,728 of 11,572; a rebuild over all of them took ~0.5 s). */
+static ck_status ck_agcd_unshrink(ck_agcd_shared *sh, ck_agcd_worker *w,
+                                   int tid)
+{
+    const int64_t n = w->p->X->n_rows, na = w->na, m = w->m;
+    double *const one[1] = {w->scratch};
+    int64_t i, j, cols = 0;
+    if (na == m)
+        return CK_OK;
+    ++w->n_rebuilds;
+    for (j = na; j < m; ++j)
+        w->g[j] = w->gbar != NULL ? -1.0 + w->gbar[j] : -1.0;
+    for (i = 0; i < n; ++i) {
+        const double ai = w->alpha_all[i];
+        ck_col q;
+        int64_t have;
+        if (ai == 0.0 || (w->gbar != NULL && ai >= w->p->upper[i]))
+            continue;
+        ck_agcd_beat(w);
+        have = ck_qcache_peek(&w->cache, i, &q);
+        if (have > na) {
+            if (have > m)
+                have = m;
+            ck_agcd_axpy(na, have, ai, q, w->cache.shift, w->g);
+        } else {
+            have = na;
+        }
+        if (have < m) {
+            const double t0 = w->time_slices ? ck_wtime() : 0.0;
+            ck_status st;
+            /* O(support vectors) slices: the caller's poll (thread 0) and
+             * another thread's failure end it, as they end the steps */
+            if ((++cols & 63) == 0 &&
+                ((tid == 0 && ck_poll_stop(sh->poll, sh->poll_ctx)) ||
+                 ck_agcd_load_stop(sh) == CK_AGCD_ERROR))
+                return CK_ERR_INTERRUPTED;
+            st = ck_agcd_fill_at(w, i, one, CK_ONE_PAGE, have, have, m);
+            if (w->time_slices)
+                w->slice_seconds += ck_wtime() - t0;
+            ++w->n_slices;
+            if (st != CK_OK)
+                return st;
+            for (j = have; j < m; ++j)
+                w->g[j] += ai * w->scratch[j - have];
+        }
+    }
+    w->na = m;
+    return CK_OK;
 }
 
 /* Hand the rest of the solve to one thread (deviation 4): refuse every
@@ -990,7 +996,7 @@ static void ck_agcd_run(ck_agcd_shared *sh, ck_agcd_worker *w,
              * others to all its variables */
             if ((!w->unshrunk && best > tol) ||
                 (best <= tol && ck_agcd_team_viol(sh, best) <= tol)) {
-                ck_status st = ck_agcd_unshrink(w);
+                ck_status st = ck_agcd_unshrink(sh, w, tid);
                 if (st != CK_OK) {
                     ck_agcd_fail(sh, st);
                     return;
@@ -1143,7 +1149,7 @@ static void ck_agcd_run(ck_agcd_shared *sh, ck_agcd_worker *w,
     }
     /* stopped by max_iter or the collapse: every gradient entry */
     {
-        ck_status st = ck_agcd_unshrink(w);
+        ck_status st = ck_agcd_unshrink(sh, w, tid);
         if (st != CK_OK)
             ck_agcd_fail(sh, st);
     }
@@ -1161,10 +1167,10 @@ static ck_status ck_agcd_worker_init(ck_agcd_worker *w,
                                      int want_fm, int fm_float,
                                      int time_slices, uint64_t seed,
                                      int shrinking, const double *g0,
-                                     const double *gbar0)
+                                     const double *gbar0, ck_agcd_shared *sh)
 {
     const int64_t n = p->X->n_rows;
-    int64_t m = 0, k, i;
+    int64_t m = 0, k, i, cols = 0;
     int b;
     ck_status st;
     memset(w, 0, sizeof *w);
@@ -1241,6 +1247,12 @@ static ck_status ck_agcd_worker_init(ck_agcd_worker *w,
     for (i = 0; i < n && g0 == NULL; ++i) {
         if (alpha[i] != 0.0) {
             ck_col q;
+            /* O(n) slices before the first step: the caller's poll (thread
+             * 0; Ctrl-C waited seconds here) and another thread's failure */
+            if ((++cols & 63) == 0 &&
+                ((tid == 0 && ck_poll_stop(sh->poll, sh->poll_ctx)) ||
+                 ck_agcd_load_stop(sh) == CK_AGCD_ERROR))
+                return CK_ERR_INTERRUPTED;
             st = ck_qcache_get(&w->cache, i, m, &q);
             if (st != CK_OK)
                 return st;
@@ -1448,7 +1460,7 @@ ck_status ck_asygcd_solve_ex(const ck_matrix *X, const double *y,
         lst = ck_agcd_worker_init(&workers[tid], &prob, bstart, bidx, T, tid,
                                   nt, a2, upper, QD, capacity, page,
                                   want_fm, fm_float, time_slices, seed,
-                                  shrinking, NULL, NULL);
+                                  shrinking, NULL, NULL, &sh);
         if (lst != CK_OK)
             ck_agcd_fail(&sh, lst);
         sh.slots[tid].idle_at = -1;
@@ -1509,7 +1521,7 @@ ck_status ck_asygcd_solve_ex(const ck_matrix *X, const double *y,
             st = ck_agcd_worker_init(&workers[0], &prob, bstart, bidx, T, 0,
                                      1, a2, upper, QD, capacity, page,
                                      want_fm, fm_float, time_slices, seed,
-                                     shrinking, grad, gbar_all);
+                                     shrinking, grad, gbar_all, &sh);
             if (st != CK_OK)
                 goto cleanup;
             ck_agcd_run(&sh, &workers[0], &prob, 0, greedy, shrinking, tol);

@@ -43,8 +43,12 @@ static inline int ck_poll_stop(ck_poll_fn poll, void *ctx)
     return poll != NULL && poll(ctx) != 0;
 }
 
+/* The largest team a routine runs (larger requests run this many). */
+#define CK_MAX_TEAM 256
+
 /* Threads a team asked for n_threads may use (n_threads <= 0: every
- * thread OpenMP offers); 1 in a child clamped by ck_fork_guard(). */
+ * thread OpenMP offers; at most CK_MAX_TEAM); 1 in a child clamped by
+ * ck_fork_guard(). */
 int ck_team_threads(int n_threads);
 
 /* Call just before a parallel region of nt threads: a child forked from

@@ -148,6 +148,10 @@ int ck_team_threads(int n_threads)
         n_threads = ck_max_threads();
     if (ck_fork_clamped())
         return 1;
+    /* a request of 10^5 threads made libgomp exit the process ("Thread
+     * creation failed") or crash in GOMP_parallel */
+    if (n_threads > CK_MAX_TEAM)
+        n_threads = CK_MAX_TEAM;
     return n_threads >= 1 ? n_threads : 1;
 }
 

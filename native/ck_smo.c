@@ -543,6 +543,8 @@ typedef struct {
     ck_qcache cache;
     ck_smo_cols cols; /* the cache's callback context */
     ck_team team;
+    ck_poll_fn poll; /* the caller's poll (Ctrl-C), or NULL */
+    void *poll_ctx;
 } ck_smo_state;
 
 static void ck_smo_swap(ck_smo_state *s, int64_t a, int64_t b)
@@ -647,7 +649,7 @@ static void ck_team_axpy(ck_smo_state *s, int64_t lo, int64_t hi, double a,
 static ck_status ck_smo_reconstruct(ck_smo_state *s)
 {
     const int64_t n = s->n, active = s->active;
-    int64_t i, j, nr_free = 0;
+    int64_t i, j, nr_free = 0, cols = 0;
     ck_status st;
     if (active == n)
         return CK_OK;
@@ -663,6 +665,9 @@ static ck_status ck_smo_reconstruct(ck_smo_state *s)
             ck_col Qi;
             double g = 0.0;
             int64_t a, e;
+            /* O(n) kernel columns: the caller's poll as in the main loop */
+            if ((++cols & 63) == 0 && ck_poll_stop(s->poll, s->poll_ctx))
+                return CK_ERR_INTERRUPTED;
             st = ck_qcache_get(&s->cache, i, active, &Qi);
             if (st != CK_OK)
                 return st;
@@ -679,6 +684,8 @@ static ck_status ck_smo_reconstruct(ck_smo_state *s)
         for (i = 0; i < active; ++i) {
             if (!ck_is_upper(s, i) && !ck_is_lower(s, i)) {
                 ck_col Qi;
+                if ((++cols & 63) == 0 && ck_poll_stop(s->poll, s->poll_ctx))
+                    return CK_ERR_INTERRUPTED;
                 st = ck_qcache_get(&s->cache, i, n, &Qi);
                 if (st != CK_OK)
                     return st;
@@ -996,6 +1003,8 @@ ck_status ck_smo_solve_ex(const ck_matrix *X, const double *y,
 
     memset(s, 0, sizeof *s);
     ck_team_init(&s->team, n_threads, opts);
+    s->poll = opts != NULL ? opts->poll : NULL;
+    s->poll_ctx = opts != NULL ? opts->poll_ctx : NULL;
     s->n = n;
     s->active = n;
     s->tol = tol;

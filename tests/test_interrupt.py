@@ -39,10 +39,11 @@ print("start", flush=True)
 """
 
 
-def _child(tmp_path, body, *, sigint_after=None, timeout=120):
+def _child(tmp_path, body, *, sigint_after=None, timeout=120, ready="start"):
     """Run PROBLEM + body in a child and return its stdout; with ``sigint_after``,
-    SIGINT it that many seconds after it prints "start". The test fails if the
-    child does not end within ``timeout`` s (its process group is killed)."""
+    SIGINT it that many seconds after it prints ``ready`` (PROBLEM's "start", or a
+    line of the body's once it set up more). The test fails if the child does not
+    end within ``timeout`` s (its process group is killed)."""
     script = tmp_path / "child.py"
     script.write_text(PROBLEM + textwrap.dedent(body))
     env = dict(os.environ)
@@ -56,6 +57,10 @@ def _child(tmp_path, body, *, sigint_after=None, timeout=120):
         if sigint_after is not None:
             first = proc.stdout.readline()
             assert first.strip() == "start", first + proc.stderr.read()
+            while ready != "start" and not first.endswith(ready + "\n"):
+                line = proc.stdout.readline()
+                assert line, first + proc.stderr.read()
+                first += line
             try:
                 proc.wait(timeout=sigint_after)  # (it should not end by itself)
             except subprocess.TimeoutExpired:
@@ -101,6 +106,25 @@ def test_sigint_stops_asygcd_team(tmp_path):
         except KeyboardInterrupt as exc:
             report(exc)
     """)
+    assert "interrupted KeyboardInterrupt | " in out and "asygcd_solve(" in out, out
+
+
+def test_sigint_stops_asygcd_while_it_builds_a_warm_starts_gradient(tmp_path):
+    # the warm start's gradient (one kernel slice per nonzero alpha0, before the
+    # first step) was computed without a poll: here ~3 minutes of slices, and
+    # Ctrl-C waited for all of them (40,000 rows x 20 features: 10 s)
+    out = _child(tmp_path, """
+        from cakernels._solvers.asygcd import asygcd_fit
+        rng = np.random.default_rng(1)
+        Xw = rng.standard_normal((40000, 400))
+        yw = np.where(rng.random(40000) > 0.5, 1.0, -1.0)
+        print("ready", flush=True)
+        try:
+            asygcd_fit(Xw, yw, 1.0, gamma=1e-3, n_threads=1, alpha0=np.full(40000, 0.5),
+                       tol=1e-300, max_iter=10**15, cache_size=50)
+        except KeyboardInterrupt as exc:
+            report(exc)
+    """, sigint_after=1.0, timeout=60, ready="ready")
     assert "interrupted KeyboardInterrupt | " in out and "asygcd_solve(" in out, out
 
 

@@ -780,3 +780,34 @@ def test_norm1_and_chol_solve_release_the_gil():
             _native.norm1(big)
 
     _assert_releases_gil(norms)
+
+
+def test_a_huge_thread_count_runs_a_bounded_team():
+    # n_threads=100,000 went to OpenMP as asked: libgomp exited the process ("Thread
+    # creation failed") or crashed in GOMP_parallel; the team is now at most 256
+    # threads (the SMO's bound), with the same results (in a child: the old crash)
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent("""
+        import numpy as np
+        import cakernels._native as _native
+        rng = np.random.RandomState(0)
+        G = rng.rand(300, 300); norms = np.ones(300)
+        one, many = G.copy(), G.copy()
+        _native.kernel_from_gram(one, norms, norms, 1, 0.5, 0.0, 3.0, 1)
+        _native.kernel_from_gram(many, norms, norms, 1, 0.5, 0.0, 3.0, 100000)
+        assert np.array_equal(one, many)
+        X = rng.randn(300, 5); y = np.where(rng.rand(300) > 0.5, 1.0, -1.0)
+        for nt in (1, 100000):
+            a = np.zeros(300)
+            block = (np.arange(300) % nt).astype(np.int64)
+            res = _native.asygcd_solve(X, y, np.ones(300), block, a, 1, 0.2, 0.0, 3.0, nt,
+                                       True, 0, 1e-3, 100000, 10.0)
+            assert np.isfinite(res[0]) and 0 < np.count_nonzero(a) < 300, res
+        print("ok", flush=True)
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stdout + proc.stderr
