@@ -135,6 +135,10 @@ BAD_INPUT = {
     # raised before any collective on that rank only, they left the others waiting
     "invalid-param": "rank 3: The 'C' parameter of CASVC must be",
     "invalid-grid": "rank 3: every value of lams must be >= 0",
+    # the same global classes everywhere, but each rank raised it as its own ValueError
+    # (the command line then aborted the job with one "rank N:" error per rank)
+    "search-scoring": "scoring='f1' scores the positive class of a binary problem; these "
+                      "data have 3 classes",
     "other-estimator": "ranks [3] were given other parameters than rank 0 (or another "
                        "estimator)",
     "mixed-storage": "the shards differ in storage: rank 0 passes a dense array, rank 3 a "

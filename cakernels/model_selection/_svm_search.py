@@ -363,7 +363,10 @@ n_splits_
             s, self.class_weight, self.classes_, y_idx), C=float(np.max(Cs)),
             C_min=float(np.min(Cs)))
         self.scorer_ = get_scorer(self.scoring or "accuracy")
-        _check_scoring(self.scoring or "accuracy", self.classes_)
+        try:
+            _check_scoring(self.scoring or "accuracy", self.classes_)
+        except ValueError as exc:  # the same global classes on every rank: its error
+            raise (CollectiveError if s.size > 1 else ValueError)(str(exc)) from None
         n_splits = masks.shape[1] // 2
         train = masks[:, :n_splits].astype(bool)
         k = self.classes_.size

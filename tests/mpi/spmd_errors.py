@@ -99,6 +99,12 @@ def run():
 
         BKRR2CV(4, lams=[-1.0] if rank == bad else [1e-3], sigmas=[1.0], cv=2,
                 backend=sharded).fit(Xs, ys.astype(float))
+    elif case == "search-scoring":          # a binary scoring, a third class on one rank
+        from cakernels import CASVCCV
+
+        if rank == bad:
+            ys[:5] = 2
+        CASVCCV(4, Cs=[1.0], cv=2, scoring="f1", backend=sharded).fit(Xs, ys)
     elif case == "other-estimator":         # another estimator, the same parameters
         (BKMSVC if rank == bad else CASVC)(4, backend=sharded).fit(Xs, ys)
     elif case == "mixed-storage":           # a CSR shard among dense ones
