@@ -1201,6 +1201,32 @@ def test_search_errors_are_one_line(capsys, tmp_path, clf_files, argv, needles):
     assert_one_line_error(code, err, *needles)
 
 
+def test_a_search_grid_that_overrules_the_inferred_task_says_so(capsys, tmp_path, clf_files,
+                                                               reg_files):
+    # --lams on class labels searched kernel ridge and --Cs on whole-number targets a
+    # classifier of one class per value, without a word (fit --lam/--C note it)
+    model = tmp_path / "m.skops"
+    code, _, err = run(capsys, "search", clf_files / "train.svm", "-o", model, "-p", "2",
+                       "-q", "--cv", "3", "--lams", "1e-3")
+    assert code == 0, err
+    notes = [line for line in err.splitlines() if "note:" in line]
+    assert len(notes) == 1 and "--lams trains kernel ridge regression on the class labels, " \
+        "although classification was inferred" in notes[0], err
+    whole = tmp_path / "whole.svm"  # 22 whole values, not 0..K: regression inferred
+    whole.write_text("".join(f"{2 * (i % 22)} 1:{i / 10:.2f} 2:{(i * 7) % 5}\n"
+                             for i in range(88)))
+    code, _, err = run(capsys, "search", whole, "-o", model, "-p", "1", "-q", "--cv", "2",
+                       "--Cs", "1", "--gammas", "0.5")
+    assert code == 0, err
+    notes = [line for line in err.splitlines() if "note:" in line]
+    assert len(notes) == 1 and "--Cs and --gammas train classifiers of 22 classes (one per " \
+        "distinct target value), although regression was inferred" in notes[0], err
+    code, _, err = run(capsys, "search", reg_files / "train.svm", "-o", model, "-p", "2",
+                       "-q", "--Cs", "1")
+    assert_one_line_error(code, err, "cannot train a classifier (--Cs)",
+                          "--sigmas/--lams without --method")
+
+
 def test_fit_with_a_halo(capsys, tmp_path, clf_files, reg_files):
     model = tmp_path / "halo.skops"
     code, _, err = run(capsys, "fit", clf_files / "train.svm", "-o", model, "--method",

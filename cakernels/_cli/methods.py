@@ -108,8 +108,9 @@ def _check_class_labels(label, y, chooser, command="fit"):
     values = np.unique(np.asarray(y, dtype=np.float64))
     if _whole_numbers(values):
         return
-    how = ("--method bkrr2, or --sigma/--lam without --method" if command == "fit" else
-           "the default methods of bench for these targets, or --methods bkrr2")
+    how = {"fit": "--method bkrr2, or --sigma/--lam without --method",
+           "search": "--method bkrr2, or --sigmas/--lams without --method"}.get(
+        command, "the default methods of bench for these targets, or --methods bkrr2")
     raise CLIError(f"cannot train a classifier ({chooser}) on {label}: its targets are continuous "
                    f"({_fmt_int(values.size)} distinct values, not all whole numbers) and a "
                    f"classifier needs class labels; kernel ridge regression fits them (e.g. {how})")

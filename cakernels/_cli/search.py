@@ -114,6 +114,9 @@ def _search_task(args, data):
         if data.kind != "file" and task != data.task:
             raise CLIError(f"{data.label} is a {data.task} dataset: "
                            f"{' and '.join(svm or krr)} do not apply")
+        # a file: the grid's kind overrules the task inferred from its targets, which
+        # a note says (as fit's --C/--lam); continuous targets for SVMs are an error
+        _method_against_data(task, data, " and ".join(svm or krr), "search")
         return task
     if data.kind == "file":
         _note(f"{data.label}: {data.task} inferred: {data.reason}")
@@ -142,7 +145,7 @@ def _cmd_search(args):
         _index_base_note(data, data.X.shape[0], data.read.rows_with_index_0)
     search = _make_search(args, method, task, cv, args.backend)  # (checks the grids)
     if args.method is not None:
-        _method_against_data(task, data, f"--method {method}", methods=SEARCHES,
+        _method_against_data(task, data, f"--method {method}", "search", methods=SEARCHES,
                              task_given=args.task)
     X, y = data.X, data.y
     _grid_width_note(search, task, X, args.standardize)
@@ -192,7 +195,7 @@ def _search_mpi(args, cv):
     search = _collective(comm, _make_search, args, method, task, cv, backend)
     if args.method is not None:
         _collective(comm, _method_against_data, task, summary, f"--method {method}",
-                    methods=SEARCHES, task_given=args.task)
+                    "search", methods=SEARCHES, task_given=args.task)
     _collective(comm, lambda: _grid_width_note(search, task, X, args.standardize)
                 if _width_note_rows(comm, backend, X, n) else None)
     sparse = _sparse_on_rank_0(comm, X)
@@ -236,7 +239,7 @@ def _check_search(args, data, cv):
     if task == "classification":
         chooser = ("--task classification" if args.task and not args.method
                    else f"--method {method}")
-        _check_class_labels(data.label, data.y, chooser, "fit")
+        _check_class_labels(data.label, data.y, chooser, "search")
     if args.task is not None and data.kind != "file":
         # --task's override of a registry dataset's task: noted after every check that
         # could contradict it
