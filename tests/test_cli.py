@@ -414,6 +414,13 @@ def test_bench_demo_forced_with_chosen_methods(capsys):
                          "--max-train", "150", "--max-test", "50", "--tol", "0.25", "--C", "3")
     assert code == 0, err
     assert "parameters: C=3 gamma=scale tol=0.25 kernel=rbf; 2 partitions" in out
+    # and the options that change the models (--halo, --routing, ...) when given
+    code, out, err = run(capsys, "bench", "--demo", "--methods", "cpsvc", "-p", "2",
+                         "--max-train", "150", "--max-test", "50", "--halo", "0.5",
+                         "--routing", "vote", "--n-voters", "2")
+    assert code == 0, err
+    assert ("parameters: C=1 gamma=scale tol=0.001 halo=0.5 routing=vote n_voters=2 "
+            "kernel=rbf; 2 partitions") in out
 
 
 def test_bench_regression_demo(capsys):

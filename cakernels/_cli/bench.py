@@ -322,6 +322,12 @@ def _cmd_bench(args):
     else:
         kp = f"sigma={params['sigma']:.4g} lam={params['lam']:g}"
     kernel = params["kernel"] or "rbf"
+    # the options that change some methods' models, when given (two runs that differ
+    # in them printed the same line)
+    kp += "".join(f" {name}={params[name]:g}" if isinstance(params[name], float)
+                  else f" {name}={params[name]}"
+                  for name in ("halo", "routing", "n_voters", "working_set", "n_passes",
+                               "predict_layer") if params.get(name) is not None)
     print(f"parameters: {kp} kernel={kernel}; {params['n_partitions']} partitions; "
           f"backend={params['backend'] or 'serial'}"
           + (f" n_jobs={params['n_jobs']}" if params["n_jobs"] is not None else "")
