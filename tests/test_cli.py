@@ -279,7 +279,8 @@ def test_error_more_features_than_the_model(capsys, tmp_path, clf_files):
     model = tmp_path / "m.pkl"
     assert run(capsys, "fit", clf_files / "train.svm", "-o", model, "-p", "2")[0] == 0
     code, out, err = run(capsys, "predict", model, clf_files / "wide.svm")
-    assert_one_line_error(code, err, "8 features", "trained on 6", "--n-features 8")
+    assert_one_line_error(code, err, "8 features", "trained on 6", "fit ... --n-features 8",
+                          "search ... --n-features 8")
     assert out == ""
     # the advice works: room for the test file's features at fit (fit and search)
     for command, extra in (("fit", ()), ("search", ("--Cs", "1", "-q", "--cv", "2"))):
@@ -1196,6 +1197,12 @@ def test_pooled_scalers_are_those_of_all_rows(sparse):
     # the kernel-width note read the grid before it was checked ("gamma = nan")
     (["--Cs", "1", "--gammas", "nan"], ["gammas contains NaN"]),
     (["--method", "bkrr2", "--sigmas", "nan"], ["sigmas contains NaN"]),
+    # a negative number in scientific notation was taken for an option by argparse
+    # ("expected at least one argument")
+    (["--method", "bkrr2", "--lams", "1e-3", "-1e-3"], ["every value of lams must be >= 0",
+                                                        "[-0.001]"]),
+    (["--method", "bkrr2", "--sigmas", "-INF"], ["sigmas contains NaN or infinite"]),
+    (["--Cs", "-1E+2"], ["every value of Cs must be > 0", "[-100.0]"]),
     (["--method", "casvc", "--scoring", "r2"], ["--scoring r2", "classification",
                                                  "balanced_accuracy"]),
     (["--method", "casvc", "--scoring", "roc_auc"], ["--scoring roc_auc", "f1_macro"]),
@@ -1232,6 +1239,21 @@ def test_a_search_grid_that_overrules_the_inferred_task_says_so(capsys, tmp_path
                        "-q", "--Cs", "1")
     assert_one_line_error(code, err, "cannot train a classifier (--Cs)",
                           "--sigmas/--lams without --method")
+
+
+@pytest.mark.filterwarnings("default::RuntimeWarning")  # shown, as a user sees them
+def test_a_search_without_a_finite_score_says_so(capsys, tmp_path):
+    # every candidate NaN (lam=0 on repeated rows: singular leave-one-out): the model
+    # was saved as "best" with exit 0 and no word beyond the solves' warnings
+    data = tmp_path / "dup.svm"
+    data.write_text("".join(f"{(i % 7) / 7:.3f} 1:{i % 5} 2:{(i % 5) / 2}\n"
+                            for i in range(60)))
+    code, out, err = run(capsys, "search", data, "-o", tmp_path / "m.skops", "-p", "1", "-q",
+                         "--cv", "loo", "--lams", "0", "--sigmas", "1")
+    assert code == 0, err
+    assert "warning: no candidate has a finite mean score (its NaN): the saved model is the " \
+        "first candidate's, not a selection" in err, err
+    assert "1 candidate; partitions" in out and "(searched 1 candidate x 1 split; " in out, out
 
 
 def test_fit_with_a_halo(capsys, tmp_path, clf_files, reg_files):

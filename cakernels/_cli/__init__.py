@@ -11,6 +11,7 @@ prints one line ``cakernels: error: ...`` on stderr and exits with status 2;
 import argparse
 import contextlib
 import os
+import re
 import sys
 import traceback
 import warnings
@@ -183,7 +184,17 @@ Timings are wall-clock seconds of one run; other load on the machine changes the
 
 class _Parser(argparse.ArgumentParser):
     """argparse with one-line usage errors, as every other error of the command line
-    (argparse prints the whole usage block first); ``--help`` shows the usage."""
+    (argparse prints the whole usage block first); ``--help`` shows the usage. A
+    negative number in scientific notation (``--lams -1e-3``) or ``-inf`` is a value,
+    as ``-0.001`` is (argparse took it for an option: "expected at least one
+    argument"), so that the option's own check says what is wrong with it."""
+
+    _NEGATIVE_NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$|^-(inf|infinity|nan)$",
+                                  re.IGNORECASE)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = self._NEGATIVE_NUMBER
 
     def error(self, message):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")

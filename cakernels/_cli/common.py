@@ -467,8 +467,9 @@ def _match_features(data, n_features, index_base=None):
         )
     if d > n_features:
         hint = (f"; if it is data like the training set, refit with `{PROG} fit ... "
-                f"--n-features {d}` (a LIBSVM training file has as many features as its "
-                "largest index)" if data.kind == "file" else "")
+                f"--n-features {d}` (or `{PROG} search ... --n-features {d}`; a LIBSVM "
+                "training file has as many features as its largest index)"
+                if data.kind == "file" else "")
         raise CLIError(
             f"{data.label} has {d} features but the model was trained on {n_features}; "
             f"it was not trained on data like this{hint}"

@@ -14,6 +14,7 @@ from .common import (
     _mpi_world,
     _note,
     _task_of_method,
+    _warn,
     _warnings_of_every_rank,
 )
 from .fit import _index_base_note, _save
@@ -279,7 +280,8 @@ def _report(args, search, method, data, shape, sparse, seconds, scalers, n_ranks
     if scalers is not None:
         model = _assembled(best, method, _task_of_method(method), *scalers)
     n_cand = len(search.cv_results_["params"])
-    chosen = (f" (searched {n_cand} candidates x {search.n_splits_} split"
+    chosen = (f" (searched {n_cand} candidate{'s' if n_cand != 1 else ''} x "
+              f"{search.n_splits_} split"
               f"{'s' if search.n_splits_ != 1 else ''}; best "
               + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
                           for k, v in search.best_params_.items()) + ")")
@@ -305,7 +307,12 @@ def _tie_note(search, standardized):
     import numpy as np
 
     scores = np.asarray(search.cv_results_["mean_test_score"], dtype=float)
-    if scores.size > 1 and np.all(np.isfinite(scores)) and np.ptp(scores) == 0:
+    if not np.any(np.isfinite(scores)):
+        # (the model was saved as "best" with no word beyond the solves' warnings)
+        _warn(f"no candidate has a finite mean score ({'all' if scores.size > 1 else 'its'} "
+              f"{'NaN' if np.all(np.isnan(scores)) else 'NaN or infinite'}): the saved "
+              "model is the first candidate's, not a selection; see the warnings above")
+    elif scores.size > 1 and np.all(np.isfinite(scores)) and np.ptp(scores) == 0:
         _note(f"all {_fmt_int(scores.size)} candidates scored the same ({scores[0]:.6g}): "
               "the grid does not change the model on this data, and the best one is simply "
               "the first; widen the grid"
@@ -327,5 +334,6 @@ def _print_top(search, top):
                            for k, v in res["params"][i].items())
         print(f"{res['rank_test_score'][i]:>4}  {res['mean_test_score'][i]:.6f} "
               f"({res['std_test_score'][i]:.4f})  {params}")
-    print(f"{_fmt_int(len(res['params']))} candidates; partitions "
+    n_cand = len(res["params"])
+    print(f"{_fmt_int(n_cand)} candidate{'s' if n_cand != 1 else ''}; partitions "
           f"{search.partition_sizes_.tolist()}")
