@@ -122,6 +122,7 @@ def _add_estimator_options(parser, *, bench=False):
                    "(K + lam m I) alpha = y (default " + ("1e-5)" if bench else "1e-4)"))
     g.add_argument("--halo", type=float, metavar="H",
                    help="halo partitions: every partition also trains on the H * m/P samples "
+                        "(K-means partitions, cpsvc/kkrr/kkrr2: H times their own size) "
                         "of its neighbours nearest to its border (default 0"
                         + ("; methods without a halo ignore it)" if bench else
                            "; single-level partitioned methods)"))

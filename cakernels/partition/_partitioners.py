@@ -421,7 +421,9 @@ class _BasePartitioner(OwnInitName, VersionedState, BaseEstimator):
         Returns
         -------
         indices : ndarray of int64
-            Indices into the training data, increasing.
+            Indices into the rows this partitioner was fitted on, increasing
+            (an estimator fitted with ``sample_weight`` zeros fits it on the
+            rows of positive weight only: index those).
         """
         check_is_fitted(self)
         if (isinstance(j, (bool, np.bool_)) or not isinstance(j, (int, np.integer))
