@@ -1096,6 +1096,7 @@ def load_dataset(
         path, cand, how = _locate(rec, split, home, download_if_missing, verify)
         X, y = _read_file(path, cand["format"], rec["n_features"], cand.get("target_column"))
         y = _apply_label_map(y, cand.get("label_map"), path)
+        _check_row_count(rec, split, cand, X.shape[0], path, how)
         parts.append((X, y))
         paths.append(path)
         hows.append(how)
@@ -1122,6 +1123,19 @@ def load_dataset(
         name=rec["name"],
         task=rec["task"],
     )
+
+
+def _check_row_count(rec, split, cand, n_rows, path, how):
+    """Warn when a file that was not verified by its checksum (an official name placed
+    by hand or downloaded, or ``verify=False``) has another number of rows than the
+    registry's split: a cut or truncated copy was taken for the whole split silently."""
+    expected = cand.get("n_samples", rec.get(f"n_{split}"))
+    if expected is None or n_rows == expected or how.startswith("sha256 verified"):
+        return
+    import warnings
+
+    warnings.warn(f"{path}: {n_rows:,} rows, but the {split} split of {rec['name']} has "
+                  f"{expected:,}: a cut or other copy? ({how})", UserWarning, stacklevel=3)
 
 
 def _descr(rec, subset, paths, hows) -> str:

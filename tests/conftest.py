@@ -25,6 +25,43 @@ def data_home():
     return home
 
 
+@pytest.fixture(autouse=True)
+def _no_downloads(monkeypatch):
+    """No test downloads: ``pooch.retrieve`` refuses, so that a file missing from
+    ``CAKERNELS_DATA`` fails the test naming it instead of being fetched from the
+    LIBSVM site (tests of the download path patch it with their own fakes)."""
+    try:
+        import pooch
+    except ImportError:  # nothing could download
+        return
+
+    def offline(url, *args, **kwargs):
+        raise ConnectionError(f"the tests never download ({url}): is the file missing "
+                              "from CAKERNELS_DATA?")
+
+    monkeypatch.setattr(pooch, "retrieve", offline)
+
+
+def _require(module, reason="pip install '.[test]'"):
+    """Import a test dependency: a skip where it is missing on a developer machine, a
+    failure under ``CI=true`` (never a silent skip there)."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        msg = f"{module} is needed for this test ({reason}): {exc}"
+        if os.environ.get("CI") == "true":
+            pytest.fail(msg)
+        pytest.skip(msg)
+
+
+@pytest.fixture(scope="session")
+def requires():
+    """``requires(module)``: the imported module, or a skip (a failure under CI=true)."""
+    return _require
+
+
 def _package_parent():
     """The folder holding the ``cakernels`` package under test (site-packages when
     installed, the repository root when built in place)."""

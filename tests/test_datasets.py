@@ -185,7 +185,7 @@ def test_ijcnn1_train_and_test(data_home):
         assert _labels(bunch.target) == {-1.0, 1.0}
         assert bunch.subset == subset and bunch.feature_names is None
         assert Path(bunch.filename).parent == data_home / "ijcnn1"
-        assert "ijcnn1" in bunch.DESCR and "verified" in bunch.DESCR
+        assert "ijcnn1" in bunch.DESCR and "sha256 verified" in bunch.DESCR
 
 
 @pytest.mark.realdata
@@ -281,7 +281,8 @@ def test_sha256_mismatch_raises(data_home, tmp_path, monkeypatch):
     assert isinstance(err.value, OSError)
     assert str(target) in msg and expected in msg and cds._sha256(target) in msg
     assert "verify=False" in msg and "\n" not in msg
-    bunch = cds.load_dataset("bodyfat", data_home=tmp_path, verify=False)
+    with pytest.warns(UserWarning, match="253 rows, but the train split of bodyfat has 252"):
+        bunch = cds.load_dataset("bodyfat", data_home=tmp_path, verify=False)
     assert bunch.data.shape == (253, 14) and "not verified" in bunch.DESCR
 
     # an edit that keeps the size and puts the mtime back (touch -r, cp -p) is checked
@@ -307,8 +308,25 @@ def test_sha256_mismatch_raises(data_home, tmp_path, monkeypatch):
 # --------------------------------------------------------------------------- downloads (no network)
 
 
-def test_offline_download_raises_clear_error(tmp_path, monkeypatch):
-    pooch = pytest.importorskip("pooch")
+def test_an_unverified_file_with_another_row_count_warns(tmp_path):
+    # a cut copy under the official name (no checksum known) was taken for the whole
+    # split silently (DESCR still said 49,990 train rows)
+    import bz2
+
+    folder = tmp_path / "ijcnn1"
+    folder.mkdir()
+    rows = "".join(f"{1 if i % 2 else -1} 1:{i / 10:.1f} 22:1\n" for i in range(6))
+    (folder / "ijcnn1.bz2").write_bytes(bz2.compress(rows.encode()))
+    with pytest.warns(UserWarning, match=r"ijcnn1\.bz2: 6 rows, but the train split of ijcnn1 "
+                                         r"has 49,990: a cut or other copy\? \(unverified"):
+        X, y = cds.load_dataset("ijcnn1", data_home=tmp_path, return_X_y=True)
+    assert X.shape == (6, 22)
+    with pytest.warns(UserWarning, match=r"6 rows.*\(not verified: verify=False\)"):
+        cds.load_dataset("ijcnn1", data_home=tmp_path, verify=False)
+
+
+def test_offline_download_raises_clear_error(tmp_path, monkeypatch, requires):
+    pooch = requires("pooch")
 
     def offline(*args, **kwargs):
         raise ConnectionError("Name or service not known")
@@ -322,11 +340,11 @@ def test_offline_download_raises_clear_error(tmp_path, monkeypatch):
     assert str(tmp_path / "cadata") in msg and "CAKERNELS_DATA" in msg
 
 
-def test_failed_download_leaves_no_folders_behind(tmp_path, monkeypatch):
+def test_failed_download_leaves_no_folders_behind(tmp_path, monkeypatch, requires):
     """pooch creates the dataset folder (and the data home) before it downloads; a
     failed download removes what it created, so that the data home does not look
     set up afterwards - but never a folder that existed or holds anything."""
-    pooch = pytest.importorskip("pooch")
+    pooch = requires("pooch")
 
     def offline(url, known_hash=None, path=None, **kwargs):
         os.makedirs(path, exist_ok=True)  # as pooch does before it connects
@@ -345,8 +363,8 @@ def test_failed_download_leaves_no_folders_behind(tmp_path, monkeypatch):
     assert (kept / "cadata" / "notes.txt").read_text() == "mine"
 
 
-def test_download_path_and_record(tmp_path, monkeypatch):
-    pooch = pytest.importorskip("pooch")
+def test_download_path_and_record(tmp_path, monkeypatch, requires):
+    pooch = requires("pooch")
     calls = []
 
     def fake_retrieve(url, known_hash=None, fname=None, path=None, **kwargs):
@@ -357,7 +375,8 @@ def test_download_path_and_record(tmp_path, monkeypatch):
         return str(out)
 
     monkeypatch.setattr(pooch, "retrieve", fake_retrieve)
-    bunch = cds.load_dataset("mg", data_home=tmp_path)
+    with pytest.warns(UserWarning, match="3 rows, but the train split of mg has 1,385"):
+        bunch = cds.load_dataset("mg", data_home=tmp_path)
     assert calls == [(LIBSVM + "regression/mg", None, "mg", tmp_path / "mg")]
     assert bunch.data.shape == (3, 6) and bunch.filename == str(tmp_path / "mg" / "mg")
     assert "not verified" in bunch.DESCR
@@ -377,8 +396,8 @@ def test_missing_pooch_names_the_extra(tmp_path, monkeypatch):
         cds.load_dataset("mg", data_home=tmp_path)
 
 
-def test_download_if_missing_false(tmp_path, monkeypatch):
-    pooch = pytest.importorskip("pooch")
+def test_download_if_missing_false(tmp_path, monkeypatch, requires):
+    pooch = requires("pooch")
     monkeypatch.setattr(pooch, "retrieve", lambda *a, **k: pytest.fail("must not download"))
     with pytest.raises(FileNotFoundError) as err:
         cds.load_dataset("ijcnn1", subset="test", data_home=tmp_path, download_if_missing=False)

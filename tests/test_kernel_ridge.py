@@ -422,8 +422,8 @@ def test_a_partition_whose_kernel_matrix_cannot_fit_is_refused(monkeypatch, n_jo
         BKRR2(n_partitions=2, backend="threads", n_jobs=2).fit(X, y)
 
 
-def test_dkrr_without_scalapack_names_the_extra(monkeypatch):
-    pytest.importorskip("mpi4py")
+def test_dkrr_without_scalapack_names_the_extra(monkeypatch, requires):
+    requires("mpi4py")
     from cakernels._solvers import scalapack
 
     monkeypatch.setattr(scalapack, "_find", lambda name: None)
@@ -585,7 +585,7 @@ class _Holder:
 
 
 @pytest.mark.parametrize("kind", ["dense", "csr", "frame", "container"])
-def test_dkrr_keeps_its_own_training_rows(kind):
+def test_dkrr_keeps_its_own_training_rows(kind, requires):
     # X_fit_ was the caller's float64 array (or a view of a one-column DataFrame's
     # block): changing it in place afterwards changed the predictions (and
     # disagreed with the cached row norms)
@@ -595,7 +595,7 @@ def test_dkrr_keeps_its_own_training_rows(kind):
     if kind == "csr":
         X = sp.csr_matrix(X)
     elif kind == "frame":
-        pd = pytest.importorskip("pandas")
+        pd = requires("pandas")
         X = pd.DataFrame(X)  # (no column names: predict takes the array)
     elif kind == "container":
         X = _Holder(np.ascontiguousarray(X))

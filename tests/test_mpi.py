@@ -693,11 +693,11 @@ assert clf.score_sharded(X, y) == clf.score(X, y)
     assert 'pip install "cakernels[scalapack]"' in lines[2]
 
 
-def test_an_mpi4py_that_cannot_load_its_mpi_library_names_the_extra(spawn, tmp_path):
+def test_an_mpi4py_that_cannot_load_its_mpi_library_names_the_extra(spawn, tmp_path, requires):
     # mpi4py installed, its MPI library not loadable (a removed MPI wheel, Windows
     # without MS-MPI): mpi4py raises RuntimeError("cannot load MPI library ..."), which
     # reached users raw (the CLI: "error: RuntimeError: cannot load MPI library")
-    pytest.importorskip("mpi4py")
+    requires("mpi4py")
     env = dict(os.environ, MPI4PY_LIBMPI=str(tmp_path / "missing" / "libmpi.so"))
     code = """
 import numpy as np

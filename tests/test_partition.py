@@ -728,10 +728,10 @@ def test_training_indices_refuses_an_index_outside_the_partitions():
             part.training_indices(j)
 
 
-def test_fit_sharded_records_and_forgets_feature_names_as_fit():
+def test_fit_sharded_records_and_forgets_feature_names_as_fit(requires):
     # fit_sharded kept the names of an earlier fit (3 names next to 5 features: assign
     # then warned or refused) and recorded none of a DataFrame
-    pd = pytest.importorskip("pandas")
+    pd = requires("pandas")
     from cakernels.backends._comm import SelfCommunicator
 
     import warnings
