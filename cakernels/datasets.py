@@ -197,7 +197,11 @@ def _sha256(path: Path) -> str:
     digest = _HASH_CACHE.get(key)
     if digest is None:
         h = hashlib.sha256()
-        with open(path, "rb") as fh:
+        try:
+            fh = open(path, "rb")
+        except PermissionError:  # the readers' message (it was a bare "[Errno 13]")
+            raise PermissionError(_permission_denied(path)) from None
+        with fh:
             for chunk in iter(lambda: fh.read(_CHUNK), b""):
                 h.update(chunk)
         digest = h.hexdigest()
@@ -312,7 +316,10 @@ def _parse_error(path, exc, bad_line=None):
     if "\\xef\\xbb\\xbf" in why:  # the bytes of a UTF-8 byte-order mark
         why = "it starts with a UTF-8 byte-order mark (as some editors write); save it without one"
     else:
-        hint = _compression_hint(path) or _table_hint(path)
+        packed = _compression_hint(path)
+        hint = packed or _table_hint(path)
+        if packed:  # (the reader's message quoted ~900 of the compressed bytes)
+            why = "its bytes are not text"
         found = None
         if not hint and type(exc) is ValueError and bad_line is not None:
             try:

@@ -260,6 +260,23 @@ def test_other_local_sets(data_home, name, subset, shape, sparse):
 
 
 @pytest.mark.realdata
+def test_an_unreadable_registry_copy_is_the_readers_permission_error(data_home, tmp_path,
+                                                                     monkeypatch):
+    # the checksum's read raised a bare "[Errno 13] Permission denied: '<path>'"
+    target = tmp_path / "bodyfat" / "bodyfat"
+    target.parent.mkdir()
+    shutil.copyfile(data_home / "bodyfat" / "bodyfat", target)
+
+    def denied(path, *args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(cds, "open", denied, raising=False)
+    with pytest.raises(PermissionError) as err:
+        cds.load_dataset("bodyfat", data_home=tmp_path)
+    assert str(err.value) == f"{target}: permission denied (the file cannot be read by this user)"
+
+
+@pytest.mark.realdata
 def test_sha256_mismatch_raises(data_home, tmp_path, monkeypatch):
     target = tmp_path / "bodyfat" / "bodyfat"
     target.parent.mkdir()
@@ -649,8 +666,14 @@ def test_a_compressed_file_without_its_suffix_is_named(tmp_path):
         with opener(packed, "wb") as fh:
             fh.write(plain.read_bytes())
         with pytest.raises(ValueError, match=rf"compressed, but its name does not end in "
-                           rf"\{suffix}.*rename it to packed{suffix[1:]}\.svm\{suffix}"):
+                           rf"\{suffix}.*rename it to packed{suffix[1:]}\.svm\{suffix}") as err:
             cds.load_svmlight(packed)
+        # without the reader's message, which quoted the compressed bytes
+        assert str(err.value) == (
+            f"{packed}: could not load it as a LIBSVM/svmlight file: its bytes are not text "
+            f"(it is {dict(gz='gzip', bz2='bzip2', xz='xz')[suffix[1:]]}-compressed, but its "
+            f"name does not end in {suffix}: the suffix selects the decompression; rename it "
+            f"to packed{suffix[1:]}.svm{suffix})"), str(err.value)
         renamed = packed.rename(tmp_path / f"packed{suffix[1:]}.svm{suffix}")
         np.testing.assert_array_equal(cds.load_svmlight(renamed)[1], [1, -1])
 
