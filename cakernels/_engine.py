@@ -29,7 +29,6 @@ predicts, and the results return to their rows.
 """
 
 import contextlib
-import functools
 import hashlib
 import numbers
 import pickle
@@ -52,6 +51,7 @@ from ._kernels import (
     wants_one_blas_thread,
 )
 from ._own_init import OwnInitName
+from ._state import keeps_state_on_failure  # noqa: F401 (the estimators import it here)
 from ._persist import VersionedState
 from ._params import N_JOBS, Count
 from .backends import (
@@ -610,29 +610,6 @@ def vote_weights(sq_dist):
 
 
 # --------------------------------------------------------------------------- the estimator base
-
-
-def keeps_state_on_failure(fit):
-    """Decorate an estimator's ``fit``: when it raises, the estimator is left as
-    it was before the call (its parameters and, after an earlier fit, every
-    fitted attribute: a refit that failed halfway had set the new data's
-    ``classes_`` and ``n_features_in_`` next to the old models; a first fit
-    that failed left attributes that made it look fitted)."""
-    @functools.wraps(fit)
-    def wrapper(self, *args, **kwargs):
-        before = dict(self.__dict__)
-        # a RandomState given as random_state is drawn from in place
-        generators = {k: v.get_state() for k, v in before.items()
-                      if isinstance(v, np.random.RandomState)}
-        try:
-            return fit(self, *args, **kwargs)
-        except BaseException:
-            self.__dict__.clear()
-            self.__dict__.update(before)
-            for k, state in generators.items():
-                before[k].set_state(state)
-            raise
-    return wrapper
 
 
 def _custom_labels(part, labels, n_rows, n_parts, what):

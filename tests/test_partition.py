@@ -784,3 +784,23 @@ def test_a_halos_distances_beyond_memory_advise_a_smaller_halo(monkeypatch):
         RandomPartitioner(n_partitions=64, halo=0.5, random_state=0).fit(X)
     with pytest.raises(ValueError, match=r"random partitions without a halo"):
         KBalancePartitioner(n_partitions=64, random_state=0).fit(X)
+
+
+@pytest.mark.parametrize("cls", [RandomPartitioner, KMeansPartitioner, KBalancePartitioner,
+                                 FCFSPartitioner, BKMPartitioner])
+def test_a_failed_refit_leaves_the_partitioner_as_it_was(cls, requires):
+    # the new data's n_features_in_ and feature names were set next to the old
+    # centres: assign then refused the old data, and failed inside numpy on the new
+    pd = requires("pandas")
+    rng = np.random.RandomState(0)
+    X = rng.randn(100, 6)
+    frame = pd.DataFrame(X, columns=list("abcdef"))
+    part = cls(3, random_state=0).fit(frame)
+    before = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in vars(part).items()}
+    labels = part.assign(frame)
+    with pytest.raises(ValueError):
+        part.fit(X[:2, :4])  # 2 rows for 3 partitions
+    assert part.n_features_in_ == 6 and list(part.feature_names_in_) == list("abcdef")
+    assert set(vars(part)) == set(before)
+    np.testing.assert_array_equal(part.centers_, before["centers_"])
+    np.testing.assert_array_equal(part.assign(frame), labels)

@@ -22,6 +22,7 @@ from .._kernels import (
 )
 from .._own_init import OwnInitName
 from .._persist import VersionedState
+from .._state import keeps_state_on_failure
 from .._params import Count
 from ..backends._budget import blas_limits, forked, openmp_limits
 from ..backends._comm import failure_text
@@ -319,6 +320,7 @@ class _BasePartitioner(OwnInitName, VersionedState, BaseEstimator):
     #: whether every partition gets floor(m/P) or ceil(m/P) samples
     balanced = True
 
+    @keeps_state_on_failure
     def fit(self, X, y=None):
         """Partition ``X``.
 
@@ -517,6 +519,7 @@ class _BasePartitioner(OwnInitName, VersionedState, BaseEstimator):
         rows = _storage.dense_block_rows(X.shape[1])
         return nearest_centers(X, self.centers_, n_nearest, block_rows=rows, storage=storage)
 
+    @keeps_state_on_failure
     def fit_sharded(self, comm, X):
         """Partition data spread over MPI ranks (every rank passes its own rows).
 
