@@ -88,6 +88,14 @@ def canonical_csr(X):
     return X
 
 
+def canonical_rows(X):
+    """A validated ``X``: a CSR matrix in canonical format (:func:`canonical_csr`:
+    unsorted or repeated indices gave kernel values, and so predictions, a few
+    units in the last place apart from the same matrix stored canonically), a
+    dense array as it is."""
+    return canonical_csr(X) if sp.issparse(X) else X
+
+
 def centered_sq_sum(X, mean, block_rows=65536):
     """``sum((x - mean)^2)`` over all ``n x d`` entries of ``X`` (the implicit
     zeros of a sparse matrix too), by blocks of rows."""

@@ -22,6 +22,7 @@ from .._engine import (
 )
 from .._kernels import (
     KERNELS,
+    canonical_rows,
     check_magnitude,
     check_tiny_features,
     kernel_block,
@@ -207,6 +208,7 @@ class DKRR(RegressorMixin, VersionedState, BaseEstimator):
     def _validate(self, X, y, sample_weight=None):
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, order="C",
                              multi_output=True, y_numeric=True)
+        X = canonical_rows(X)
         w = None
         if sample_weight is not None:
             w = _check_sample_weight(sample_weight, X, dtype=np.float64,
@@ -527,8 +529,8 @@ class DKRR(RegressorMixin, VersionedState, BaseEstimator):
         y_pred : ndarray of shape (n_samples,) or (n_samples, n_targets)
         """
         check_is_fitted(self)
-        X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, order="C",
-                          reset=False)
+        X = canonical_rows(validate_data(self, X, accept_sparse="csr", dtype=np.float64,
+                                     order="C", reset=False))
         check_magnitude(X)  # as fit: an overflowing row would give a silent constant
         if sp.issparse(self.X_fit_) and not sp.issparse(X):
             X = sp.csr_matrix(X)

@@ -17,7 +17,7 @@ from .._engine import (
     keeps_state_on_failure,
     validate_params_for,
 )
-from .._kernels import KERNELS, check_magnitude, sigma_to_gamma
+from .._kernels import KERNELS, canonical_rows, check_magnitude, sigma_to_gamma
 from .._params import Count
 from .._solvers.krr import _LocalKRR
 from .._solvers.local import solve_kernel_ridge
@@ -292,6 +292,7 @@ class PartitionedKernelRidge(RegressorMixin, PartitionedEstimator):
     def _validate_local(self, X, y, sample_weight):
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, order="C",
                              multi_output=True, y_numeric=True)
+        X = canonical_rows(X)
         w = None
         if sample_weight is not None:
             w = _check_sample_weight(sample_weight, X, dtype=np.float64,
@@ -352,8 +353,9 @@ class PartitionedKernelRidge(RegressorMixin, PartitionedEstimator):
         # a rank of a collective prediction may hold no test row
         check_is_fitted(self)
         check_predict_params(self)
-        X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, order="C",
-                          reset=False, ensure_min_samples=0 if allow_empty else 1)
+        X = canonical_rows(validate_data(self, X, accept_sparse="csr", dtype=np.float64,
+                                     order="C", reset=False,
+                                     ensure_min_samples=0 if allow_empty else 1))
         if X.shape[0]:  # as fit: an overflowing row would give a silent constant
             check_magnitude(X)
         return self._as_fit_format(X)
