@@ -81,6 +81,26 @@ def _halo_of(part):
     return [np.asarray(h, dtype=np.int64) for h in halo]
 
 
+def _halo_sizes(part, sizes):
+    """Halo rows of every partition: the package's partitioners' ``halo_sizes_``;
+    for a user's object, counted from its (checked) ``halo_indices_`` (its own
+    ``halo_sizes_`` was trusted: missing counted zeros, wrong values passed)."""
+    if isinstance(part, _BasePartitioner):
+        return np.asarray(getattr(part, "halo_sizes_", np.zeros_like(sizes)), dtype=np.int64)
+    halo = getattr(part, "halo_indices_", None)
+    if halo is None:
+        return np.zeros_like(sizes, dtype=np.int64)
+    return np.array([np.asarray(h).size for h in halo], dtype=np.int64)
+
+
+def _own_layout(part):
+    """Whether ``owners_`` and ``rows_stay_local_`` are the package's own: a
+    subclass that relabels after ``super().fit_sharded`` keeps the base class's
+    (the rows then stayed on ranks that no longer own their partitions: a silent
+    wrong model), and a user's object's are not checked."""
+    return _own_method(part, "fit") and _own_method(part, "fit_sharded")
+
+
 def _group_by(labels, n_groups):
     """Sample indices of every group ``0..n_groups-1``, each in increasing order."""
     order = np.argsort(labels, kind="stable")
@@ -672,6 +692,10 @@ def _check_custom_partition(part, n_rows, n_features):
     if np.shape(part.centers_) != (sizes.size, n_features):
         raise ValueError(f"{name}.centers_ must have shape ({sizes.size}, {n_features}), got "
                          f"{np.shape(part.centers_)}")
+    centers = np.asarray(part.centers_)
+    if centers.dtype.kind not in "biuf" or not np.all(np.isfinite(centers)):
+        # (NaN centres gave routing='vote' NaN decisions, silently)
+        raise ValueError(f"{name}.centers_ must be finite real numbers")
     if not isinstance(part, _BasePartitioner):  # (a subclass's are recomputed)
         _check_custom_halo(part, labels, sizes.size)
 
@@ -701,6 +725,20 @@ def _check_custom_halo(part, labels, n_parts):
         if np.any(labels[rows] == j):
             raise ValueError(f"{name}.halo_indices_[{j}] holds rows of partition {j} itself "
                              "(they would train twice)")
+
+
+def _partition_digest(part):
+    """A digest of a fitted partition (labels, sizes, centres, halos): equal on two
+    ranks exactly when they hold the same partition."""
+    h = hashlib.sha256()
+    for value in (part.labels_, part.sizes_, part.centers_):
+        a = np.ascontiguousarray(value)
+        h.update(str((a.dtype.str, a.shape)).encode())
+        h.update(a.tobytes())
+    halo = getattr(part, "halo_indices_", None)
+    for rows in (() if halo is None else halo):
+        h.update(np.ascontiguousarray(rows, dtype=np.int64).tobytes() + b"|")
+    return h.hexdigest()
 
 
 def _fit_custom_checked(part, X):
@@ -771,7 +809,7 @@ class PartitionedEstimator(OwnInitName, VersionedState, BaseEstimator):
         """Owner rank of every partition: where the partitioner left its rows
         (sharded random partitions stay on their shards), else placed by the
         estimated work (collective under MPI)."""
-        owners = getattr(part, "owners_", None)
+        owners = getattr(part, "owners_", None) if _own_layout(part) else None
         if owners is None or len(owners) != sizes.size:
             with s.comm.phase("partitioning"):
                 owners = s.place(self._placement_costs(s, y, labels, sizes) if s.size > 1
@@ -950,13 +988,21 @@ class PartitionedEstimator(OwnInitName, VersionedState, BaseEstimator):
             error = failure = None
             # (a check, not the algorithm's traffic: uncounted)
             n_rows = int(sum(comm._allgather_uncounted(int(X.shape[0]))))
+            digest = None
             try:
                 _check_custom_partition(part, n_rows, X.shape[1])
+                digest = _partition_digest(part)
             except ValueError as exc:
                 error = str(exc)
             except Exception as exc:  # any other: every rank raises, not a hang
                 failure = exc
+            # (the same partition on every rank: a rank's other seed gave the ranks
+            # other models, another partition count an MPI error later)
             comm.agree(error, counted=False, failure=failure)
+            comm.agree(None, counted=False, same=digest,
+                       mismatch=f"got another partition than rank 0 from "
+                                f"{type(part).__name__}.fit_sharded (labels_, sizes_ or "
+                                "centers_ differ): it must give every rank the same one")
         start = int(index[0]) if index.size else 0
         if isinstance(part, _BasePartitioner) and not _own_method(part, "fit_sharded"):
             part._halo_of_own_partition(X, comm, start)  # (collective)
@@ -978,7 +1024,7 @@ class PartitionedEstimator(OwnInitName, VersionedState, BaseEstimator):
         mine = [j for j in range(P) if owners[j] == comm.rank]
         if not s.sharded:
             return self._scatter_partitions(s, X, y, w, index, groups, owners, mine)
-        if halo is None and getattr(part, "rows_stay_local_", False):
+        if halo is None and _own_layout(part) and getattr(part, "rows_stay_local_", False):
             # sharded random partitions: every row is already on its owner
             return [_LazyPartition(j, X, y, w, groups[j], index) for j in mine]
         return self._exchange_partitions(s, X, y, w, index, labels, owners, mine, halo)
@@ -1053,8 +1099,7 @@ class PartitionedEstimator(OwnInitName, VersionedState, BaseEstimator):
         if empty.size:
             comm.agree(f"partitions {empty.tolist()} are empty; use fewer partitions or "
                        "another partitioner")
-        halo_sizes = np.asarray(getattr(part, "halo_sizes_", np.zeros_like(sizes)),
-                                dtype=np.int64)
+        halo_sizes = _halo_sizes(part, sizes)
         owners = self._place_partitions(s, part, y, labels, sizes + halo_sizes)
         # the solves this process runs at once (a memory check's factor)
         mine = (sizes + halo_sizes)[owners == comm.rank]
@@ -1351,8 +1396,9 @@ class PartitionedEstimator(OwnInitName, VersionedState, BaseEstimator):
             return self._apply_voted(X, make_local, out, session, k)
         if session is not None and session.size > 1:
             with session, blas_limits(1):
-                labels = (_assign_rows(self.partitioner_, X) if X.shape[0]
-                          else np.zeros(0, np.intp))
+                labels = self._route_collectively(
+                    session, lambda: _assign_rows(self.partitioner_, X) if X.shape[0]
+                    else np.zeros(0, np.intp))
                 vals = self._apply_routed_sharded(session, X, np.arange(X.shape[0]), labels,
                                                   make_local(session.threads),
                                                   out.shape[1:], encode)
@@ -1367,15 +1413,34 @@ class PartitionedEstimator(OwnInitName, VersionedState, BaseEstimator):
             out[idx] = res
         return out
 
+    def _route_collectively(self, session, route):
+        """``route()`` (this rank's rows' partitions) in a collective prediction: a
+        user's ``assign`` (or ``centers_``) failing on one rank fails on every rank
+        (the others waited in the exchange for good). The package's partitioners
+        cannot fail on rows that passed the checks: no message for them."""
+        part = self.partitioner_
+        if _own_method(part, "assign") and _own_method(part, "nearest_partitions"):
+            return route()
+        try:
+            result, failure = route(), None
+        except Exception as exc:  # raised on every rank just below
+            result, failure = None, exc
+        session.comm.raise_failures(failure, counted=False)
+        return result
+
     def _apply_voted(self, X, make_local, out, session, k):
         """Soft routing: every row's ``k`` nearest partitions' models evaluate it
         and ``out`` gets their mean weighted by the inverse squared distances to
         the centres (a row on a centre takes that model alone)."""
         n = X.shape[0]
-        if n:
-            order, sq = _nearest_rows(self.partitioner_, X, k)
-        else:
-            order, sq = np.zeros((0, 1), np.intp), np.zeros((0, 1))
+
+        def nearest():
+            if n:
+                return _nearest_rows(self.partitioner_, X, k)
+            return np.zeros((0, 1), np.intp), np.zeros((0, 1))
+
+        sharded = session is not None and session.size > 1
+        order, sq = self._route_collectively(session, nearest) if sharded else nearest()
         k = order.shape[1]
         rows = np.repeat(np.arange(n), k)
         parts = order.ravel()

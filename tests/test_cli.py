@@ -102,6 +102,9 @@ def test_usage_errors_are_one_line(capsys):
                          (("fit", "demo"), "required: -o/--output"),
                          (("fit", "demo", "-o", "m", "--method", "bkmscv"), "invalid choice"),
                          (("search", "demo", "-o", "m", "--gammas", "scal"), "--gammas"),
+                         # (2**63 was SciPy's OverflowError: "Python int too large")
+                         (("fit", "demo", "-o", "m", "--n-features=9223372036854775808"),
+                          "--n-features: expected a positive integer up to 2**62"),
                          (("fit", "demo", "-o", "m", "--gama", "0.1"),
                           "cakernels fit: error: unrecognized arguments: --gama 0.1")):
         code, out, err = run(capsys, *argv)

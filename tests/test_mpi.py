@@ -158,6 +158,10 @@ BAD_INPUT = {
     # score_sharded counted the unweighted rank's rows with weight 1 (fit refuses it)
     "score-weights-some": "sample_weight must be given on every rank that has rows (each "
                           "its own rows' weights) or on none: rank 0 and rank 3 differ",
+    # a user's fit_sharded that gave the ranks other partitions: other models per rank
+    # (or, with another partition count, an MPI error later)
+    "custom-sharded-differs": "ranks [3] got another partition than rank 0 from "
+                              "Unshared.fit_sharded (labels_, sizes_ or centers_ differ)",
     # a partitioner's fit_sharded: one rank's error left the others waiting
     "part-invalid": "rank 3: The 'n_partitions' parameter of KBalancePartitioner must be",
     "part-params": "ranks [3] were given other parameters than rank 0; every rank must call "
@@ -204,6 +208,21 @@ def test_a_test_row_that_overflows_on_its_owner_ends_every_rank(mpirun, tmp_path
             assert text.startswith(f"CollectiveError: rank {own[0]} failed: "
                                    "FloatingPointError: "), text
     assert "kernel values overflow float64 on these rows" in raised[own[0]]
+
+
+def test_a_custom_assign_failing_on_one_rank_ends_every_rank(mpirun, tmp_path):
+    # predict_sharded: a user's assign (or centres, for the vote) failing on one rank
+    # left the others waiting in the exchange for good (launched without -m mpi4py)
+    out = mpirun(4, "spmd_errors.py", "predict-custom-assign", tmp_path, mpi4py=False,
+                 timeout=120)
+    assert out.returncode != 0
+    raised = _raised(tmp_path)
+    assert all(r is not None for r in raised), (raised, out.stderr)
+    for r, text in enumerate(raised):
+        if r == 3:  # the failing rank: its own exception (the vote's missing centres)
+            assert not text.startswith("CollectiveError"), text
+        else:
+            assert text.startswith("CollectiveError: rank 3 failed: "), text
 
 
 def test_one_shard_of_tiny_features_is_fine_next_to_the_others(mpirun, tmp_path):
@@ -539,6 +558,8 @@ def test_communicator_arguments(mpirun, n):
         assert got["intercomm"].startswith("ValueError: comm is an intercommunicator"), got
     assert got["unwrapped"] == got["fit-sharded-raw-comm"] == got["empty-dense-shard"] == "ok"
     assert got["fit-sharded-override-halo"] == "ok", got  # its own partition's halos
+    # its own partition's rows, not the base class's owners_/rows_stay_local_
+    assert got["relabelled-random-sharded"] == "ok", got
     # (one rank fits with fit itself)
     assert ("_Dealt overrides fit but not fit_sharded" in got["fit-override-sharded"]
             if n > 1 else got["fit-override-sharded"] == "ok"), got

@@ -689,6 +689,9 @@ class _BadHalves(_Halves):
             self.labels_[:5] = -1
         if self.fault == "centers":
             del self.centers_
+        if self.fault == "nan-centers":  # routing='vote' gave NaN decisions, silently
+            self.centers_ = np.array(self.centers_, dtype=float)
+            self.centers_[1, 0] = np.nan
         return self
 
     def assign(self, X):
@@ -699,6 +702,7 @@ class _BadHalves(_Halves):
 @pytest.mark.parametrize("fault, match", [
     ("labels", r"labels_ must give partition indices in \[0, 2\), got values from -1"),
     ("centers", "must set labels_, sizes_ and centers_.*centers_ missing"),
+    ("nan-centers", "_BadHalves.centers_ must be finite real numbers"),
     ("assign", r"assign\(X\) must give partition indices in \[0, 2\)")])
 def test_a_custom_partitioner_that_breaks_its_partitions_is_refused(binary, fault, match):
     # labels outside [0, P) dropped training rows silently, and predictions of rows
@@ -716,6 +720,25 @@ def test_a_custom_partitioner_that_breaks_its_partitions_is_refused(binary, faul
         else:
             with pytest.raises(ValueError, match=match):
                 est.fit(X, target)
+
+
+def test_a_custom_partitioners_layout_attributes_are_not_trusted(binary):
+    # owners_ of a user's object were used as they were (partitions on ranks that do
+    # not exist: dropped under MPI, unfitted models), and its halo_sizes_ reported
+    class Layout(_Halves):
+        def fit(self, X, y=None):
+            super().fit(X)
+            self.owners_ = np.array([5, -1])
+            self.halo_sizes_ = np.array([7, -3])
+            self.halo_indices_ = [np.array([], dtype=np.int64),
+                                  np.flatnonzero(self.labels_ == 0)[:4]]
+            return self
+
+    X, y, Xt, _ = binary
+    clf = PartitionedSVC(partitioner=Layout()).fit(X, y)
+    assert clf.fit_stats_["owners"] == [0, 0]
+    assert clf.fit_stats_["halo_sizes"] == [0, 4]  # counted from its halo_indices_
+    assert len(clf.estimators_) == 2
 
 
 def test_a_subclass_of_a_package_partitioner_is_asked_as_a_custom_one(binary):

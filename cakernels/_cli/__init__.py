@@ -59,6 +59,9 @@ def _positive_int(text):
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    if value > 2 ** 62:  # (--n-features 2**63 was SciPy's OverflowError)
+        raise argparse.ArgumentTypeError(f"expected a positive integer up to 2**62, got "
+                                         f"{text!r}")
     return value
 
 

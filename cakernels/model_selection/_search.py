@@ -37,6 +37,7 @@ from .._engine import (
     _assign_rows,
     drop_zero_weight_rows,
     _group_by,
+    _halo_sizes,
     _LazyPartition,
     _pack_block,
     _set_partitions,
@@ -106,8 +107,7 @@ class _PartitionedSearchCV(PartitionedEstimator):
             if empty.size:
                 comm.agree(f"partitions {empty.tolist()} are empty; use fewer partitions or "
                            "another partitioner")
-            halo = np.asarray(getattr(part, "halo_sizes_", np.zeros_like(sizes)),
-                              dtype=np.int64)
+            halo = _halo_sizes(part, sizes)
             # (placed by the rows they train on, halos included, as the estimators')
             owners = self._place_partitions(s, part, place_y, labels, sizes + halo)
             check = getattr(self, "_check_search_memory", None)

@@ -189,6 +189,39 @@ got = "ok" if all(np.array_equal(a, b) for a, b in zip(fitted.halo_indices_, exp
     else f"halos {[h.tolist()[:5] for h in fitted.halo_indices_]}"
 out.append({"check": "fit-sharded-override-halo", "got": got,
             "same": len(set(world.allgather(got))) == 1})
+
+
+# a subclass of RandomPartitioner relabelling after super().fit_sharded kept the base
+# class's rows_stay_local_ and owners_: the rows stayed on ranks that no longer owned
+# their partitions, and every partition trained on part of its rows only
+from cakernels.partition import RandomPartitioner  # noqa: E402
+
+
+class _Signs(RandomPartitioner):
+    def _relabel(self, X):
+        self.labels_ = (X[:, 0] > 0).astype(np.intp)
+        self.sizes_ = np.bincount(self.labels_, minlength=2)
+        self.centers_ = np.array([X[self.labels_ == j].mean(0) for j in range(2)])
+        self.n_partitions_ = 2
+        return self
+
+    def fit(self, X, y=None):
+        super().fit(X)
+        return self._relabel(np.asarray(X))
+
+    def fit_sharded(self, comm, X_local):
+        super().fit_sharded(comm, X_local)
+        return self._relabel(np.concatenate(comm.allgather(np.asarray(X_local))))
+
+
+kw = dict(gamma=0.3, solver="libsvm")
+sharded_fit = PartitionedSVC(partitioner=_Signs(2, random_state=0), backend=MPIBackend(
+    sharded=True), **kw).fit(X[lo:hi], y[lo:hi])
+serial_fit = PartitionedSVC(partitioner=_Signs(2, random_state=0), **kw).fit(X, y)
+diff = float(np.abs(sharded_fit.decision_function(X) - serial_fit.decision_function(X)).max())
+out.append({"check": "relabelled-random-sharded",
+            "got": "ok" if diff < 1e-8 else f"max |decision difference| {diff:.3g}",
+            "same": True})
 if rank == 0:
     for line in out:
         print(json.dumps(line), flush=True)

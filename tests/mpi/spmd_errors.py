@@ -111,6 +111,63 @@ def run():
         import scipy.sparse as sp
 
         BKMSVC(4, backend=sharded).fit(sp.csr_matrix(Xs) if rank == bad else Xs, ys)
+    elif case == "custom-sharded-differs":  # a user's fit_sharded: another partition per rank
+        from cakernels import PartitionedSVC
+
+        class Unshared:
+            def get_params(self, deep=True):
+                return {}
+
+            def set_params(self, **params):
+                return self
+
+            def fit(self, X, y=None):
+                raise NotImplementedError
+
+            def fit_sharded(self, comm, X_local):
+                n = sum(comm.allgather(len(X_local)))
+                rng = np.random.RandomState(0 if rank != bad else 1)  # a seed not shared
+                self.labels_ = rng.randint(0, 2, n).astype(np.intp)
+                self.sizes_ = np.bincount(self.labels_, minlength=2)
+                self.centers_ = np.zeros((2, X_local.shape[1]))
+                return self
+
+            def assign(self, X):
+                return np.zeros(len(X), np.intp)
+
+        PartitionedSVC(partitioner=Unshared(), backend=sharded).fit(Xs, ys)
+    elif case == "predict-custom-assign":   # a user's assign failing on one rank's rows
+        from cakernels import PartitionedSVC
+
+        class Halves:
+            def get_params(self, deep=True):
+                return {}
+
+            def set_params(self, **params):
+                return self
+
+            def fit(self, X, y=None):
+                X = np.asarray(X)
+                self.labels_ = (np.arange(X.shape[0]) % 2).astype(np.intp)
+                self.sizes_ = np.bincount(self.labels_, minlength=2)
+                self.centers_ = np.array([X[self.labels_ == j].mean(0) for j in range(2)])
+                return self
+
+            def assign(self, X):
+                return np.full(len(X), 7 if rank == bad else 0, dtype=np.intp)
+
+        for routing in ("nearest", "vote"):
+            clf = PartitionedSVC(partitioner=Halves(), routing=routing).fit(X, y)
+            if routing == "vote":  # (the vote routes by centres: a centre NaN on one rank)
+                if rank == bad:
+                    clf.partitioner_.centers_ = None
+            try:
+                clf.predict_sharded(Xs)
+            except Exception as exc:  # (both must fail; the last one is reported)
+                last = exc
+            else:
+                raise AssertionError(f"routing={routing}: no error")
+        raise last
     elif case == "predict-features":        # collective prediction: bad test rows on one rank
         from cakernels import DCSVC
 
@@ -358,7 +415,7 @@ except Exception as exc:
     assert isinstance(exc, ValueError) or case in (
         "solver-raises", "dies", "uncaught", "tree-solve-raises", "dissmo-raises",
         "violators-raises", "cv-raises", "cv-raises-sharded", "validation-raises",
-        "predict-overflow")
+        "predict-overflow", "predict-custom-assign")
     with open(os.path.join(outdir, f"rank{rank}.txt"), "w") as fh:
         fh.write(f"{type(exc).__name__}: {exc}")
     raise
