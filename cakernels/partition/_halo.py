@@ -162,6 +162,54 @@ def _margins(D, labels, centers, j, keys):
     return m
 
 
+#: columns of the squared distances copied contiguous at a time (:func:`_each_margin`)
+MARGIN_BLOCK = 64
+
+
+def _each_margin(D, labels, centers, keys):
+    """``(j, margins)`` for every partition ``j``: :func:`_margins`'s values (the
+    same operations on the same numbers: the same bits), with the work shared
+    between the partitions: every row's distance to its own centre and the rows of
+    every partition once, and the distances to ``MARGIN_BLOCK`` centres at a time
+    copied contiguous (a column of the row-major ``D`` is read with a stride of
+    ``P`` doubles). The yielded array is reused: use it before the next."""
+    n, P = D.shape
+    own = D[np.arange(n), labels]
+    order = np.argsort(labels, kind="stable")
+    bounds = np.searchsorted(labels[order], np.arange(P + 1))
+    m, g = np.empty(n), np.empty(n)
+    inside, flat = np.empty(n, dtype=bool), np.empty(n, dtype=bool)
+    for a in range(0, P, MARGIN_BLOCK):
+        columns = np.ascontiguousarray(D[:, a:a + MARGIN_BLOCK].T)
+        for j in range(a, min(P, a + MARGIN_BLOCK)):
+            diff = centers[j][None, :] - centers
+            gap = 2.0 * np.sqrt(np.einsum("ij,ij->i", diff, diff))  # 2 |c_j - c_o|
+            np.take(gap, labels, out=g)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                np.subtract(columns[j - a], own, out=m)
+                np.divide(m, g, out=m)
+            np.less(m, 0.0, out=inside)
+            np.equal(g, 0.0, out=flat)
+            inside |= flat
+            m[inside] = keys[inside] - 2.0
+            m[order[bounds[j]:bounds[j + 1]]] = np.inf
+            yield j, m
+
+
+def _smallest_in_order(margin, k, n_finite):
+    """:func:`_smallest` for margins whose index increases with their position
+    (``n_finite`` of them finite, the others ``inf``): positions of the ``k``
+    smallest, ties to the lower position, in increasing order."""
+    if k >= n_finite:
+        return np.flatnonzero(np.isfinite(margin))
+    if k <= 0:
+        return np.zeros(0, dtype=np.int64)
+    thr = np.partition(margin, k - 1)[k - 1]  # (finite: k <= n_finite)
+    less = np.flatnonzero(margin < thr)
+    eq = np.flatnonzero(margin == thr)[:k - less.size]  # (in position order)
+    return np.sort(np.concatenate([less, eq]))
+
+
 def _smallest(margin, index, k):
     """Positions of the ``k`` smallest ``(margin, index)`` pairs (``margin``
     finite), in increasing ``index`` order."""
@@ -204,9 +252,9 @@ def halo_indices(X, labels, centers, sizes, halo, balanced):
     labels = np.asarray(labels, dtype=np.int64)
     D = squared_distances(X, centers)
     keys = _keys_where_needed(X, D, labels, centers)
-    index = np.arange(X.shape[0], dtype=np.int64)
-    return [_smallest(_margins(D, labels, centers, j, keys), index, int(k[j])).astype(np.int64)
-            for j in range(P)]
+    outside = X.shape[0] - np.bincount(labels, minlength=P)
+    return [_smallest_in_order(m, int(k[j]), int(outside[j])).astype(np.int64)
+            for j, m in _each_margin(D, labels, centers, keys)]
 
 
 def halo_indices_sharded(comm, X, labels, offset, centers, sizes, halo, balanced):
@@ -228,9 +276,9 @@ def halo_indices_sharded(comm, X, labels, offset, centers, sizes, halo, balanced
     if X.shape[0]:
         D = squared_distances(X, centers)
         keys = _keys_where_needed(X, D, labels, centers)
-        for j in range(P):
-            m = _margins(D, labels, centers, j, keys)
-            sel = _smallest(m, index, int(k[j]))
+        outside = X.shape[0] - np.bincount(labels, minlength=P)
+        for j, m in _each_margin(D, labels, centers, keys):
+            sel = _smallest_in_order(m, int(k[j]), int(outside[j]))
             parts.append(np.full(sel.size, j, dtype=np.int64))
             margins.append(m[sel])
             indices.append(index[sel])
