@@ -8,7 +8,13 @@ gamma=2, serial, one BLAS thread) for scale. The K-means-based partitioners
 spend almost all their time in scikit-learn's KMeans; the balanced
 assignment itself is reported separately (``assign s``).
 
-    python benchmarks/bench_partition.py [--quick] [--no-fit]
+With ``--halo`` it times the halo selection instead (``halo=0.5``, the margins of
+every row to every partition's border, ``cakernels.partition._halo.halo_indices``)
+next to the ``m x P`` distance matrix it starts from, at a fixed partition size of
+500 rows (P = m / 500), on Gaussian data with 20 features, one thread, best of 3:
+the selection is O(m P), so it grows as m^2 there.
+
+    python benchmarks/bench_partition.py [--quick] [--no-fit] [--halo]
 """
 
 import argparse
@@ -46,7 +52,11 @@ def main():
     ap.add_argument("--no-fit", action="store_true", help="skip the CASVC fit")
     ap.add_argument("--data-home", default=os.environ.get("CAKERNELS_DATA",
                                                           str(ROOT.parent / "shared" / "datasets")))
+    ap.add_argument("--halo", action="store_true",
+                    help="time the halo selection against the distance matrix instead")
     args = ap.parse_args()
+    if args.halo:
+        return halo_table(args.quick)
     X0, y0 = load_dataset("ijcnn1", data_home=args.data_home, return_X_y=True,
                           download_if_missing=False)
     m = 50_000 if args.quick else 500_000
@@ -87,6 +97,36 @@ def main():
         print(f"| {name} | {total:.2f} | {assign} | {lo:,} | {hi:,} | {it} |{frac}")
     if fit:
         print(f"\nCASVC fit (16 partitions, including its random partitioning): {fit:.1f} s")
+
+
+def best_of(func, repeat=3):
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        func()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def halo_table(quick):
+    """The halo selection (h = 0.5) against its distance matrix, 500 rows a partition."""
+    from cakernels.partition._halo import halo_indices
+
+    print(machine())
+    print(f"data: Gaussian, 20 features, 500 rows per partition, halo 0.5, one thread, "
+          f"best of 3, load average {os.getloadavg()[0]:.2f}")
+    print()
+    print("| rows m | partitions P | distance matrix s | halo selection s | ratio |")
+    print("|---|---|---|---|---|")
+    with threadpool_limits(1):
+        for m in ((25_000, 50_000) if quick else (25_000, 50_000, 100_000, 200_000)):
+            P = m // 500
+            X = np.random.default_rng(0).standard_normal((m, 20))
+            part = RandomPartitioner(n_partitions=P, random_state=0).fit(X)
+            dist = best_of(lambda: squared_distances(X, part.centers_))
+            sel = best_of(lambda: halo_indices(X, part.labels_, part.centers_, part.sizes_,
+                                               0.5, True))
+            print(f"| {m:,} | {P} | {dist:.3f} | {sel:.3f} | {sel / dist:.1f}x |")
 
 
 if __name__ == "__main__":
