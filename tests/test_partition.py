@@ -804,3 +804,21 @@ def test_a_failed_refit_leaves_the_partitioner_as_it_was(cls, requires):
     assert set(vars(part)) == set(before)
     np.testing.assert_array_equal(part.centers_, before["centers_"])
     np.testing.assert_array_equal(part.assign(frame), labels)
+
+
+@pytest.mark.parametrize("k", [1, 3, 16, 17, 40])
+def test_nearest_centres_are_the_stable_sorts_first_k(k):
+    # (chosen by rounds of argmin up to NEAREST_BY_ROUNDS centres, by a sort above):
+    # ties to the lower index, as the stable sort, also among duplicated centres
+    from cakernels.partition._storage import nearest_centers, squared_distances
+
+    rng = np.random.RandomState(0)
+    X = rng.randint(-2, 3, size=(500, 3)).astype(float)
+    C = rng.randint(-2, 3, size=(30, 3)).astype(float)
+    C[5] = C[2]
+    for data in (X, sp.csr_matrix(X)):
+        order, dist = nearest_centers(data, C, k, block_rows=128)
+        D = squared_distances(X, C)
+        ref = np.argsort(D, axis=1, kind="stable")[:, :min(k, 30)]
+        np.testing.assert_array_equal(order, ref)
+        np.testing.assert_array_equal(dist, np.take_along_axis(D, ref, axis=1))
