@@ -1258,3 +1258,34 @@ def test_a_leave_one_out_search_warns_once_for_its_singular_partitions():
     assert len(loo) == 1 and re.search(r"singular for lam in \[0.0\] in 24 \(partition, "
                                        r"sigma\) pairs", loo[0]), linalg_warnings
     assert len(linalg_warnings) <= 3, linalg_warnings  # one per kind
+
+
+@pytest.mark.parametrize("make, task", [
+    (lambda: BKRR2CV(n_partitions=6, sigmas=[1.0, 2.0], lams=[1e-3], cv=3, halo=0.5,
+                     random_state=0), "regression"),
+    (lambda: BKMSVCCV(n_partitions=6, Cs=[1.0, 10.0], cv=3, random_state=0),
+     "classification")])
+def test_the_refit_takes_the_searchs_partition(make, task, monkeypatch):
+    # the refit partitioned the same rows with the same partitioner again (K-means
+    # twice: 40% of a search at P = 256); its model is a fresh fit's, bit for bit
+    import cakernels._engine as engine
+
+    fits = []
+    real = engine._fit_custom_checked
+    monkeypatch.setattr(engine, "_fit_custom_checked",
+                        lambda part, X: fits.append(type(part).__name__) or real(part, X))
+    if task == "regression":
+        X, y = make_regression(n_samples=400, n_features=5, noise=1.0, random_state=0)
+        y = y / y.std()
+    else:
+        X, y = make_classification(n_samples=400, n_features=5, random_state=0)
+    w = np.ones(len(y))
+    w[:20] = 0.0  # (the refit partitions the rows of positive weight, as the search)
+    search = make().fit(X, y, sample_weight=w)
+    assert len(fits) == 1, fits
+    assert "_search_partition" not in vars(search.best_estimator_)
+    fresh = clone(search.best_estimator_).fit(X, y, sample_weight=w)
+    assert len(fits) == 2
+    np.testing.assert_array_equal(search.best_estimator_.partitioner_.labels_,
+                                  fresh.partitioner_.labels_)
+    np.testing.assert_array_equal(search.predict(X), fresh.predict(X))

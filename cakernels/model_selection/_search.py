@@ -19,6 +19,7 @@ The subclasses provide the grid, the row encoding and the job.
 """
 
 import numbers
+import pickle
 import sys
 import threading
 import time
@@ -38,6 +39,7 @@ from .._engine import (
     drop_zero_weight_rows,
     _group_by,
     _halo_sizes,
+    _partition_key,
     _LazyPartition,
     _pack_block,
     _set_partitions,
@@ -102,6 +104,11 @@ class _PartitionedSearchCV(PartitionedEstimator):
             with comm.phase("partitioning"):
                 part, labels = self._partition_rows(s, Xt, compact)
             t_part = time.perf_counter() - t0
+            # for the refit: its partitioner on the same rows gives this partition
+            # (one process: _partition_rows takes it when the rows and the
+            # partitioner's parameters are the same)
+            key = _partition_key(self._get_partitioner(), Xt) if s.size == 1 else None
+            reuse = None if key is None else (key, pickle.dumps(part))
             sizes = np.asarray(part.sizes_, dtype=np.int64)
             empty = np.flatnonzero(sizes == 0)
             if empty.size:
@@ -176,7 +183,12 @@ class _PartitionedSearchCV(PartitionedEstimator):
             best = self._make_estimator(**self.best_params_)
             best.set_params(verbose=False)
             fit_args = () if sample_weight is None else (sample_weight,)
-            self.best_estimator_ = best.fit(X, y, *fit_args)
+            if reuse is not None:
+                best._search_partition = reuse
+            try:
+                self.best_estimator_ = best.fit(X, y, *fit_args)
+            finally:
+                best.__dict__.pop("_search_partition", None)
             self.refit_time_ = time.perf_counter() - t0
         return self
 
