@@ -696,7 +696,8 @@ def _check_custom_partition(part, n_rows, n_features):
     if centers.dtype.kind not in "biuf" or not np.all(np.isfinite(centers)):
         # (NaN centres gave routing='vote' NaN decisions, silently)
         raise ValueError(f"{name}.centers_ must be finite real numbers")
-    if not isinstance(part, _BasePartitioner):  # (a subclass's are recomputed)
+    if not isinstance(part, _BasePartitioner) or not part._halo_is_this_class_s():
+        # (a subclass's halos of the base class's fit are recomputed)
         _check_custom_halo(part, labels, sizes.size)
 
 
@@ -750,7 +751,8 @@ def _partition_key(spec, X):
     h = hashlib.sha256(_fingerprint(spec).encode())
     h.update(repr((type(X).__name__, X.shape, getattr(X, "dtype", None))).encode())
     for a in ((X.indptr, X.indices, X.data) if sp.issparse(X) else (X,)):
-        h.update(np.ascontiguousarray(a).tobytes())
+        # (the buffer itself: tobytes() copied all of X)
+        h.update(memoryview(np.ascontiguousarray(a)).cast("B"))
     return h.hexdigest()
 
 

@@ -93,7 +93,9 @@ def canonical_rows(X):
     unsorted or repeated indices gave kernel values, and so predictions, a few
     units in the last place apart from the same matrix stored canonically), a
     dense array as it is."""
-    return canonical_csr(X) if sp.issparse(X) else X
+    # (the pointers first: SciPy's sorting of the indices writes out of bounds on
+    # row pointers that decrease)
+    return canonical_csr(check_csr_pointers(X)) if sp.issparse(X) else X
 
 
 def centered_sq_sum(X, mean, block_rows=65536):

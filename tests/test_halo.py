@@ -276,6 +276,34 @@ def test_a_subclass_overriding_fit_gets_the_halo_of_its_own_partition(part):
                                    atol=1e-8)
 
 
+def test_a_subclass_keeps_the_halos_it_sets_itself_checked():
+    # (its halos were recomputed from its partition, and with halo=0 dropped)
+    class FixedHalo(KMeansPartitioner):
+        def __init__(self, n_partitions=3, random_state=None, halo=0.0, own=False):
+            super().__init__(n_partitions, random_state=random_state, halo=halo)
+            self.own = own
+
+        def fit(self, X, y=None):
+            super().fit(X)
+            P = self.n_partitions_
+            self.halo_indices_ = [np.sort(np.concatenate(
+                [np.flatnonzero(self.labels_ == o)[:5] for o in range(P) if o != j]))
+                for j in range(P)]
+            if self.own:  # rows of the partition itself: they would train twice
+                self.halo_indices_[0] = np.flatnonzero(self.labels_ == 0)[:5]
+            return self
+
+    X, y = make_classification(n_samples=200, n_features=4, random_state=0)
+    clf = PartitionedSVC(partitioner=FixedHalo(3, random_state=0)).fit(X, y)
+    assert clf.fit_stats_["halo_sizes"] == [10, 10, 10]
+    assert clf.partitioner_.halo_sizes_.tolist() == [10, 10, 10]
+    for j in range(3):
+        assert np.all(clf.partitioner_.labels_[clf.partitioner_.halo_indices_[j]] != j)
+    with pytest.raises(ValueError, match=r"FixedHalo.halo_indices_\[0\] holds rows of "
+                                         r"partition 0 itself"):
+        PartitionedSVC(partitioner=FixedHalo(3, random_state=0, own=True)).fit(X, y)
+
+
 def test_a_custom_partitioners_halo_is_checked():
     class Custom:
         def __init__(self, halo=0.0, bad="own"):

@@ -107,7 +107,8 @@ class _PartitionedSearchCV(PartitionedEstimator):
             # for the refit: its partitioner on the same rows gives this partition
             # (one process: _partition_rows takes it when the rows and the
             # partitioner's parameters are the same)
-            key = _partition_key(self._get_partitioner(), Xt) if s.size == 1 else None
+            key = (_partition_key(self._get_partitioner(), Xt) if s.size == 1 and self.refit
+                   else None)
             reuse = None if key is None else (key, pickle.dumps(part))
             sizes = np.asarray(part.sizes_, dtype=np.int64)
             empty = np.flatnonzero(sizes == 0)

@@ -392,15 +392,27 @@ class _BasePartitioner(OwnInitName, VersionedState, BaseEstimator):
         #: the halo of every partition (sorted sample indices, none of its own)
         self.halo_indices_ = halo
         self.halo_sizes_ = np.array([h.size for h in halo], dtype=np.int64)
+        self._halo_of = halo  # (this class's: see _halo_is_this_class_s)
+
+    def _halo_is_this_class_s(self):
+        """Whether ``halo_indices_`` is missing or the list this class computed
+        (a subclass that relabels after ``super().fit`` keeps it, stale), not
+        halos a subclass set itself."""
+        halo = getattr(self, "halo_indices_", None)
+        return halo is None or halo is getattr(self, "_halo_of", None)
 
     def _halo_of_own_partition(self, X, comm=None, offset=0):
-        """Recompute the halos from ``labels_``, ``centers_`` and ``sizes_`` as
-        they stand, for a subclass whose ``fit`` (or ``fit_sharded``) overrides
-        this class's: the halos this class's fit computed belong to its own
-        partition (a subclass that relabels after ``super().fit`` trained rows of
-        a partition in its own halo, twice), and one that never calls it has
-        none. ``X``: the rows fitted (this rank's, from global row ``offset``,
-        with ``comm`` under MPI: collective)."""
+        """The halos of a subclass whose ``fit`` (or ``fit_sharded``) overrides
+        this class's: recomputed from ``labels_``, ``centers_`` and ``sizes_`` as
+        they stand when they are this class's (they belong to its own partition:
+        a subclass that relabels after ``super().fit`` trained rows of a partition
+        in its own halo, twice) or missing (one that never calls it had none);
+        halos the subclass set itself are kept (checked by the engine), their
+        sizes counted. ``X``: the rows fitted (this rank's, from global row
+        ``offset``, with ``comm`` under MPI: collective)."""
+        if not self._halo_is_this_class_s():
+            self._set_halo([np.asarray(h, dtype=np.int64) for h in self.halo_indices_])
+            return
         labels = np.asarray(self.labels_, dtype=np.int64)
         centers = np.ascontiguousarray(self.centers_, dtype=np.float64)
         sizes = np.asarray(self.sizes_, dtype=np.int64)
