@@ -776,6 +776,22 @@ def _assign_rows(part, X):
                           "assign(X)")
 
 
+def route_collectively(comm, part, route):
+    """``route()`` (this rank's rows' partitions) before a collective exchange of
+    rows: a user's ``assign`` (or ``centers_``) failing on one rank fails on every
+    rank (the others waited in the exchange for good: collective predictions, the
+    searches' validation rows). The package's partitioners cannot fail on rows that
+    passed the checks: no message for them."""
+    if _own_method(part, "assign") and _own_method(part, "nearest_partitions"):
+        return route()
+    try:
+        result, failure = route(), None
+    except Exception as exc:  # raised on every rank just below
+        result, failure = None, exc
+    comm.raise_failures(failure, counted=False)
+    return result
+
+
 def _nearest_rows(part, X, k):
     """``(order, sq_dist)`` of the ``k`` nearest centres of every row (soft
     routing): the package's partitioners', else from a custom partitioner's
@@ -1436,19 +1452,8 @@ class PartitionedEstimator(OwnInitName, VersionedState, BaseEstimator):
         return out
 
     def _route_collectively(self, session, route):
-        """``route()`` (this rank's rows' partitions) in a collective prediction: a
-        user's ``assign`` (or ``centers_``) failing on one rank fails on every rank
-        (the others waited in the exchange for good). The package's partitioners
-        cannot fail on rows that passed the checks: no message for them."""
-        part = self.partitioner_
-        if _own_method(part, "assign") and _own_method(part, "nearest_partitions"):
-            return route()
-        try:
-            result, failure = route(), None
-        except Exception as exc:  # raised on every rank just below
-            result, failure = None, exc
-        session.comm.raise_failures(failure, counted=False)
-        return result
+        """:func:`route_collectively` with this estimator's partitioner."""
+        return route_collectively(session.comm, self.partitioner_, route)
 
     def _apply_voted(self, X, make_local, out, session, k):
         """Soft routing: every row's ``k`` nearest partitions' models evaluate it

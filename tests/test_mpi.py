@@ -211,8 +211,9 @@ def test_a_test_row_that_overflows_on_its_owner_ends_every_rank(mpirun, tmp_path
 
 
 def test_a_custom_assign_failing_on_one_rank_ends_every_rank(mpirun, tmp_path):
-    # predict_sharded: a user's assign (or centres, for the vote) failing on one rank
-    # left the others waiting in the exchange for good (launched without -m mpi4py)
+    # predict_sharded and a search's validation rows: a user's assign (or centres, for
+    # the vote) failing on one rank left the others waiting in the exchange for good
+    # (launched without -m mpi4py)
     out = mpirun(4, "spmd_errors.py", "predict-custom-assign", tmp_path, mpi4py=False,
                  timeout=120)
     assert out.returncode != 0

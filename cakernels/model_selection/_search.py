@@ -47,6 +47,7 @@ from .._engine import (
     _unpack_rows,
     defer_param_error,
     draw_seed,
+    route_collectively,
     validate_params_for,
 )
 from ..backends import comm_report
@@ -402,7 +403,11 @@ class _PartitionedSearchCV(PartitionedEstimator):
                 order = np.argsort(cat["index"], kind="stable")
                 every = (Xa[order], cat["y"][order], cat["index"][order])
             return lambda j: every
-        route = _assign_rows(part, X) if X.shape[0] else np.zeros(0, dtype=np.intp)
+        def assigned():
+            return _assign_rows(part, X) if X.shape[0] else np.zeros(0, dtype=np.intp)
+
+        # (under MPI a user's assign failing on one rank: every rank's error, not a hang)
+        route = assigned() if s.size == 1 else route_collectively(s.comm, part, assigned)
         P = owners.size
         if s.size == 1:
             groups = _group_by(route, P)

@@ -153,6 +153,9 @@ def run():
                 self.centers_ = np.array([X[self.labels_ == j].mean(0) for j in range(2)])
                 return self
 
+            def fit_sharded(self, comm, X_local):  # (the search below is sharded)
+                return self.fit(np.concatenate(comm.allgather(np.asarray(X_local))))
+
             def assign(self, X):
                 return np.full(len(X), 7 if rank == bad else 0, dtype=np.intp)
 
@@ -163,10 +166,19 @@ def run():
                     clf.partitioner_.centers_ = None
             try:
                 clf.predict_sharded(Xs)
-            except Exception as exc:  # (both must fail; the last one is reported)
+            except Exception as exc:  # (all must fail; the last one is reported)
                 last = exc
             else:
                 raise AssertionError(f"routing={routing}: no error")
+        # a search's validation rows are routed by assign before their exchange too
+        from cakernels.model_selection import PartitionedSVCCV
+
+        try:
+            PartitionedSVCCV(Halves(), 2, Cs=[1.0], cv=2, backend=sharded).fit(Xs, ys)
+        except Exception as exc:
+            last = exc
+        else:
+            raise AssertionError("search: no error")
         raise last
     elif case == "predict-features":        # collective prediction: bad test rows on one rank
         from cakernels import DCSVC
