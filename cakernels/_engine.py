@@ -127,6 +127,9 @@ def _fingerprint(value):
     if isinstance(value, Backend):
         return repr(value)
     if isinstance(value, np.ndarray):
+        if value.dtype.hasobject:  # (its bytes are pointers: other on every rank)
+            return f"ndarray{value.shape}object:" + hashlib.sha256(
+                repr([_fingerprint(v) for v in value.ravel().tolist()]).encode()).hexdigest()
         return f"ndarray{value.shape}{value.dtype}:" + hashlib.sha256(
             np.ascontiguousarray(value).tobytes()).hexdigest()
     if isinstance(value, dict):

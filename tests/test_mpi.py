@@ -561,6 +561,7 @@ def test_communicator_arguments(mpirun, n):
     assert got["fit-sharded-override-halo"] == "ok", got  # its own partition's halos
     # its own partition's rows, not the base class's owners_/rows_stay_local_
     assert got["relabelled-random-sharded"] == "ok", got
+    assert got["object-arrays"] == "ok object | ok", got  # object arrays by content
     # (one rank fits with fit itself)
     assert ("_Dealt overrides fit but not fit_sharded" in got["fit-override-sharded"]
             if n > 1 else got["fit-override-sharded"] == "ok"), got

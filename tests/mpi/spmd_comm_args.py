@@ -222,6 +222,19 @@ diff = float(np.abs(sharded_fit.decision_function(X) - serial_fit.decision_funct
 out.append({"check": "relabelled-random-sharded",
             "got": "ok" if diff < 1e-8 else f"max |decision difference| {diff:.3g}",
             "same": True})
+
+# object arrays (a pandas column of strings: object labels; a grid mixing numbers and
+# 'scale') were fingerprinted by their bytes, pointers that differ between ranks: the
+# same model "another model than rank 0", the same grid "other parameters"
+from cakernels import CASVCCV  # noqa: E402
+
+labels = np.array(["neg", "pos"], dtype=object)[y]
+model = CASVC(4, random_state=0, backend="mpi").fit(X, labels)
+got = outcome(lambda: model.predict_sharded(X[lo:hi]))
+got += " " + str(model.classes_.dtype)
+got += " | " + outcome(lambda: CASVCCV(2, Cs=[1.0], gammas=np.array([0.5, "scale"], dtype=object),
+                                       cv=2, random_state=0, backend="mpi").fit(X, y))
+out.append({"check": "object-arrays", "got": got, "same": len(set(world.allgather(got))) == 1})
 if rank == 0:
     for line in out:
         print(json.dumps(line), flush=True)
