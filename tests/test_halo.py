@@ -286,19 +286,24 @@ def test_a_subclass_keeps_the_halos_it_sets_itself_checked():
         def fit(self, X, y=None):
             super().fit(X)
             P = self.n_partitions_
-            self.halo_indices_ = [np.sort(np.concatenate(
+            mine = [np.sort(np.concatenate(
                 [np.flatnonzero(self.labels_ == o)[:5] for o in range(P) if o != j]))
                 for j in range(P)]
-            if self.own:  # rows of the partition itself: they would train twice
+            if self.own == "inplace":  # the base class's list, edited (was recomputed)
+                self.halo_indices_[:] = mine
+            else:
+                self.halo_indices_ = mine
+            if self.own is True:  # rows of the partition itself: they would train twice
                 self.halo_indices_[0] = np.flatnonzero(self.labels_ == 0)[:5]
             return self
 
     X, y = make_classification(n_samples=200, n_features=4, random_state=0)
-    clf = PartitionedSVC(partitioner=FixedHalo(3, random_state=0)).fit(X, y)
-    assert clf.fit_stats_["halo_sizes"] == [10, 10, 10]
-    assert clf.partitioner_.halo_sizes_.tolist() == [10, 10, 10]
-    for j in range(3):
-        assert np.all(clf.partitioner_.labels_[clf.partitioner_.halo_indices_[j]] != j)
+    for own in (False, "inplace"):
+        clf = PartitionedSVC(partitioner=FixedHalo(3, random_state=0, own=own)).fit(X, y)
+        assert clf.fit_stats_["halo_sizes"] == [10, 10, 10]
+        assert clf.partitioner_.halo_sizes_.tolist() == [10, 10, 10]
+        for j in range(3):
+            assert np.all(clf.partitioner_.labels_[clf.partitioner_.halo_indices_[j]] != j)
     with pytest.raises(ValueError, match=r"FixedHalo.halo_indices_\[0\] holds rows of "
                                          r"partition 0 itself"):
         PartitionedSVC(partitioner=FixedHalo(3, random_state=0, own=True)).fit(X, y)

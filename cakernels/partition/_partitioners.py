@@ -309,6 +309,18 @@ def _center_memory_error(n_partitions, n_features, n_rows=0, halo_only=False):
 # ----------------------------------------------------------------------------
 # partitioners
 # ----------------------------------------------------------------------------
+def _halo_digest(halo):
+    """A digest of a list of halo index arrays (their values and lengths)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for rows in halo:
+        rows = np.ascontiguousarray(rows, dtype=np.int64)
+        h.update(str(rows.size).encode() + b"|")
+        h.update(memoryview(rows).cast("B"))
+    return h.hexdigest()
+
+
 class _BasePartitioner(OwnInitName, VersionedState, BaseEstimator):
     """Fit driver shared by the partitioners."""
 
@@ -392,14 +404,15 @@ class _BasePartitioner(OwnInitName, VersionedState, BaseEstimator):
         #: the halo of every partition (sorted sample indices, none of its own)
         self.halo_indices_ = halo
         self.halo_sizes_ = np.array([h.size for h in halo], dtype=np.int64)
-        self._halo_of = halo  # (this class's: see _halo_is_this_class_s)
+        self._halo_of = _halo_digest(halo)  # (this class's: see _halo_is_this_class_s)
 
     def _halo_is_this_class_s(self):
-        """Whether ``halo_indices_`` is missing or the list this class computed
-        (a subclass that relabels after ``super().fit`` keeps it, stale), not
-        halos a subclass set itself."""
+        """Whether ``halo_indices_`` is missing or the halos this class computed
+        (a subclass that relabels after ``super().fit`` keeps them, stale), not
+        halos a subclass set itself (a new list, or the same one edited: compared
+        by content)."""
         halo = getattr(self, "halo_indices_", None)
-        return halo is None or halo is getattr(self, "_halo_of", None)
+        return halo is None or _halo_digest(halo) == getattr(self, "_halo_of", None)
 
     def _halo_of_own_partition(self, X, comm=None, offset=0):
         """The halos of a subclass whose ``fit`` (or ``fit_sharded``) overrides
