@@ -1289,3 +1289,20 @@ def test_the_refit_takes_the_searchs_partition(make, task, monkeypatch):
     np.testing.assert_array_equal(search.best_estimator_.partitioner_.labels_,
                                   fresh.partitioner_.labels_)
     np.testing.assert_array_equal(search.predict(X), fresh.predict(X))
+
+
+def test_the_svm_search_reads_the_rows_for_scale_only_once_per_split(monkeypatch):
+    # every gamma of the grid copied every split's training rows to resolve it (6x X
+    # for three numbers and 3 folds); only 'scale' reads them, once per split
+    from cakernels.model_selection import _svm_search
+
+    rows = []
+    real = _svm_search.resolve_gamma
+    monkeypatch.setattr(_svm_search, "resolve_gamma",
+                        lambda g, X: rows.append((g, X.shape[0])) or real(g, X))
+    X, y = make_classification(n_samples=150, n_features=4, random_state=0)
+    search = CASVCCV(n_partitions=2, Cs=[1.0], gammas=[0.1, "auto", "scale", 0.5], cv=3,
+                     random_state=0).fit(X, y)
+    assert sorted(n for g, n in rows if g == "scale") == [100, 100, 100]
+    assert all(n == 1 for g, n in rows if g != "scale")
+    assert len(search.cv_results_["params"]) == 4  # (the scores: the refit tests above)

@@ -381,16 +381,27 @@ n_splits_
                 sq = (Xf.multiply(Xf).sum() if sp.issparse(Xf)
                       else np.einsum("ij,ij->", Xf, Xf))
                 moments[f] = (Xf.sum(), sq, Xf.shape[0] * Xf.shape[1])
+        def exact_gammas():
+            """SVC's own formula on every split's training rows: only 'scale' reads
+            them, once per split (every gamma of the grid copied each split's rows)."""
+            scaled = {}
+
+            def one(g, f):
+                if not (isinstance(g, str) and g == "scale"):
+                    return resolve_gamma(g, X[:1])  # (a number, or 'auto': no rows read)
+                if f not in scaled:
+                    scaled[f] = resolve_gamma(g, X[train[:, f]])
+                return scaled[f]
+
+            return [[one(g, f) for f in range(n_splits)] for g in self._grid()["gammas"]]
+
         exact = None
         if s.size == 1:  # every row here: SVC's own formula
-            exact = [[resolve_gamma(g, X[train[:, f]]) for f in range(n_splits)]
-                     for g in self._grid()["gammas"]]
+            exact = exact_gammas()
         if s.size > 1:
             counts, moments = allreduce_parts(s.comm, [counts, moments])
             if not s.sharded:  # every row on rank 0: SVC's own formula, rank 0's error
-                exact = _bcast_from_root(s.comm, lambda: [  # every rank's (else a hang)
-                    [resolve_gamma(g, X[train[:, f]]) for f in range(n_splits)]
-                    for g in self._grid()["gammas"]])
+                exact = _bcast_from_root(s.comm, exact_gammas)  # (every rank's: no hang)
         gammas = np.zeros((len(self._grid()["gammas"]), n_splits))
         if exact is None and "scale" in self._grid()["gammas"]:  # sharded: from moments
             with np.errstate(over="ignore", invalid="ignore"):
