@@ -189,11 +189,13 @@ _HASH_CACHE: dict = {}
 
 
 def _sha256(path: Path) -> str:
-    """sha256 of a file, read in chunks; cached per (path, inode, size, mtime, ctime)
-    in this process (an edit that keeps the size and restores the mtime, as
-    ``touch -r`` or ``cp -p`` do, still changes the ctime)."""
+    """sha256 of a file, read in chunks; cached per (path, device, inode, size, mtime,
+    ctime) in this process (an edit that keeps the size and restores the mtime, as
+    ``touch -r`` or ``cp -p`` do, still changes the ctime; an inode number is one
+    device's: another file system mounted at the same path may reuse it)."""
     st = path.stat()
-    key = (str(path.resolve()), st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    key = (str(path.resolve()), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns,
+           st.st_ctime_ns)
     digest = _HASH_CACHE.get(key)
     if digest is None:
         h = hashlib.sha256()
