@@ -782,3 +782,16 @@ def test_a_csr_matrix_stored_out_of_order_gives_the_same_bits(make):
     np.testing.assert_array_equal(make().fit(X, y).predict(Xs), ref)
     for a, b in zip((Xs.data, Xs.indices, Xs.indptr), kept):  # the caller's, untouched
         np.testing.assert_array_equal(a, b)
+
+
+def test_dkrr_copies_the_training_rows_only_when_the_caller_may_share_them():
+    # rows gathered from the ranks (X_in None on root mode's other ranks) or built from
+    # lists were copied once more: another n x d array on every rank
+    from cakernels.kernel_ridge._dkrr import _own_copy
+
+    X = np.arange(12.0).reshape(4, 3)
+    assert _own_copy(X, None) is X
+    assert _own_copy(X, X.tolist()) is X
+    assert _own_copy(X, X) is not X and np.array_equal(_own_copy(X, X), X)
+    view = X[:, :]
+    assert not np.may_share_memory(_own_copy(view, X), X)

@@ -70,6 +70,10 @@ def _own_copy(X_fit, X_in):
     can be a view of its block (one column, or a frame made with
     ``copy=False``), and any other container's ``__array__`` may return its own
     buffer. Only an ndarray or a sparse matrix can be compared with it."""
+    if X_in is None or isinstance(X_in, (list, tuple)):
+        # (rows gathered from the ranks, or built from Python lists: nothing shares
+        # them; a copy was another n x d array on every rank)
+        return X_fit
     if X_fit is X_in:
         return X_fit.copy()
     if sp.issparse(X_fit) and sp.issparse(X_in):
