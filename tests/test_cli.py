@@ -1387,6 +1387,7 @@ def test_search_with_a_stopping_tolerance(capsys, tmp_path, clf_files, reg_files
     saved = read_model(model)["estimator"]
     assert saved.tol == 0.5 and saved.get_params() == ref.best_estimator_.get_params()
     assert f"{ref.best_score_:.6f}" in out.splitlines()[1]
+    assert "; tol=0.5)" in out.splitlines()[-1]  # the summary says the tolerance used
     Xt, _ = load_svmlight(clf_files / "test.svm", n_features=X.shape[1])
     np.testing.assert_array_equal(saved.decision_function(Xt),
                                   ref.best_estimator_.decision_function(Xt))

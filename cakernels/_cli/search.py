@@ -284,7 +284,9 @@ def _report(args, search, method, data, shape, sparse, seconds, scalers, n_ranks
               f"{search.n_splits_} split"
               f"{'s' if search.n_splits_ != 1 else ''}; best "
               + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
-                          for k, v in search.best_params_.items()) + ")")
+                          for k, v in search.best_params_.items())
+              + (f"; tol={args.tol:g}" if getattr(args, "tol", None) is not None else "")
+              + ")")
     _save(args, model, best, method, chosen, data, shape, sparse, seconds, n_ranks=n_ranks)
 
 
