@@ -1000,7 +1000,7 @@ class PartitionedEstimator(OwnInitName, VersionedState, BaseEstimator):
         if s.size == 1:
             spec = self._get_partitioner()
             # a search's refit: the partition the search made of the same rows with
-            # the same partitioner (K-means ran twice: 40% of a search at P = 256)
+            # the same partitioner (its K-means ran twice)
             reuse = self.__dict__.pop("_search_partition", None)
             if reuse is not None and reuse[0] == _partition_key(spec, X):
                 part = pickle.loads(reuse[1])

@@ -193,14 +193,20 @@ def test_bad_input_on_one_rank_is_the_same_error_on_every_rank(mpirun, case, tmp
     assert "finished without error" not in out.stdout
 
 
-def test_a_test_row_that_overflows_on_its_owner_ends_every_rank(mpirun, tmp_path):
-    # predict_sharded: the rank that evaluates a row whose kernel overflows raised, and
-    # the others waited in the next Alltoallv for good (launched without -m mpi4py)
-    out = mpirun(4, "spmd_errors.py", "predict-overflow", tmp_path, mpi4py=False,
-                 timeout=120)
+def _one_rank_failed(mpirun, case, tmp_path):
+    """What every rank of ``spmd_errors.py case`` raised (4 ranks, launched without
+    -m mpi4py: the library alone must end every rank)."""
+    out = mpirun(4, "spmd_errors.py", case, tmp_path, mpi4py=False, timeout=120)
     assert out.returncode != 0
     raised = _raised(tmp_path)
     assert all(r is not None for r in raised), (raised, out.stderr)
+    return raised
+
+
+def test_a_test_row_that_overflows_on_its_owner_ends_every_rank(mpirun, tmp_path):
+    # predict_sharded: the rank that evaluates a row whose kernel overflows raised, and
+    # the others waited in the next Alltoallv for good
+    raised = _one_rank_failed(mpirun, "predict-overflow", tmp_path)
     own = [r for r, text in enumerate(raised) if text.startswith("FloatingPointError: ")]
     assert len(own) == 1, raised  # the owner: its own exception
     for r, text in enumerate(raised):
@@ -213,12 +219,7 @@ def test_a_test_row_that_overflows_on_its_owner_ends_every_rank(mpirun, tmp_path
 def test_a_custom_assign_failing_on_one_rank_ends_every_rank(mpirun, tmp_path):
     # predict_sharded and a search's validation rows: a user's assign (or centres, for
     # the vote) failing on one rank left the others waiting in the exchange for good
-    # (launched without -m mpi4py)
-    out = mpirun(4, "spmd_errors.py", "predict-custom-assign", tmp_path, mpi4py=False,
-                 timeout=120)
-    assert out.returncode != 0
-    raised = _raised(tmp_path)
-    assert all(r is not None for r in raised), (raised, out.stderr)
+    raised = _one_rank_failed(mpirun, "predict-custom-assign", tmp_path)
     for r, text in enumerate(raised):
         if r == 3:  # the failing rank: its own exception (the vote's missing centres)
             assert not text.startswith("CollectiveError"), text
