@@ -200,3 +200,26 @@ def smo_problem():
 def assert_same_solution():
     """``assert_same_solution(got, ref)``: ``smo_fit`` results equal bit for bit."""
     return _assert_same_solution
+
+
+def _peak_bytes(call, *args, **kwargs):
+    """Run ``call(*args, **kwargs)`` under ``tracemalloc``: ``(result, peak)`` with
+    ``peak`` the most bytes Python-tracked allocations held above those alive at the
+    start (NumPy reports its buffers to tracemalloc)."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        result = call(*args, **kwargs)
+        peak = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+    return result, peak
+
+
+@pytest.fixture(scope="session")
+def peak_bytes():
+    """``peak_bytes(call, *args, **kwargs) -> (result, peak)``: the peak memory of a
+    call, measured with ``tracemalloc``."""
+    return _peak_bytes

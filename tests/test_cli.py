@@ -1620,23 +1620,16 @@ def test_a_registry_file_failing_its_checksum_names_a_command_line_way_out(
     assert code == 0, err
 
 
-def test_width_note_on_a_file_with_a_huge_feature_index(capsys, tmp_path):
+def test_width_note_on_a_file_with_a_huge_feature_index(capsys, tmp_path, peak_bytes):
     # one row uses feature 2^27: the kernel-width note measures distances on the columns
     # its sample uses (it took ~4 bytes per column of the file: 512 MB here, 8 GiB at 2^31)
-    import tracemalloc
-
     rng = np.random.RandomState(0)
     lines = [f"{1 if i % 2 else -1} 1:{rng.randn():.6f} 2:{rng.randn():.6f}" for i in range(200)]
     lines[7] += f" {2**27}:1.0"
     data = tmp_path / "huge_index.svm"
     data.write_text("\n".join(lines) + "\n")
-    tracemalloc.start()
-    try:
-        code, out, err = run(capsys, "fit", data, "-o", tmp_path / "m.skops", "--method", "svc",
-                             "--gamma", "1e-9")
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    (code, out, err), peak = peak_bytes(run, capsys, "fit", data, "-o", tmp_path / "m.skops",
+                                        "--method", "svc", "--gamma", "1e-9")
     assert code == 0, err
     assert "nearly the identity" not in err  # gamma = 1e-9: a kernel near 1, no note
     assert peak < 200 * 2**20, peak

@@ -399,11 +399,9 @@ def test_cascade_odd_node_is_carried_without_a_solve():
     assert solved == [3, 1, 1], solved
 
 
-def test_early_prediction_densifies_wide_csr_rows_within_the_budget(monkeypatch):
+def test_early_prediction_densifies_wide_csr_rows_within_the_budget(monkeypatch, peak_bytes):
     # DCSVC's early prediction routed CSR rows in dense blocks of 65,536 rows whatever
     # their width (49 GiB at 100,000 columns); now within DENSE_BUDGET_BYTES, as assign
-    import tracemalloc
-
     import cakernels.partition._storage as storage
 
     d = 40_000
@@ -414,11 +412,6 @@ def test_early_prediction_densifies_wide_csr_rows_within_the_budget(monkeypatch)
     clf = DCSVC(n_partitions=4, predict_layer=2, gamma=1.0, random_state=0).fit(X, y)
     expected = clf.predict(Xt)
     monkeypatch.setattr(storage, "DENSE_BUDGET_BYTES", 4 * 2**20)  # 13 rows of 40,000
-    tracemalloc.start()
-    try:
-        got = clf.predict(Xt)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    got, peak = peak_bytes(clf.predict, Xt)
     np.testing.assert_array_equal(got, expected)
     assert peak < 40 * 2**20, peak  # 300 dense rows alone are 92 MiB

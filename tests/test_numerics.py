@@ -229,11 +229,9 @@ def test_krr_warns_when_the_factor_is_ill_conditioned():
     reason="CPython 3.10 keeps the argument solve_krr(make_K(), ...) alive on the caller's "
            "stack for the whole call, so solve_krr's `del K` frees nothing and the peak is "
            "two m x m matrices (3.11+ moves a call's arguments into the callee's frame)")
-def test_krr_fallback_holds_one_matrix_at_a_time():
+def test_krr_fallback_holds_one_matrix_at_a_time(peak_bytes):
     """A singular system falls back to least squares; with ``rebuild`` the factor is
     released before K is rebuilt, so the peak is about one m x m matrix."""
-    import tracemalloc
-
     from scipy.linalg import LinAlgWarning
 
     from cakernels._solvers.krr import solve_krr
@@ -252,14 +250,8 @@ def test_krr_fallback_holds_one_matrix_at_a_time():
     y = np.random.default_rng(1).standard_normal(m)
     expected = np.linalg.lstsq(make_K(), y, rcond=None)[0]  # the same cutoff
     matrix = m * m * 8
-    tracemalloc.start()
-    try:
-        base = tracemalloc.get_traced_memory()[0]
-        with pytest.warns(LinAlgWarning, match="not numerically positive definite"):
-            alpha = solve_krr(make_K(), y, 0.0, rebuild=make_K)
-        peak = tracemalloc.get_traced_memory()[1] - base
-    finally:
-        tracemalloc.stop()
+    with pytest.warns(LinAlgWarning, match="not numerically positive definite"):
+        alpha, peak = peak_bytes(lambda: solve_krr(make_K(), y, 0.0, rebuild=make_K))
     assert np.allclose(alpha, expected, rtol=1e-6, atol=1e-9 * np.abs(expected).max())
     assert peak < 1.5 * matrix, (peak / matrix)
 

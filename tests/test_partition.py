@@ -613,11 +613,9 @@ def test_distances_beyond_the_available_memory_are_refused(cls, monkeypatch):
         RandomPartitioner(n_partitions=64, halo=0.5, random_state=0).fit(X)
 
 
-def test_squared_distances_hold_one_n_by_p_array_with_the_same_bits(monkeypatch):
+def test_squared_distances_hold_one_n_by_p_array_with_the_same_bits(monkeypatch, peak_bytes):
     # ||x||^2 + ||c||^2 - 2 x.c was three n x P temporaries; now the product's own
     # array, block by block, with the same bits as the whole-array expression
-    import tracemalloc
-
     from cakernels.partition import _storage
     from cakernels.partition._storage import row_sq_norms, squared_distances
 
@@ -628,12 +626,7 @@ def test_squared_distances_hold_one_n_by_p_array_with_the_same_bits(monkeypatch)
                                              random_state=0)):
         a, c = row_sq_norms(X), np.einsum("ij,ij->i", C, C)
         ref = np.maximum(a[:, None] + c[None, :] - 2.0 * np.asarray(X @ C.T), 0.0)
-        tracemalloc.start()
-        try:
-            D = squared_distances(X, C, a)
-            peak = tracemalloc.get_traced_memory()[1]
-        finally:
-            tracemalloc.stop()
+        D, peak = peak_bytes(squared_distances, X, C, a)
         np.testing.assert_array_equal(D, ref)
         assert peak < 1.5 * D.nbytes, peak / D.nbytes  # 3x before
 
@@ -694,11 +687,9 @@ def test_kbalance_regret_order_is_the_literal_loop():
     np.testing.assert_array_equal(part.labels_, labels)
 
 
-def test_regret_order_holds_one_distance_array_more_than_data_order(monkeypatch):
+def test_regret_order_holds_one_distance_array_more_than_data_order(monkeypatch, peak_bytes):
     # the regret was a view of np.partition's whole n x P copy, which stayed alive
     # while the distances were permuted: 3 n x P arrays at the peak, 1 in data order
-    import tracemalloc
-
     from cakernels.partition import _storage
 
     monkeypatch.setattr(_storage, "DISTANCE_BLOCK_ELEMENTS", 64 * 1000)  # small blocks
@@ -706,12 +697,7 @@ def test_regret_order_holds_one_distance_array_more_than_data_order(monkeypatch)
     peaks = {}
     for order in ("data", "regret"):
         part = KBalancePartitioner(64, assign_order=order, random_state=0)
-        tracemalloc.start()
-        try:
-            part.fit(X)
-            peaks[order] = tracemalloc.get_traced_memory()[1]
-        finally:
-            tracemalloc.stop()
+        peaks[order] = peak_bytes(part.fit, X)[1]
     # one more: the distances in the regret order (DISTANCE_COPIES = 2)
     assert peaks["regret"] < peaks["data"] + 1.2 * 8 * 50000 * 64, peaks
 

@@ -190,12 +190,11 @@ def test_libsvm_multiclass_models_predict_as_libsvm(blobs, sparse):
 
 
 @pytest.mark.parametrize("solver", ["smo", "libsvm"])
-def test_many_class_prediction_holds_one_block_of_decisions(solver, monkeypatch):
+def test_many_class_prediction_holds_one_block_of_decisions(solver, monkeypatch,
+                                                            peak_bytes):
     # 20 classes: 190 one-vs-one values per test row; predict and the decision function
     # go through the rows in blocks (n_rows x n_pairs at once grew as n k^2 / 2), with
     # the same answers as one block
-    import tracemalloc
-
     import cakernels._solvers.native_svc as native_svc
 
     X, y = make_blobs(n_samples=400, centers=20, n_features=5, random_state=0)
@@ -204,12 +203,7 @@ def test_many_class_prediction_holds_one_block_of_decisions(solver, monkeypatch)
     monkeypatch.setattr(native_svc, "BLOCK_BYTES", 2**40)  # one block
     whole = clf.predict(Xt), clf.decision_function(Xt)
     monkeypatch.setattr(native_svc, "BLOCK_BYTES", 2**20)
-    tracemalloc.start()
-    try:
-        pred = clf.predict(Xt)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    pred, peak = peak_bytes(clf.predict, Xt)
     dec = clf.decision_function(Xt)
     assert (pred == whole[0]).all()
     np.testing.assert_allclose(dec, whole[1], rtol=1e-12, atol=1e-12)

@@ -964,20 +964,13 @@ def test_unfitted_search_score_is_not_fitted_error(cls):
         cls().score(X, y)
 
 
-def test_averaging_search_holds_one_sum_of_predictions_not_one_per_partition():
+def test_averaging_search_holds_one_sum_of_predictions_not_one_per_partition(peak_bytes):
     # every partition's predictions of every validation row and candidate were kept
     # until the end: peak memory grew with P x rows x candidates (258 MB for 26 MB)
-    import tracemalloc
-
     X, y = make_regression(n_samples=2000, n_features=4, noise=1.0, random_state=0)
     search = DCKRRCV(n_partitions=16, sigmas=np.geomspace(1, 30, 10),
                      lams=np.geomspace(1e-6, 1e-2, 10), cv=3, random_state=0, refit=False)
-    tracemalloc.start()
-    try:
-        search.fit(X, y)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    _, peak = peak_bytes(search.fit, X, y)
     one = 100 * 2000 * 8  # the candidates' predictions of the rows, once
     assert peak < 6 * one, peak / one  # (16 partitions' arrays: 18x before)
 

@@ -186,42 +186,29 @@ def test_asygcd_blocks_touch_no_process_wide_warning_filter(monkeypatch):
     assert np.bincount(blocks, minlength=4).tolist() == [25] * 4
 
 
-def test_the_pass_for_distinct_rows_keeps_wide_sparse_blocks_small():
+def test_the_pass_for_distinct_rows_keeps_wide_sparse_blocks_small(peak_bytes):
     # the pass densified 4,096 rows whatever their width (5,000 x 200,000: 6 GiB)
-    import tracemalloc
-
     rng = np.random.RandomState(0)
     rows = np.sort(rng.choice(3000, 6, replace=False))
     X = sp.csr_matrix((rng.rand(6) + 1.0, rng.choice(100_000, 6), np.searchsorted(
         rows, np.arange(3001), side="left")), shape=(3000, 100_000))
-    tracemalloc.start()
-    try:
-        part = FCFSPartitioner(n_partitions=7, random_state=0).fit(X)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    part, peak = peak_bytes(FCFSPartitioner(n_partitions=7, random_state=0).fit, X)
     assert part.sizes_.sum() == 3000 and not _duplicate_rows(part.centers_).any()
     assert peak < 600 * 2**20, peak  # 4,096 dense rows alone are 3.1 GiB
 
 
 @pytest.mark.parametrize("distinct", [3, 500])
-def test_kmeans_counts_distinct_rows_without_dense_copies_of_wide_sparse_data(distinct):
+def test_kmeans_counts_distinct_rows_without_dense_copies_of_wide_sparse_data(distinct,
+                                                                             peak_bytes):
     # asking K-means for no more clusters than distinct rows densified 4,096 rows per
     # block to count them (3 GiB for 3,000 x 100,000 CSR, on every KMeans fit)
-    import tracemalloc
-
     from cakernels.partition._partitioners import _count_distinct
 
     rng = np.random.RandomState(0)
     base = sp.random(distinct, 100_000, density=2e-4, format="csr", random_state=0)
     base.data += 1.0
     X = sp.csr_matrix(base[rng.randint(0, distinct, 3000)])
-    tracemalloc.start()
-    try:
-        part = KMeansPartitioner(n_partitions=7, random_state=0).fit(X)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    part, peak = peak_bytes(KMeansPartitioner(n_partitions=7, random_state=0).fit, X)
     assert part.n_partitions_ == min(7, distinct) and part.sizes_.sum() == 3000
     assert peak < 200 * 2**20, peak
     # the sparse count is the dense one (keys to 12 digits, explicit zeros, -0.0)
