@@ -170,6 +170,8 @@ class _BaseCommunicator:
         self.counter = CommCounter()
 
     def phase(self, name):
+        """A context manager counting the calls made inside it under phase
+        ``name`` (one of ``PHASES``) in ``counter`` (``fit_stats_['comm']``)."""
         return self.counter.phase(name)
 
     def _count(self, op, nbytes, messages):
