@@ -2,6 +2,7 @@
 
 import doctest
 import importlib
+import inspect
 import pkgutil
 
 import pytest
@@ -135,6 +136,46 @@ def test_public_api_has_numpydoc_sections(name, obj):
             if inspect.isfunction(value) or isinstance(inspect.getattr_static(target, attr),
                                                        property):
                 assert inspect.getdoc(getattr(target, attr)), f"{name}.{attr} has no docstring"
+
+
+def _documented_parameters(obj, undescribed=None):
+    """The names in ``obj``'s Parameters section, in order (None without one);
+    ``a, b : ...`` lines give each name. Entries with no indented description
+    below are appended to ``undescribed``."""
+    lines = inspect.cleandoc(inspect.getdoc(obj) or "").splitlines() + [""]
+    if "Parameters" not in lines:
+        return None
+    names, i = [], lines.index("Parameters") + 2
+    for line, below in zip(lines[i:], lines[i + 1:]):
+        if line and not line.startswith(" "):
+            if below.strip() and set(below.strip()) == {"-"}:
+                break  # the next section
+            entry = [n.strip() for n in line.split(" : ")[0].replace("\\", "").split(",")
+                     if n.strip()]
+            names += entry
+            if undescribed is not None and not below.startswith(" "):
+                undescribed += entry
+    return names
+
+
+SIGNED = [(n, o) for n, o in PUBLIC_OBJECTS if inspect.isfunction(o)
+          or (inspect.isclass(o) and not issubclass(o, BaseException))]
+
+
+@pytest.mark.parametrize("name, obj", SIGNED, ids=[n for n, _ in SIGNED])
+def test_parameters_are_documented_in_the_signatures_order(name, obj):
+    # numpydoc's PR01-PR03: every parameter, nothing else, in order (CascadeSVC's
+    # n_passes came after verbose, DisSMOSVC's cache_size after working_set)
+    sig = inspect.signature(obj.__init__ if inspect.isclass(obj) else obj).parameters
+    wanted = [p for p, v in sig.items() if p != "self" and v.kind not in (
+        inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)]
+    undescribed = []
+    documented = _documented_parameters(obj, undescribed)
+    if documented is None:  # a front door: "parameters as :class:`...`"
+        assert not wanted or "as :class:" in " ".join(inspect.getdoc(obj).split()), name
+        return
+    assert documented == wanted
+    assert not undescribed, f"{name}: parameters without a description"  # numpydoc's PR07
 
 
 def _documented_attributes(cls):

@@ -89,7 +89,7 @@ def solve_krr(K, y, reg, rebuild=None, n_threads=1, report=None):
     positive definite (Cholesky fails, or its reciprocal condition number is
     below machine precision) the minimum-norm least-squares solution is
     returned instead, with a :class:`scipy.linalg.LinAlgWarning`. A factor that
-    succeeds with a reciprocal condition number below :data:`RCOND_WARN` (the
+    succeeds with a reciprocal condition number below ``1e4 * eps`` (the
     answer may have lost more than 12 of its 16 digits) also warns.
 
     Parameters
@@ -97,6 +97,7 @@ def solve_krr(K, y, reg, rebuild=None, n_threads=1, report=None):
     K : ndarray of shape (m, m)
         Symmetric kernel matrix, C-contiguous float64 (overwritten).
     y : ndarray of shape (m,) or (m, n_outputs)
+        Targets.
     reg : float
         Diagonal shift ``lam * m``.
     rebuild : callable, default=None
@@ -109,8 +110,7 @@ def solve_krr(K, y, reg, rebuild=None, n_threads=1, report=None):
     report : list, default=None
         When given, the two warnings are not raised but appended to it as
         ``('singular', message)`` or ``('ill', rcond)``, for a caller that
-        solves many partitions to raise one warning for all
-        (:func:`warn_solves`).
+        solves many partitions to raise one warning for all.
 
     Returns
     -------

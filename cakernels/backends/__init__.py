@@ -1,12 +1,12 @@
 """Backends that run the independent per-partition solves.
 
-=====================  =====================================================
-backend                where the partitions run
-=====================  =====================================================
-:class:`SerialBackend`   one after another in this thread (the reference)
-:class:`ThreadsBackend`  a thread pool of this process (the solvers release the GIL)
-:class:`MPIBackend`      MPI ranks under ``mpiexec`` (mpi4py), root or sharded data
-=====================  =====================================================
+========================  =====================================================
+backend                   where the partitions run
+========================  =====================================================
+:class:`SerialBackend`    one after another in this thread (the reference)
+:class:`ThreadsBackend`   a thread pool of this process (the solvers release the GIL)
+:class:`MPIBackend`       MPI ranks under ``mpiexec`` (mpi4py), root or sharded data
+========================  =====================================================
 
 Every partitioned estimator takes ``backend='serial'|'threads'|'mpi'`` or an
 instance of these classes (for ``MPIBackend(comm=..., sharded=True)``). The

@@ -497,7 +497,9 @@ class Session:
     Parameters
     ----------
     backend : Backend
+        The backend that made it.
     comm : Communicator or SelfCommunicator
+        The ranks' communicator (one process: a ``SelfCommunicator``).
     n_workers : int
         Concurrent local solves in this process.
     threads : int

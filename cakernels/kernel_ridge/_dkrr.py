@@ -114,8 +114,11 @@ class DKRR(RegressorMixin, VersionedState, BaseEstimator):
     lam : float, default=1e-4
         Ridge parameter; the diagonal gets ``lam * n``.
     kernel : {'rbf', 'linear', 'poly', 'sigmoid'}, default='rbf'
+        Kernel (Table 3.1), as for :class:`PartitionedKernelRidge`.
     degree : int, default=3
+        Degree of the polynomial kernel.
     coef0 : float, default=1.0
+        Term ``r`` of the polynomial and sigmoid kernels.
     block_size : int, default=128
         ScaLAPACK's block size ``nb`` of the block-cyclic distribution.
     backend : {'serial', 'threads', 'mpi'} or Backend, default='serial'

@@ -14,7 +14,9 @@ def oracle_predict(model, X, y):
     Parameters
     ----------
     model : fitted PartitionedKernelRidge (any of DCKRR, KKRR, KKRR2, BKRR, BKRR2)
+        The model whose local models are asked.
     X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        Test samples.
     y : array-like of shape (n_samples,) or (n_samples, n_targets)
         True targets.
 
@@ -65,8 +67,11 @@ def oracle_score(model, X, y):
     Parameters
     ----------
     model : fitted PartitionedKernelRidge
+        The model whose local models are asked.
     X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        Test samples.
     y : array-like of shape (n_samples,) or (n_samples, n_targets)
+        True targets.
 
     Returns
     -------

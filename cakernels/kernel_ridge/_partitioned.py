@@ -133,7 +133,7 @@ class PartitionedKernelRidge(RegressorMixin, PartitionedEstimator):
         method, bit for bit; a halo multiplies the Cholesky's work by
         ``(1 + halo)^3`` and the kernel matrix by ``(1 + halo)^2``.
     n_voters : int, default=3
-        Models per sample when ``combine='vote'`` (at most P).
+        Models per sample when ``combine='vote'`` (more than P: all of them).
     backend : {'serial', 'threads', 'mpi'} or Backend, default='serial'
         How the independent partitions are run (see
         :mod:`cakernels.backends`).
@@ -149,7 +149,7 @@ class PartitionedKernelRidge(RegressorMixin, PartitionedEstimator):
     partitioner_ : partitioner
         The fitted partitioner; ``partitioner_.n_partitions_`` is the number
         of partitions (``n_partitions``, or fewer when the data have fewer
-        distinct rows, e.g. CPSVC's K-means).
+        distinct rows, e.g. ``partitioner='kmeans'`` on data with duplicates).
     centers_ : ndarray of shape (partitioner_.n_partitions_, n_features)
         Partition centres.
     partition_sizes_ : ndarray of shape (partitioner_.n_partitions_,)
@@ -590,8 +590,9 @@ feature_names_in_
 
     Notes
     -----
-    With ``n_partitions=1`` this is exactly
-    ``KernelRidge(kernel='rbf', gamma=1/(2 sigma^2), alpha=lam*n)``.
+    With ``n_partitions=1`` this is
+    ``KernelRidge(kernel='rbf', gamma=1/(2 sigma^2), alpha=lam*n)`` up to
+    rounding (the tests: within 1e-8).
     To order the K-balance assignment by regret instead of data order use
     ``PartitionedKernelRidge(partitioner=KBalancePartitioner(P,
     assign_order='regret'), combine='nearest')``.

@@ -151,8 +151,9 @@ class PartitionedKernelRidgeCV(RegressorMixin, _PartitionedSearchCV):
     kernel : {'rbf', 'linear', 'poly', 'sigmoid'}, default='rbf'
         Kernel (Table 3.1); sigma sets ``1 / (2 sigma^2)`` as for the estimator.
     degree : int, default=3
+        Degree of the polynomial kernel.
     coef0 : float, default=1.0
-        Parameters of the polynomial and sigmoid kernels.
+        Term ``r`` of the polynomial and sigmoid kernels.
     halo : float, default=0.0
         Halo fraction, as in :class:`~cakernels.PartitionedKernelRidge`: the
         halo is computed once on all rows with the partition; a split trains
@@ -953,6 +954,7 @@ class DCKRRCV(PartitionedKernelRidgeCV):
     Parameters
     ----------
     n_partitions : int, default=8
+        Number of partitions P.
     sigmas, lams, cv, scoring, solver, refit, kernel, degree, coef0, halo, \
 backend, n_jobs, random_state, verbose
         See :class:`PartitionedKernelRidgeCV`.

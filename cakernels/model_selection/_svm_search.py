@@ -147,6 +147,7 @@ class PartitionedSVCCV(ClassifierMixin, _ClassifierInput, _PartitionedSearchCV):
     partitioner : str or partitioner instance, default='random'
         As in :class:`~cakernels.PartitionedSVC`.
     n_partitions : int, default=8
+        Number of partitions P.
     Cs : array-like of float, default=(0.1, 1, 10, 100)
         Values of C to try (> 0).
     gammas : array-like of float or {'scale', 'auto'}, default=('scale',)
@@ -628,6 +629,7 @@ class CASVCCV(PartitionedSVCCV):
     Parameters
     ----------
     n_partitions : int, default=8
+        Number of partitions P.
     Cs, gammas, cv, scoring, warm_start, refit, kernel, degree, coef0, tol, \
 cache_size, class_weight, max_iter, solver, halo, backend, n_jobs, random_state, verbose
         See :class:`PartitionedSVCCV`.

@@ -5,15 +5,15 @@ Five partitioners, each a small estimator in the style of
 of every sample), ``centers_`` (one row per partition) and ``sizes_``;
 ``assign(X)`` routes new samples to their nearest centre.
 
-===========================  ===============================  =================
-partitioner                  reference                        balanced
-===========================  ===============================  =================
-:class:`RandomPartitioner`   CA-SVM (Alg. 5), DC-KRR (Alg. 8)  yes
-:class:`KMeansPartitioner`   CP-SVM, DC-SVM, KKRR              no
-:class:`KBalancePartitioner` Algorithm 9 (BKRR)                yes
-:class:`FCFSPartitioner`     Algorithm 3 (FCFS-SVM)            yes
-:class:`BKMPartitioner`      Algorithm 4 (BKM-SVM)             yes
-===========================  ===============================  =================
+============================  ================================  =================
+partitioner                   reference                         balanced
+============================  ================================  =================
+:class:`RandomPartitioner`    CA-SVM (Alg. 5), DC-KRR (Alg. 8)  yes
+:class:`KMeansPartitioner`    CP-SVM, DC-SVM, KKRR              no
+:class:`KBalancePartitioner`  Algorithm 9 (BKRR)                yes
+:class:`FCFSPartitioner`      Algorithm 3 (FCFS-SVM)            yes
+:class:`BKMPartitioner`       Algorithm 4 (BKM-SVM)             yes
+============================  ================================  =================
 
 Balanced partitioners give every partition exactly ``floor(m/P)`` or
 ``ceil(m/P)`` samples (``m mod P`` of them get the ceiling, first come first

@@ -1121,11 +1121,13 @@ class KBalancePartitioner(_KMeansBasedBalanced):
         approximate parallel K-balance of section 3.4 (every rank fills each
         centre to its share of the capacity, no communication). Ignored on
         one process and in root mode.
-    method, init, n_init, max_iter, tol, random_state
+    method, init, n_init, max_iter, tol
         Passed to K-means, see :class:`KMeansPartitioner`.
     halo : float, default=0.0
         Halo fraction, see :class:`RandomPartitioner` (``round(h * m / P)``
         samples for every partition: training sets stay balanced).
+    random_state : int, RandomState instance or None, default=None
+        Passed to K-means, see :class:`KMeansPartitioner`.
 
     Attributes
     ----------
@@ -1314,11 +1316,13 @@ class BKMPartitioner(_KMeansBasedBalanced):
     recompute_centers : bool, default=True
         Replace the K-means centres by the partition means (lines 27-33 of
         Algorithm 4).
-    method, init, n_init, max_iter, tol, random_state
+    method, init, n_init, max_iter, tol
         Passed to K-means, see :class:`KMeansPartitioner`.
     halo : float, default=0.0
         Halo fraction, see :class:`RandomPartitioner` (``round(h * m / P)``
         samples for every partition: training sets stay balanced).
+    random_state : int, RandomState instance or None, default=None
+        Passed to K-means, see :class:`KMeansPartitioner`.
 
     Attributes
     ----------

@@ -74,6 +74,7 @@ def partition_storage(X):
     Parameters
     ----------
     X : {ndarray, sparse matrix} of shape (n_samples, n_features)
+        The data to partition.
 
     Returns
     -------

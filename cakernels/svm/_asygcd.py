@@ -50,10 +50,13 @@ class AsyGCDSVC(ClassifierMixin, VersionedState, BaseEstimator):
     C : float, default=1.0
         Regularisation parameter.
     kernel : {'rbf', 'linear', 'poly', 'sigmoid'}, default='rbf'
+        As in :class:`sklearn.svm.SVC`.
     degree : int, default=3
+        As in :class:`sklearn.svm.SVC`.
     gamma : {'scale', 'auto'} or float, default='scale'
         As in :class:`sklearn.svm.SVC`.
     coef0 : float, default=0.0
+        As in :class:`sklearn.svm.SVC`.
     tol : float, default=1e-3
         Stop when the largest projected gradient is at most ``tol``; below 1
         (at the start, every alpha 0, every variable's projected gradient is

@@ -500,9 +500,14 @@ class DisSMOSVC(_FullModelSVC):
 
     Parameters
     ----------
-    C, kernel, degree, gamma, coef0, tol, class_weight
+    C, kernel, degree, gamma, coef0, tol
         As in :class:`sklearn.svm.SVC` (``gamma='scale'`` is resolved on the
         whole training set).
+    cache_size : float, default=200
+        Kernel-row cache of this process, in MB, shared by its workers: every
+        worker keeps the kernel rows of recent pairs over its own rows.
+    class_weight : dict or 'balanced', default=None
+        As in :class:`sklearn.svm.SVC`.
     max_iter : int, default=-1
         Iteration limit of one binary problem; reaching it raises a
         ConvergenceWarning. -1 (or 0): LIBSVM's rule of 100 iterations per
@@ -524,9 +529,6 @@ class DisSMOSVC(_FullModelSVC):
         opposite labels and ``C=1e6``, 2,000 rows of a9a took 2.4 s where the
         first-order pair stopped at the limit of 10**6 iterations after 68 s,
         far from the optimum (``benchmarks/bench_dissmo.py``).
-    cache_size : float, default=200
-        Kernel-row cache of this process, in MB, shared by its workers: every
-        worker keeps the kernel rows of recent pairs over its own rows.
     backend : {'serial', 'threads', 'mpi'} or Backend, default='serial'
         Where the rows live: one block (serial), ``n_jobs`` blocks on threads,
         or one block per MPI rank (root mode: rank 0's rows are split into

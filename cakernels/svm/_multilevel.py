@@ -598,13 +598,17 @@ _COMMON_DOC = """
     solver : {'smo', 'libsvm'}, default='smo'
         Local solver: the native SMO takes the children's dual variables as a
         warm start; LIBSVM solves every node from scratch.
-    backend : {'serial', 'threads', 'mpi'} or Backend, default='serial'
+"""
+
+# the parameters after each class's own (the signatures' order)
+_RUN_DOC = """    backend : {'serial', 'threads', 'mpi'} or Backend, default='serial'
         Where the nodes of a layer are solved (see :mod:`cakernels.backends`).
     n_jobs : int, default=None
         Workers of the ``'threads'`` backend.
     random_state : int, RandomState instance or None, default=None
         Seed of the partitioner.
     verbose : bool, default=False
+        Show a progress bar over the nodes of every layer (needs tqdm).
 """
 
 _COMMON_ATTRS = """
@@ -622,13 +626,14 @@ _COMMON_ATTRS = """
         The first layer's partitions.
     n_iter_ : ndarray of shape (n_layers,)
         SMO iterations of every layer solved (summed over its nodes and the
-        pairs; with early prediction, the layers down to ``predict_layer``).
+        pairs; with DCSVC's early prediction, the layers down to
+        ``predict_layer``).
     fit_stats_ : dict
         ``layers``: one dict per layer with ``nodes``, ``solved`` (nodes that
         solved a problem, summed over the pairs of classes), ``samples_in``,
         ``support_vectors`` (out), ``n_iter``, ``seconds`` (the slowest rank),
         ``comm_bytes`` and ``comm_messages`` (all ranks: the tree's messages
-        into that layer; Cascade's feedback between passes, the support
+        into that layer; CascadeSVC's feedback between passes, the support
         vectors' broadcast and the violators' allgathers, is counted in
         ``comm``'s ``training`` phase only), ``node_profile``
         (every node that solved: ``node``, ``rank``, ``samples``,
@@ -691,7 +696,7 @@ class CascadeSVC(_MultiLevelSVC):
         run out, or the support vectors repeat, while rows still violate by
         ``tol``, a ``ConvergenceWarning`` gives the violation (``n_passes=1``,
         the single pass of the reference, does not check).
-""" + _COMMON_ATTRS + """    n_passes_ : int
+""" + _RUN_DOC + _COMMON_ATTRS + """    n_passes_ : int
         Passes the tree ran (with several classes, every one-vs-one pair's tree
         stops on its own: the most any pair ran).
 
@@ -925,7 +930,7 @@ class DCSVC(_MultiLevelSVC):
         centre (the node trained on that partition's rows); None: the last
         layer (the full SVM). A fit-time parameter: changing it after ``fit``
         takes effect at the next ``fit``.
-""" + _COMMON_ATTRS + """    layer_centers_, layer_models_
+""" + _RUN_DOC + _COMMON_ATTRS + """    layer_centers_, layer_models_
         With ``predict_layer``: the centres (size-weighted means of their
         partitions' centres; for reference: samples are routed by
         ``centers_``, see ``predict_layer``) and the models of that layer's nodes (``model_``
@@ -979,7 +984,7 @@ class DCSVC(_MultiLevelSVC):
 class DCFilterSVC(_MultiLevelSVC):
     __doc__ = ("""DC-Filter: K-means partitions, only the support vectors passed down (as
     Cascade SVM does).
-    """ + _COMMON_DOC + _COMMON_ATTRS + """
+    """ + _COMMON_DOC + _RUN_DOC + _COMMON_ATTRS + """
     See Also
     --------
     CascadeSVC : the same passing on random partitions.

@@ -226,7 +226,7 @@ class PartitionedSVC(ClassifierMixin, _ClassifierInput, PartitionedEstimator):
         that mean (sign, or argmax over classes). Costs ``n_voters`` model
         evaluations per sample; training is unchanged.
     n_voters : int, default=3
-        Models that vote per sample when ``routing='vote'`` (at most P).
+        Models that vote per sample when ``routing='vote'`` (more than P: all of them).
     backend : {'serial', 'threads', 'mpi'} or Backend, default='serial'
         How the independent partitions are run (see
         :mod:`cakernels.backends`).
