@@ -412,6 +412,14 @@ def run():
             else:
                 raise AssertionError("no error")
         raise last
+    elif case == "interrupt-one-rank":      # KeyboardInterrupt on one rank alone (not shared)
+        from cakernels.partition import BKMPartitioner
+
+        def interrupt():
+            raise KeyboardInterrupt
+
+        on_bad_rank(BKMPartitioner, "fit_sharded", interrupt)
+        BKMSVC(2 * size, backend=sharded).fit(Xs, ys)
     elif case == "uncaught":                # an error outside any collective (needs -m mpi4py)
         if rank == bad:
             raise KeyError("user code failed on one rank")
