@@ -16,7 +16,17 @@ from ._native_loader import ensure_native as _ensure_native
 from ._version import __version__
 
 # a source tree without a built module uses the installed one (or says what to run)
-_ensure_native(_Path(__file__).resolve().parent)
+try:
+    _ensure_native(_Path(__file__).resolve().parent)
+except ImportError as _exc:
+    import sys as _sys
+
+    # `python -m cakernels ...` (sys.argv[0] is "-m" while its package is imported):
+    # the command line's one-line error and status 2, not an import traceback
+    if _sys.argv[:1] == ["-m"]:
+        _sys.stderr.write(f"cakernels: error: {_exc}\n")
+        raise SystemExit(2) from None
+    raise
 
 #: public name -> submodule that defines it
 _EXPORTS = {

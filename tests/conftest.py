@@ -42,13 +42,18 @@ def _no_downloads(monkeypatch):
     monkeypatch.setattr(pooch, "retrieve", offline)
 
 
-def _require(module, reason="pip install '.[test]'"):
-    """Import a test dependency: a skip where it is missing on a developer machine, a
-    failure under ``CI=true`` (never a silent skip there)."""
+def _require(module, reason="pip install '.[test]'", min_version=None):
+    """Import a test dependency: a skip where it is missing (or older than
+    ``min_version``, its major version) on a developer machine, a failure under
+    ``CI=true`` (never a silent skip there)."""
     import importlib
 
     try:
-        return importlib.import_module(module)
+        found = importlib.import_module(module)
+        version = getattr(found, "__version__", "0")
+        if min_version is not None and int(version.split(".")[0]) < min_version:
+            raise ImportError(f"version {version} is older than {min_version}")
+        return found
     except ImportError as exc:
         msg = f"{module} is needed for this test ({reason}): {exc}"
         if os.environ.get("CI") == "true":
@@ -58,7 +63,8 @@ def _require(module, reason="pip install '.[test]'"):
 
 @pytest.fixture(scope="session")
 def requires():
-    """``requires(module)``: the imported module, or a skip (a failure under CI=true)."""
+    """``requires(module, reason=..., min_version=None)``: the imported module, or a
+    skip (a failure under CI=true)."""
     return _require
 
 

@@ -69,6 +69,21 @@ def test_stale_installed_module_is_a_clear_error(tmp_path, spawn):
     assert "partially initialized" not in out.stderr
 
 
+def test_python_m_cakernels_in_a_stale_source_tree_is_one_line(tmp_path, spawn):
+    # `python -m cakernels info` (run to see which module loads) printed the import's
+    # traceback and exited 1; now the command line's one-line error and status 2
+    src, site = _source_copy(tmp_path)
+    with open(src / "native" / "ck_smo.c", "a") as fh:
+        fh.write("/* edited after the build */\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), cakernels_site()]))
+    out = spawn([sys.executable, "-m", "cakernels", "info"], cwd=src, env=env,
+                package_path=False)
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.startswith("cakernels: error: cakernels is imported from the source")
+    assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
+    assert "does not match its C sources" in out.stderr
+
+
 def test_source_tree_without_any_build_is_a_clear_error(tmp_path, spawn):
     src, _ = _source_copy(tmp_path)
     # -S: no site-packages, so no installed cakernels anywhere
@@ -92,15 +107,14 @@ print(module.openmp_enabled(), os.stat(path).st_mtime_ns)
 
 
 @pytest.mark.slow
-def test_a_build_with_other_flags_rebuilds_the_module(tmp_path, spawn):
+def test_a_build_with_other_flags_rebuilds_the_module(tmp_path, spawn, requires):
     """build_ext used to rebuild only when a C source was newer than the module in
     build/lib.*: after ``CAKERNELS_DISABLE_OPENMP=1 python setup.py build_ext --inplace``
     a later ``pip install .`` packaged that serial module (and, after
     ``CAKERNELS_SANITIZE=1``, one that aborts at import). setup.py records the flags
     in build/temp.* and rebuilds when they differ."""
-    setuptools = pytest.importorskip("setuptools")
-    if int(setuptools.__version__.split(".")[0]) < 77:
-        pytest.skip(f"setuptools {setuptools.__version__}: pyproject.toml needs >= 77")
+    # pyproject.toml's license field needs setuptools 77 (the test extra has it)
+    requires("setuptools", min_version=77)
     src, _ = _source_copy(tmp_path)
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(REPO / name, src / name)
