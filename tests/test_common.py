@@ -20,6 +20,8 @@ from cakernels import (
     BKRR2CV,
     CASVC,
     CASVCCV,
+    CPSVCCV,
+    DCKRRCV,
     DCSVC,
     DKRR,
     CPSVC,
@@ -30,6 +32,7 @@ from cakernels import (
     FCFSSVC,
     KKRR,
     KKRR2,
+    KKRRCV,
     PartitionedKernelRidge,
     PartitionedSVC,
 )
@@ -74,9 +77,12 @@ ESTIMATORS = [
     KBalancePartitioner(n_partitions=2, random_state=0),
     FCFSPartitioner(n_partitions=2, random_state=0),
     BKMPartitioner(n_partitions=2, random_state=0),
-    # the fast searches (one of each family; the others share their code)
+    # the fast searches (one of each family and, as K-means partitions can hold a
+    # single row, one on K-means partitions; the others share their code)
     CASVCCV(n_partitions=2, Cs=[1.0, 10.0], cv=2, random_state=0),
+    CPSVCCV(n_partitions=2, Cs=[1.0, 10.0], cv=2, random_state=0),
     BKRR2CV(n_partitions=2, sigmas=[1.0, 3.0], lams=[1e-3], cv=2, random_state=0),
+    KKRRCV(n_partitions=2, sigmas=[1.0, 3.0], lams=[1e-3], cv=2, random_state=0),
 ]
 
 
@@ -103,16 +109,16 @@ _WEIGHT_REASON_SEARCH = (
 )
 
 _WEIGHT_REASON_AGCD = (
-    "sample_weight is not equivalent to removing or repeating samples: weights scale "
-    "the upper bounds C_i (as in LIBSVM, for which scikit-learn's own SVC lists the "
-    "same expected failure), and removing or repeating samples also changes the "
-    "K-means variable blocks"
+    "sample_weight is not equivalent to removing or repeating samples: gamma='scale' "
+    "counts every row, the repeated ones too, and the solver stops at tol (scikit-learn's "
+    "own SVC lists the same expected failure; with a fixed gamma and tol=1e-12 it "
+    "passes), and removing or repeating samples also changes the K-means variable blocks"
 )
 
 _WEIGHT_REASON_SMO = (
-    "sample_weight is not equivalent to removing or repeating samples: weights scale "
-    "the upper bounds C_i, as in LIBSVM, for which scikit-learn's own SVC lists the "
-    "same expected failure"
+    "sample_weight is not equivalent to removing or repeating samples: gamma='scale' "
+    "counts every row, the repeated ones too, and the solver stops at tol (scikit-learn's "
+    "own SVC lists the same expected failure; with a fixed gamma and tol=1e-12 it passes)"
 )
 
 
@@ -127,7 +133,7 @@ def _expected_failed_checks(estimator):
     if isinstance(estimator, PartitionedKernelRidge):
         expected["check_sample_weight_equivalence_on_dense_data"] = _WEIGHT_REASON_KRR
         expected["check_sample_weight_equivalence_on_sparse_data"] = _WEIGHT_REASON_KRR
-    if isinstance(estimator, (CASVCCV, BKRR2CV)):
+    if isinstance(estimator, (CASVCCV, DCKRRCV)):
         expected["check_sample_weight_equivalence_on_dense_data"] = _WEIGHT_REASON_SEARCH
         expected["check_sample_weight_equivalence_on_sparse_data"] = _WEIGHT_REASON_SEARCH
     if isinstance(estimator, CASVCCV):

@@ -23,6 +23,7 @@ from cakernels import (
     DCKRR,
     FCFSSVC,
     KKRR2,
+    KKRR2CV,
     PartitionedSVC,
 )
 from cakernels.partition import (
@@ -447,7 +448,8 @@ def _brute_kfold(X, y, part, folds, sigma, lam):
             alpha = np.linalg.solve(rbf_kernel(X[T], gamma=gamma) + lam * T.size * np.eye(T.size),
                                     y[T])
             rows = route[val] == j
-            pred[rows] = rbf_kernel(X[val[rows]], X[T], gamma=gamma) @ alpha
+            if rows.any():
+                pred[rows] = rbf_kernel(X[val[rows]], X[T], gamma=gamma) @ alpha
         sse.append(np.mean((y[val] - pred) ** 2))
     return np.array(sse)
 
@@ -468,6 +470,26 @@ def test_fast_search_with_halo_equals_refits():
     # fit_stats_ reports the halos as the estimators' does (it had partition sizes only)
     assert cv.fit_stats_["halo_sizes"] == part.halo_sizes_.tolist() == \
         cv.best_estimator_.fit_stats_["halo_sizes"]
+
+
+def test_an_outliers_partition_trains_on_its_halo_in_the_split_it_validates():
+    # the search counts a partition's training rows with its halo's: the outlier's
+    # partition of one row validates one split and still trains there on its halo
+    # (its rows are not sent to another partition)
+    X, y = make_regression(n_samples=240, n_features=4, noise=3.0, random_state=0)
+    y = y / y.std()
+    X[0] += 40.0
+    folds = list(KFold(3, shuffle=True, random_state=5).split(X))
+    cv = KKRR2CV(4, sigmas=[20.0, 60.0], lams=[1e-4], cv=folds, halo=0.6,
+                 scoring="neg_mean_squared_error", random_state=0).fit(X, y)
+    part = cv.partitioner_
+    (j,) = np.flatnonzero(part.sizes_ == 1)  # the outlier's (K-means' halo: round(h m_j))
+    (f,) = [f for f, (_, val) in enumerate(folds) if 0 in val]
+    assert np.isin(part.halo_indices_[j], folds[f][0]).any()  # its halo trains split f
+    for i, params in enumerate(cv.cv_results_["params"]):
+        ref = _brute_kfold(X, y, part, folds, params["sigma"], params["lam"])
+        got = -np.array([cv.cv_results_[f"split{f}_test_score"][i] for f in range(3)])
+        np.testing.assert_allclose(got, ref, rtol=1e-8)
 
 
 def test_leave_one_out_with_halo_equals_refits():

@@ -1205,6 +1205,7 @@ def test_multilevel_and_dissmo_under_mpi_equal_serial(mpirun, n, tmp_path):
 def test_fast_searches_under_mpi(mpirun, n):
     lines = _lines(mpirun(n, "spmd_search.py"))
     assert [line["check"] for line in lines] == ["BKRR2CV", "DCKRRCV", "BKRR2CV-groups",
+                                                  "KKRR2CV-outlier", "KKRRCV-outlier",
                                                   "BKRR2CV-loo", "BKRR2CV-weights",
                                                   "BKMSVCCV", "CASVCCV-weights",
                                                   "BKRR2CV-generator"]
@@ -1214,6 +1215,8 @@ def test_fast_searches_under_mpi(mpirun, n):
         # rows of zero weight are left out of the partitions
         expect = {"BKRR2CV-weights": 288, "CASVCCV-weights": 160}.get(line["check"])
         assert line.get("partitioned", [expect] * 2) == [expect] * 2, line
+        if line["check"].endswith("-outlier"):  # its own partition, in both modes
+            assert all(1 in sizes for sizes in line["sizes"]), line
         for mode in ("root_phases", "sharded_phases")[:2 if "sharded_rel" in line else 1]:
             # Algorithm 10: the partitions stay on their ranks for the whole
             # search; only the summed errors travel (phase 'validation')

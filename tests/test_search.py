@@ -45,12 +45,26 @@ def _data(n=240, d=4, seed=0, targets=1):
     return X, y / np.std(y)
 
 
+def _brute_route(part, X, trained):
+    """Nearest-centre routing; a row whose partition has no training row in the
+    split goes to the nearest centre of those that have (``trained``)."""
+    route = part.assign(X)
+    lost = ~np.isin(route, trained)
+    if lost.any():
+        C = part.centers_[trained]
+        d = ((X[lost][:, None, :] - C[None, :, :]) ** 2).sum(-1)
+        route[lost] = trained[np.argmin(d, axis=1)]
+    return route
+
+
 def _brute_split_scores(search, X, y, splits, scoring, sample_weight=None):
     """Refit every partition on its training rows of every split from scratch
     (sklearn's rbf_kernel and numpy's solve; with ``sample_weight``, the
     weighted problem ``(W K + lam sum(w) I) alpha = W y`` of KernelRidge, on
     partitions of the rows of positive weight) and score the routed or
-    averaged validation predictions (weighted by ``sample_weight`` too)."""
+    averaged validation predictions (weighted by ``sample_weight`` too). A
+    partition without training rows in a split has no model there: its rows go
+    to the nearest partition that has (or the average leaves it out)."""
     part = search.partitioner_
     w = np.ones(len(y)) if sample_weight is None else np.asarray(sample_weight, float)
     labels = np.full(len(y), -1)
@@ -64,7 +78,8 @@ def _brute_split_scores(search, X, y, splits, scoring, sample_weight=None):
             tr = np.zeros(len(y), bool)
             tr[train] = True
             preds = np.zeros((P, len(val)) + y.shape[1:])
-            for j in range(P):
+            trained = np.flatnonzero([np.any((labels == j) & tr) for j in range(P)])
+            for j in trained:
                 T = np.flatnonzero((labels == j) & tr)
                 K = rbf_kernel(X[T], X[T], gamma=gamma)
                 if sample_weight is None:
@@ -75,9 +90,9 @@ def _brute_split_scores(search, X, y, splits, scoring, sample_weight=None):
                                             * np.eye(T.size), W @ y[T])
                 preds[j] = rbf_kernel(X[val], X[T], gamma=gamma) @ alpha
             if average:
-                pred = preds.mean(axis=0)
+                pred = preds[trained].mean(axis=0)
             else:
-                route = part.assign(X[val])
+                route = _brute_route(part, X[val], trained)
                 pred = preds[route, np.arange(len(val))]
             value = METRICS[scoring](y[val], pred, sample_weight=w[val])
             out[c, f] = value if scoring == "r2" else -value
@@ -95,6 +110,26 @@ def test_kfold_scores_equal_refits_on_the_same_partitions_and_folds(cls, solver)
     got = np.column_stack([search.cv_results_[f"split{f}_test_score"] for f in range(3)])
     np.testing.assert_allclose(got, brute, rtol=1e-8)
     assert search.fit_stats_["solver"] == solver
+
+
+@pytest.mark.parametrize("cls", [KKRR2CV, KKRRCV])
+def test_a_partition_without_training_rows_in_a_split_has_no_model_there(cls):
+    # an outlier is a K-means cluster of its own: in the split it validates, its
+    # partition has no training row. The search refused every such dataset ("use fewer
+    # partitions or folds", which never helped); now, as K-means drops an empty
+    # cluster, its rows go to the nearest partition with training rows (averaging:
+    # the average of those), as the refits on the same partitions and folds
+    X, y = _data()
+    X[0] += 40.0
+    cv = KFold(3, shuffle=True, random_state=1)
+    search = cls(n_partitions=4, sigmas=[0.7, 2.0], lams=[1e-4, 1e-2], cv=cv,
+                 random_state=0).fit(X, y)
+    assert 1 in search.partition_sizes_.tolist()
+    brute = _brute_split_scores(search, X, y, list(cv.split(X)), "r2")
+    got = np.column_stack([search.cv_results_[f"split{f}_test_score"] for f in range(3)])
+    np.testing.assert_allclose(got, brute, rtol=1e-8)
+    # the refit keeps every partition, the outlier's too
+    assert search.best_estimator_.partition_sizes_.tolist() == search.partition_sizes_.tolist()
 
 
 @pytest.mark.parametrize("cls", [BKRR2CV, DCKRRCV, KKRR2CV])
@@ -546,10 +581,17 @@ def test_other_bad_settings_are_clear_errors():
     with pytest.raises(ValueError, match="solver='eigh'"):
         BKRR2CV(n_partitions=2, cv="loo", solver="cholesky").fit(X, y)
     labels = BKRR2(n_partitions=2, random_state=0).fit(X, y).partitioner_.labels_
-    with pytest.raises(ValueError, match="partition 1 has no training row in split 0") as info:
-        # a split whose training rows are all in partition 0
-        BKRR2CV(n_partitions=2, cv=[(np.flatnonzero(labels == 0), np.flatnonzero(labels))],
-                random_state=0).fit(X, y)
+    # a split whose training rows are all in partition 0: partition 1 has no model
+    # there, and partition 0's predicts its validation rows (this was an error)
+    cv = [(np.flatnonzero(labels == 0), np.flatnonzero(labels))]
+    search = BKRR2CV(n_partitions=2, sigmas=[1.0], lams=[1e-3], cv=cv, random_state=0).fit(X, y)
+    np.testing.assert_allclose(search.cv_results_["split0_test_score"],
+                               _brute_split_scores(search, X, y, cv, "r2")[:, 0], rtol=1e-8)
+    # rows of weight 0 train nowhere: a split whose training rows all weigh 0 is still
+    # an error (no partition has a model)
+    w = np.where(labels == 0, 0.0, 1.0)
+    with pytest.raises(ValueError, match="no training row in split 0") as info:
+        BKRR2CV(n_partitions=2, cv=cv, random_state=0).fit(X, y, sample_weight=w)
     # shuffling is advice for splits that do not shuffle (int folds do)
     assert str(info.value).endswith("use fewer partitions or folds, or shuffled folds")
     assert BKRR2CV(cv=3)._fold_hint() == "; use fewer partitions or folds"
@@ -560,22 +602,26 @@ def test_other_bad_settings_are_clear_errors():
     assert BKRR2CV(cv=KFold(5))._fold_hint().endswith("or shuffled folds")
     assert BKRR2CV(cv=KFold(3, shuffle=True))._fold_hint() == "; use fewer partitions or folds"
     Xs = np.sort(X, axis=0)  # sorted rows: unshuffled folds cut the partitions
-    with pytest.raises(ValueError, match="no training row.*or shuffled folds"):
-        PartitionedKernelRidgeCV(partitioner="kmeans", n_partitions=4, cv=KFold(4),
-                                 random_state=0).fit(Xs, y)
+    search = PartitionedKernelRidgeCV(partitioner="kmeans", n_partitions=4, cv=KFold(4),
+                                      sigmas=[1.0], lams=[1e-3], random_state=0).fit(Xs, y)
+    np.testing.assert_allclose(search.cv_results_["mean_test_score"],
+                               _brute_split_scores(search, Xs, y, list(KFold(4).split(Xs)),
+                                                   "r2").mean(axis=1), rtol=1e-8)
     with pytest.raises(ValueError):
         BKRR2CV(n_partitions=2, cv=100).fit(X, y)  # more folds than rows
     # a shuffled splitter seeded as the search draws the random partitioner's
-    # permutation: the error says so (the partitions are the folds), and a warning
-    # whatever the outcome (ShuffleSplit had no hint, and with a smaller validation
-    # set put every validation row in partition 0 without a word)
+    # permutation: a warning whatever the outcome (the partitions follow the folds: a
+    # partition inside a validation fold has no model in that split, and its rows are
+    # predicted by the other partitions; ShuffleSplit had no hint, and with a smaller
+    # validation set put every validation row in partition 0 without a word)
     same = "cv draws with random_state=0, the search's own seed"
     for cls in (DCKRRCV, CASVCCV):
         yy = (y > 0).astype(int) if cls is CASVCCV else y
         for cv in (KFold(3, shuffle=True, random_state=0),
                    ShuffleSplit(1, test_size=0.25, random_state=0)):
-            with pytest.raises(ValueError, match=same), pytest.warns(UserWarning, match=same):
-                cls(n_partitions=4, cv=cv, random_state=0).fit(X, yy)
+            with pytest.warns(UserWarning, match=same):
+                search = cls(n_partitions=4, cv=cv, random_state=0).fit(X, yy)
+            assert np.all(np.isfinite(search.cv_results_["mean_test_score"]))
         with pytest.warns(UserWarning, match=same):
             cls(n_partitions=4, cv=ShuffleSplit(1, test_size=0.1, random_state=0),
                 random_state=0).fit(X, yy)
@@ -644,7 +690,8 @@ class _Fixed(ClassifierMixin, BaseEstimator):
 def _brute_svm_scores(search, X, y, splits, scoring="accuracy", sample_weight=None):
     """LIBSVM (scikit-learn's SVC) refitted on every partition's rows of every
     split, nearest-centre routing, scikit-learn's scorer ``scoring`` on the
-    split's validation rows; 'scale' resolved on the split. With
+    split's validation rows (a partition without training rows in the split
+    passes its rows to the nearest that has); 'scale' resolved on the split. With
     ``sample_weight``, the partitions hold the rows of positive weight and the
     scorer weighs the validation rows."""
     scorer = get_scorer(scoring)
@@ -660,9 +707,11 @@ def _brute_svm_scores(search, X, y, splits, scoring="accuracy", sample_weight=No
             gamma = params["gamma"]
             if gamma == "scale":
                 gamma = 1.0 / (X.shape[1] * X[train].var())
-            route = part.assign(X[val])
+            P = search.partition_sizes_.size
+            trained = np.flatnonzero([np.any((labels == j) & tr) for j in range(P)])
+            route = _brute_route(part, X[val], trained)
             pred = np.empty(len(val), dtype=y.dtype)
-            for j in range(search.partition_sizes_.size):
+            for j in range(P):
                 T = np.flatnonzero((labels == j) & tr)
                 here = route == j
                 if not here.any():
@@ -692,6 +741,25 @@ def test_svm_search_equals_libsvm_refits_on_the_same_partitions(cls, n_classes):
     np.testing.assert_allclose(got, brute, rtol=0, atol=1e-12)
     assert search.cv_results_["params"] == list(ParameterGrid({"C": [0.5, 5.0],
                                                                "gamma": [0.05, "scale"]}))
+
+
+@pytest.mark.parametrize("n_classes", [2, 3])
+def test_svm_search_lends_an_untrained_partitions_rows_to_the_nearest(n_classes):
+    # CPSVCCV refused any data with an outlier (a K-means partition of one row has no
+    # training row in the split it validates); GridSearchCV(CPSVC) took them
+    X, y = make_classification(n_samples=300, n_features=6, n_informative=4,
+                               n_classes=n_classes, random_state=0)
+    X[0] += 40.0
+    cv = StratifiedKFold(3, shuffle=True, random_state=0)
+    search = CPSVCCV(n_partitions=4, Cs=[0.5, 5.0], gammas=[0.05, "scale"], cv=cv,
+                     solver="libsvm", random_state=0).fit(X, y)
+    assert 1 in search.partition_sizes_.tolist()
+    brute = _brute_svm_scores(search, X, y, list(cv.split(X, y)))
+    got = np.column_stack([search.cv_results_[f"split{f}_test_score"] for f in range(3)])
+    np.testing.assert_allclose(got, brute, rtol=0, atol=1e-12)
+    # the native SMO's warm path takes the same rows
+    smo = CPSVCCV(n_partitions=4, Cs=[0.5, 5.0], gammas=[0.05], cv=cv, random_state=0).fit(X, y)
+    assert np.all(np.isfinite(smo.cv_results_["mean_test_score"]))
 
 
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.UndefinedMetricWarning")

@@ -490,6 +490,7 @@ class _SearchJob:
         self.shift = shift
         self.kparams = kparams
         self.n_partitions = int(n_partitions)
+        self.trained = None  # (set by the search: partitions with training rows per split)
         self.scoring = scoring
         self.n_steps = sigmas.size
         # GridSearchCV's candidate order: ParameterGrid sorts the keys, 'lam' outer
@@ -631,11 +632,13 @@ class _SearchJob:
         xn = row_sq_norms(Xj)
         G = kernel_block(Xj, Xj, kernel="linear", n_threads=n_threads)
         times = np.zeros((self.sigmas.size, L, S, 2))
-        if not self.loo:
-            check_training_rows(p.j, tr, self.fold_hint)
         val = xq = Gq = None
         if not self.loo:  # the validation rows' mask of every split
             val = q[1][:, nc + S:].astype(bool)
+            # where it predicts rows (nearest centre: the others' went elsewhere, see
+            # _query_rows); averaging: where no partition has training rows
+            check_training_rows(p.j, tr, self.fold_hint,
+                                self.trained == 0 if self.average else val.any(axis=0))
         if self.average:
             out = [np.zeros((self.sigmas.size, L, int(val[:, f].sum()) if val is not None
                              else q[2].size, k)) for f in range(S)]
@@ -694,6 +697,8 @@ class _SearchJob:
         predicting) its validation rows. Returns the factorisations."""
         L, k = self.lams.size, self.k
         T = np.flatnonzero(train)
+        if not T.size:  # its validation rows went to another partition (_query_rows)
+            return 0
         KT, yT, total = K[np.ix_(T, T)], yj[T], T.size
         if wj is not None:  # the estimator's weighted solve: S (S K S + lam sum(w) I)^-1 S y
             sw = np.sqrt(wj[T])
@@ -819,7 +824,10 @@ class _SearchJob:
             for f in range(S):
                 V = (np.flatnonzero(yq[:, nc + S + f]) if not self.loo
                      else np.arange(yq.shape[0]))
-                mean = parts[f] / self.n_partitions
+                # (the partitions with training rows in the split: a K-means cluster
+                # whose rows all validate it has no model there)
+                mean = parts[f] / (self.n_partitions if self.trained is None
+                                   else self.trained[f])
                 for a in range(self.sigmas.size):
                     stats[a, :, f] = _stats(yq[V, :k], mean[a], self.shift[f],
                                             yq[V, k] if self.weighted else None)

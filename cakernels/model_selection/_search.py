@@ -38,6 +38,7 @@ from .._engine import (
     _assign_rows,
     drop_zero_weight_rows,
     _group_by,
+    _halo_of,
     _halo_sizes,
     _partition_key,
     _LazyPartition,
@@ -51,6 +52,7 @@ from .._engine import (
     validate_params_for,
 )
 from ..backends import comm_report
+from ..partition._storage import dense_block_rows, nearest_center
 from ._results import build_cv_results
 
 
@@ -131,10 +133,18 @@ class _PartitionedSearchCV(PartitionedEstimator):
             t0 = time.perf_counter()
             with comm.phase("redistribution"):
                 tasks = self._distribute(s, Xt, rows_t, None, compact, labels, owners, part)
-                queries = self._query_rows(s, Xl, rows, index, part, owners, loo, tasks)
+                counts = None
+                if not loo:
+                    counts = _training_counts(s, rows_t, labels, part, compact,
+                                              cols.shape[1], n_splits)
+                queries = self._query_rows(s, Xl, rows, index, part, owners, loo, tasks,
+                                           counts, cols.shape[1])
             t_move = time.perf_counter() - t0
             job = self._make_job(s, grid, n_splits, loo, facts, cols.shape[1], sizes.size)
             job.fold_hint = self._fold_hint()
+            # the partitions with training rows in every split (an averaging search
+            # averages those; None: leave-one-out)
+            job.trained = None if counts is None else np.count_nonzero(counts, axis=0)
             progress = _Progress(self.verbose and comm.rank == 0, len(tasks) * job.n_steps,
                                  job.progress_label)
             t0 = time.perf_counter()
@@ -383,14 +393,24 @@ class _PartitionedSearchCV(PartitionedEstimator):
         masks = comm.bcast_obj(masks)
         return masks[index], masks.shape[1] // 2
 
-    def _query_rows(self, s, X, rows, index, part, owners, loo, tasks):
+    def _query_rows(self, s, X, rows, index, part, owners, loo, tasks, counts=None,
+                    first=None):
         """A function ``j -> (X, rows, index)`` of the rows partition ``j``
         predicts during validation: the rows whose nearest centre it is
         (nearest-centre searches, leave-one-out too), every row for averaging
-        (moved once, with the partitions)."""
+        (moved once, with the partitions).
+
+        ``counts`` (partitions x splits, nearest-centre searches with splits):
+        the training rows of every partition in every split. A partition with
+        none in a split (a K-means cluster of a few outlying rows, all
+        validating that split) has no model there: in that split its
+        validation rows go to the nearest centre of the partitions that have
+        training rows (as K-means drops an empty cluster), as a copy of the row
+        validating that split only (``first``: the column of the first split's
+        training mask in ``rows``)."""
         average = self._is_average
         comm = s.comm
-        if average:
+        if average:  # (counts: the job averages the partitions with training rows)
             if s.size == 1:
                 every = (X, rows, index)
             else:
@@ -409,6 +429,9 @@ class _PartitionedSearchCV(PartitionedEstimator):
         # (under MPI a user's assign failing on one rank: every rank's error, not a hang)
         route = assigned() if s.size == 1 else route_collectively(s.comm, part, assigned)
         P = owners.size
+        if counts is not None:
+            X, rows, index, route = _reroute_from_untrained(X, rows, index, route, part,
+                                                            counts, first)
         if s.size == 1:
             groups = _group_by(route, P)
             routed = {j: _LazyPartition(j, X, rows, None, groups[j], index) for j in range(P)}
@@ -427,13 +450,78 @@ class _PartitionedSearchCV(PartitionedEstimator):
         return rows_of
 
 
-def check_training_rows(j, train, hint):
+def _training_counts(s, rows, labels, part, index, first, n_splits):
+    """``(P, n_splits)``: the training rows of every partition (its halo's
+    included) in every split, over all ranks (one small reduction). ``rows``
+    are this rank's training rows' columns (split ``f``'s training mask in
+    column ``first + f``), ``labels`` their partitions, ``index`` their global
+    indices (the halos' coordinates in sharded mode)."""
+    P = np.asarray(part.sizes_).size
+    counts = np.zeros((P, n_splits))
+    if labels.size:
+        train = rows[:, first:first + n_splits]
+        for f in range(n_splits):
+            counts[:, f] = np.bincount(labels, weights=train[:, f], minlength=P)
+        halo = _halo_of(part)
+        if halo is not None:
+            if s.size > 1 and s.sharded:  # this shard's rows in every halo
+                start, stop = int(index[0]), int(index[-1]) + 1
+                halo = [h[(h >= start) & (h < stop)] - start for h in halo]
+            for j, h in enumerate(halo):
+                counts[j] += train[h].sum(axis=0)
+    if s.size > 1:
+        counts = s.comm.Allreduce(counts.ravel()).reshape(P, n_splits)
+    return counts
+
+
+def _reroute_from_untrained(X, rows, index, route, part, counts, first):
+    """``(X, rows, index, route)`` with the validation rows of partitions
+    that have no training row in their split moved, for that split only, to
+    the nearest centre of a partition that has (see
+    :meth:`_PartitionedSearchCV._query_rows`). Splits without any training
+    row are left as they are (the job's error names them)."""
+    S = counts.shape[1]
+    untrained = (counts == 0) & np.any(counts > 0, axis=0)  # (P, S)
+    if not untrained.any() or not route.size:
+        return X, rows, index, route
+    val = rows[:, first + S:first + 2 * S] > 0
+    moved, split = np.nonzero(val & untrained[route])
+    if not moved.size:
+        return X, rows, index, route
+    storage = getattr(part, "_storage", "as_is")
+    centers = np.asarray(part.centers_, dtype=np.float64)
+    to = np.empty(moved.size, dtype=np.intp)
+    for f in np.unique(split):
+        at = np.flatnonzero(split == f)
+        trained = np.flatnonzero(counts[:, f] > 0)
+        block = (dense_block_rows(X.shape[1]) if storage != "as_is" else None)
+        kw = {} if block is None else {"block_rows": block, "storage": storage}
+        to[at] = trained[nearest_center(X[moved[at]], centers[trained], **kw)]
+    rows = rows.copy()
+    rows[moved, first + S + split] = 0.0  # no longer validated where they were
+    extra = rows[moved]
+    extra[:, first:] = 0.0  # the copies train nowhere and validate their split only
+    extra[np.arange(moved.size), first + S + split] = 1.0
+    if sp.issparse(X):  # (the index width kept)
+        width = X.indices.dtype
+        X = sp.vstack([X, X[moved]], format="csr")
+        X.indices, X.indptr = X.indices.astype(width), X.indptr.astype(width)
+    else:
+        X = np.concatenate([X, X[moved]])
+    return (X, np.concatenate([rows, extra]), np.concatenate([index, index[moved]]),
+            np.concatenate([route, to]))
+
+
+def check_training_rows(j, train, hint, needed=None):
     """A ValueError when partition ``j`` has no training row in some split
-    (``train``: its rows x splits mask), with the ``hint`` of
+    (``train``: its rows x splits mask) where it is needed (``needed``: one
+    bool per split; None: every split), with the ``hint`` of
     :meth:`_PartitionedSearchCV._fold_hint`."""
     counts = train.sum(axis=0)
-    if np.any(counts == 0):
-        f = int(np.flatnonzero(counts == 0)[0])
+    if needed is None:
+        needed = np.ones(counts.size, dtype=bool)
+    if np.any((counts == 0) & needed):
+        f = int(np.flatnonzero((counts == 0) & needed)[0])
         raise ValueError(f"partition {j} has no training row in split {f} (all its "
                          f"{train.shape[0]} rows validate it){hint}")
 

@@ -493,7 +493,8 @@ class _SVMSearchJob:
         out = np.zeros((len(self.gamma_values), nC, S, self.n_counts))
         times = np.zeros((len(self.gamma_values), nC, S, 2))
         classes = self.search.classes_
-        check_training_rows(p.j, tr, self.fold_hint)
+        # (the splits where it predicts rows; the others' went elsewhere: _query_rows)
+        check_training_rows(p.j, tr, self.fold_hint, val.any(axis=0))
         order = np.argsort(self.Cs, kind="stable")  # the warm-start path: increasing C
         n_gam = len(self.gamma_values)
         its = np.zeros((n_gam, S), dtype=np.int64)
@@ -504,7 +505,10 @@ class _SVMSearchJob:
             a, f = divmod(i, S)
             T = np.flatnonzero(tr[:, f])
             V = np.flatnonzero(val[:, f])
-            for c, model, it, secs in self._path(p, T, y_idx, w, a, f, order):
+            # (no training row in split f: its validation rows went to another
+            # partition, see _query_rows; nothing to train)
+            for c, model, it, secs in (self._path(p, T, y_idx, w, a, f, order) if T.size
+                                       else ()):
                 its[a, f] += it
                 times[a, c, f, 0] += secs
                 if V.size:

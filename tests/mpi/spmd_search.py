@@ -25,10 +25,12 @@ splits = list(cv.split(X))
 kw = dict(n_partitions=4, sigmas=[0.7, 2.0], lams=[1e-4, 1e-2], cv=cv, random_state=0)
 
 
-def brute(search, splits=splits, w=None):
+def brute(search, splits=splits, w=None, X=X, y=y):
     """r2 of refits of every partition on its training rows of every split
     (with weights ``w``: KernelRidge's weighted problem on the partitions of
-    the rows of positive weight, and the weighted r2)."""
+    the rows of positive weight, and the weighted r2). A partition without
+    training rows in a split has no model there: its rows go to the nearest
+    partition that has (the average leaves it out)."""
     part = search.partitioner_
     w = np.ones(len(y)) if w is None else w
     labels = np.full(len(y), -1)
@@ -41,15 +43,21 @@ def brute(search, splits=splits, w=None):
         for train, val in splits:
             tr = np.zeros(len(y), bool)
             tr[train] = True
-            preds = []
-            for j in range(search.partition_sizes_.size):
+            P = search.partition_sizes_.size
+            trained = np.flatnonzero([np.any((labels == j) & tr) for j in range(P)])
+            preds = np.zeros((P, len(val)))
+            for j in trained:
                 T = np.flatnonzero((labels == j) & tr)
                 W = np.diag(w[T])
                 K = W @ rbf_kernel(X[T], X[T], gamma=gamma) + params["lam"] * w[T].sum() * np.eye(
                     T.size)
-                preds.append(rbf_kernel(X[val], X[T], gamma=gamma) @ np.linalg.solve(K, W @ y[T]))
-            preds = np.array(preds)
-            pred = preds.mean(0) if average else preds[part.assign(X[val]), np.arange(len(val))]
+                preds[j] = rbf_kernel(X[val], X[T], gamma=gamma) @ np.linalg.solve(K, W @ y[T])
+            route = part.assign(X[val])
+            lost = ~np.isin(route, trained)
+            if lost.any():
+                d = ((X[val][lost][:, None, :] - part.centers_[trained][None]) ** 2).sum(-1)
+                route[lost] = trained[np.argmin(d, axis=1)]
+            pred = preds[trained].mean(0) if average else preds[route, np.arange(len(val))]
             row.append(r2_score(y[val], pred, sample_weight=w[val]))
         out.append(row)
     return np.array(out)
@@ -90,7 +98,8 @@ def three_modes(name, cls, params, X, y, brute_scores, rows=None, relative=True,
             "everywhere": all(b == best[0] for b in best),
             "root_phases": phases(root), "sharded_phases": phases(sharded),
             "root_predict_equal": bool(same(root.predict(X[:n_predict]),
-                                            serial.predict(X[:n_predict])))}
+                                            serial.predict(X[:n_predict]))),
+            "sizes": [root.partition_sizes_.tolist(), sharded.partition_sizes_.tolist()]}
     if "sample_weight" in rows:  # rows of weight 0 are left out of the partitions
         line["partitioned"] = [int(root.partition_sizes_.sum()),
                                int(sharded.partition_sizes_.sum())]
@@ -106,6 +115,17 @@ groups = np.arange(len(y)) % 7
 three_modes("BKRR2CV-groups", BKRR2CV, dict(kw, cv=GroupKFold(3)), X, y,
             lambda search: brute(search, list(GroupKFold(3).split(X, y, groups))),
             rows={"groups": groups})
+
+# an outlier: a K-means partition of one row has no training row in the split it
+# validates; its rows go to the nearest partition with training rows (the average
+# leaves it out), in every mode (the training counts are summed over the ranks)
+from cakernels import KKRR2CV, KKRRCV  # noqa: E402
+
+Xo = X.copy()
+Xo[0] += 40.0
+for cls in (KKRR2CV, KKRRCV):
+    three_modes(f"{cls.__name__}-outlier", cls, kw, Xo, y,
+                lambda search: brute(search, X=Xo))
 
 # closed-form leave-one-out: the rows travel to their nearest centre's rank as in
 # k-fold; root mode equals serial, sharded mode refits without each row
