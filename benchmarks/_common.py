@@ -163,9 +163,22 @@ def libsvm_csr(X):
 
 
 # ---------------------------------------------------------------- timing
+#: a busy loop that ends when the benchmark that started it does (a SIGTERM, SIGHUP or
+#: SIGKILL ends the benchmark without __exit__, and its own session keeps it from the
+#: group's signals: it spun on for good); it checks its parent every few milliseconds
+_SPIN = """
+import os
+parent = os.getppid()
+while os.getppid() == parent:
+    for _ in range(100_000):
+        pass
+"""
+
+
 class Busy:
     """``n`` other processes spinning on the cores while the block runs (a busy
-    machine for the contention settings of the benchmarks)."""
+    machine for the contention settings of the benchmarks). They end with the
+    block, or with this process however it ends."""
 
     def __init__(self, n):
         self.n = n
@@ -173,7 +186,7 @@ class Busy:
 
     def __enter__(self):
         import subprocess
-        self.procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"],
+        self.procs = [subprocess.Popen([sys.executable, "-c", _SPIN],
                                        start_new_session=True) for _ in range(self.n)]
         time.sleep(0.3 if self.n else 0.0)
         return self
