@@ -176,7 +176,7 @@ def fit_part(rep, home, quick, repeat):
 
 def main(argv=None):
     ap = common.add_common_args(argparse.ArgumentParser(description=__doc__.split("\n\n")[0]))
-    ap.add_argument("--repeat", type=int, default=None, help="timed rounds (default 5; quick 3)")
+    ap.add_argument("--repeat", type=common.positive_int, default=None, help="timed rounds (default 5; quick 3)")
     ap.add_argument("--parts", nargs="+", default=["factor", "fit"], choices=["factor", "fit"])
     args = ap.parse_args(argv)
     repeat = args.repeat or (3 if args.quick else 5)

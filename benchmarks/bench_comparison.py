@@ -408,7 +408,7 @@ def main():
                     help="ijcnn1 samples of the 8-rank communication run")
     ap.add_argument("--goal-samples", type=int, default=49990,
                     help="ijcnn1 samples of the 1- and 2-rank Dis-SMO runs")
-    ap.add_argument("--repeats", type=int, default=1, help="fits per MPI configuration (best)")
+    ap.add_argument("--repeats", type=common.positive_int, default=1, help="fits per MPI configuration (best)")
     ap.add_argument("--plot", default=None,
                     help="PNG of the comm part (default benchmarks/comparison_comm.png; with "
                          "--quick benchmarks/results/comparison_comm_quick.png, git-ignored)")

@@ -116,7 +116,7 @@ def measure(X, y, params, cache, busy, repeat):
 
 def main(argv=None):
     ap = common.add_common_args(argparse.ArgumentParser(description=__doc__.split("\n\n")[0]))
-    ap.add_argument("--repeat", type=int, default=None, help="timed rounds (default 5; quick 3)")
+    ap.add_argument("--repeat", type=common.positive_int, default=None, help="timed rounds (default 5; quick 3)")
     ap.add_argument("--parts", nargs="+", default=["asygcd", "krr", "search", "kmeans"],
                     choices=["asygcd", "krr", "search", "kmeans"])
     args = ap.parse_args(argv)

@@ -14,8 +14,10 @@ kernel-matrix bytes of the largest rank, and test MSE. The OpenBLAS of the
 NumPy/SciPy wheels crashes in multi-threaded Cholesky factorizations of 16,000
 rows with its SkylakeX kernels, so a full run (16,000 rows) re-executes itself
 with ``OPENBLAS_CORETYPE=Haswell`` when it is unset on an AVX-512 CPU
-(``_common.haswell_for_large_cholesky``; the workers inherit it, every side then
-uses the same OpenBLAS kernels; DKRR runs MKL's ScaLAPACK). ``--quick`` (2,000 and
+(``_common.haswell_for_large_cholesky``; the workers inherit it: KernelRidge and
+BKRR2 then use the same OpenBLAS kernels, while DKRR runs MKL's ScaLAPACK with MKL's
+sequential kernels, one rank per core, against KernelRidge's OpenBLAS threads on
+both cores). ``--quick`` (2,000 and
 4,000 rows) leaves it alone.
 
 Every fit time is the best of ``--repeat`` fits (default 3) after one untimed

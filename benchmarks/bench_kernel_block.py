@@ -151,7 +151,7 @@ def main(argv=None):
     ap = common.add_common_args(argparse.ArgumentParser(description=__doc__.split("\n\n")[0]))
     ap.add_argument("--n", type=int, default=None, help="block size n (n x n); default 4096")
     ap.add_argument("--dims", type=int, nargs="+", default=[16, 64, 256])
-    ap.add_argument("--repeat", type=int, default=None, help="timed runs per case (best kept)")
+    ap.add_argument("--repeat", type=common.positive_int, default=None, help="timed runs per case (best kept)")
     ap.add_argument("--panel-rows", type=int, default=512,
                     help="rows per panel of the panelled variant")
     ap.add_argument("--no-check", action="store_true", help="skip the correctness check")

@@ -121,7 +121,7 @@ def main():
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--method", choices=sorted(CONFIGS), help=argparse.SUPPRESS)
     ap.add_argument("--mode", choices=("root", "sharded"), help=argparse.SUPPRESS)
-    ap.add_argument("--repeats", type=int, default=2, help="fits per configuration (best)")
+    ap.add_argument("--repeats", type=common.positive_int, default=2, help="fits per configuration (best)")
     args = ap.parse_args()
     args.data_home = common.data_home(args.data_home)
     if args.worker:

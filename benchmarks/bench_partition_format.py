@@ -1,19 +1,23 @@
 """What the storage-independent partitioning costs on sparse data.
 
-Below ``cakernels.partition.DENSE_BUDGET_BYTES`` every partitioner densifies
-CSR input and computes on dense float64 data, so that CSR and its dense copy
-give the same partition. This script times, in one process and on the same
-CSR matrix (as ``load_dataset`` returns it), every partitioner's ``fit`` and
-``assign`` of the test set on that dense path and on the CSR path (the
-budget set to 0, what the partitioners did before), and prints the ratio
-dense path / CSR path (below 1: the dense path is faster). Best of
+Below ``cakernels.partition.DENSE_BUDGET_BYTES`` the partitioners compute on
+one canonical storage chosen from the data's shape and density
+(``partition_storage``): dense float64 for data with at least
+``SPARSE_DENSITY`` (5%) non-zeros, canonical CSR below, so that CSR and its
+dense copy give the same partition. This script times, in one process and on
+the same CSR matrix (as ``load_dataset`` returns it), every partitioner's
+``fit`` and ``assign`` of the test set on that canonical path (the "dense
+path" columns: dense for a9a and mushrooms, CSR for ``wide``) and on the CSR
+path (the budget set to 0, what the partitioners did before), and prints the
+ratio canonical path / CSR path (below 1: the canonical path is faster). Best of
 ``--repeat`` runs, one BLAS thread. For scale, one ``BKMSVC`` fit (P = 16,
 the default native SMO per partition, ``solver='smo'``) on the same CSR data,
 partitioning included.
 
-The dataset ``wide`` is the costly case of the dense path: synthetic
-8,192 x 8,192 CSR with 0.2% non-zeros (a 512 MiB dense copy, half the
-budget), where dense K-means multiplies 500 times more values than CSR.
+The dataset ``wide`` is the case the density rule is for: synthetic 8,192 x
+8,192 CSR with 0.2% non-zeros (a 512 MiB dense copy, half the budget), where
+dense K-means would multiply 500 times more values than CSR; its canonical
+storage is CSR, so both of its columns time CSR.
 
     python benchmarks/bench_partition_format.py [--quick] [--datasets a9a mushrooms wide]
 """

@@ -233,7 +233,7 @@ def measure(sides, X, repeat, setting):
 
 def main(argv=None):
     ap = common.add_common_args(argparse.ArgumentParser(description=__doc__.split("\n\n")[0]))
-    ap.add_argument("--repeat", type=int, default=None, help="timed rounds (default 5; quick 3)")
+    ap.add_argument("--repeat", type=common.positive_int, default=None, help="timed rounds (default 5; quick 3)")
     ap.add_argument("--settings", nargs="+", default=["2 cores", "1 core", "1 busy", "2 busy"],
                     choices=["2 cores", "1 core", "1 busy", "2 busy"])
     args = ap.parse_args(argv)

@@ -305,7 +305,7 @@ def main():
     summary = __doc__.split("\n\n")[0].replace("\n", " ")  # the first paragraph
     ap = common.add_common_args(argparse.ArgumentParser(description=summary))
     ap.add_argument("--worker", choices=("pingpong", "weak"), help=argparse.SUPPRESS)
-    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--repeats", type=common.positive_int, default=2)
     ap.add_argument("--plot", default=None,
                     help="PNG of the modelled curves (default benchmarks/scaling_model.png; "
                          "with --quick benchmarks/results/scaling_model_quick.png, git-ignored)")

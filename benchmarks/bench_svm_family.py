@@ -245,7 +245,7 @@ def main(argv=None):
     ap.add_argument("--datasets", nargs="+", default=list(DATASETS), choices=list(DATASETS))
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2],
                     help="partitioner seeds for the test accuracy (0 is always run, and timed)")
-    ap.add_argument("--repeat", type=int, default=1,
+    ap.add_argument("--repeat", type=common.positive_int, default=1,
                     help="timed rounds (every method fitted once per round; best kept)")
     args = ap.parse_args(argv)
     home = common.data_home(args.data_home)

@@ -70,7 +70,7 @@ def main(argv=None):
     ap.add_argument("--widths", type=int, nargs="+", default=None,
                     help="padded widths (default n/5 and 6n/5: 2,000 and 12,000)")
     ap.add_argument("--cache", type=float, default=2000.0, help="cache_size in MB")
-    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--repeat", type=common.positive_int, default=2)
     args = ap.parse_args(argv)
     n = args.n if args.n is not None else (3000 if args.quick else 10_000)
     X, y = load_dataset("a9a", data_home=common.data_home(args.data_home), return_X_y=True,
