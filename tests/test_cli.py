@@ -1838,3 +1838,54 @@ def test_out_of_memory_advice_names_the_features_too():
                                      "(8, 30000000)"))
     assert msg.startswith("out of memory (Unable to allocate 1.79 GiB")
     assert "fewer features (a LIBSVM file has as many as its largest feature index)" in msg
+
+
+def test_random_state_is_refused_where_it_draws_nothing_and_defaults_to_0(capsys, tmp_path,
+                                                                           clf_files,
+                                                                           reg_files):
+    # --random-state's default was 0 whether given or not: --method svc/krr took it
+    # silently while --halo or --n-jobs there were refused as not applying
+    for data, method in ((clf_files / "train.svm", "svc"), (clf_files / "train.svm",
+                                                           "dissmosvc"),
+                         (reg_files / "train.svm", "krr")):
+        code, _, err = run(capsys, "fit", data, "-o", tmp_path / "m.skops", "--method", method,
+                           "--random-state", "5")
+        assert_one_line_error(code, err, "--random-state does not apply to --method " + method)
+    # the partitioned methods: 0 when not given (the classes' default None draws anew)
+    for seed in ((), ("--random-state", "0"), ("--random-state", "7")):
+        model = tmp_path / f"c{len(seed)}.skops"
+        code, _, err = run(capsys, "fit", clf_files / "train.svm", "-o", model, "-p", "2",
+                           *seed)
+        assert code == 0, err
+        assert read_model(model)["estimator"].random_state == (int(seed[1]) if seed else 0)
+
+
+def test_evaluate_on_the_demo_says_it_has_no_test_split(capsys, tmp_path):
+    # the demo's rows are the training rows of a model fitted on it: no word was said
+    model = tmp_path / "demo.skops"
+    code, _, err = run(capsys, "fit", "demo", "-o", model, "-p", "2")
+    assert code == 0, err
+    code, out, err = run(capsys, "evaluate", model, "demo")
+    assert code == 0 and "accuracy" in out
+    assert "note: demo has no test split; using all its rows" in err
+
+
+def test_krr_lam_overflowing_with_the_sample_count_names_lam(capsys, tmp_path, reg_files):
+    # KernelRidge's alpha = lam * n overflowed: "The 'alpha' parameter of KernelRidge ...
+    # Got inf", a parameter the user never gave
+    code, _, err = run(capsys, "fit", reg_files / "train.svm", "-o", tmp_path / "m.skops",
+                       "--method", "krr", "--lam", "1e307")
+    assert_one_line_error(code, err, "--lam 1e+307 times the", "overflows")
+
+
+@pytest.mark.parametrize("value", ["inf", "nan"])
+def test_non_finite_values_in_a_prediction_file_name_the_file(capsys, tmp_path, clf_files,
+                                                             value):
+    model = tmp_path / "m.skops"
+    assert run(capsys, "fit", clf_files / "train.svm", "-o", model, "-p", "2")[0] == 0
+    bad = tmp_path / "bad.svm"
+    bad.write_text(f"1 1:1 2:2\n-1 1:{value} 2:1\n")
+    for command in ("predict", "evaluate"):
+        code, _, err = run(capsys, command, model, bad)
+        assert_one_line_error(code, err, f"{bad}: 1 feature value is NaN or infinite "
+                                         "(the first in sample 2)")

@@ -153,8 +153,9 @@ def _add_estimator_options(parser, *, bench=False):
     g.add_argument("--backend", choices=BACKENDS, help="how partitions are run (default serial)")
     g.add_argument("--n-jobs", type=int, metavar="N",
                    help="workers of the threads backend (default: all cores)")
-    g.add_argument("--random-state", type=int, default=0, metavar="SEED",
-                   help="seed of the partitioners (default 0)")
+    g.add_argument("--random-state", type=int, metavar="SEED",
+                   help="seed of the partitioners (default 0, where the Python classes' "
+                        "default is None: a fresh draw)")
     g.add_argument("-v", "--verbose", action="store_true", default=None,
                    help="progress bar over the partitions (tqdm, on stderr)")
 

@@ -27,6 +27,7 @@ from .registry import (
     ORACLE_METHODS,
 )
 from .methods import (
+    DEFAULT_SEED,
     KERNEL_RIDGE_COPIES,
     _check_class_labels,
     _check_options,
@@ -331,7 +332,8 @@ def _cmd_bench(args):
     print(f"parameters: {kp} kernel={kernel}; {params['n_partitions']} partitions; "
           f"backend={params['backend'] or 'serial'}"
           + (f" n_jobs={params['n_jobs']}" if params["n_jobs"] is not None else "")
-          + f"; random_state={params['random_state']}")
+          + "; random_state="
+          + str(DEFAULT_SEED if params["random_state"] is None else params["random_state"]))
     if _HASWELL_SET_FOR_BENCH:
         print("note: OpenBLAS runs its Haswell kernels in this run (OPENBLAS_CORETYPE=Haswell, "
               "set by cakernels bench: its SkylakeX kernels crash in multi-threaded Cholesky "

@@ -422,6 +422,9 @@ def _load_data(spec, *, split, download=True, index_base=None, n_features=None):
         return _Data(_int32_indices(read.X), read.y, str(path), task, "file", reason=reason,
                      index_base=read.index_base, read=read)
     if spec.lower() in DEMO_NAMES:
+        if split == "test":  # (as a registry dataset without a test split)
+            print(f"{PROG}: note: {spec} has no test split; using all its rows (a model "
+                  f"fitted on {spec} was trained on them)", file=sys.stderr)
         return _load_demo(DEMO_NAMES[spec.lower()])
     info, subset = _registry_info(spec)
     if subset == "test" and info.get("n_test") is None:

@@ -17,7 +17,8 @@ def _cmd_info(args):
         ("numpy", info["numpy"]),
         ("scipy", info["scipy"]),
         ("scikit-learn", info["scikit-learn"]),
-        ("OpenMP", f"yes, {info['omp_max_threads']} threads" if info["openmp"]
+        ("OpenMP", f"yes, {info['omp_max_threads']} thread"
+                   f"{'' if info['omp_max_threads'] == 1 else 's'}" if info["openmp"]
          else "no (native module built without OpenMP)"),
         ("CPU cores", str(info["cpu_count"])),
         ("native module", info["native_module"]),

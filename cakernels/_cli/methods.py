@@ -191,6 +191,11 @@ def _taking(option):
     return [m.name for m in REGISTRY.values() if option in m.options]
 
 
+#: the command line's seed when --random-state is not given (the classes' default, None,
+#: draws a fresh seed: two runs of one command would train two models)
+DEFAULT_SEED = 0
+
+
 def _make_estimator(method, p, n_train, strict=True):
     """The estimator of ``method`` (see :mod:`.registry`) with the parameters in ``p``
     (None: the estimator's default). ``strict``: an option the method does not take
@@ -223,6 +228,12 @@ def _make_estimator(method, p, n_train, strict=True):
         if p.get(name) is not None and name not in entry.options and strict:
             raise CLIError(f"{_FLAG[name]} does not apply to --method {method}: it applies "
                            f"to {', '.join(_taking(name))}")
+    if p.get("random_state") is not None and "random_state" not in entry.options and strict:
+        raise CLIError(f"--random-state does not apply to --method {method}: it draws "
+                       "nothing at random (it seeds the partitioners of the methods that "
+                       "partition)")
+    if "random_state" in entry.options and p.get("random_state") is None:
+        p = {**p, "random_state": DEFAULT_SEED}  # the command line's seed, given or not
     if method == "krr":
         from sklearn.kernel_ridge import KernelRidge
 
@@ -234,6 +245,9 @@ def _make_estimator(method, p, n_train, strict=True):
             raise CLIError(f"--sigma must be > 0, got {sigma!r}")
         if not lam >= 0:
             raise CLIError(f"--lam must be >= 0, got {lam!r}")
+        if not lam * max(n_train, 1) < float("inf"):
+            raise CLIError(f"--lam {lam!r} times the {_fmt_int(n_train)} training samples "
+                           "overflows (KernelRidge's alpha is lam * n)")
         # the same problem as BKRR2(n_partitions=1): (K + lam n I) alpha = y
         est = KernelRidge(alpha=lam * max(n_train, 1), kernel=p.get("kernel") or "rbf",
                           gamma=sigma_to_gamma(sigma))

@@ -52,7 +52,27 @@ def _predict_data(args):
               "model)")
     X = _match_features(data, n_features, base)
     X = _dense_for_centring(X, meta, data.label)
+    _check_finite(X, data.label)
     return model, meta, data, X
+
+
+def _check_finite(X, label):
+    """NaN or infinite feature values: one line naming the file and the first row."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    values = X.data if sp.issparse(X) else X
+    bad = ~np.isfinite(values)
+    if not bad.any():
+        return
+    if sp.issparse(X):
+        row = int(np.searchsorted(X.indptr, np.flatnonzero(bad)[0], side="right")) - 1
+    else:
+        row = int(np.flatnonzero(bad.any(axis=1))[0])
+    n = int(bad.sum())
+    raise CLIError(f"{label}: {_fmt_int(n)} feature value{' is' if n == 1 else 's are'} NaN "
+                   f"or infinite (the first in sample {_fmt_int(row + 1)}); the model needs "
+                   "finite values")
 
 
 def _dense_for_centring(X, meta, label):
@@ -166,7 +186,8 @@ def _cmd_evaluate(args):
           + (", standardized" if meta.get("standardization") else "")
           + (", target centred" if (meta.get("standardization") or {}).get("target_centred")
              else ""))
-    print(f"data:       {data.label}: {_fmt_int(X.shape[0])} samples")
+    print(f"data:       {data.label}: {_fmt_int(X.shape[0])} "
+          f"sample{'' if X.shape[0] == 1 else 's'}")
     if meta.get("task") == "classification":
         acc = float(np.mean(pred == y))
         print(f"accuracy:   {acc:.4f} ({_fmt_int(int(np.sum(pred == y)))}/{_fmt_int(y.size)})")

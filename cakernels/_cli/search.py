@@ -19,6 +19,7 @@ from .common import (
 )
 from .fit import _index_base_note, _save
 from .methods import (
+    DEFAULT_SEED,
     _check_class_labels,
     _check_feature_memory,
     _task_override_note,
@@ -261,7 +262,9 @@ def _make_search(args, method, task, cv, backend):
     if args.tol is not None:  # (_check_search refused it for kernel ridge)
         params["tol"] = args.tol
     search = cls(n_partitions=args.n_partitions, cv=cv, backend=backend,
-                 n_jobs=args.n_jobs, random_state=args.random_state, verbose=not args.quiet,
+                 n_jobs=args.n_jobs,
+                 random_state=DEFAULT_SEED if args.random_state is None else args.random_state,
+                 verbose=not args.quiet,
                  scoring=args.scoring, **params)
     search._validate_params()
     search._grid()  # a bad grid is the error, before the kernel-width note reads it
