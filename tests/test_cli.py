@@ -83,6 +83,10 @@ def test_info(capsys, tmp_path):
     assert code == 0 and err == ""
     for key in ("cakernels", "numpy", "scikit-learn", "OpenMP", "BLAS", "MPI", "data home"):
         assert key in out
+    # skops, which fit/predict/evaluate need, with its version (it was not listed)
+    from importlib.metadata import version
+
+    assert f"skops{' ' * 10}{version('skops')}" in out.splitlines()
     home_line = next(line for line in out.splitlines() if line.startswith("data home"))
     assert str(tmp_path / "empty") in home_line and "does not exist" in home_line
 

@@ -34,13 +34,16 @@ def _cmd_info(args):
         rows.append(("MPI", 'not available (mpi4py not importable; pip install "cakernels[mpi]")'))
     rows.append(("ScaLAPACK", info["scalapack"] or 'not found (DKRR under MPI needs it: pip '
                  'install "cakernels[scalapack]")'))
-    for mod, extra in (("pooch", "datasets"), ("tqdm", "progress")):
+    # (skops: a dependency, the model files of fit/predict/evaluate)
+    for mod, extra in (("skops", None), ("pooch", "datasets"), ("tqdm", "progress")):
         try:
             from importlib.metadata import version
 
             rows.append((mod, version(mod)))
         except Exception:
-            rows.append((mod, f'not installed (pip install "cakernels[{extra}]")'))
+            rows.append((mod, "not installed (" + (f'pip install "cakernels[{extra}]")'
+                                                   if extra else "pip install skops: fit, "
+                                                   "predict and evaluate need it)")))
     home = get_data_home()
     source = f"from {ENV_VAR}" if os.environ.get(ENV_VAR) else f"default; set {ENV_VAR} to change"
     exists = ("exists" if home.is_dir() else "a file, not a folder" if home.exists()
