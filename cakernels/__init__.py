@@ -21,9 +21,12 @@ try:
 except ImportError as _exc:
     import sys as _sys
 
-    # `python -m cakernels ...` (sys.argv[0] is "-m" while its package is imported):
-    # the command line's one-line error and status 2, not an import traceback
-    if _sys.argv[:1] == ["-m"]:
+    # `python -m cakernels ...` (sys.argv[0] is "-m" while its package is imported;
+    # another package run with -m that imports cakernels keeps its ImportError): the
+    # command line's one-line error and status 2, not an import traceback
+    _orig = getattr(_sys, "orig_argv", [])
+    if _sys.argv[:1] == ["-m"] and any(
+            a == "-m" and b.split(".")[0] == "cakernels" for a, b in zip(_orig, _orig[1:])):
         _sys.stderr.write(f"cakernels: error: {_exc}\n")
         raise SystemExit(2) from None
     raise

@@ -82,6 +82,14 @@ def test_python_m_cakernels_in_a_stale_source_tree_is_one_line(tmp_path, spawn):
     assert out.stderr.startswith("cakernels: error: cakernels is imported from the source")
     assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
     assert "does not match its C sources" in out.stderr
+    # another package run with -m that imports cakernels keeps the ImportError (its
+    # fallback ran no more: the process ended with status 2)
+    (src / "mypkg").mkdir()
+    (src / "mypkg" / "__init__.py").write_text(
+        "try:\n    import cakernels\nexcept ImportError:\n    print('fallback')\n")
+    (src / "mypkg" / "__main__.py").write_text("")
+    out = spawn([sys.executable, "-m", "mypkg"], cwd=src, env=env, package_path=False)
+    assert out.returncode == 0 and out.stdout.strip() == "fallback", out.stderr
 
 
 def test_source_tree_without_any_build_is_a_clear_error(tmp_path, spawn):

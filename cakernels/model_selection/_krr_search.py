@@ -23,7 +23,9 @@ Folds and partitions: the data are partitioned once, on all rows, and every
 split trains partition ``j``'s local model on the rows of ``j`` in the split's
 training set (ridge shift ``lam * m_jf`` with ``m_jf`` that count, as a fit on
 those rows would use) and validates on the split's validation rows, routed by
-nearest centre or averaged over all partitions. Algorithm 10 partitions once
+nearest centre or averaged over the partitions (a partition with no training
+row in a split has no model there: its validation rows go to the nearest
+partition that has, and the average leaves it out). Algorithm 10 partitions once
 too, but only its training rows, and routes its test rows to those centres;
 with cross-validation every row trains in some split, so the partitions here
 are drawn from all rows, validation rows included: a split's training rows are
@@ -217,10 +219,15 @@ class PartitionedKernelRidgeCV(RegressorMixin, _PartitionedSearchCV):
     train(f)|`` and predicts ``val(f)`` by nearest centre (or averages all
     partitions), which is what refitting the estimator on ``train(f)`` with the
     same partitions would give (the tests check 1e-8 agreement). A partition
-    with no training row in some split is an error (use fewer partitions or
-    folds). ``cv='loo'`` leaves each row out of the partitions that train on it
-    (shift ``lam * (m_j - 1)``; the others never saw it) and predicts it as
-    ``cv=LeaveOneOut()`` would, by nearest centre (or the mean of all models).
+    with no training row in a split (a K-means cluster of an outlier) has no
+    model there: as K-means drops an empty cluster, its validation rows in that
+    split go to the nearest centre of the partitions that have training rows,
+    and the average is over those. ``cv='loo'`` leaves each row out of the
+    partitions that train on it (shift ``lam * (m_j - 1)``; the others never
+    saw it) and predicts it as ``cv=LeaveOneOut()`` would, by nearest centre
+    (or the mean of all models); a partition of a single training row is an
+    error there (``cv=LeaveOneOut()`` predicts that row by the nearest other
+    partition).
 
     Cost. Per (sigma, split, partition), ``'eigh'`` costs one
     eigendecomposition (as much as the Cholesky solves of about
@@ -735,7 +742,9 @@ class _SearchJob:
         m = K.shape[0]
         if m == 1:
             raise ValueError(f"partition {p.j} has a single training row: leaving it out "
-                             "leaves no row to train on; use fewer partitions")
+                             "leaves no row to train on (cv='loo' has no other model for "
+                             "it); pass cv=LeaveOneOut(), whose split predicts it by the "
+                             "nearest other partition, k folds, or fewer partitions")
         t = time.perf_counter()
         w, Q = eigh_in_place(K)
         inv, singular = _shifted_inverse(w, self.lams * (m - 1), return_singular=True,

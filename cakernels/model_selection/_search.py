@@ -137,6 +137,8 @@ class _PartitionedSearchCV(PartitionedEstimator):
                 if not loo:
                     counts = _training_counts(s, rows_t, labels, part, compact,
                                               cols.shape[1], n_splits)
+                    # (summed over the ranks: the same error on every rank)
+                    _check_every_split_trains(counts, facts.get("n_zero_weight"))
                 queries = self._query_rows(s, Xl, rows, index, part, owners, loo, tasks,
                                            counts, cols.shape[1])
             t_move = time.perf_counter() - t0
@@ -472,6 +474,17 @@ def _training_counts(s, rows, labels, part, index, first, n_splits):
     if s.size > 1:
         counts = s.comm.Allreduce(counts.ravel()).reshape(P, n_splits)
     return counts
+
+
+def _check_every_split_trains(counts, zero_weights):
+    """A ValueError when some split has no training row in any partition (the
+    splitters give every split training rows, but rows of weight 0 train
+    nowhere)."""
+    empty = np.flatnonzero(counts.sum(axis=0) == 0)
+    if empty.size:
+        raise ValueError(f"split {int(empty[0])} has no training row"
+                         + (" of positive sample_weight (rows of weight 0 train nowhere)"
+                            if zero_weights else ""))
 
 
 def _reroute_from_untrained(X, rows, index, route, part, counts, first):
