@@ -415,3 +415,19 @@ def test_early_prediction_densifies_wide_csr_rows_within_the_budget(monkeypatch,
     got, peak = peak_bytes(clf.predict, Xt)
     np.testing.assert_array_equal(got, expected)
     assert peak < 40 * 2**20, peak  # 300 dense rows alone are 92 MiB
+
+
+def test_cascade_with_libsvm_short_of_a_tiny_tol_names_its_precision():
+    # LIBSVM's float32 kernel values cannot meet a violation of 1e-6: the warning said
+    # only that more passes would repeat the support vectors (solver='smo' converges)
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning
+
+    X, y = make_classification(n_samples=500, n_features=6, random_state=7, flip_y=0.05)
+    kw = dict(n_partitions=5, C=2, tol=1e-6, n_passes=8, random_state=0)
+    with pytest.warns(ConvergenceWarning, match="solver='libsvm' a tol this small"):
+        CascadeSVC(solver="libsvm", **kw).fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        CascadeSVC(solver="smo", **kw).fit(X, y)

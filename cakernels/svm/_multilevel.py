@@ -256,6 +256,10 @@ class _MultiLevelSVC(_FullModelSVC):
             advice = ("raise n_passes for the SVM of all rows" if why == "out of passes" else
                       "more passes would repeat them: DCSVC's last layer or DisSMOSVC give "
                       "the SVM of all rows")
+            if self.solver == "libsvm":  # its kernel values are single precision
+                advice += ("; with solver='libsvm' a tol this small may be out of reach "
+                           "(LIBSVM's kernel cache holds float32 values): solver='smo' "
+                           "or a larger tol")
             warnings.warn(
                 f"{type(self).__name__} stopped before the optimum ({why}, after "
                 f"{self.n_passes_} of n_passes={self.n_passes}): the final SVM violates the "
@@ -625,12 +629,15 @@ _COMMON_ATTRS = """
     partitioner_, centers_, partition_sizes_
         The first layer's partitions.
     n_iter_ : ndarray of shape (n_layers,)
-        SMO iterations of every layer solved (summed over its nodes and the
-        pairs; with DCSVC's early prediction, the layers down to
-        ``predict_layer``).
+        SMO iterations of every layer solved (summed over its nodes, the pairs
+        and CascadeSVC's passes; with DCSVC's early prediction, the layers down
+        to ``predict_layer``).
     fit_stats_ : dict
-        ``layers``: one dict per layer with ``nodes``, ``solved`` (nodes that
-        solved a problem, summed over the pairs of classes), ``samples_in``,
+        ``layers``: one dict per layer of the tree (with DCSVC's early
+        prediction the layers after ``predict_layer`` are listed with
+        ``solved``, ``samples_in`` and ``n_iter`` 0) with ``nodes``, ``solved``
+        (nodes that solved a problem, summed over the pairs of classes and
+        CascadeSVC's passes, as ``n_iter`` and ``seconds``), ``samples_in``,
         ``support_vectors`` (out), ``n_iter``, ``seconds`` (the slowest rank),
         ``comm_bytes`` and ``comm_messages`` (all ranks: the tree's messages
         into that layer; CascadeSVC's feedback between passes, the support
