@@ -81,6 +81,13 @@ def _halo_of(part):
     return [np.asarray(h, dtype=np.int64) for h in halo]
 
 
+def _shard_halos(halo, index):
+    """Every halo's rows held by this shard, as positions in it (``index``: the
+    shard's contiguous global range of rows, sharded mode)."""
+    start, stop = int(index[0]), int(index[-1]) + 1
+    return [h[(h >= start) & (h < stop)] - start for h in halo]
+
+
 def _halo_sizes(part, sizes):
     """Halo rows of every partition: the package's partitioners' ``halo_sizes_``;
     for a user's object, counted from its (checked) ``halo_indices_`` (its own
@@ -1094,10 +1101,7 @@ class PartitionedEstimator(OwnInitName, VersionedState, BaseEstimator):
         rows_of = np.arange(labels.size, dtype=np.int64)
         part_of = np.asarray(labels, dtype=np.int64)
         if halo is not None and labels.size:
-            # this shard's rows in every halo (index is this shard's contiguous
-            # global range)
-            start, stop = int(index[0]), int(index[-1]) + 1
-            extra = [(h[(h >= start) & (h < stop)] - start, j) for j, h in enumerate(halo)]
+            extra = [(h, j) for j, h in enumerate(_shard_halos(halo, index))]
             rows_of = np.concatenate([rows_of] + [r for r, _ in extra])
             part_of = np.concatenate([part_of] + [np.full(r.size, j, np.int64)
                                                   for r, j in extra])

@@ -40,6 +40,7 @@ from .._engine import (
     _group_by,
     _halo_of,
     _halo_sizes,
+    _shard_halos,
     _partition_key,
     _LazyPartition,
     _pack_block,
@@ -52,7 +53,7 @@ from .._engine import (
     validate_params_for,
 )
 from ..backends import comm_report
-from ..partition._storage import dense_block_rows, nearest_center
+from ..partition._storage import nearest_center_stored
 from ._results import build_cv_results
 
 
@@ -467,8 +468,7 @@ def _training_counts(s, rows, labels, part, index, first, n_splits):
         halo = _halo_of(part)
         if halo is not None:
             if s.size > 1 and s.sharded:  # this shard's rows in every halo
-                start, stop = int(index[0]), int(index[-1]) + 1
-                halo = [h[(h >= start) & (h < stop)] - start for h in halo]
+                halo = _shard_halos(halo, index)
             for j, h in enumerate(halo):
                 counts[j] += train[h].sum(axis=0)
     if s.size > 1:
@@ -501,15 +501,13 @@ def _reroute_from_untrained(X, rows, index, route, part, counts, first):
     moved, split = np.nonzero(val & untrained[route])
     if not moved.size:
         return X, rows, index, route
-    storage = getattr(part, "_storage", "as_is")
+    storage = getattr(part, "_storage", "as_is")  # (as the partitioner's assign)
     centers = np.asarray(part.centers_, dtype=np.float64)
     to = np.empty(moved.size, dtype=np.intp)
     for f in np.unique(split):
         at = np.flatnonzero(split == f)
         trained = np.flatnonzero(counts[:, f] > 0)
-        block = (dense_block_rows(X.shape[1]) if storage != "as_is" else None)
-        kw = {} if block is None else {"block_rows": block, "storage": storage}
-        to[at] = trained[nearest_center(X[moved[at]], centers[trained], **kw)]
+        to[at] = trained[nearest_center_stored(X[moved[at]], centers[trained], storage)]
     rows = rows.copy()
     rows[moved, first + S + split] = 0.0  # no longer validated where they were
     extra = rows[moved]

@@ -488,14 +488,8 @@ class _BasePartitioner(OwnInitName, VersionedState, BaseEstimator):
         """:meth:`assign` of rows the caller has validated as :meth:`assign`
         does (the estimators' routing: their ``predict`` checked ``X``; a
         second ``validate_data`` was a tenth of a 100-row prediction)."""
-        storage = getattr(self, "_storage", "as_is")
-        if storage == "as_is":
-            return nearest_center(X, self.centers_)
-        # blocks of at most DENSE_BUDGET_BYTES dense, the same blocks for every
-        # storage format (dense input up to 2048 features keeps the default
-        # blocks), each in the storage the partition was computed on
-        rows = _storage.dense_block_rows(X.shape[1])
-        return nearest_center(X, self.centers_, block_rows=rows, storage=storage)
+        return _storage.nearest_center_stored(X, self.centers_,
+                                              getattr(self, "_storage", "as_is"))
 
     def nearest_partitions(self, X, n_nearest):
         """The ``n_nearest`` nearest centres of every sample, nearest first.

@@ -238,6 +238,16 @@ def nearest_center(X, centers, *, block_rows=ASSIGN_BLOCK_ROWS, storage="as_is")
     return out
 
 
+def nearest_center_stored(X, centers, storage="as_is"):
+    """:func:`nearest_center` as a partition computed on ``storage`` routes rows:
+    blocks of at most DENSE_BUDGET_BYTES dense, the same blocks for every storage
+    format (dense input up to 2048 features keeps the default blocks), each in
+    that storage; ``'as_is'``: the rows as given."""
+    if storage == "as_is":
+        return nearest_center(X, centers)
+    return nearest_center(X, centers, block_rows=dense_block_rows(X.shape[1]), storage=storage)
+
+
 #: :func:`nearest_centers` selects up to this many centres by rounds of argmin
 NEAREST_BY_ROUNDS = 16
 

@@ -37,6 +37,17 @@ def on_bad_rank(owner, name, act):
     setattr(owner, name, patched)
 
 
+class UserPartitioner:
+    """Base of a user's partitioner object without parameters (the package asks for
+    them as of an estimator)."""
+
+    def get_params(self, deep=True):
+        return {}
+
+    def set_params(self, **params):
+        return self
+
+
 def fail(message):
     raise RuntimeError(message)
 
@@ -114,13 +125,7 @@ def run():
     elif case == "custom-sharded-differs":  # a user's fit_sharded: another partition per rank
         from cakernels import PartitionedSVC
 
-        class Unshared:
-            def get_params(self, deep=True):
-                return {}
-
-            def set_params(self, **params):
-                return self
-
+        class Unshared(UserPartitioner):
             def fit(self, X, y=None):
                 raise NotImplementedError
 
@@ -139,13 +144,7 @@ def run():
     elif case == "predict-custom-assign":   # a user's assign failing on one rank's rows
         from cakernels import PartitionedSVC
 
-        class Halves:
-            def get_params(self, deep=True):
-                return {}
-
-            def set_params(self, **params):
-                return self
-
+        class Halves(UserPartitioner):
             def fit(self, X, y=None):
                 X = np.asarray(X)
                 self.labels_ = (np.arange(X.shape[0]) % 2).astype(np.intp)
